@@ -1,0 +1,70 @@
+// Status names, the thread-local error message, versions, dtype/op names.
+#include <string>
+
+#include "c_api/api_guard.h"
+#include "core/ir/dtype.h"
+#include "core/ir/op_table.h"
+
+namespace kf::capi {
+namespace {
+thread_local std::string t_message;
+}
+void set_error(kf_status status, const std::string& message) {
+  (void)status;
+  try {
+    t_message = message;
+  } catch (...) {
+    t_message.clear();
+  }
+}
+void clear_error() { t_message.clear(); }
+}  // namespace kf::capi
+
+extern "C" {
+
+KF_API const char* kf_last_error(void) { return kf::capi::t_message.c_str(); }
+
+KF_API const char* kf_status_name(kf_status status) {
+  switch (status) {
+    case KF_OK: return "KF_OK";
+    case KF_ERR_INVALID_ARGUMENT: return "KF_ERR_INVALID_ARGUMENT";
+    case KF_ERR_UNSUPPORTED: return "KF_ERR_UNSUPPORTED";
+    case KF_ERR_SHAPE_MISMATCH: return "KF_ERR_SHAPE_MISMATCH";
+    case KF_ERR_DTYPE_MISMATCH: return "KF_ERR_DTYPE_MISMATCH";
+    case KF_ERR_DEVICE_MISMATCH: return "KF_ERR_DEVICE_MISMATCH";
+    case KF_ERR_OUT_OF_MEMORY: return "KF_ERR_OUT_OF_MEMORY";
+    case KF_ERR_PARSE: return "KF_ERR_PARSE";
+    case KF_ERR_NO_DEVICE: return "KF_ERR_NO_DEVICE";
+    case KF_ERR_BACKEND: return "KF_ERR_BACKEND";
+    case KF_ERR_VERSION_MISMATCH: return "KF_ERR_VERSION_MISMATCH";
+    case KF_ERR_INTERNAL: return "KF_ERR_INTERNAL";
+  }
+  return "KF_ERR_UNKNOWN";
+}
+
+KF_API uint32_t kf_version(void) { return KF_API_VERSION; }
+
+KF_API kf_status kf_check_version(uint32_t header_version) {
+  return kf::capi::guard([&] {
+    if (header_version != KF_API_VERSION)
+      kf::fail(KF_ERR_VERSION_MISMATCH, "kf_check_version: header API version ", header_version,
+               ", library API version ", KF_API_VERSION);
+  });
+}
+
+KF_API const char* kf_dtype_name(kf_dtype dtype) {
+  if (!kf::is_valid_dtype(static_cast<int>(dtype))) return "invalid";
+  return kf::dtype_name(static_cast<kf::DType>(dtype)).data();
+}
+
+KF_API const char* kf_op_name(kf_op op) {
+  if (!kf::is_valid_op(static_cast<int>(op))) return "invalid";
+  return kf::op_name(static_cast<kf::Op>(op)).data();
+}
+
+KF_API int kf_op_num_outputs(kf_op op) {
+  if (!kf::is_valid_op(static_cast<int>(op))) return 0;
+  return kf::op_info(static_cast<kf::Op>(op)).num_outputs;
+}
+
+}  // extern "C"

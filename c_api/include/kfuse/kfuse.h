@@ -1,0 +1,371 @@
+/*
+ * kfuse: a fusion code generator behind a C ABI.
+ *
+ * This is the only public header. Conventions (see docs/c-api.md):
+ *  - Every function returns a kf_status (KF_OK == 0) unless it says otherwise.
+ *    Nothing throws or aborts across this boundary.
+ *  - On failure, kf_last_error() returns a message for the failing call. It is
+ *    thread-local: read it on the same thread, before the next kfuse call.
+ *  - Handles are opaque. Release/destroy functions accept NULL.
+ *  - Every out-parameter says who owns what it returns and for how long.
+ *  - Options structs start with `size_t struct_size` and only grow at the end.
+ *  - Thread safety: a builder is single-threaded; fusions, concrete fusions
+ *    and segmentations are immutable and may be used from many threads.
+ */
+#ifndef KFUSE_KFUSE_H
+#define KFUSE_KFUSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(KFUSE_BUILDING_LIBRARY)
+#define KF_API __attribute__((visibility("default")))
+#else
+#define KF_API
+#endif
+
+/* The API version this header describes. kf_check_version() compares it with
+ * the library's; a mismatch is an error, never an abort. */
+#define KF_API_VERSION 1
+
+/* DLPack 0.6 lacks kDLBool (type code 6, 8 bits, introduced in DLPack 0.8).
+ * kfuse accepts it, and also kDLUInt/kDLInt with 8 bits as bool for dtypes
+ * declared KF_BOOL. */
+#define KF_DLPACK_BOOL_CODE 6
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+
+typedef enum kf_status {
+  KF_OK = 0,
+  KF_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, out-of-range id, bad attribute */
+  KF_ERR_UNSUPPORTED = 2,      /* valid request that kfuse cannot do (says why) */
+  KF_ERR_SHAPE_MISMATCH = 3,   /* rank or sizes disagree with the definition */
+  KF_ERR_DTYPE_MISMATCH = 4,   /* dtype disagrees with the definition / op */
+  KF_ERR_DEVICE_MISMATCH = 5,  /* tensors on different devices */
+  KF_ERR_OUT_OF_MEMORY = 6,
+  KF_ERR_PARSE = 7,            /* text form: message has "line L, column C" */
+  KF_ERR_NO_DEVICE = 8,        /* no CUDA driver / device for kDLCUDA tensors */
+  KF_ERR_BACKEND = 9,          /* driver, NVRTC or library call failed */
+  KF_ERR_VERSION_MISMATCH = 10,
+  KF_ERR_INTERNAL = 11         /* a kfuse bug: please report the message */
+} kf_status;
+
+/* Thread-local message of the last failed call on this thread. Never NULL
+ * (empty string when there is none). Valid until the next kfuse call on this
+ * thread. */
+KF_API const char* kf_last_error(void);
+
+/* Static name of a status ("KF_ERR_SHAPE_MISMATCH"). Never NULL. */
+KF_API const char* kf_status_name(kf_status status);
+
+/* Library API version (KF_API_VERSION of the build). Never changes shape. */
+KF_API uint32_t kf_version(void);
+
+/* KF_OK when the library implements `header_version` (pass KF_API_VERSION),
+ * KF_ERR_VERSION_MISMATCH otherwise. */
+KF_API kf_status kf_check_version(uint32_t header_version);
+
+/* ------------------------------------------------------------------------ */
+/* Data types                                                               */
+
+typedef enum kf_dtype {
+  KF_FLOAT64 = 0,
+  KF_FLOAT32 = 1,
+  KF_FLOAT16 = 2,
+  KF_BFLOAT16 = 3,
+  KF_INT64 = 4,
+  KF_INT32 = 5,
+  KF_BOOL = 6,
+  KF_DTYPE_COUNT = 7
+} kf_dtype;
+
+/* Static name ("float32"), or "invalid". */
+KF_API const char* kf_dtype_name(kf_dtype dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Ops. The argument (value ids) and attribute (int64) layout of each op is
+ * documented in docs/c-api.md and docs/text-format.md; the typed helpers
+ * below (kf_unary, kf_reduce, ...) fill them in for you. */
+
+typedef enum kf_op {
+  /* unary */
+  KF_OP_NEG, KF_OP_ABS, KF_OP_EXP, KF_OP_EXP2, KF_OP_EXPM1, KF_OP_LOG,
+  KF_OP_LOG2, KF_OP_LOG10, KF_OP_LOG1P, KF_OP_SQRT, KF_OP_RSQRT,
+  KF_OP_RECIPROCAL, KF_OP_SIN, KF_OP_COS, KF_OP_TAN, KF_OP_ASIN, KF_OP_ACOS,
+  KF_OP_ATAN, KF_OP_SINH, KF_OP_COSH, KF_OP_TANH, KF_OP_ASINH, KF_OP_ACOSH,
+  KF_OP_ATANH, KF_OP_SIGMOID, KF_OP_RELU, KF_OP_GELU, KF_OP_GELU_TANH,
+  KF_OP_SILU, KF_OP_ERF, KF_OP_ERFC, KF_OP_FLOOR, KF_OP_CEIL, KF_OP_ROUND,
+  KF_OP_TRUNC, KF_OP_SIGN, KF_OP_ISNAN, KF_OP_ISINF, KF_OP_ISFINITE,
+  KF_OP_LOGICAL_NOT, KF_OP_BITWISE_NOT,
+  /* binary */
+  KF_OP_ADD, KF_OP_SUB, KF_OP_MUL, KF_OP_DIV, KF_OP_FMOD, KF_OP_REMAINDER,
+  KF_OP_POW, KF_OP_ATAN2, KF_OP_MAXIMUM, KF_OP_MINIMUM, KF_OP_EQ, KF_OP_NE,
+  KF_OP_LT, KF_OP_LE, KF_OP_GT, KF_OP_GE, KF_OP_LOGICAL_AND, KF_OP_LOGICAL_OR,
+  KF_OP_LOGICAL_XOR, KF_OP_BITWISE_AND, KF_OP_BITWISE_OR, KF_OP_BITWISE_XOR,
+  KF_OP_SHIFT_LEFT, KF_OP_SHIFT_RIGHT,
+  /* ternary */
+  KF_OP_WHERE, KF_OP_CLAMP, KF_OP_LERP, KF_OP_FMA,
+  /* cast: attrs [dtype] */
+  KF_OP_CAST,
+  /* reductions: attrs [keepdim, axis...]; var/var_mean: attrs [keepdim,
+   * correction, axis...]. No axes = all axes. */
+  KF_OP_SUM, KF_OP_PROD, KF_OP_MAX, KF_OP_MIN, KF_OP_MEAN, KF_OP_VAR,
+  KF_OP_VAR_MEAN,
+  /* shape */
+  KF_OP_BROADCAST_IN_DIM, KF_OP_EXPAND, KF_OP_RESHAPE, KF_OP_PERMUTE,
+  KF_OP_SQUEEZE, KF_OP_UNSQUEEZE, KF_OP_SLICE, KF_OP_PAD, KF_OP_CAT,
+  /* indexing */
+  KF_OP_INDEX_SELECT, KF_OP_GATHER,
+  /* creation */
+  KF_OP_FULL, KF_OP_IOTA, KF_OP_UNIFORM, KF_OP_NORMAL,
+  /* library */
+  KF_OP_MATMUL, KF_OP_LINEAR,
+  /* hint */
+  KF_OP_SEGMENT_SET,
+  KF_OP_COUNT
+} kf_op;
+
+/* Static lower-case name of an op ("gelu_tanh"), or "invalid". */
+KF_API const char* kf_op_name(kf_op op);
+
+/* ------------------------------------------------------------------------ */
+/* Define: a builder records ops; finalize returns a fusion from the
+ * process-wide definition cache (a trie of records). Defining the same
+ * records in the same order returns the same kf_fusion pointer. */
+
+typedef struct kf_builder_s* kf_builder;
+typedef struct kf_fusion_s* kf_fusion;
+
+/* *out: owned by the caller; free with kf_builder_destroy. */
+KF_API kf_status kf_builder_create(kf_builder* out);
+KF_API void kf_builder_destroy(kf_builder builder);
+
+/* Value ids are dense, >= 0, in definition order. */
+KF_API kf_status kf_define_tensor(kf_builder b, int rank, kf_dtype dtype, int64_t* out_id);
+KF_API kf_status kf_define_scalar(kf_builder b, kf_dtype dtype, int64_t* out_id);
+KF_API kf_status kf_define_constant_f64(kf_builder b, double value, kf_dtype dtype, int64_t* out_id);
+KF_API kf_status kf_define_constant_i64(kf_builder b, int64_t value, kf_dtype dtype, int64_t* out_id);
+
+/* Generic op record. `outs` must have room for kf_op_num_outputs(op) ids. */
+KF_API kf_status kf_builder_op(kf_builder b, kf_op op, const int64_t* args, size_t num_args,
+                               const int64_t* attrs, size_t num_attrs, int64_t* outs,
+                               size_t num_outs);
+/* 2 for KF_OP_VAR_MEAN (var, mean), 1 otherwise, 0 for an invalid op. */
+KF_API int kf_op_num_outputs(kf_op op);
+
+/* Typed helpers over kf_builder_op. */
+KF_API kf_status kf_unary(kf_builder b, kf_op op, int64_t a, int64_t* out);
+KF_API kf_status kf_binary(kf_builder b, kf_op op, int64_t a, int64_t c, int64_t* out);
+KF_API kf_status kf_ternary(kf_builder b, kf_op op, int64_t a, int64_t c, int64_t d, int64_t* out);
+KF_API kf_status kf_cast(kf_builder b, int64_t a, kf_dtype dtype, int64_t* out);
+KF_API kf_status kf_reduce(kf_builder b, kf_op op, int64_t a, const int64_t* axes,
+                           size_t num_axes, int keepdim, int64_t* out);
+KF_API kf_status kf_var(kf_builder b, int64_t a, const int64_t* axes, size_t num_axes,
+                        int64_t correction, int keepdim, int64_t* out);
+KF_API kf_status kf_var_mean(kf_builder b, int64_t a, const int64_t* axes, size_t num_axes,
+                             int64_t correction, int keepdim, int64_t* out_var,
+                             int64_t* out_mean);
+/* shape[i] are ids of integer scalars (constants or scalar inputs).
+ * broadcast_dims[j] is the output dim of input dim j. */
+KF_API kf_status kf_broadcast_in_dim(kf_builder b, int64_t a, const int64_t* shape, size_t rank,
+                                     const int64_t* broadcast_dims, size_t num_dims,
+                                     int64_t* out);
+/* Right-aligned like torch.expand; a shape scalar of value -1 keeps the size. */
+KF_API kf_status kf_expand(kf_builder b, int64_t a, const int64_t* shape, size_t rank,
+                           int64_t* out);
+/* One shape scalar may have value -1 (inferred). */
+KF_API kf_status kf_reshape(kf_builder b, int64_t a, const int64_t* shape, size_t rank,
+                            int64_t* out);
+KF_API kf_status kf_permute(kf_builder b, int64_t a, const int64_t* perm, size_t rank,
+                            int64_t* out);
+KF_API kf_status kf_squeeze(kf_builder b, int64_t a, const int64_t* dims, size_t num_dims,
+                            int64_t* out);
+KF_API kf_status kf_unsqueeze(kf_builder b, int64_t a, int64_t dim, int64_t* out);
+/* Python slice semantics on one dim; stop = INT64_MAX means "to the end". */
+KF_API kf_status kf_slice(kf_builder b, int64_t a, int64_t dim, int64_t start, int64_t stop,
+                          int64_t step, int64_t* out);
+/* pads: (low, high) per dim, dim 0 first, 2*rank entries, each >= 0.
+ * value: id of a scalar. */
+KF_API kf_status kf_pad(kf_builder b, int64_t a, const int64_t* pads, size_t num_pads,
+                        int64_t value, int64_t* out);
+KF_API kf_status kf_cat(kf_builder b, const int64_t* inputs, size_t num_inputs, int64_t dim,
+                        int64_t* out);
+KF_API kf_status kf_index_select(kf_builder b, int64_t a, int64_t dim, int64_t index,
+                                 int64_t* out);
+KF_API kf_status kf_gather(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t* out);
+KF_API kf_status kf_full(kf_builder b, const int64_t* shape, size_t rank, int64_t fill,
+                         kf_dtype dtype, int64_t* out);
+KF_API kf_status kf_iota(kf_builder b, int64_t length, int64_t start, int64_t step,
+                         kf_dtype dtype, int64_t* out);
+/* Philox 4x32-10 keyed by (seed, offset): see docs/text-format.md#random. */
+KF_API kf_status kf_uniform(kf_builder b, const int64_t* shape, size_t rank, int64_t low,
+                            int64_t high, int64_t seed, int64_t offset, kf_dtype dtype,
+                            int64_t* out);
+KF_API kf_status kf_normal(kf_builder b, const int64_t* shape, size_t rank, int64_t mean,
+                           int64_t std, int64_t seed, int64_t offset, kf_dtype dtype,
+                           int64_t* out);
+KF_API kf_status kf_matmul(kf_builder b, int64_t a, int64_t c, int64_t* out);
+/* y = x @ w^T (+ bias); bias = -1 for none. */
+KF_API kf_status kf_linear(kf_builder b, int64_t x, int64_t w, int64_t bias, int64_t* out);
+KF_API kf_status kf_segment_set(kf_builder b, int64_t a, int64_t* out);
+
+/* Marks `value` as an output. stride_order: NULL, or a permutation of the
+ * value's dims from outermost to innermost (pins the output layout).
+ * alias_input: -1, or the index (in input order) of a tensor input whose
+ * memory receives this output (in-place update). */
+KF_API kf_status kf_add_output(kf_builder b, int64_t value, const int64_t* stride_order,
+                               size_t rank, int64_t alias_input);
+
+/* Ends the definition. *out: a new reference to the cached fusion; release
+ * with kf_fusion_release. The builder stays valid (and may be destroyed). */
+KF_API kf_status kf_builder_finalize(kf_builder b, kf_fusion* out);
+
+/* Adds a reference; *out == fusion. */
+KF_API kf_status kf_fusion_retain(kf_fusion fusion);
+KF_API void kf_fusion_release(kf_fusion fusion);
+
+typedef struct kf_value_info {
+  size_t struct_size;
+  int64_t id;      /* value id */
+  int rank;        /* 0 for scalars */
+  kf_dtype dtype;
+  int is_scalar;   /* 1 for scalar inputs/constants */
+} kf_value_info;
+
+KF_API kf_status kf_fusion_num_inputs(kf_fusion f, size_t* out);
+KF_API kf_status kf_fusion_num_outputs(kf_fusion f, size_t* out);
+/* info->struct_size must be set by the caller. */
+KF_API kf_status kf_fusion_input(kf_fusion f, size_t index, kf_value_info* info);
+KF_API kf_status kf_fusion_output(kf_fusion f, size_t index, kf_value_info* info);
+
+/* Text form (docs/text-format.md). *out: owned by the caller, free with
+ * kf_string_free. */
+KF_API kf_status kf_fusion_to_text(kf_fusion f, char** out);
+/* Parses through the definition cache: printing and parsing a fusion gives
+ * back the same handle. Errors: KF_ERR_PARSE with "line L, column C: ...". */
+KF_API kf_status kf_fusion_from_text(const char* text, kf_fusion* out);
+KF_API void kf_string_free(char* s);
+
+/* ------------------------------------------------------------------------ */
+/* Definition cache                                                         */
+
+typedef struct kf_cache_stats {
+  size_t struct_size;
+  uint64_t definitions;   /* finalize / from_text calls that succeeded */
+  uint64_t hits;          /* ... that found an existing fusion */
+  uint64_t misses;        /* ... that built a new fusion */
+  uint64_t evictions;     /* fusions dropped by the LRU limit */
+  uint64_t fusions;       /* fusions held now */
+  uint64_t concretizations;      /* concrete fusions built, all fusions */
+  uint64_t concretization_hits;  /* concretize calls served from cache */
+} kf_cache_stats;
+
+KF_API kf_status kf_cache_get_stats(kf_cache_stats* out);
+/* Limits the number of fusions the definition cache holds (LRU). 0 is
+ * rejected. Default 1024. Handles held by callers stay valid after eviction. */
+KF_API kf_status kf_cache_set_limit(size_t max_fusions);
+/* Limits concrete fusions kept per fusion (LRU). Default 64. */
+KF_API kf_status kf_cache_set_concrete_limit(size_t max_per_fusion);
+/* Drops every cached fusion and zeroes the counters. */
+KF_API kf_status kf_cache_clear(void);
+
+/* ------------------------------------------------------------------------ */
+/* Concretize: binds the definition to real input metadata (data pointers
+ * are not read, except for scalar inputs, which are 0-dim CPU tensors).   */
+
+typedef struct kf_concrete_s* kf_concrete;
+
+/* inputs: borrowed, in input order. *out: a new reference, release with
+ * kf_concrete_release. Equal keys give the same handle. */
+KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                               kf_concrete* out);
+KF_API void kf_concrete_release(kf_concrete c);
+/* Readable key and concrete types. *out: free with kf_string_free. */
+KF_API kf_status kf_concrete_describe(kf_concrete c, char** out);
+
+/* ------------------------------------------------------------------------ */
+/* Segment                                                                  */
+
+typedef struct kf_segmentation_s* kf_segmentation;
+
+/* *out: a new reference to the segmentation cached with `c`; release with
+ * kf_segmentation_release. */
+KF_API kf_status kf_segment(kf_concrete c, kf_segmentation* out);
+KF_API void kf_segmentation_release(kf_segmentation s);
+KF_API kf_status kf_segmentation_count(kf_segmentation s, size_t* out);
+
+typedef struct kf_segment_info {
+  size_t struct_size;
+  size_t run_order;        /* position in the run order (0 first) */
+  const char* scheduler;   /* "pointwise", "reduction", ..., static */
+  /* Ids of the definition: values >= 0, input extents < 0. The arrays are
+   * owned by the segmentation and valid while it lives. */
+  const int64_t* inputs;
+  size_t num_inputs;
+  const int64_t* outputs;
+  size_t num_outputs;
+  /* intermediates (produced by earlier segments) whose last use is here */
+  const int64_t* dead_after;
+  size_t num_dead_after;
+} kf_segment_info;
+
+/* info->struct_size must be set by the caller. Segments are numbered in run
+ * order. */
+KF_API kf_status kf_segmentation_get(kf_segmentation s, size_t index, kf_segment_info* info);
+/* The segment as a standalone fusion in the text form; its inputs are the
+ * segment's value inputs (>= 0) in the order of info.inputs. */
+KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out);
+
+/* ------------------------------------------------------------------------ */
+/* Execute                                                                  */
+
+/* Device memory allocator a framework can supply (for kDLCUDA outputs).
+ * alloc returns 0 on success. */
+typedef struct kf_allocator {
+  size_t struct_size;
+  void* context;
+  int (*alloc)(void* context, size_t bytes, int device, void* stream, void** ptr);
+  void (*free)(void* context, void* ptr, size_t bytes, int device, void* stream);
+} kf_allocator;
+
+typedef struct kf_exec_options {
+  size_t struct_size;
+  void* stream;                   /* CUstream for kDLCUDA tensors; NULL = default */
+  const kf_allocator* allocator;  /* NULL = kfuse's stream-ordered pool */
+} kf_exec_options;
+
+/* Runs the fusion. outputs[i] receives a new DLManagedTensor (call its
+ * deleter). An output that aliases an input is a view of that input's
+ * memory (its deleter frees only the view). options may be NULL. */
+KF_API kf_status kf_execute(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                            DLManagedTensor** outputs, size_t num_outputs,
+                            const kf_exec_options* options);
+/* Runs the fusion into caller-provided outputs of the right shapes, dtypes
+ * and device (any strides that do not overlap). */
+KF_API kf_status kf_execute_into(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                 DLTensor* const* outputs, size_t num_outputs,
+                                 const kf_exec_options* options);
+/* Runs one segment: inputs are the tensors for the segment's value inputs
+ * (ids >= 0, in info.inputs order; extents are read from them), outputs the
+ * tensors for its outputs. */
+KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTensor* const* inputs,
+                                    size_t num_inputs, DLTensor* const* outputs,
+                                    size_t num_outputs, const kf_exec_options* options);
+
+/* Shape of output `index` for these inputs (so a caller can allocate for
+ * kf_execute_into). shape: room for the output's rank. */
+KF_API kf_status kf_output_shape(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                 size_t index, int64_t* shape, size_t rank);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KFUSE_KFUSE_H */

@@ -1,0 +1,297 @@
+#include "core/concretize/shape_inference.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/util/error.h"
+
+namespace kf {
+
+int64_t numel(const Sizes& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Sizes broadcast_sizes(const std::vector<const Sizes*>& operands,
+                      const std::vector<int64_t>& operand_ids, const char* who, int64_t value_id) {
+  size_t rank = 0;
+  for (const Sizes* s : operands) rank = std::max(rank, s->size());
+  Sizes out(rank, 1);
+  std::vector<int64_t> from(rank, -1);
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const Sizes& s = *operands[k];
+    for (size_t j = 0; j < s.size(); ++j) {
+      size_t d = rank - s.size() + j;
+      int64_t e = s[j];
+      if (e == 1) continue;
+      if (out[d] == 1) {
+        out[d] = e;
+        from[d] = operand_ids[k];
+      } else if (out[d] != e) {
+        fail(KF_ERR_SHAPE_MISMATCH, who, " (value ", value_id, "): cannot broadcast dim ", d,
+             ": size ", out[d], " (value ", from[d], ") against size ", e, " (value ",
+             operand_ids[k], ")");
+      }
+    }
+  }
+  return out;
+}
+
+SliceRange slice_range(int64_t extent, int64_t start, int64_t stop, int64_t step) {
+  auto clamp = [extent](int64_t i) {
+    if (i < 0) i = (i < -extent) ? 0 : i + extent;
+    return std::min(i, extent);
+  };
+  int64_t b = clamp(start), e = clamp(stop);
+  int64_t len = e > b ? (e - b + step - 1) / step : 0;
+  return {b, len};
+}
+
+namespace {
+
+int64_t checked_mul(int64_t a, int64_t b, const char* who, int64_t id) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(KF_ERR_SHAPE_MISMATCH, who, " (value ", id, "): element count overflows int64");
+  return r;
+}
+
+int64_t shape_value(const SizeContext& ctx, int64_t id, const char* who, size_t i) {
+  double v = ctx.scalar_of(id);
+  if (v < -1 || v > 9.2e18)
+    fail(KF_ERR_SHAPE_MISMATCH, who, ": size ", i, " (scalar value ", id, ") is ", v,
+         ", expected >= 0 (or -1 where allowed)");
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext& ctx) {
+  const OpInfo& info = op_info(e.op);
+  const char* who = info.name.data();
+  const int64_t out_id = e.outputs.at(0);
+  auto in = [&](size_t i) -> const Sizes& { return ctx.sizes_of(e.inputs[i]); };
+  switch (info.category) {
+    case OpCategory::Unary:
+    case OpCategory::Binary:
+    case OpCategory::Ternary:
+    case OpCategory::Cast: {
+      std::vector<const Sizes*> ops;
+      std::vector<int64_t> ids;
+      for (int64_t id : e.inputs) {
+        if (fusion.value(id).is_scalar) continue;
+        ops.push_back(&ctx.sizes_of(id));
+        ids.push_back(id);
+      }
+      return {broadcast_sizes(ops, ids, who, out_id)};
+    }
+    case OpCategory::Hint: return {in(0)};
+    case OpCategory::Reduction: {
+      const Sizes& a = in(0);
+      bool keepdim = e.attrs[0] != 0;
+      size_t first_axis = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
+      std::vector<bool> reduced(a.size(), false);
+      for (size_t i = first_axis; i < e.attrs.size(); ++i) reduced[static_cast<size_t>(e.attrs[i])] = true;
+      Sizes out;
+      for (size_t d = 0; d < a.size(); ++d) {
+        if (reduced[d]) {
+          if (a[d] == 0 && (e.op == Op::MAX || e.op == Op::MIN))
+            fail(KF_ERR_SHAPE_MISMATCH, who, " (value ", out_id, "): reducing dim ", d,
+                 " of size 0 has no identity (value ", e.inputs[0], ")");
+          if (keepdim) out.push_back(1);
+        } else {
+          out.push_back(a[d]);
+        }
+      }
+      return std::vector<Sizes>(e.outputs.size(), out);
+    }
+    case OpCategory::Shape: break;
+    case OpCategory::Indexing: {
+      const Sizes& a = in(0);
+      const Sizes& index = in(1);
+      size_t dim = static_cast<size_t>(e.attrs[0]);
+      if (e.op == Op::INDEX_SELECT) {
+        Sizes out = a;
+        out[dim] = index[0];
+        return {out};
+      }
+      for (size_t d = 0; d < a.size(); ++d)
+        if (d != dim && index[d] > a[d])
+          fail(KF_ERR_SHAPE_MISMATCH, "gather (value ", out_id, "): index size ", index[d],
+               " exceeds input size ", a[d], " in dim ", d);
+      return {index};
+    }
+    case OpCategory::Creation: {
+      if (e.op == Op::IOTA) {
+        int64_t n = shape_value(ctx, e.inputs[0], who, 0);
+        if (n < 0) fail(KF_ERR_SHAPE_MISMATCH, "iota: length is ", n, ", expected >= 0");
+        return {{n}};
+      }
+      size_t n = e.op == Op::FULL ? e.inputs.size() - 1 : e.inputs.size() - 4;
+      Sizes out(n);
+      int64_t total = 1;
+      for (size_t i = 0; i < n; ++i) {
+        out[i] = shape_value(ctx, e.inputs[i], who, i);
+        if (out[i] < 0) fail(KF_ERR_SHAPE_MISMATCH, who, ": size ", i, " is -1, expected >= 0");
+        total = checked_mul(total, out[i], who, out_id);
+      }
+      return {out};
+    }
+    case OpCategory::Library: {
+      const Sizes& a = in(0);
+      const Sizes& b = in(1);
+      if (e.op == Op::LINEAR) {
+        int64_t k = a.back();
+        int64_t wk = b.back();
+        if (k != wk)
+          fail(KF_ERR_SHAPE_MISMATCH, "linear (value ", out_id, "): x has ", k,
+               " features (last dim), w has ", wk);
+        Sizes out(a.begin(), a.end() - 1);
+        if (b.size() == 2) out.push_back(b[0]);
+        if (e.inputs.size() == 3) {
+          const Sizes& bias = in(2);
+          int64_t n = b.size() == 2 ? b[0] : 1;
+          if (bias.size() == 1 && bias[0] != n && bias[0] != 1)
+            fail(KF_ERR_SHAPE_MISMATCH, "linear (value ", out_id, "): bias has ", bias[0],
+                 " entries, expected ", n);
+        }
+        return {out};
+      }
+      // matmul, torch semantics.
+      Sizes A = a, B = b;
+      bool a1 = A.size() == 1, b1 = B.size() == 1;
+      if (a1) A.insert(A.begin(), 1);
+      if (b1) B.push_back(1);
+      int64_t m = A[A.size() - 2], k = A.back(), k2 = B[B.size() - 2], n = B.back();
+      if (k != k2)
+        fail(KF_ERR_SHAPE_MISMATCH, "matmul (value ", out_id, "): inner sizes differ: ", k,
+             " (value ", e.inputs[0], ") vs ", k2, " (value ", e.inputs[1], ")");
+      Sizes ba(A.begin(), A.end() - 2), bb(B.begin(), B.end() - 2);
+      Sizes out = broadcast_sizes({&ba, &bb}, {e.inputs[0], e.inputs[1]}, "matmul", out_id);
+      if (!a1) out.push_back(m);
+      if (!b1) out.push_back(n);
+      return {out};
+    }
+  }
+
+  // Shape ops.
+  const Sizes& a = in(0);
+  switch (e.op) {
+    case Op::BROADCAST_IN_DIM: {
+      size_t r = e.inputs.size() - 1;
+      Sizes out(r);
+      for (size_t i = 0; i < r; ++i) out[i] = shape_value(ctx, e.inputs[i + 1], who, i);
+      for (size_t j = 0; j < a.size(); ++j) {
+        size_t d = static_cast<size_t>(e.attrs[j]);
+        if (out[d] < 0) out[d] = a[j];
+        if (a[j] != 1 && a[j] != out[d])
+          fail(KF_ERR_SHAPE_MISMATCH, "broadcast_in_dim (value ", out_id, "): input dim ", j,
+               " has size ", a[j], ", cannot broadcast to size ", out[d], " (output dim ", d, ")");
+      }
+      for (size_t i = 0; i < r; ++i)
+        if (out[i] < 0)
+          fail(KF_ERR_SHAPE_MISMATCH, "broadcast_in_dim: size ", i, " is -1 for a new dim");
+      return {out};
+    }
+    case Op::EXPAND: {
+      size_t r = e.inputs.size() - 1;
+      Sizes out(r);
+      size_t lead = r - a.size();
+      for (size_t i = 0; i < r; ++i) {
+        int64_t s = shape_value(ctx, e.inputs[i + 1], who, i);
+        if (i < lead) {
+          if (s < 0) fail(KF_ERR_SHAPE_MISMATCH, "expand: size ", i, " is -1 for a new leading dim");
+          out[i] = s;
+          continue;
+        }
+        int64_t src = a[i - lead];
+        if (s == -1) s = src;
+        if (src != 1 && src != s)
+          fail(KF_ERR_SHAPE_MISMATCH, "expand (value ", out_id, "): dim ", i, " has size ", src,
+               " (value ", e.inputs[0], "), cannot expand to ", s);
+        out[i] = s;
+      }
+      return {out};
+    }
+    case Op::RESHAPE: {
+      size_t r = e.inputs.size() - 1;
+      Sizes out(r);
+      int64_t known = 1, infer_at = -1;
+      for (size_t i = 0; i < r; ++i) {
+        out[i] = shape_value(ctx, e.inputs[i + 1], who, i);
+        if (out[i] == -1) {
+          if (infer_at >= 0) fail(KF_ERR_SHAPE_MISMATCH, "reshape: more than one size is -1");
+          infer_at = static_cast<int64_t>(i);
+        } else {
+          known = checked_mul(known, out[i], who, out_id);
+        }
+      }
+      int64_t total = numel(a);
+      if (infer_at >= 0) {
+        if (known == 0 || total % known != 0)
+          fail(KF_ERR_SHAPE_MISMATCH, "reshape (value ", out_id, "): cannot infer size ",
+               infer_at, ": ", total, " elements (value ", e.inputs[0],
+               ") do not divide into blocks of ", known);
+        out[static_cast<size_t>(infer_at)] = total / known;
+      } else if (known != total) {
+        fail(KF_ERR_SHAPE_MISMATCH, "reshape (value ", out_id, "): input has ", total,
+             " elements (value ", e.inputs[0], "), target shape has ", known);
+      }
+      return {out};
+    }
+    case Op::PERMUTE: {
+      Sizes out(a.size());
+      for (size_t i = 0; i < a.size(); ++i) out[i] = a[static_cast<size_t>(e.attrs[i])];
+      return {out};
+    }
+    case Op::SQUEEZE: {
+      Sizes out;
+      size_t k = 0;
+      for (size_t d = 0; d < a.size(); ++d) {
+        if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
+          if (a[d] != 1)
+            fail(KF_ERR_SHAPE_MISMATCH, "squeeze (value ", out_id, "): dim ", d, " has size ",
+                 a[d], ", expected 1 (value ", e.inputs[0], ")");
+          ++k;
+          continue;
+        }
+        out.push_back(a[d]);
+      }
+      return {out};
+    }
+    case Op::UNSQUEEZE: {
+      Sizes out = a;
+      out.insert(out.begin() + e.attrs[0], 1);
+      return {out};
+    }
+    case Op::SLICE: {
+      Sizes out = a;
+      size_t d = static_cast<size_t>(e.attrs[0]);
+      out[d] = slice_range(a[d], e.attrs[1], e.attrs[2], e.attrs[3]).length;
+      return {out};
+    }
+    case Op::PAD: {
+      Sizes out = a;
+      for (size_t d = 0; d < a.size(); ++d) out[d] += e.attrs[2 * d] + e.attrs[2 * d + 1];
+      return {out};
+    }
+    case Op::CAT: {
+      size_t dim = static_cast<size_t>(e.attrs[0]);
+      Sizes out = a;
+      out[dim] = 0;
+      for (size_t i = 0; i < e.inputs.size(); ++i) {
+        const Sizes& s = in(i);
+        for (size_t d = 0; d < s.size(); ++d)
+          if (d != dim && s[d] != a[d])
+            fail(KF_ERR_SHAPE_MISMATCH, "cat (value ", out_id, "): input ", i, " (value ",
+                 e.inputs[i], ") has size ", s[d], " in dim ", d, ", expected ", a[d]);
+        out[dim] += s[dim];
+      }
+      return {out};
+    }
+    default: fail(KF_ERR_INTERNAL, "no size rule for ", who);
+  }
+}
+
+}  // namespace kf

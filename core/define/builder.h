@@ -1,0 +1,36 @@
+// The builder: records builder calls, checks each one through op_rules, and
+// on finalize hands its records to the definition cache, which returns the
+// cached fusion for those records or adopts the builder's draft.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/ir/fusion.h"
+
+struct kf_builder_s {};
+
+namespace kf {
+
+class Builder : public kf_builder_s {
+ public:
+  Builder();
+  int64_t tensor_input(int rank, DType dtype);
+  int64_t scalar_input(DType dtype);
+  int64_t constant_f64(double value, DType dtype);
+  int64_t constant_i64(int64_t value, DType dtype);
+  std::vector<int64_t> op(Op op, std::vector<int64_t> args, std::vector<int64_t> attrs);
+  void output(int64_t value, std::vector<int64_t> stride_order, int64_t alias_input);
+  // Returns the cached fusion for this definition (the same object for
+  // equal definitions). The builder can go on recording afterwards.
+  std::shared_ptr<Fusion> finalize();
+
+  const Fusion& draft() const { return *draft_; }
+
+ private:
+  int64_t add_value(Value v);
+  int64_t constant(Record record, Value v);
+  std::shared_ptr<Fusion> draft_;
+};
+
+}  // namespace kf

@@ -1,0 +1,75 @@
+#include "core/define/definition_cache.h"
+
+namespace kf {
+
+DefinitionCache& DefinitionCache::global() {
+  static DefinitionCache* cache = new DefinitionCache();  // never destroyed: safe at exit
+  return *cache;
+}
+
+std::shared_ptr<Fusion> DefinitionCache::find_or_insert(const Fusion& draft) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.definitions;
+  Node* node = &root_;
+  for (const Record& r : draft.records) {
+    auto it = node->children.find(r);
+    if (it == node->children.end()) {
+      auto child = std::make_unique<Node>();
+      child->parent = node;
+      it = node->children.emplace(r, std::move(child)).first;
+      it->second->key = &it->first;
+    }
+    node = it->second.get();
+  }
+  if (node->fusion) {
+    ++stats_.hits;
+    lru_.splice(lru_.begin(), lru_, node->lru_pos);
+    return node->fusion;
+  }
+  ++stats_.misses;
+  auto fusion = std::make_shared<Fusion>(draft);
+  fusion->finish();
+  node->fusion = fusion;
+  lru_.push_front(node);
+  node->lru_pos = lru_.begin();
+  ++stats_.fusions;
+  while (lru_.size() > limit_) evict_one();
+  return fusion;
+}
+
+void DefinitionCache::evict_one() {
+  Node* victim = lru_.back();
+  lru_.pop_back();
+  victim->fusion.reset();  // callers' handles keep their own reference
+  ++stats_.evictions;
+  --stats_.fusions;
+  prune(victim);
+}
+
+void DefinitionCache::prune(Node* node) {
+  while (node != &root_ && node->children.empty() && !node->fusion) {
+    Node* parent = node->parent;
+    parent->children.erase(*node->key);  // destroys node
+    node = parent;
+  }
+}
+
+DefinitionStats DefinitionCache::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void DefinitionCache::set_limit(size_t max_fusions) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  limit_ = max_fusions;
+  while (lru_.size() > limit_) evict_one();
+}
+
+void DefinitionCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  lru_.clear();
+  root_.children.clear();
+  stats_ = {};
+}
+
+}  // namespace kf

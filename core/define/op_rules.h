@@ -1,0 +1,31 @@
+// Define-time rules of every op: checks the arguments and attributes of an
+// op record, normalizes its attributes (negative axes, default axes) and
+// gives the dtype, rank and scalar-ness of its outputs. The builder and the
+// text parser both go through here, so a fusion is valid by construction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/ir/fusion.h"
+
+namespace kf {
+
+struct OutputType {
+  DType dtype;
+  int rank;
+  bool is_scalar;
+};
+
+// Throws kf::Error naming the offending argument. `attrs` is normalized in
+// place.
+std::vector<OutputType> infer_op(const Fusion& fusion, Op op, const std::vector<int64_t>& args,
+                                 std::vector<int64_t>& attrs);
+
+// Index layout of shape-taking ops: where the shape ids sit in args.
+struct ShapeArgs {
+  size_t begin = 0, end = 0;  // args[begin, end) are shape scalar ids
+};
+ShapeArgs shape_args(Op op, const std::vector<int64_t>& args);
+
+}  // namespace kf

@@ -1,0 +1,162 @@
+#include "core/ir/dtype.h"
+
+#include <bit>
+#include <cstring>
+#include <string>
+
+namespace kf {
+
+namespace {
+constexpr std::string_view kNames[kNumDTypes] = {"float64", "float32", "float16", "bfloat16",
+                                                 "int64",   "int32",   "bool"};
+constexpr int kSizes[kNumDTypes] = {8, 4, 2, 2, 8, 4, 1};
+}  // namespace
+
+std::string_view dtype_name(DType t) { return kNames[static_cast<int>(t)]; }
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (kNames[i] == name) return static_cast<DType>(i);
+  return std::nullopt;
+}
+
+int dtype_size(DType t) { return kSizes[static_cast<int>(t)]; }
+
+int dtype_category(DType t) {
+  if (is_bool(t)) return 0;
+  if (is_integer(t)) return 1;
+  return 2;
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  int ca = dtype_category(a), cb = dtype_category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 1) return DType::I64;  // int32 with int64
+  // Two different floats: f16 with bf16 gives f32; otherwise the wider one.
+  auto rank = [](DType t) {
+    switch (t) {
+      case DType::F64: return 3;
+      case DType::F32: return 2;
+      default: return 1;
+    }
+  };
+  if (rank(a) == 1 && rank(b) == 1) return DType::F32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+DLDataType to_dlpack(DType t) {
+  DLDataType d{};
+  d.lanes = 1;
+  d.bits = static_cast<uint8_t>(dtype_size(t) * 8);
+  switch (t) {
+    case DType::F64:
+    case DType::F32:
+    case DType::F16: d.code = kDLFloat; break;
+    case DType::BF16: d.code = kDLBfloat; break;
+    case DType::I64:
+    case DType::I32: d.code = kDLInt; break;
+    case DType::Bool: d.code = KF_DLPACK_BOOL_CODE; break;
+  }
+  return d;
+}
+
+std::optional<DType> from_dlpack(DLDataType t) {
+  if (t.lanes != 1) return std::nullopt;
+  switch (t.code) {
+    case kDLFloat:
+      if (t.bits == 64) return DType::F64;
+      if (t.bits == 32) return DType::F32;
+      if (t.bits == 16) return DType::F16;
+      return std::nullopt;
+    case kDLBfloat:
+      if (t.bits == 16) return DType::BF16;
+      return std::nullopt;
+    case kDLInt:
+      if (t.bits == 64) return DType::I64;
+      if (t.bits == 32) return DType::I32;
+      return std::nullopt;
+    case KF_DLPACK_BOOL_CODE:
+      if (t.bits == 8) return DType::Bool;
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+std::string describe_dlpack(DLDataType t) {
+  std::string code;
+  switch (t.code) {
+    case kDLFloat: code = "float"; break;
+    case kDLBfloat: code = "bfloat"; break;
+    case kDLInt: code = "int"; break;
+    case kDLUInt: code = "uint"; break;
+    case KF_DLPACK_BOOL_CODE: code = "bool"; break;
+    default: code = "code" + std::to_string(t.code) + "_"; break;
+  }
+  std::string s = code + std::to_string(t.bits);
+  if (t.lanes != 1) s += "x" + std::to_string(t.lanes);
+  return s;
+}
+
+bool accepts_as_bool(DLDataType t) {
+  return t.lanes == 1 && t.bits == 8 && (t.code == kDLUInt || t.code == kDLInt);
+}
+
+uint16_t float_to_half(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t exp = (x >> 23) & 0xffu;
+  uint32_t mant = x & 0x7fffffu;
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
+  int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    int shift = 14 - e;
+    uint32_t half_mant = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half_mant & 1u))) ++half_mant;
+    return static_cast<uint16_t>(sign | half_mant);
+  }
+  uint32_t h = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // may carry into exp: correct
+  return static_cast<uint16_t>(h);
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      x = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  return std::bit_cast<float>(x);
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+}  // namespace kf

@@ -1,0 +1,86 @@
+// The IR: a Fusion is an immutable DAG of Exprs over Values, built from a
+// list of Records (one per builder call). Values have dense ids >= 0 in
+// definition order. A Value is a tensor (rank >= 0) or a scalar (rank 0,
+// is_scalar): scalar inputs and constants are scalars, and an op whose
+// operands are all scalars yields a scalar.
+//
+// Semantics follow PyTorch: binary/ternary ops broadcast right-aligned
+// (size-1 dims stretch), type promotion treats scalars like Python numbers,
+// integer arithmetic wraps, float16/bfloat16 values are rounded after every
+// op.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/define/record.h"
+#include "core/ir/dtype.h"
+#include "core/ir/op_table.h"
+#include "core/util/handle.h"
+
+struct kf_fusion_s {};  // the C handle type: a Fusion is one
+
+namespace kf {
+
+enum class ValueKind : uint8_t { TensorInput, ScalarInput, Constant, Computed };
+
+struct Value {
+  int64_t id = 0;
+  ValueKind kind = ValueKind::Computed;
+  DType dtype = DType::F32;
+  int rank = 0;
+  bool is_scalar = false;
+  int64_t producer = -1;     // index of the Expr that computes it
+  int64_t input_index = -1;  // position among the fusion's inputs
+  // Constants: value as double (floats) or int64 (ints, bool).
+  double f64 = 0;
+  int64_t i64 = 0;
+  bool is_input() const {
+    return kind == ValueKind::TensorInput || kind == ValueKind::ScalarInput;
+  }
+};
+
+struct Expr {
+  Op op;
+  std::vector<int64_t> inputs;   // value ids
+  std::vector<int64_t> outputs;  // value ids
+  std::vector<int64_t> attrs;    // normalized attributes (docs/c-api.md)
+};
+
+struct Output {
+  int64_t value = 0;
+  std::vector<int64_t> stride_order;  // empty: follows the inputs
+  int64_t alias_input = -1;           // index among inputs, or -1
+};
+
+struct ConcreteCache;  // core/concretize: LRU of concrete fusions
+
+class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
+ public:
+  std::vector<Record> records;
+  std::vector<Value> values;
+  std::vector<Expr> exprs;
+  std::vector<int64_t> inputs;  // value ids, in input order
+  std::vector<Output> outputs;
+  // Input extents get negative ids: -1 - (first_extent_id[i] + dim).
+  std::vector<int64_t> first_extent_index;  // per input; -1 for scalars
+  int64_t num_extents = 0;
+  // Scalar inputs whose values decide shapes (they join the concretization key).
+  std::vector<int64_t> shape_scalars;
+  // For each value, the index of the last Expr that reads it (-1: none).
+  std::vector<int64_t> last_use;
+
+  std::shared_ptr<ConcreteCache> concrete_cache;
+
+  const Value& value(int64_t id) const { return values.at(static_cast<size_t>(id)); }
+  int64_t extent_id(size_t input_index, int dim) const {
+    return -1 - (first_extent_index[input_index] + dim);
+  }
+  // Fills the derived tables (last_use, extents, shape_scalars) after the
+  // records were applied.
+  void finish();
+};
+
+}  // namespace kf

@@ -1,0 +1,31 @@
+#include "core/ir/op_table.h"
+
+#include <array>
+
+namespace kf {
+
+namespace {
+constexpr std::array<OpInfo, static_cast<size_t>(Op::COUNT)> kOps = {{
+#define OP(E, name, cat, rule, nin, nout) \
+  {Op::E, #name, OpCategory::cat, TypeRule::rule, nin, nout},
+#include "core/ir/ops.def"
+#undef OP
+}};
+
+// The table and the public enum must list the same ops in the same order.
+static_assert(static_cast<int>(Op::COUNT) == KF_OP_COUNT, "ops.def and kf_op disagree");
+#define OP(E, name, cat, rule, nin, nout) \
+  static_assert(static_cast<int>(Op::E) == KF_OP_##E, "ops.def order differs from kf_op: " #E);
+#include "core/ir/ops.def"
+#undef OP
+}  // namespace
+
+const OpInfo& op_info(Op op) { return kOps[static_cast<size_t>(op)]; }
+
+std::optional<Op> op_from_name(std::string_view name) {
+  for (const auto& info : kOps)
+    if (info.name == name) return info.op;
+  return std::nullopt;
+}
+
+}  // namespace kf

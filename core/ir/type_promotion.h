@@ -1,0 +1,17 @@
+// PyTorch's result_type for kfuse operands: three tiers (tensors of rank >=
+// 1, rank-0 tensors, scalars), where a lower tier only matters when its
+// category (bool < integer < float) is higher than the tiers above it. A
+// float scalar promotes an integer tensor to float32 (torch's default
+// dtype); an integer scalar leaves an integer tensor's dtype alone.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/ir/fusion.h"
+
+namespace kf {
+
+DType result_type(const Fusion& fusion, std::span<const int64_t> operands);
+
+}  // namespace kf

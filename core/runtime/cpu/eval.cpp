@@ -1,0 +1,32 @@
+#include "core/runtime/cpu/eval.h"
+
+#include "core/util/error.h"
+
+namespace kf::cpu {
+
+TensorView constant_view(const Value& v) {
+  TensorView t = allocate(v.dtype, {});
+  if (is_float(v.dtype)) store_f64(v.dtype, t.data, v.f64);
+  else store_i64(v.dtype, t.data, v.i64);
+  return t;
+}
+
+void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
+  for (int64_t id : e.inputs)
+    if (!env.ready[static_cast<size_t>(id)])
+      fail(KF_ERR_INTERNAL, "cpu backend: value ", id, " is not ready for ", op_name(e.op));
+  switch (op_info(e.op).category) {
+    case OpCategory::Unary:
+    case OpCategory::Binary:
+    case OpCategory::Ternary:
+    case OpCategory::Cast: eval_pointwise(fusion, e, env); return;
+    case OpCategory::Reduction: eval_reduction(fusion, e, env); return;
+    case OpCategory::Shape: eval_shape(fusion, e, env); return;
+    case OpCategory::Indexing: eval_indexing(fusion, e, env); return;
+    case OpCategory::Creation: eval_creation(fusion, e, env); return;
+    case OpCategory::Library: eval_library(fusion, e, env); return;
+    case OpCategory::Hint: env.set(e.outputs[0], env.get(e.inputs[0])); return;
+  }
+}
+
+}  // namespace kf::cpu

@@ -1,0 +1,135 @@
+#include "core/runtime/cpu/tensor_view.h"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "core/util/error.h"
+
+namespace kf::cpu {
+
+std::vector<int64_t> compact_strides(const Sizes& sizes, const std::vector<int>& order) {
+  const size_t r = sizes.size();
+  std::vector<int> ord(order.begin(), order.end());
+  if (ord.empty()) {
+    ord.resize(r);
+    std::iota(ord.begin(), ord.end(), 0);
+  }
+  std::vector<int64_t> strides(r, 1);
+  int64_t s = 1;
+  for (size_t k = r; k > 0; --k) {
+    size_t d = static_cast<size_t>(ord[k - 1]);
+    strides[d] = s;
+    s *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+TensorView allocate(DType dtype, const Sizes& sizes, const std::vector<int>& order) {
+  TensorView t;
+  t.dtype = dtype;
+  t.sizes = sizes;
+  t.strides = compact_strides(sizes, order);
+  size_t bytes = static_cast<size_t>(std::max<int64_t>(t.numel(), 1)) * static_cast<size_t>(dtype_size(dtype));
+  // 64-byte aligned, zeroed (deterministic contents for size-0 edge cases).
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (p == nullptr) fail(KF_ERR_OUT_OF_MEMORY, "out of host memory allocating ", bytes, " bytes");
+  std::memset(p, 0, (bytes + 63) / 64 * 64);
+  t.storage = std::shared_ptr<void>(p, std::free);
+  t.data = static_cast<std::byte*>(p);
+  return t;
+}
+
+double load_f64(DType t, const std::byte* p) {
+  switch (t) {
+    case DType::F64: { double v; std::memcpy(&v, p, 8); return v; }
+    case DType::F32: { float v; std::memcpy(&v, p, 4); return v; }
+    case DType::F16: { uint16_t v; std::memcpy(&v, p, 2); return half_to_float(v); }
+    case DType::BF16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_float(v); }
+    case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::Bool: return *reinterpret_cast<const uint8_t*>(p) != 0 ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+int64_t load_i64(DType t, const std::byte* p) {
+  switch (t) {
+    case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return v; }
+    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::Bool: return *reinterpret_cast<const uint8_t*>(p) != 0 ? 1 : 0;
+    default: {
+      double v = load_f64(t, p);
+      if (std::isnan(v)) return 0;
+      if (v >= 9.2233720368547758e18) return INT64_MAX;
+      if (v <= -9.2233720368547758e18) return INT64_MIN;
+      return static_cast<int64_t>(v);
+    }
+  }
+}
+
+void store_f64(DType t, std::byte* p, double v) {
+  switch (t) {
+    case DType::F64: std::memcpy(p, &v, 8); return;
+    case DType::F32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); return; }
+    case DType::F16: {
+      // double -> float -> half double-rounds; exact enough for a reference
+      // except at ties that float rounding created (documented tolerance).
+      uint16_t h = float_to_half(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case DType::BF16: {
+      uint16_t h = float_to_bf16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      return;
+    }
+    case DType::Bool: *reinterpret_cast<uint8_t*>(p) = v != 0 ? 1 : 0; return;
+    default: {
+      // Float -> int conversion truncates toward zero (as torch's .to(int)).
+      int64_t i;
+      if (std::isnan(v)) i = 0;
+      else if (v >= 9.2233720368547758e18) i = INT64_MIN;  // x86 cvttsd2si overflow result
+      else if (v <= -9.2233720368547758e18) i = INT64_MIN;
+      else i = static_cast<int64_t>(v);
+      store_i64(t, p, i);
+      return;
+    }
+  }
+}
+
+void store_i64(DType t, std::byte* p, int64_t v) {
+  switch (t) {
+    case DType::I64: std::memcpy(p, &v, 8); return;
+    case DType::I32: {
+      int32_t w = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+      std::memcpy(p, &w, 4);
+      return;
+    }
+    case DType::Bool: *reinterpret_cast<uint8_t*>(p) = v != 0 ? 1 : 0; return;
+    default: store_f64(t, p, static_cast<double>(v)); return;
+  }
+}
+
+TensorView broadcast_to(const TensorView& t, const Sizes& sizes) {
+  TensorView v = t;
+  const size_t r = sizes.size(), tr = t.sizes.size();
+  v.sizes = sizes;
+  v.strides.assign(r, 0);
+  for (size_t j = 0; j < tr; ++j) {
+    size_t d = r - tr + j;
+    v.strides[d] = (t.sizes[j] == 1 && sizes[d] != 1) ? 0 : t.strides[j];
+  }
+  return v;
+}
+
+void copy_into(const TensorView& src, const TensorView& dst) {
+  const bool as_int = !is_float(src.dtype) && !is_float(dst.dtype);
+  for_each_index(dst.sizes, [&](const int64_t* idx) {
+    if (as_int) store_i64(dst.dtype, dst.at(idx), load_i64(src.dtype, src.at(idx)));
+    else if (src.dtype == DType::I64) store_f64(dst.dtype, dst.at(idx), static_cast<double>(load_i64(src.dtype, src.at(idx))));
+    else store_f64(dst.dtype, dst.at(idx), load_f64(src.dtype, src.at(idx)));
+  });
+}
+
+}  // namespace kf::cpu

@@ -1,0 +1,52 @@
+/* Helpers shared by the C tests: include after <cmocka.h>. */
+#ifndef KFUSE_TEST_UTIL_H
+#define KFUSE_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kfuse/kfuse.h"
+
+/* Fails the test with kfuse's message when a call does not return KF_OK. */
+#define KF_CHECK(call)                                                          \
+  do {                                                                          \
+    kf_status kf_check_status_ = (call);                                        \
+    if (kf_check_status_ != KF_OK)                                              \
+      fail_msg("%s -> %s: %s", #call, kf_status_name(kf_check_status_), kf_last_error()); \
+  } while (0)
+
+/* Asserts a call fails with `code` and that the message contains `needle`. */
+#define KF_EXPECT_ERROR(call, code, needle)                                     \
+  do {                                                                          \
+    kf_status kf_expect_status_ = (call);                                       \
+    if (kf_expect_status_ != (code))                                            \
+      fail_msg("%s -> %s, expected %s (message: %s)", #call,                    \
+               kf_status_name(kf_expect_status_), kf_status_name(code), kf_last_error()); \
+    if (strstr(kf_last_error(), (needle)) == NULL)                              \
+      fail_msg("%s: message \"%s\" does not mention \"%s\"", #call, kf_last_error(), (needle)); \
+  } while (0)
+
+/* A DLTensor over caller memory; shape/strides arrays are borrowed. */
+static inline DLTensor kf_test_tensor(void* data, DLDataType dtype, int ndim, int64_t* shape,
+                                      int64_t* strides) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.device.device_id = 0;
+  t.ndim = ndim;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = strides;
+  t.byte_offset = 0;
+  return t;
+}
+
+static inline DLDataType kf_test_f32(void) { DLDataType t = {kDLFloat, 32, 1}; return t; }
+static inline DLDataType kf_test_f64(void) { DLDataType t = {kDLFloat, 64, 1}; return t; }
+static inline DLDataType kf_test_i64(void) { DLDataType t = {kDLInt, 64, 1}; return t; }
+static inline DLDataType kf_test_i32(void) { DLDataType t = {kDLInt, 32, 1}; return t; }
+static inline DLDataType kf_test_bool(void) { DLDataType t = {KF_DLPACK_BOOL_CODE, 8, 1}; return t; }
+
+#endif
