@@ -1,6 +1,8 @@
 #include "core/ir/dtype.h"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -158,5 +160,33 @@ uint16_t float_to_bf16(float f) {
 }
 
 float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+namespace {
+
+// Bits (without sign) of |d| rounded to nearest even in a binary format with
+// `mant` stored mantissa bits and exponent bias `bias` (max exponent = bias).
+// Subnormals share the quantum of the smallest normal, so one scaled
+// nearbyint rounds both; a carry out of the mantissa lands in the exponent.
+uint16_t round_magnitude(double a, int mant, int bias) {
+  const uint32_t inf = static_cast<uint32_t>(2 * bias + 1) << mant;
+  if (std::isnan(a)) return static_cast<uint16_t>(inf | (1u << (mant - 1)));
+  if (a >= std::ldexp(1.0, bias + 1)) return static_cast<uint16_t>(inf);
+  int ex;
+  std::frexp(a, &ex);
+  const int e = std::max(ex - 1, 1 - bias);
+  const double m = std::nearbyint(std::ldexp(a, mant - e));  // exact scaling
+  const uint32_t bits = (static_cast<uint32_t>(e + bias - 1) << mant) + static_cast<uint32_t>(m);
+  return static_cast<uint16_t>(std::min(bits, inf));
+}
+
+uint16_t with_sign(double d, uint16_t magnitude, int width) {
+  return std::signbit(d) ? static_cast<uint16_t>(magnitude | (1u << (width - 1))) : magnitude;
+}
+
+}  // namespace
+
+uint16_t double_to_half(double d) { return with_sign(d, round_magnitude(std::fabs(d), 10, 15), 16); }
+
+uint16_t double_to_bf16(double d) { return with_sign(d, round_magnitude(std::fabs(d), 7, 127), 16); }
 
 }  // namespace kf

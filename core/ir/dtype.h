@@ -56,4 +56,9 @@ float half_to_float(uint16_t h);
 uint16_t float_to_bf16(float f);
 float bf16_to_float(uint16_t b);
 
+// double -> half / bfloat16 with one rounding (nearest even), so that a
+// double result is not rounded twice through float.
+uint16_t double_to_half(double d);
+uint16_t double_to_bf16(double d);
+
 }  // namespace kf

@@ -227,7 +227,7 @@ KF_API kf_status kf_add_output(kf_builder b, int64_t value, const int64_t* strid
  * with kf_fusion_release. The builder stays valid (and may be destroyed). */
 KF_API kf_status kf_builder_finalize(kf_builder b, kf_fusion* out);
 
-/* Adds a reference; *out == fusion. */
+/* Adds a reference (one more kf_fusion_release is then due). */
 KF_API kf_status kf_fusion_retain(kf_fusion fusion);
 KF_API void kf_fusion_release(kf_fusion fusion);
 

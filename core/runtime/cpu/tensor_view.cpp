@@ -72,18 +72,8 @@ void store_f64(DType t, std::byte* p, double v) {
   switch (t) {
     case DType::F64: std::memcpy(p, &v, 8); return;
     case DType::F32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); return; }
-    case DType::F16: {
-      // double -> float -> half double-rounds; exact enough for a reference
-      // except at ties that float rounding created (documented tolerance).
-      uint16_t h = float_to_half(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      return;
-    }
-    case DType::BF16: {
-      uint16_t h = float_to_bf16(static_cast<float>(v));
-      std::memcpy(p, &h, 2);
-      return;
-    }
+    case DType::F16: { uint16_t h = double_to_half(v); std::memcpy(p, &h, 2); return; }
+    case DType::BF16: { uint16_t h = double_to_bf16(v); std::memcpy(p, &h, 2); return; }
     case DType::Bool: *reinterpret_cast<uint8_t*>(p) = v != 0 ? 1 : 0; return;
     default: {
       // Float -> int conversion truncates toward zero (as torch's .to(int)).

@@ -1,0 +1,208 @@
+// Concretize, segment and execute: the run-time half of the C API.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "c_api/api_guard.h"
+#include "c_api/handles.h"
+#include "core/ir/text_printer.h"
+#include "core/runtime/executor.h"
+#include "core/runtime/outputs.h"
+#include "core/segment/segment_text.h"
+
+using kf::capi::guard;
+using kf::capi::require;
+
+namespace {
+
+char* copy_string(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p == nullptr) throw std::bad_alloc();
+  std::memcpy(p, s.c_str(), s.size() + 1);
+  return p;
+}
+
+kf::ExecOptions options_of(const kf_exec_options* o, const char* fn) {
+  kf::ExecOptions opts;
+  if (o == nullptr) return opts;
+  kf::capi::require_struct(o, offsetof(kf_exec_options, allocator) + sizeof(void*), fn, "options");
+  opts.stream = o->stream;
+  opts.allocator = o->allocator;
+  if (opts.allocator != nullptr) {
+    kf::capi::require_struct(opts.allocator, offsetof(kf_allocator, free) + sizeof(void*), fn,
+                             "options->allocator");
+    if (opts.allocator->alloc == nullptr || opts.allocator->free == nullptr)
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": options->allocator needs both alloc and free");
+  }
+  return opts;
+}
+
+// Binds the inputs and returns the concrete fusion (cached) for them.
+std::shared_ptr<kf::ConcreteFusion> bind(kf_fusion f, const DLTensor* const* inputs,
+                                         size_t num_inputs, const char* fn, kf::Binding* b) {
+  kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
+  kf::ConcreteKey key;
+  *b = kf::bind_inputs(*fusion, inputs, num_inputs, &key);
+  return kf::concretize(fusion->shared_from_this(), *b, key);
+}
+
+void check_output_count(const kf::Fusion& f, size_t n, const char* fn) {
+  if (n != f.outputs.size())
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": expected ", f.outputs.size(), " outputs, got ", n);
+}
+
+}  // namespace
+
+extern "C" {
+
+KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                               kf_concrete* out) {
+  return guard([&] {
+    require(out, "kf_concretize", "out");
+    kf::Binding b;
+    auto c = bind(f, inputs, num_inputs, "kf_concretize", &b);
+    c->retain_external();
+    *out = c.get();
+  });
+}
+
+KF_API void kf_concrete_release(kf_concrete c) {
+  if (c != nullptr) static_cast<kf::ConcreteFusion*>(c)->release_external();
+}
+
+KF_API kf_status kf_concrete_describe(kf_concrete c, char** out) {
+  return guard([&] {
+    auto* concrete = kf::capi::concrete_of(c, "kf_concrete_describe");
+    *require(out, "kf_concrete_describe", "out") = copy_string(concrete->describe());
+  });
+}
+
+KF_API kf_status kf_segment(kf_concrete c, kf_segmentation* out) {
+  return guard([&] {
+    auto* concrete = kf::capi::concrete_of(c, "kf_segment");
+    require(out, "kf_segment", "out");
+    auto handle = std::make_unique<kf_segmentation_s>();
+    handle->concrete = concrete->shared_from_this();
+    handle->segmentation = kf::segmentation_of(handle->concrete);
+    *out = handle.release();
+  });
+}
+
+KF_API void kf_segmentation_release(kf_segmentation s) { delete s; }
+
+KF_API kf_status kf_segmentation_count(kf_segmentation s, size_t* out) {
+  return guard([&] {
+    auto* h = kf::capi::segmentation_of(s, "kf_segmentation_count");
+    *require(out, "kf_segmentation_count", "out") = h->segmentation->segments.size();
+  });
+}
+
+KF_API kf_status kf_segmentation_get(kf_segmentation s, size_t index, kf_segment_info* info) {
+  return guard([&] {
+    const char* fn = "kf_segmentation_get";
+    auto* h = kf::capi::segmentation_of(s, fn);
+    kf::capi::require_struct(info, offsetof(kf_segment_info, num_dead_after) + sizeof(size_t), fn, "info");
+    const auto& segs = h->segmentation->segments;
+    if (index >= segs.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", segs.size(),
+               " segments)");
+    const kf::Segment& seg = segs[index];
+    info->run_order = index;
+    info->scheduler = kf::scheduler_name(seg.scheduler).data();
+    info->inputs = seg.api_inputs.data();
+    info->num_inputs = seg.api_inputs.size();
+    info->outputs = seg.task.outputs.data();
+    info->num_outputs = seg.task.outputs.size();
+    info->dead_after = seg.dead_after.data();
+    info->num_dead_after = seg.dead_after.size();
+  });
+}
+
+KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out) {
+  return guard([&] {
+    const char* fn = "kf_segment_to_text";
+    auto* h = kf::capi::segmentation_of(s, fn);
+    require(out, fn, "out");
+    const auto& segs = h->segmentation->segments;
+    if (index >= segs.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", segs.size(),
+               " segments)");
+    *out = copy_string(kf::segment_to_text(*h->concrete->fusion, segs[index].task));
+  });
+}
+
+KF_API kf_status kf_execute(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                            DLManagedTensor** outputs, size_t num_outputs,
+                            const kf_exec_options* options) {
+  return guard([&] {
+    const char* fn = "kf_execute";
+    kf::ExecOptions opts = options_of(options, fn);
+    kf::Binding b;
+    auto c = bind(f, inputs, num_inputs, fn, &b);
+    check_output_count(*c->fusion, num_outputs, fn);
+    if (num_outputs > 0) require(outputs, fn, "outputs");
+    auto seg = kf::segmentation_of(c);
+    std::vector<DLManagedTensor*> made;
+    try {
+      for (size_t i = 0; i < num_outputs; ++i)
+        made.push_back(kf::allocate_output(*c, b, i, inputs, opts));
+      std::vector<DLTensor*> dl;
+      for (auto* m : made) dl.push_back(&m->dl_tensor);
+      kf::execute(*c, *seg, b, inputs, dl.data(), opts);
+    } catch (...) {
+      for (auto* m : made) m->deleter(m);
+      throw;
+    }
+    for (size_t i = 0; i < num_outputs; ++i) outputs[i] = made[i];
+  });
+}
+
+KF_API kf_status kf_execute_into(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                 DLTensor* const* outputs, size_t num_outputs,
+                                 const kf_exec_options* options) {
+  return guard([&] {
+    const char* fn = "kf_execute_into";
+    kf::ExecOptions opts = options_of(options, fn);
+    kf::Binding b;
+    auto c = bind(f, inputs, num_inputs, fn, &b);
+    check_output_count(*c->fusion, num_outputs, fn);
+    if (num_outputs > 0) require(outputs, fn, "outputs");
+    for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*c, b, i, outputs[i]);
+    kf::execute(*c, *kf::segmentation_of(c), b, inputs, outputs, opts);
+  });
+}
+
+KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTensor* const* inputs,
+                                    size_t num_inputs, DLTensor* const* outputs,
+                                    size_t num_outputs, const kf_exec_options* options) {
+  return guard([&] {
+    const char* fn = "kf_execute_segment";
+    auto* h = kf::capi::segmentation_of(s, fn);
+    kf::ExecOptions opts = options_of(options, fn);
+    if (num_inputs > 0) require(inputs, fn, "inputs");
+    if (num_outputs > 0) require(outputs, fn, "outputs");
+    kf::execute_segment(*h->concrete, *h->segmentation, index, inputs, num_inputs, outputs,
+                        num_outputs, opts);
+  });
+}
+
+KF_API kf_status kf_output_shape(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                 size_t index, int64_t* shape, size_t rank) {
+  return guard([&] {
+    const char* fn = "kf_output_shape";
+    kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
+    if (index >= fusion->outputs.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (",
+               fusion->outputs.size(), " outputs)");
+    kf::Binding b = kf::bind_inputs(*fusion, inputs, num_inputs, nullptr);
+    const kf::Sizes& sizes = b.sizes[static_cast<size_t>(fusion->outputs[index].value)];
+    if (rank != sizes.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": rank is ", rank, ", output ", index, " has rank ",
+               sizes.size());
+    if (rank > 0) require(shape, fn, "shape");
+    for (size_t d = 0; d < rank; ++d) shape[d] = sizes[d];
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,93 @@
+// bind_inputs: one call's inputs -> sizes of every value and the
+// concretization key. This runs on every execute, so it only reads
+// metadata and does arithmetic.
+#include <bit>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/concretize/layout.h"
+#include "core/util/error.h"
+
+namespace kf {
+
+namespace {
+
+constexpr int64_t kIndex32Limit = int64_t{1} << 31;
+
+uint64_t hash_words(const std::vector<int64_t>& words) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t w : words) {
+    h ^= static_cast<uint64_t>(w);
+    h *= 1099511628211ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+int64_t pack_classes(const Sizes& sizes) {
+  int64_t w = static_cast<int64_t>(sizes.size());
+  for (size_t d = 0; d < sizes.size(); ++d)
+    w |= static_cast<int64_t>(size_class(sizes[d])) << (8 + 2 * d);
+  return w;
+}
+
+}  // namespace
+
+Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
+                    ConcreteKey* key) {
+  Binding b;
+  b.inputs = read_inputs(fusion, inputs, num_inputs, &b.device);
+  b.sizes.assign(fusion.values.size(), {});
+  for (size_t i = 0; i < fusion.inputs.size(); ++i)
+    b.sizes[static_cast<size_t>(fusion.inputs[i])] = b.inputs[i].sizes;
+
+  SizeContext ctx;
+  ctx.sizes_of = [&](int64_t id) -> const Sizes& { return b.sizes[static_cast<size_t>(id)]; };
+  ctx.scalar_of = [&](int64_t id) -> double {
+    const Value& v = fusion.value(id);
+    if (v.kind == ValueKind::Constant) return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
+    if (v.kind == ValueKind::ScalarInput) return b.inputs[static_cast<size_t>(v.input_index)].scalar;
+    fail(KF_ERR_INTERNAL, "value ", id, " is not a constant or scalar input");
+  };
+  for (const Expr& e : fusion.exprs) {
+    std::vector<Sizes> outs = infer_expr_sizes(fusion, e, ctx);
+    for (size_t k = 0; k < e.outputs.size(); ++k)
+      b.sizes[static_cast<size_t>(e.outputs[k])] = std::move(outs[k]);
+  }
+
+  b.index32 = true;
+  for (const InputMeta& m : b.inputs)
+    if (m.max_offset >= kIndex32Limit) b.index32 = false;
+  for (const Sizes& s : b.sizes)
+    if (numel(s) >= kIndex32Limit) b.index32 = false;
+
+  if (key != nullptr) {
+    std::vector<int64_t>& w = key->words;
+    w.clear();
+    w.push_back(static_cast<int64_t>(b.device.kind));
+    w.push_back(b.device.id);
+    w.push_back(b.index32);
+    for (size_t i = 0; i < fusion.inputs.size(); ++i) {
+      const Value& v = fusion.value(fusion.inputs[i]);
+      const InputMeta& m = b.inputs[i];
+      if (v.is_scalar) {
+        if (std::binary_search(fusion.shape_scalars.begin(), fusion.shape_scalars.end(), v.id))
+          w.push_back(std::bit_cast<int64_t>(m.scalar));
+        continue;
+      }
+      InputLayout l = analyze_layout(m);
+      int64_t order = 0, contiguity = 0;
+      for (size_t d = 0; d < l.stride_order.size(); ++d) {
+        order |= static_cast<int64_t>(l.stride_order[d]) << (4 * d);
+        contiguity |= static_cast<int64_t>(l.contiguous[d]) << d;
+      }
+      w.push_back(order);
+      w.push_back(contiguity | (static_cast<int64_t>(l.alignment) << 20) |
+                  (static_cast<int64_t>(m.device.kind) << 28));
+    }
+    for (const Sizes& s : b.sizes) w.push_back(pack_classes(s));
+    key->hash = hash_words(w);
+  }
+  return b;
+}
+
+}  // namespace kf

@@ -1,0 +1,143 @@
+#include "core/concretize/input_meta.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/util/error.h"
+
+namespace kf {
+
+std::string input_name(const Fusion& fusion, size_t index) {
+  return "input " + std::to_string(index) + " (value " + std::to_string(fusion.inputs[index]) + ")";
+}
+
+namespace {
+
+constexpr int64_t kMaxElements = int64_t{1} << 62;
+
+Device device_of(const DLTensor* t, const std::string& name) {
+  switch (t->device.device_type) {
+    case kDLCPU:
+    case kDLCUDAHost: return {DeviceKind::CPU, 0};
+    case kDLCUDA:
+    case kDLCUDAManaged: return {DeviceKind::CUDA, t->device.device_id};
+    default:
+      fail(KF_ERR_UNSUPPORTED, name, ": device type ", static_cast<int>(t->device.device_type),
+           " is not supported (expected kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged)");
+  }
+}
+
+void check_dtype(const Value& v, const DLTensor* t, const std::string& name) {
+  if (t->dtype.lanes != 1)
+    fail(KF_ERR_UNSUPPORTED, name, ": DLPack lanes ", t->dtype.lanes,
+         " (vector types) are not supported, expected 1");
+  auto dt = from_dlpack(t->dtype);
+  bool ok = (dt && *dt == v.dtype) || (v.dtype == DType::Bool && accepts_as_bool(t->dtype));
+  if (!ok)
+    fail(KF_ERR_DTYPE_MISMATCH, name, ": expected ", dtype_name(v.dtype), ", got ",
+         describe_dlpack(t->dtype));
+}
+
+int alignment_of(uintptr_t address) {
+  int a = 16;
+  while (a > 1 && address % static_cast<uintptr_t>(a) != 0) a /= 2;
+  return a;
+}
+
+}  // namespace
+
+InputMeta read_input(const Fusion& fusion, size_t index, const DLTensor* t) {
+  const Value& v = fusion.value(fusion.inputs[index]);
+  const std::string name = input_name(fusion, index);
+  if (t == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": tensor pointer is NULL");
+  InputMeta m;
+  m.device = device_of(t, name);
+  if (t->ndim != v.rank)
+    fail(KF_ERR_SHAPE_MISMATCH, name, ": expected rank ", v.rank, ", got rank ", t->ndim);
+  check_dtype(v, t, name);
+  if (t->ndim > 0 && t->shape == nullptr)
+    fail(KF_ERR_INVALID_ARGUMENT, name, ": shape is NULL for rank ", t->ndim);
+  const size_t r = static_cast<size_t>(t->ndim);
+  m.sizes.assign(t->shape, t->shape + r);
+  int64_t count = 1;
+  for (size_t d = 0; d < r; ++d) {
+    if (m.sizes[d] < 0)
+      fail(KF_ERR_SHAPE_MISMATCH, name, ": size of dim ", d, " is ", m.sizes[d],
+           ", expected >= 0");
+    if (__builtin_mul_overflow(count, m.sizes[d], &count) || count > kMaxElements)
+      fail(KF_ERR_SHAPE_MISMATCH, name, ": element count overflows int64 at dim ", d);
+  }
+  if (t->strides != nullptr) {
+    m.strides.assign(t->strides, t->strides + r);
+    for (size_t d = 0; d < r; ++d)
+      if (m.strides[d] < 0)
+        fail(KF_ERR_UNSUPPORTED, name, ": stride of dim ", d, " is ", m.strides[d],
+             "; negative strides are not supported");
+  } else {
+    m.strides.assign(r, 1);
+    for (size_t d = r; d > 1; --d) m.strides[d - 2] = m.strides[d - 1] * m.sizes[d - 1];
+  }
+  if (count > 0) {
+    for (size_t d = 0; d < r; ++d) {
+      int64_t reach;
+      if (__builtin_mul_overflow(m.sizes[d] - 1, m.strides[d], &reach) ||
+          __builtin_add_overflow(m.max_offset, reach, &m.max_offset) ||
+          m.max_offset > kMaxElements)
+        fail(KF_ERR_SHAPE_MISMATCH, name, ": strides reach beyond int64 offsets at dim ", d);
+    }
+    if (t->data == nullptr)
+      fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL for ", count, " elements");
+  }
+  m.data = static_cast<std::byte*>(t->data) + t->byte_offset;
+  m.alignment = alignment_of(reinterpret_cast<uintptr_t>(m.data));
+  if (v.is_scalar) {
+    if (m.device.kind != DeviceKind::CPU)
+      fail(KF_ERR_DEVICE_MISMATCH, name, ": scalar inputs must be 0-dim CPU tensors");
+    if (m.data == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": scalar data is NULL");
+    const std::byte* p = m.data;
+    switch (v.dtype) {
+      case DType::F64: { double x; std::memcpy(&x, p, 8); m.scalar = x; break; }
+      case DType::F32: { float x; std::memcpy(&x, p, 4); m.scalar = x; break; }
+      case DType::F16: { uint16_t x; std::memcpy(&x, p, 2); m.scalar = half_to_float(x); break; }
+      case DType::BF16: { uint16_t x; std::memcpy(&x, p, 2); m.scalar = bf16_to_float(x); break; }
+      case DType::I64: { int64_t x; std::memcpy(&x, p, 8); m.scalar_i64 = x; m.scalar = static_cast<double>(x); break; }
+      case DType::I32: { int32_t x; std::memcpy(&x, p, 4); m.scalar_i64 = x; m.scalar = x; break; }
+      case DType::Bool: { m.scalar_i64 = *reinterpret_cast<const uint8_t*>(p) != 0; m.scalar = static_cast<double>(m.scalar_i64); break; }
+    }
+  }
+  return m;
+}
+
+std::vector<InputMeta> read_inputs(const Fusion& fusion, const DLTensor* const* inputs,
+                                   size_t num_inputs, Device* device) {
+  if (num_inputs != fusion.inputs.size())
+    fail(KF_ERR_INVALID_ARGUMENT, "inputs: expected ", fusion.inputs.size(), " inputs, got ",
+         num_inputs);
+  if (num_inputs > 0 && inputs == nullptr)
+    fail(KF_ERR_INVALID_ARGUMENT, "inputs: array is NULL for ", num_inputs, " inputs");
+  std::vector<InputMeta> metas;
+  metas.reserve(num_inputs);
+  bool have_device = false;
+  size_t device_input = 0;
+  Device dev;
+  for (size_t i = 0; i < num_inputs; ++i) {
+    metas.push_back(read_input(fusion, i, inputs[i]));
+    const InputMeta& m = metas.back();
+    // 0-dim CPU tensors may accompany GPU tensors (they are passed by value).
+    if (m.sizes.empty() && m.device.kind == DeviceKind::CPU) continue;
+    if (!have_device) {
+      dev = m.device;
+      have_device = true;
+      device_input = i;
+    } else if (!(m.device == dev)) {
+      fail(KF_ERR_DEVICE_MISMATCH, input_name(fusion, i), ": on ",
+           m.device.kind == DeviceKind::CPU ? "cpu" : "cuda:", m.device.kind == DeviceKind::CPU ? "" : std::to_string(m.device.id),
+           ", but ", input_name(fusion, device_input), " is on ",
+           dev.kind == DeviceKind::CPU ? "cpu" : "cuda:", dev.kind == DeviceKind::CPU ? "" : std::to_string(dev.id));
+    }
+  }
+  *device = dev;
+  return metas;
+}
+
+}  // namespace kf

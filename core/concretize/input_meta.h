@@ -1,0 +1,46 @@
+// Reads and checks the DLPack metadata of the inputs of one call against the
+// definition: rank, dtype, device, sizes, strides, offsets. Data pointers are
+// never dereferenced, except the data of scalar inputs (0-dim CPU tensors).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "core/concretize/shape_inference.h"
+#include "core/ir/fusion.h"
+
+namespace kf {
+
+enum class DeviceKind : uint8_t { CPU = 1, CUDA = 2 };
+
+struct Device {
+  DeviceKind kind = DeviceKind::CPU;
+  int id = 0;
+  bool operator==(const Device&) const = default;
+};
+
+struct InputMeta {
+  Device device;
+  Sizes sizes;
+  std::vector<int64_t> strides;  // elements; filled in when DLPack's are NULL
+  std::byte* data = nullptr;     // data + byte_offset
+  int alignment = 16;            // largest power of two <= 16 dividing the address
+  int64_t max_offset = 0;        // largest element offset reached
+  double scalar = 0;             // scalar inputs: value
+  int64_t scalar_i64 = 0;
+};
+
+// Checks one input; `what` names it in messages ("input 1 (value 3)").
+InputMeta read_input(const Fusion& fusion, size_t index, const DLTensor* t);
+
+// Checks all inputs (count, each one, one device) and returns their metadata
+// and the device the fusion runs on.
+std::vector<InputMeta> read_inputs(const Fusion& fusion, const DLTensor* const* inputs,
+                                   size_t num_inputs, Device* device);
+
+// "input 1 (value 3)"
+std::string input_name(const Fusion& fusion, size_t index);
+
+}  // namespace kf

@@ -1,0 +1,202 @@
+#include "core/concretize/layout.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+namespace kf {
+
+InputLayout analyze_layout(const InputMeta& input) {
+  const size_t r = input.sizes.size();
+  InputLayout l;
+  l.alignment = input.alignment;
+  // Dims of size <= 1 have meaningless strides: they keep their place, and
+  // the others are sorted by stride (largest first, ties by index).
+  std::vector<int> positions, dims;
+  for (size_t d = 0; d < r; ++d)
+    if (input.sizes[d] > 1) {
+      positions.push_back(static_cast<int>(d));
+      dims.push_back(static_cast<int>(d));
+    }
+  std::stable_sort(dims.begin(), dims.end(), [&](int a, int b) {
+    return input.strides[static_cast<size_t>(a)] > input.strides[static_cast<size_t>(b)];
+  });
+  l.stride_order.resize(r);
+  std::iota(l.stride_order.begin(), l.stride_order.end(), 0);
+  for (size_t k = 0; k < positions.size(); ++k)
+    l.stride_order[static_cast<size_t>(positions[k])] = dims[k];
+  l.contiguous.assign(r, true);
+  int64_t expected = 1;
+  for (size_t k = r; k > 0; --k) {
+    size_t d = static_cast<size_t>(l.stride_order[k - 1]);
+    if (input.sizes[d] <= 1) continue;
+    l.contiguous[d] = input.strides[d] == expected;
+    expected = input.strides[d] * input.sizes[d];
+  }
+  return l;
+}
+
+namespace {
+
+std::vector<int> row_major(size_t r) {
+  std::vector<int> o(r);
+  std::iota(o.begin(), o.end(), 0);
+  return o;
+}
+
+// Drops the dims marked in `removed` and renumbers the others.
+std::vector<int> drop_dims(const std::vector<int>& order, const std::vector<bool>& removed) {
+  std::vector<int> renumber(order.size(), -1);
+  int next = 0;
+  for (size_t d = 0; d < order.size(); ++d)
+    if (!removed[d]) renumber[d] = next++;
+  std::vector<int> out;
+  for (int d : order)
+    if (!removed[static_cast<size_t>(d)]) out.push_back(renumber[static_cast<size_t>(d)]);
+  return out;
+}
+
+// The order of a value right-aligned into a higher rank: new leading dims
+// are outermost.
+std::vector<int> lift(const std::vector<int>& order, size_t rank) {
+  size_t lead = rank - order.size();
+  std::vector<int> out = row_major(lead);
+  for (int d : order) out.push_back(d + static_cast<int>(lead));
+  return out;
+}
+
+int many_dims(const ConcreteFusion& c, int64_t id) {
+  const auto& cls = c.size_classes[static_cast<size_t>(id)];
+  return static_cast<int>(std::count(cls.begin(), cls.end(), SizeClass::Many));
+}
+
+std::vector<int> expr_order(const ConcreteFusion& c, const Expr& e, size_t out_rank) {
+  const Fusion& f = *c.fusion;
+  auto order_of = [&](int64_t id) -> const std::vector<int>& {
+    return c.stride_orders[static_cast<size_t>(id)];
+  };
+  const std::vector<int>& a_order = order_of(e.inputs.empty() ? e.outputs[0] : e.inputs[0]);
+  switch (op_info(e.op).category) {
+    case OpCategory::Unary:
+    case OpCategory::Binary:
+    case OpCategory::Ternary:
+    case OpCategory::Cast: {
+      // Follow the operand with the most non-broadcast dims, preferring
+      // full-rank operands.
+      int64_t best = -1;
+      int best_score = -1;
+      for (int64_t id : e.inputs) {
+        const Value& v = f.value(id);
+        if (v.is_scalar) continue;
+        int score = many_dims(c, id) + (static_cast<size_t>(v.rank) == out_rank ? 1000 : 0);
+        if (score > best_score) {
+          best = id;
+          best_score = score;
+        }
+      }
+      if (best < 0) return row_major(out_rank);
+      return lift(order_of(best), out_rank);
+    }
+    case OpCategory::Reduction: {
+      if (e.attrs[0] != 0) return a_order;
+      size_t first = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
+      std::vector<bool> removed(a_order.size(), false);
+      for (size_t i = first; i < e.attrs.size(); ++i) removed[static_cast<size_t>(e.attrs[i])] = true;
+      return drop_dims(a_order, removed);
+    }
+    case OpCategory::Hint: return a_order;
+    case OpCategory::Indexing:
+      return e.op == Op::GATHER ? order_of(e.inputs[1]) : a_order;
+    case OpCategory::Shape: break;
+    default: return row_major(out_rank);
+  }
+  switch (e.op) {
+    case Op::PERMUTE: {
+      std::vector<int> inv(e.attrs.size());
+      for (size_t i = 0; i < e.attrs.size(); ++i) inv[static_cast<size_t>(e.attrs[i])] = static_cast<int>(i);
+      std::vector<int> out;
+      for (int d : a_order) out.push_back(inv[static_cast<size_t>(d)]);
+      return out;
+    }
+    case Op::SQUEEZE: {
+      std::vector<bool> removed(a_order.size(), false);
+      for (int64_t d : e.attrs) removed[static_cast<size_t>(d)] = true;
+      return drop_dims(a_order, removed);
+    }
+    case Op::UNSQUEEZE: {
+      int at = static_cast<int>(e.attrs[0]);
+      std::vector<int> out;
+      bool placed = false;
+      for (int d : a_order) {
+        if (d == at && !placed) {
+          out.push_back(at);
+          placed = true;
+        }
+        out.push_back(d >= at ? d + 1 : d);
+      }
+      if (!placed) out.push_back(at);
+      return out;
+    }
+    case Op::SLICE:
+    case Op::PAD:
+    case Op::CAT: return a_order;
+    case Op::EXPAND: return lift(a_order, out_rank);
+    case Op::BROADCAST_IN_DIM: {
+      std::vector<bool> mapped(out_rank, false);
+      for (int64_t d : e.attrs) mapped[static_cast<size_t>(d)] = true;
+      std::vector<int> out;
+      for (size_t d = 0; d < out_rank; ++d)
+        if (!mapped[d]) out.push_back(static_cast<int>(d));
+      for (int d : a_order) out.push_back(static_cast<int>(e.attrs[static_cast<size_t>(d)]));
+      return out;
+    }
+    default: return row_major(out_rank);
+  }
+}
+
+}  // namespace
+
+void propagate_layouts(ConcreteFusion& c) {
+  const Fusion& f = *c.fusion;
+  c.stride_orders.assign(f.values.size(), {});
+  for (size_t i = 0; i < f.inputs.size(); ++i)
+    c.stride_orders[static_cast<size_t>(f.inputs[i])] = c.input_layouts[i].stride_order;
+  for (const Expr& e : f.exprs)
+    for (int64_t out : e.outputs) {
+      const Value& v = f.value(out);
+      c.stride_orders[static_cast<size_t>(out)] =
+          v.is_scalar ? std::vector<int>{} : expr_order(c, e, static_cast<size_t>(v.rank));
+    }
+  for (const Output& o : f.outputs)
+    if (!o.stride_order.empty())
+      c.stride_orders[static_cast<size_t>(o.value)].assign(o.stride_order.begin(), o.stride_order.end());
+}
+
+void propagate_extent_deps(ConcreteFusion& c) {
+  const Fusion& f = *c.fusion;
+  c.extent_deps.assign(f.values.size(), {});
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    const Value& v = f.value(f.inputs[i]);
+    auto& deps = c.extent_deps[static_cast<size_t>(v.id)];
+    for (int d = 0; d < v.rank; ++d)
+      if (c.size_classes[static_cast<size_t>(v.id)][static_cast<size_t>(d)] == SizeClass::Many)
+        deps.push_back(f.extent_id(i, d));
+    std::sort(deps.begin(), deps.end());
+  }
+  for (const Expr& e : f.exprs) {
+    std::set<int64_t> deps;
+    for (int64_t in : e.inputs) {
+      const Value& v = f.value(in);
+      if (v.kind == ValueKind::ScalarInput) {
+        if (std::binary_search(f.shape_scalars.begin(), f.shape_scalars.end(), in)) deps.insert(in);
+        continue;
+      }
+      const auto& d = c.extent_deps[static_cast<size_t>(in)];
+      deps.insert(d.begin(), d.end());
+    }
+    for (int64_t out : e.outputs)
+      if (!f.value(out).is_scalar) c.extent_deps[static_cast<size_t>(out)].assign(deps.begin(), deps.end());
+  }
+}
+
+}  // namespace kf

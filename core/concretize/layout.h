@@ -1,0 +1,21 @@
+// Layouts: the stride order and contiguity of each input, and the order in
+// which every computed value is produced, propagated from the inputs so a
+// transposed input gives a transposed output where accesses stay coalesced.
+#pragma once
+
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+
+namespace kf {
+
+InputLayout analyze_layout(const InputMeta& input);
+
+// Fills c.stride_orders for every value (needs c.input_layouts and
+// c.size_classes). Pinned output orders override the propagated one.
+void propagate_layouts(ConcreteFusion& c);
+
+// Fills c.extent_deps for every value (needs c.size_classes).
+void propagate_extent_deps(ConcreteFusion& c);
+
+}  // namespace kf

@@ -1,0 +1,89 @@
+// The CPU backend: host memory, and segments run by the reference
+// interpreter (eval.h) one expr at a time.
+#include <cstdlib>
+#include <cstring>
+
+#include "core/runtime/backend.h"
+#include "core/runtime/cpu/eval.h"
+#include "core/util/error.h"
+
+namespace kf {
+
+namespace {
+
+cpu::TensorView view_of(const DLTensor& t, DType dtype) {
+  cpu::TensorView v;
+  v.dtype = dtype;
+  v.sizes.assign(t.shape, t.shape + t.ndim);
+  v.strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim)
+                        : cpu::compact_strides(v.sizes);
+  v.data = static_cast<std::byte*>(t.data) + t.byte_offset;
+  return v;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  void* allocate(size_t bytes, int, const ExecOptions&) override {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (p == nullptr) fail(KF_ERR_OUT_OF_MEMORY, "out of host memory allocating ", bytes, " bytes");
+    return p;
+  }
+  void release(void* ptr, size_t, int, const ExecOptions&) override { std::free(ptr); }
+
+  void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
+                   const DLTensor* const* inputs, DLTensor* const* outputs,
+                   const ExecOptions&) override {
+    const Fusion& f = *c.fusion;
+    const Segment& seg = s.segments[index];
+    cpu::Env env(f.values.size());
+    for (size_t k = 0; k < seg.task.inputs.size(); ++k) {
+      int64_t id = seg.task.inputs[k];
+      env.set(id, view_of(*inputs[k], f.value(id).dtype));
+    }
+    for (const Value& v : f.values)
+      if (v.kind == ValueKind::Constant) env.set(v.id, cpu::constant_view(v));
+    for (int64_t ei : seg.task.exprs) cpu::eval_expr(f, f.exprs[static_cast<size_t>(ei)], env);
+    // Outputs may alias inputs of this segment: take private copies of every
+    // result that still points into borrowed memory before writing any.
+    std::vector<cpu::TensorView> results;
+    for (int64_t out : seg.task.outputs) {
+      cpu::TensorView r = env.get(out);
+      if (!r.storage) {
+        cpu::TensorView owned = cpu::allocate(r.dtype, r.sizes);
+        cpu::copy_into(r, owned);
+        r = owned;
+      }
+      results.push_back(r);
+    }
+    for (size_t k = 0; k < results.size(); ++k) {
+      cpu::TensorView dst = view_of(*outputs[k], results[k].dtype);
+      if (dst.sizes != results[k].sizes)
+        fail(KF_ERR_SHAPE_MISMATCH, "segment ", index, ": output ", k, " (value ",
+             seg.task.outputs[k], ") has the wrong shape");
+      cpu::copy_into(results[k], dst);
+    }
+  }
+
+  void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions&) override {
+    auto s = from_dlpack(src.dtype).value_or(DType::Bool);
+    auto d = from_dlpack(dst.dtype).value_or(DType::Bool);
+    cpu::TensorView sv = view_of(src, s);
+    cpu::TensorView owned = cpu::allocate(s, sv.sizes);  // src and dst may overlap
+    cpu::copy_into(sv, owned);
+    cpu::copy_into(owned, view_of(dst, d));
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+Backend& backend_for(DeviceKind kind) {
+  return kind == DeviceKind::CPU ? cpu_backend() : cuda_backend();
+}
+
+}  // namespace kf

@@ -1,0 +1,307 @@
+// Unary, binary, ternary ops and cast on the CPU (PyTorch semantics; see
+// docs/semantics.md). Operands broadcast right-aligned and are converted to
+// the op's compute dtype first (e.g. a float scalar compared with a float16
+// tensor is rounded to float16). Floats are then computed in double and
+// rounded once to the output dtype; integers and bools are computed exactly
+// in int64 and wrap to the output width on store.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/ir/type_promotion.h"
+#include "core/runtime/cpu/eval.h"
+#include "core/util/error.h"
+
+namespace kf::cpu {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The dtype the operands are converted to before the op is applied.
+DType compute_dtype(const Fusion& f, const Expr& e) {
+  switch (op_info(e.op).type_rule) {
+    case TypeRule::Compare: return result_type(f, e.inputs);
+    case TypeRule::ToBool: return f.value(e.inputs[0]).dtype;
+    default: return f.value(e.outputs[0]).dtype;
+  }
+}
+
+double round_to(DType t, double x) {
+  std::byte buf[8];
+  store_f64(t, buf, x);
+  return load_f64(t, buf);
+}
+
+// torch's sign is (0 < x) - (x < 0): sign(NaN) = 0 and sign(-0.0) = +0.
+double sign_of(double x) { return static_cast<double>((0 < x) - (x < 0)); }
+
+double unary_float(Op op, double x) {
+  switch (op) {
+    case Op::NEG: return -x;
+    case Op::ABS: return std::fabs(x);
+    case Op::EXP: return std::exp(x);
+    case Op::EXP2: return std::exp2(x);
+    case Op::EXPM1: return std::expm1(x);
+    case Op::LOG: return std::log(x);
+    case Op::LOG2: return std::log2(x);
+    case Op::LOG10: return std::log10(x);
+    case Op::LOG1P: return std::log1p(x);
+    case Op::SQRT: return std::sqrt(x);
+    case Op::RSQRT: return 1.0 / std::sqrt(x);
+    case Op::RECIPROCAL: return 1.0 / x;
+    case Op::SIN: return std::sin(x);
+    case Op::COS: return std::cos(x);
+    case Op::TAN: return std::tan(x);
+    case Op::ASIN: return std::asin(x);
+    case Op::ACOS: return std::acos(x);
+    case Op::ATAN: return std::atan(x);
+    case Op::SINH: return std::sinh(x);
+    case Op::COSH: return std::cosh(x);
+    case Op::TANH: return std::tanh(x);
+    case Op::ASINH: return std::asinh(x);
+    case Op::ACOSH: return std::acosh(x);
+    case Op::ATANH: return std::atanh(x);
+    case Op::SIGMOID: return 1.0 / (1.0 + std::exp(-x));
+    case Op::RELU: return std::isnan(x) ? x : (x > 0 ? x : 0.0);
+    case Op::GELU: return x * 0.5 * (1.0 + std::erf(x * M_SQRT1_2));
+    case Op::GELU_TANH: {
+      const double k = std::sqrt(2.0 / M_PI);
+      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+    }
+    case Op::SILU: return x / (1.0 + std::exp(-x));
+    case Op::ERF: return std::erf(x);
+    case Op::ERFC: return std::erfc(x);
+    case Op::FLOOR: return std::floor(x);
+    case Op::CEIL: return std::ceil(x);
+    case Op::ROUND: return std::nearbyint(x);  // half to even (default rounding mode)
+    case Op::TRUNC: return std::trunc(x);
+    case Op::SIGN: return sign_of(x);
+    case Op::ISNAN: return std::isnan(x);
+    case Op::ISINF: return std::isinf(x);
+    case Op::ISFINITE: return std::isfinite(x);
+    case Op::LOGICAL_NOT: return x == 0;
+    default: fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(op), " has no float kernel");
+  }
+}
+
+// torch's remainder: fmod, moved to the divisor's sign.
+double remainder_float(double a, double b) {
+  double m = std::fmod(a, b);
+  if (m != 0 && ((b < 0) != (m < 0))) m += b;
+  return m;
+}
+
+// torch.maximum/minimum: NaN wins; otherwise std::max/std::min (which keep
+// the first operand on ties, e.g. maximum(-0.0, 0.0) = -0.0).
+double maximum_float(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return kNaN;
+  return a < b ? b : a;
+}
+double minimum_float(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return kNaN;
+  return b < a ? b : a;
+}
+
+double binary_float(Op op, double a, double b) {
+  switch (op) {
+    case Op::ADD: return a + b;
+    case Op::SUB: return a - b;
+    case Op::MUL: return a * b;
+    case Op::DIV: return a / b;
+    case Op::FMOD: return std::fmod(a, b);
+    case Op::REMAINDER: return remainder_float(a, b);
+    case Op::POW: return std::pow(a, b);
+    case Op::ATAN2: return std::atan2(a, b);
+    case Op::MAXIMUM: return maximum_float(a, b);
+    case Op::MINIMUM: return minimum_float(a, b);
+    case Op::EQ: return a == b;
+    case Op::NE: return a != b;
+    case Op::LT: return a < b;
+    case Op::LE: return a <= b;
+    case Op::GT: return a > b;
+    case Op::GE: return a >= b;
+    case Op::LOGICAL_AND: return (a != 0) && (b != 0);
+    case Op::LOGICAL_OR: return (a != 0) || (b != 0);
+    case Op::LOGICAL_XOR: return (a != 0) != (b != 0);
+    default: fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(op), " has no float kernel");
+  }
+}
+
+// torch's lerp switches formulas at |w| = 0.5 for accuracy near the ends.
+double lerp(double a, double b, double w) {
+  return std::fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1.0 - w);
+}
+
+double ternary_float(Op op, double a, double b, double c) {
+  switch (op) {
+    case Op::WHERE: return a != 0 ? b : c;
+    case Op::CLAMP:
+      if (std::isnan(a) || std::isnan(b) || std::isnan(c)) return kNaN;
+      return minimum_float(maximum_float(a, b), c);
+    case Op::LERP: return lerp(a, b, c);
+    case Op::FMA: return std::fma(a, b, c);
+    default: fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(op), " has no float kernel");
+  }
+}
+
+// Integer arithmetic wraps: compute on uint64 bits, store_i64 narrows.
+int64_t wrap(uint64_t v) { return static_cast<int64_t>(v); }
+uint64_t bits(int64_t v) { return static_cast<uint64_t>(v); }
+
+int64_t unary_int(Op op, int64_t x, DType t) {
+  switch (op) {
+    case Op::NEG: return wrap(0 - bits(x));
+    case Op::ABS: return x < 0 ? wrap(0 - bits(x)) : x;
+    case Op::RELU: return x > 0 ? x : 0;
+    case Op::FLOOR:
+    case Op::CEIL:
+    case Op::ROUND:
+    case Op::TRUNC: return x;
+    case Op::SIGN: return (0 < x) - (x < 0);
+    case Op::ISNAN:
+    case Op::ISINF: return 0;
+    case Op::ISFINITE: return 1;
+    case Op::LOGICAL_NOT: return x == 0;
+    case Op::BITWISE_NOT: return is_bool(t) ? x == 0 : ~x;
+    default: fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(op), " has no integer kernel");
+  }
+}
+
+struct IntContext {
+  Op op;
+  int64_t value_id;  // the output, for messages
+  DType dtype;       // compute dtype
+};
+
+void check_divisor(const IntContext& c, int64_t b) {
+  if (b == 0)
+    fail(KF_ERR_INVALID_ARGUMENT, op_name(c.op), " (value ", c.value_id,
+         "): integer division by zero");
+}
+
+int64_t fmod_int(const IntContext& c, int64_t a, int64_t b) {
+  check_divisor(c, b);
+  return b == -1 ? 0 : a % b;  // INT64_MIN % -1 traps in C++
+}
+
+int64_t remainder_int(const IntContext& c, int64_t a, int64_t b) {
+  int64_t r = fmod_int(c, a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+int64_t pow_int(const IntContext& c, int64_t base, int64_t exp) {
+  if (exp < 0)
+    fail(KF_ERR_INVALID_ARGUMENT, "pow (value ", c.value_id, "): integer base to the negative ",
+         "integer power ", exp, " is not allowed (as in torch)");
+  uint64_t result = 1, b = bits(base);
+  for (uint64_t e = bits(exp); e != 0; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return wrap(result);
+}
+
+// torch: a shift by a negative amount or >= the bit width gives 0 (left) or
+// the sign fill (right).
+int64_t shift_int(const IntContext& c, int64_t a, int64_t b) {
+  const int64_t width = dtype_size(c.dtype) * 8;
+  const bool out_of_range = b < 0 || b >= width;
+  if (c.op == Op::SHIFT_LEFT) return out_of_range ? 0 : wrap(bits(a) << b);
+  return a >> (out_of_range ? 63 : b);  // a is sign-extended to 64 bits
+}
+
+int64_t binary_int(const IntContext& c, int64_t a, int64_t b) {
+  switch (c.op) {
+    case Op::ADD: return wrap(bits(a) + bits(b));
+    case Op::SUB: return wrap(bits(a) - bits(b));
+    case Op::MUL: return wrap(bits(a) * bits(b));
+    case Op::FMOD: return fmod_int(c, a, b);
+    case Op::REMAINDER: return remainder_int(c, a, b);
+    case Op::POW: return pow_int(c, a, b);
+    case Op::MAXIMUM: return a < b ? b : a;
+    case Op::MINIMUM: return b < a ? b : a;
+    case Op::EQ: return a == b;
+    case Op::NE: return a != b;
+    case Op::LT: return a < b;
+    case Op::LE: return a <= b;
+    case Op::GT: return a > b;
+    case Op::GE: return a >= b;
+    case Op::LOGICAL_AND: return (a != 0) && (b != 0);
+    case Op::LOGICAL_OR: return (a != 0) || (b != 0);
+    case Op::LOGICAL_XOR: return (a != 0) != (b != 0);
+    case Op::BITWISE_AND: return a & b;
+    case Op::BITWISE_OR: return a | b;
+    case Op::BITWISE_XOR: return a ^ b;
+    case Op::SHIFT_LEFT:
+    case Op::SHIFT_RIGHT: return shift_int(c, a, b);
+    default: fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(c.op), " has no integer kernel");
+  }
+}
+
+int64_t ternary_int(Op op, int64_t a, int64_t b, int64_t c) {
+  switch (op) {
+    case Op::WHERE: return a != 0 ? b : c;
+    case Op::CLAMP: {
+      const int64_t lo = a < b ? b : a;
+      return c < lo ? c : lo;
+    }
+    case Op::FMA: return wrap(bits(a) * bits(b) + bits(c));
+    default: fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(op), " has no integer kernel");
+  }
+}
+
+void eval_cast(const TensorView& in, const TensorView& out) {
+  const bool as_int = !is_float(in.dtype) && !is_float(out.dtype);
+  for_each_index(out.sizes, [&](const int64_t* idx) {
+    if (as_int) store_i64(out.dtype, out.at(idx), load_i64(in.dtype, in.at(idx)));
+    else store_f64(out.dtype, out.at(idx), load_f64(in.dtype, in.at(idx)));
+  });
+}
+
+void eval_float(Op op, DType t, const std::vector<TensorView>& in, const TensorView& out) {
+  double x[3] = {0, 0, 0};
+  for_each_index(out.sizes, [&](const int64_t* idx) {
+    for (size_t k = 0; k < in.size(); ++k) x[k] = round_to(t, load_f64(in[k].dtype, in[k].at(idx)));
+    double r;
+    switch (in.size()) {
+      case 1: r = unary_float(op, x[0]); break;
+      case 2: r = binary_float(op, x[0], x[1]); break;
+      default: r = ternary_float(op, x[0], x[1], x[2]); break;
+    }
+    store_f64(out.dtype, out.at(idx), r);
+  });
+}
+
+void eval_int(const IntContext& c, const std::vector<TensorView>& in, const TensorView& out) {
+  int64_t x[3] = {0, 0, 0};
+  for_each_index(out.sizes, [&](const int64_t* idx) {
+    for (size_t k = 0; k < in.size(); ++k) x[k] = load_i64(in[k].dtype, in[k].at(idx));
+    int64_t r;
+    switch (in.size()) {
+      case 1: r = unary_int(c.op, x[0], c.dtype); break;
+      case 2: r = binary_int(c, x[0], x[1]); break;
+      default: r = ternary_int(c.op, x[0], x[1], x[2]); break;
+    }
+    store_i64(out.dtype, out.at(idx), r);
+  });
+}
+
+}  // namespace
+
+void eval_pointwise(const Fusion& fusion, const Expr& e, Env& env) {
+  const SizeContext ctx{[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; }, {}};
+  const Sizes sizes = infer_expr_sizes(fusion, e, ctx)[0];
+  const int64_t out_id = e.outputs[0];
+  TensorView out = allocate(fusion.value(out_id).dtype, sizes);
+  std::vector<TensorView> in;
+  for (int64_t id : e.inputs) in.push_back(broadcast_to(env.get(id), sizes));
+  const DType t = compute_dtype(fusion, e);
+  if (e.op == Op::CAST) eval_cast(in[0], out);
+  else if (is_float(t)) eval_float(e.op, t, in, out);
+  else eval_int({e.op, out_id, t}, in, out);
+  env.set(out_id, std::move(out));
+}
+
+}  // namespace kf::cpu

@@ -1,0 +1,141 @@
+// Reductions on the CPU: sum prod max min mean var var_mean over the
+// normalized axes (attrs [keepdim, axes...] or [keepdim, correction,
+// axes...]). Floats accumulate in double in row-major order of the reduced
+// elements, ints in int64 (wrapping); one rounding to the output dtype.
+#include <cmath>
+
+#include "core/runtime/cpu/eval.h"
+#include "core/util/error.h"
+
+namespace kf::cpu {
+
+namespace {
+
+// The input split into kept dims (one output element each) and reduced dims.
+struct Split {
+  TensorView kept;     // sizes/strides of the kept dims (a view of the input)
+  Sizes reduced_sizes;
+  std::vector<int64_t> reduced_strides;
+};
+
+Split split_axes(const TensorView& a, const std::vector<int64_t>& attrs, size_t first_axis) {
+  std::vector<bool> reduced(a.sizes.size(), false);
+  for (size_t i = first_axis; i < attrs.size(); ++i) reduced[static_cast<size_t>(attrs[i])] = true;
+  Split s;
+  s.kept.dtype = a.dtype;
+  s.kept.data = a.data;
+  s.kept.storage = a.storage;
+  for (size_t d = 0; d < a.sizes.size(); ++d) {
+    if (reduced[d]) {
+      s.reduced_sizes.push_back(a.sizes[d]);
+      s.reduced_strides.push_back(a.strides[d]);
+    } else {
+      s.kept.sizes.push_back(a.sizes[d]);
+      s.kept.strides.push_back(a.strides[d]);
+    }
+  }
+  return s;
+}
+
+// Calls fn(pointer) for each reduced element under one kept position.
+template <typename Fn>
+void for_each_reduced(const Split& s, const std::byte* base, Fn&& fn) {
+  const int size = dtype_size(s.kept.dtype);
+  for_each_index(s.reduced_sizes, [&](const int64_t* idx) {
+    int64_t off = 0;
+    for (size_t d = 0; d < s.reduced_sizes.size(); ++d) off += idx[d] * s.reduced_strides[d];
+    fn(base + off * size);
+  });
+}
+
+double reduce_float(Op op, const Split& s, const std::byte* base) {
+  const DType t = s.kept.dtype;
+  double acc = op == Op::PROD ? 1.0 : 0.0;
+  bool first = true;
+  for_each_reduced(s, base, [&](const std::byte* p) {
+    const double x = load_f64(t, p);
+    switch (op) {
+      case Op::SUM: acc += x; break;
+      case Op::PROD: acc *= x; break;
+      default:  // max, min: the first NaN is final
+        if (!std::isnan(acc) && (first || std::isnan(x) || (op == Op::MAX ? x > acc : x < acc)))
+          acc = x;
+        break;
+    }
+    first = false;
+  });
+  return acc;
+}
+
+int64_t reduce_int(Op op, const Split& s, const std::byte* base) {
+  const DType t = s.kept.dtype;
+  uint64_t acc = op == Op::PROD ? 1 : 0;  // wraps like torch's int64 sum
+  int64_t best = 0;
+  bool first = true;
+  for_each_reduced(s, base, [&](const std::byte* p) {
+    const int64_t x = load_i64(t, p);
+    if (op == Op::SUM) acc += static_cast<uint64_t>(x);
+    else if (op == Op::PROD) acc *= static_cast<uint64_t>(x);
+    else if (first || (op == Op::MAX ? x > best : x < best)) best = x;
+    first = false;
+  });
+  return (op == Op::MAX || op == Op::MIN) ? best : static_cast<int64_t>(acc);
+}
+
+// Empty: 0/0 = NaN, as torch.
+double mean_of(const Split& s, const std::byte* base) {
+  return reduce_float(Op::SUM, s, base) / static_cast<double>(numel(s.reduced_sizes));
+}
+
+struct Moments {
+  double mean, var;
+};
+
+// Two passes (mean, then squared deviations); var divides by
+// max(0, N - correction), giving inf/NaN where that is 0, as torch.
+Moments moments(const Split& s, const std::byte* base, int64_t correction) {
+  const DType t = s.kept.dtype;
+  const int64_t n = numel(s.reduced_sizes);
+  const double mean = mean_of(s, base);
+  double sq = 0;
+  for_each_reduced(s, base, [&](const std::byte* p) {
+    const double d = load_f64(t, p) - mean;
+    sq += d * d;
+  });
+  const double dof = static_cast<double>(std::max<int64_t>(0, n - correction));
+  return {mean, sq / dof};
+}
+
+}  // namespace
+
+void eval_reduction(const Fusion& fusion, const Expr& e, Env& env) {
+  const SizeContext ctx{[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; }, {}};
+  const Sizes sizes = infer_expr_sizes(fusion, e, ctx)[0];
+  const TensorView& a = env.get(e.inputs[0]);
+  const bool is_var = e.op == Op::VAR || e.op == Op::VAR_MEAN;
+  const Split s = split_axes(a, e.attrs, is_var ? 2 : 1);
+  std::vector<TensorView> outs;
+  for (int64_t id : e.outputs) outs.push_back(allocate(fusion.value(id).dtype, sizes));
+  // Output elements in row-major order match kept positions in row-major order.
+  int64_t k = 0;
+  const int out_size = dtype_size(outs[0].dtype);
+  for_each_index(s.kept.sizes, [&](const int64_t* idx) {
+    const std::byte* base = s.kept.at(idx);
+    std::byte* p = outs[0].data + k * out_size;
+    if (is_var) {
+      const Moments m = moments(s, base, e.attrs[1]);
+      store_f64(outs[0].dtype, p, m.var);
+      if (e.op == Op::VAR_MEAN) store_f64(outs[1].dtype, outs[1].data + k * out_size, m.mean);
+    } else if (e.op == Op::MEAN) {
+      store_f64(outs[0].dtype, p, mean_of(s, base));
+    } else if (is_float(a.dtype)) {
+      store_f64(outs[0].dtype, p, reduce_float(e.op, s, base));
+    } else {
+      store_i64(outs[0].dtype, p, reduce_int(e.op, s, base));
+    }
+    ++k;
+  });
+  for (size_t i = 0; i < outs.size(); ++i) env.set(e.outputs[i], std::move(outs[i]));
+}
+
+}  // namespace kf::cpu

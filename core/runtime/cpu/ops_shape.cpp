@@ -1,0 +1,152 @@
+// Shape ops on the CPU. Results that torch returns as views are views here
+// too (they share the input's storage): broadcast_in_dim, expand, permute,
+// squeeze, unsqueeze, slice, and reshape of a row-major compact input. A
+// reshape of any other layout, pad and cat copy.
+#include "core/runtime/cpu/eval.h"
+#include "core/util/error.h"
+
+namespace kf::cpu {
+
+namespace {
+
+// Sizes from env; scalar values from constants or the scalar inputs' 0-dim
+// views.
+SizeContext env_size_context(const Fusion& fusion, const Env& env) {
+  return {[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; },
+          [&fusion, &env](int64_t id) {
+            const Value& v = fusion.value(id);
+            if (v.kind == ValueKind::Constant)
+              return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
+            const TensorView& t = env.get(id);
+            return load_f64(t.dtype, t.data);
+          }};
+}
+
+TensorView broadcast_in_dim(const TensorView& a, const Sizes& sizes,
+                            const std::vector<int64_t>& dims) {
+  TensorView v = a;
+  v.sizes = sizes;
+  v.strides.assign(sizes.size(), 0);
+  for (size_t j = 0; j < dims.size(); ++j) {
+    const size_t d = static_cast<size_t>(dims[j]);
+    v.strides[d] = (a.sizes[j] == 1 && sizes[d] != 1) ? 0 : a.strides[j];
+  }
+  return v;
+}
+
+// Row-major compact, ignoring the strides of size-1 dims.
+bool is_row_major(const TensorView& a) {
+  int64_t expected = 1;
+  for (size_t d = a.sizes.size(); d > 0; --d) {
+    if (a.sizes[d - 1] == 1) continue;
+    if (a.strides[d - 1] != expected) return false;
+    expected *= a.sizes[d - 1];
+  }
+  return true;
+}
+
+TensorView reshape(const TensorView& a, const Sizes& sizes) {
+  TensorView v = a;
+  if (!is_row_major(a)) {
+    v = allocate(a.dtype, a.sizes);
+    copy_into(a, v);
+  }
+  v.sizes = sizes;
+  v.strides = compact_strides(sizes);
+  return v;
+}
+
+TensorView permute(const TensorView& a, const std::vector<int64_t>& perm) {
+  TensorView v = a;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    v.sizes[i] = a.sizes[static_cast<size_t>(perm[i])];
+    v.strides[i] = a.strides[static_cast<size_t>(perm[i])];
+  }
+  return v;
+}
+
+// dims: sorted (op_rules normalizes them).
+TensorView squeeze(const TensorView& a, const std::vector<int64_t>& dims) {
+  TensorView v = a;
+  for (size_t k = dims.size(); k > 0; --k) {
+    v.sizes.erase(v.sizes.begin() + dims[k - 1]);
+    v.strides.erase(v.strides.begin() + dims[k - 1]);
+  }
+  return v;
+}
+
+TensorView unsqueeze(const TensorView& a, int64_t dim) {
+  TensorView v = a;
+  const size_t d = static_cast<size_t>(dim);
+  // Any stride is valid for a size-1 dim; this one keeps compact views compact.
+  const int64_t stride = d < a.sizes.size() ? a.strides[d] * a.sizes[d] : 1;
+  v.sizes.insert(v.sizes.begin() + dim, 1);
+  v.strides.insert(v.strides.begin() + dim, stride);
+  return v;
+}
+
+TensorView slice(const TensorView& a, const std::vector<int64_t>& attrs) {
+  const size_t d = static_cast<size_t>(attrs[0]);
+  const SliceRange r = slice_range(a.sizes[d], attrs[1], attrs[2], attrs[3]);
+  TensorView v = a;
+  v.sizes[d] = r.length;
+  if (r.length > 0) v.data += r.start * a.strides[d] * dtype_size(a.dtype);
+  v.strides[d] = a.strides[d] * attrs[3];
+  return v;
+}
+
+// The part of `out` that starts at `begin` along every dim and has `sizes`.
+TensorView window(const TensorView& out, const std::vector<int64_t>& begin, const Sizes& sizes) {
+  TensorView v = out;
+  v.sizes = sizes;
+  if (numel(sizes) > 0) v.data = out.at(begin.data());
+  return v;
+}
+
+TensorView pad(const TensorView& a, const TensorView& value, const Sizes& sizes,
+               const std::vector<int64_t>& pads) {
+  TensorView out = allocate(a.dtype, sizes);
+  copy_into(broadcast_to(value, sizes), out);
+  std::vector<int64_t> begin(a.sizes.size());
+  for (size_t d = 0; d < begin.size(); ++d) begin[d] = pads[2 * d];
+  copy_into(a, window(out, begin, a.sizes));
+  return out;
+}
+
+TensorView cat(const std::vector<TensorView>& ins, DType dtype, const Sizes& sizes, size_t dim) {
+  TensorView out = allocate(dtype, sizes);
+  std::vector<int64_t> begin(sizes.size(), 0);
+  for (const TensorView& t : ins) {
+    copy_into(t, window(out, begin, t.sizes));
+    begin[dim] += t.sizes[dim];
+  }
+  return out;
+}
+
+}  // namespace
+
+void eval_shape(const Fusion& fusion, const Expr& e, Env& env) {
+  const Sizes sizes = infer_expr_sizes(fusion, e, env_size_context(fusion, env))[0];
+  const TensorView& a = env.get(e.inputs[0]);
+  TensorView out;
+  switch (e.op) {
+    case Op::BROADCAST_IN_DIM: out = broadcast_in_dim(a, sizes, e.attrs); break;
+    case Op::EXPAND: out = broadcast_to(a, sizes); break;
+    case Op::RESHAPE: out = reshape(a, sizes); break;
+    case Op::PERMUTE: out = permute(a, e.attrs); break;
+    case Op::SQUEEZE: out = squeeze(a, e.attrs); break;
+    case Op::UNSQUEEZE: out = unsqueeze(a, e.attrs[0]); break;
+    case Op::SLICE: out = slice(a, e.attrs); break;
+    case Op::PAD: out = pad(a, env.get(e.inputs[1]), sizes, e.attrs); break;
+    case Op::CAT: {
+      std::vector<TensorView> ins;
+      for (int64_t id : e.inputs) ins.push_back(env.get(id));
+      out = cat(ins, fusion.value(e.outputs[0]).dtype, sizes, static_cast<size_t>(e.attrs[0]));
+      break;
+    }
+    default: fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(e.op), " is not a shape op");
+  }
+  env.set(e.outputs[0], std::move(out));
+}
+
+}  // namespace kf::cpu

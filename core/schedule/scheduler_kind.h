@@ -1,0 +1,24 @@
+// The scheduler that takes a Task. The CPU backend runs any Task; the kind
+// names the GPU scheduler that will generate its kernel, and is what the
+// segment API reports.
+#pragma once
+
+#include <string_view>
+
+#include "core/segment/task.h"
+
+namespace kf {
+
+class ConcreteFusion;
+
+enum class SchedulerKind : uint8_t { Pointwise, Reduction, Normalization, Library, NoOp };
+
+std::string_view scheduler_name(SchedulerKind kind);
+
+// Which scheduler a Task needs: library for matmul/linear, normalization
+// when a reduction's result meets its own input's domain again (softmax,
+// layernorm), reduction for other reductions, pointwise otherwise, no-op
+// for a task with no exprs.
+SchedulerKind classify_task(const Fusion& fusion, const Task& task);
+
+}  // namespace kf

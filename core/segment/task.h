@@ -1,0 +1,31 @@
+// A Task is a view of part of one Fusion: a set of its exprs (in a valid
+// run order) with the values it reads from outside and the values it hands
+// out. The whole fusion is the root Task, a segment is a Task, and a
+// recognized pattern inside a segment can be a child Task. Nothing here
+// copies IR: schedulers and codegen analyse a Task against its Fusion.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/ir/fusion.h"
+
+namespace kf {
+
+struct Task {
+  std::vector<int64_t> exprs;    // expr indices, in run order
+  std::vector<int64_t> inputs;   // value ids read from outside (constants excluded)
+  std::vector<int64_t> outputs;  // value ids used outside or fusion outputs
+  std::vector<Task> children;    // nested patterns
+};
+
+// Builds a Task from a set of exprs: inputs are the non-constant values
+// they read but do not produce; outputs the values they produce that are
+// fusion outputs or read by an expr outside the set (`outside_use[id]`).
+Task make_task(const Fusion& fusion, std::vector<int64_t> exprs,
+               const std::vector<bool>& used_outside);
+
+// The root task: every expr of the fusion.
+Task root_task(const Fusion& fusion);
+
+}  // namespace kf
