@@ -171,6 +171,7 @@ uint16_t round_magnitude(double a, int mant, int bias) {
   const uint32_t inf = static_cast<uint32_t>(2 * bias + 1) << mant;
   if (std::isnan(a)) return static_cast<uint16_t>(inf | (1u << (mant - 1)));
   if (a >= std::ldexp(1.0, bias + 1)) return static_cast<uint16_t>(inf);
+  if (a == 0) return 0;  // frexp gives exponent 0, not the subnormal one
   int ex;
   std::frexp(a, &ex);
   const int e = std::max(ex - 1, 1 - bias);

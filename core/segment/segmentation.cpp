@@ -1,5 +1,7 @@
 #include "core/segment/segmentation.h"
 
+#include "core/segment/grouping.h"
+
 #include <algorithm>
 #include <mutex>
 #include <set>
@@ -8,18 +10,28 @@ namespace kf {
 
 namespace {
 
-// Stage of each expr: segment_set starts a new stage after its producer.
-std::vector<int64_t> expr_stages(const Fusion& f) {
-  std::vector<int64_t> value_stage(f.values.size(), 0), stage(f.exprs.size(), 0);
-  for (size_t i = 0; i < f.exprs.size(); ++i) {
-    const Expr& e = f.exprs[i];
-    int64_t s = 0;
-    for (int64_t in : e.inputs) s = std::max(s, value_stage[static_cast<size_t>(in)]);
-    if (e.op == Op::SEGMENT_SET) ++s;
-    stage[i] = s;
-    for (int64_t out : e.outputs) value_stage[static_cast<size_t>(out)] = s;
+// Which values each expr's outputs flow to, for building Tasks of groups.
+struct Consumers {
+  std::vector<std::vector<int64_t>> of;  // value id -> expr indices
+  std::vector<bool> is_output;
+  explicit Consumers(const Fusion& f) : of(f.values.size()), is_output(f.values.size(), false) {
+    for (size_t i = 0; i < f.exprs.size(); ++i)
+      for (int64_t in : f.exprs[i].inputs) of[static_cast<size_t>(in)].push_back(static_cast<int64_t>(i));
+    for (const Output& o : f.outputs) is_output[static_cast<size_t>(o.value)] = true;
   }
-  return stage;
+};
+
+Task task_of_group(const Fusion& f, const Consumers& consumers, const std::vector<int64_t>& exprs) {
+  std::vector<bool> used_outside(f.values.size(), false);
+  for (int64_t e : exprs)
+    for (int64_t out : f.exprs[static_cast<size_t>(e)].outputs) {
+      size_t id = static_cast<size_t>(out);
+      bool outside = consumers.is_output[id];
+      for (int64_t c : consumers.of[id])
+        if (!std::binary_search(exprs.begin(), exprs.end(), c)) outside = true;
+      used_outside[id] = outside;
+    }
+  return make_task(f, exprs, used_outside);
 }
 
 }  // namespace
@@ -29,31 +41,17 @@ std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete) {
   const Fusion& f = *c->fusion;
   auto seg = std::make_shared<Segmentation>();
   seg->concrete = c;
-  std::vector<int64_t> stage = expr_stages(f);
-  int64_t num_stages = f.exprs.empty() ? 0 : *std::max_element(stage.begin(), stage.end()) + 1;
+  Consumers consumers(f);
+  auto accepts = [&](const std::vector<int64_t>& exprs) {
+    return scheduler_accepts(*c, task_of_group(f, consumers, exprs));
+  };
+  std::vector<std::vector<int64_t>> groups = group_exprs(*c, accepts);
 
-  // A value is used outside its segment when it is a fusion output or an
-  // expr of another stage reads it.
-  std::vector<int64_t> producer_stage(f.values.size(), -1);
-  for (size_t i = 0; i < f.exprs.size(); ++i)
-    for (int64_t out : f.exprs[i].outputs) producer_stage[static_cast<size_t>(out)] = stage[i];
-  std::vector<bool> used_outside(f.values.size(), false);
-  for (const Output& o : f.outputs) used_outside[static_cast<size_t>(o.value)] = true;
-  for (size_t i = 0; i < f.exprs.size(); ++i)
-    for (int64_t in : f.exprs[i].inputs) {
-      int64_t ps = producer_stage[static_cast<size_t>(in)];
-      if (ps >= 0 && ps != stage[i]) used_outside[static_cast<size_t>(in)] = true;
-    }
-
-  std::vector<std::vector<int64_t>> groups(static_cast<size_t>(num_stages));
-  for (size_t i = 0; i < f.exprs.size(); ++i) groups[static_cast<size_t>(stage[i])].push_back(static_cast<int64_t>(i));
-
-  std::vector<bool> is_output(f.values.size(), false);
-  for (const Output& o : f.outputs) is_output[static_cast<size_t>(o.value)] = true;
+  std::vector<bool> produced_by_segment(f.values.size(), false);
   std::vector<int64_t> last_reader(f.values.size(), -1);
   for (auto& g : groups) {
     Segment s;
-    s.task = make_task(f, std::move(g), used_outside);
+    s.task = task_of_group(f, consumers, g);
     s.scheduler = classify_task(f, s.task);
     std::set<int64_t> extents;
     for (int64_t ei : s.task.exprs)
@@ -64,10 +62,11 @@ std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete) {
     for (auto it = extents.rbegin(); it != extents.rend(); ++it) s.api_inputs.push_back(*it);
     const int64_t index = static_cast<int64_t>(seg->segments.size());
     for (int64_t in : s.task.inputs) last_reader[static_cast<size_t>(in)] = index;
+    for (int64_t out : s.task.outputs) produced_by_segment[static_cast<size_t>(out)] = true;
     seg->segments.push_back(std::move(s));
   }
   for (size_t id = 0; id < f.values.size(); ++id) {
-    if (producer_stage[id] < 0 || is_output[id] || last_reader[id] < 0) continue;
+    if (!produced_by_segment[id] || consumers.is_output[id] || last_reader[id] < 0) continue;
     seg->segments[static_cast<size_t>(last_reader[id])].dead_after.push_back(static_cast<int64_t>(id));
   }
   return seg;

@@ -1,11 +1,13 @@
 // Segmentation of a concrete fusion into Segments (Tasks) that run one after
-// another. This first version cuts only at segment_set: every expr gets a
-// stage (the number of segment_set edges on its longest path from the
-// inputs) and each stage is one segment. Segments are numbered in run order.
+// another, numbered in run order: grouping.h gives the algorithm (top-down
+// cuts at segment_set and library ops, then bottom-up merging of what the
+// GPU schedulers accept). The same segmentation serves every backend, so a
+// CPU run shows what a GPU run would do.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,13 @@
 
 namespace kf {
 
+// Where a backend keeps what it compiled for a segment (the CUDA backend:
+// its loaded kernel). Filled once, under the mutex.
+struct KernelSlot {
+  std::mutex mutex;
+  std::shared_ptr<const void> kernel;
+};
+
 struct Segment {
   Task task;
   SchedulerKind scheduler = SchedulerKind::Pointwise;
@@ -23,6 +32,7 @@ struct Segment {
   // Intermediates (outputs of earlier segments, not fusion outputs) whose
   // last reader is this segment.
   std::vector<int64_t> dead_after;
+  std::shared_ptr<KernelSlot> kernel_slot = std::make_shared<KernelSlot>();
 };
 
 // Owned by its ConcreteFusion (which it points back to without owning it).
@@ -34,6 +44,10 @@ class Segmentation {
 
 // The segmentation cached with `c` (built on first use, thread-safe).
 std::shared_ptr<const Segmentation> segmentation_of(const std::shared_ptr<ConcreteFusion>& c);
+
+// Whether the GPU schedulers take `task` as one segment (library ops run
+// alone and are accepted as single-op segments).
+bool scheduler_accepts(const ConcreteFusion& c, const Task& task);
 
 // Builds the segmentation (no caching).
 std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& c);

@@ -1,0 +1,64 @@
+// What code generation produces for one segment: a complete CUDA C++
+// translation unit with one extern "C" kernel, the layout of its single
+// parameter, and the rule that gives its launch configuration from the
+// sizes of one call. Sources depend only on the ConcreteFusion and the
+// Task (never on sizes within the concretization class), so a plan is
+// generated and compiled once per segment.
+//
+// Kernel parameter convention: the kernel takes one struct by value,
+//   struct KfArgs { long long a[N]; };   extern "C" __global__ void NAME(KfArgs args)
+// and slot k holds args[k] as described by ArgSlot: a data pointer (device
+// address of element 0, byte_offset applied), an extent or a stride (in
+// elements) of a value of the task, or a scalar input's value (float
+// scalars as the bits of a double, integer/bool scalars as int64).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/schedule/scheduler_kind.h"
+#include "core/segment/task.h"
+
+namespace kf {
+
+struct ArgSlot {
+  enum class Kind : uint8_t { Data, Extent, Stride, Scalar };
+  Kind kind;
+  int64_t value;  // value id (a task input or output for Data/Stride)
+  int dim = 0;    // Extent/Stride: dimension
+};
+
+struct LaunchRule {
+  enum class Kind : uint8_t {
+    Elementwise,  // grid.x = ceil(numel(domain) / (block * items_per_thread)), capped at max_blocks (grid-stride loop)
+    PerRow,       // grid.x = number of rows = product of the domain's kept dims (capped, grid-stride loop)
+  };
+  Kind kind = Kind::Elementwise;
+  int64_t domain_value = -1;        // value whose sizes define the iteration domain
+  std::vector<bool> reduced_dims;   // PerRow: dims of the domain that are reduced (the row)
+  int block = 256;
+  int items_per_thread = 1;
+  int shared_bytes = 0;
+  int64_t max_blocks = 65535LL * 32;
+};
+
+struct KernelPlan {
+  std::string name;
+  std::string source;
+  std::vector<ArgSlot> args;
+  LaunchRule launch;
+  SchedulerKind scheduler = SchedulerKind::Pointwise;
+  std::string params;  // readable scheduler parameters, for `kfuse explain --cuda`
+};
+
+// Generates the kernel for `task`. Throws kf::Error(KF_ERR_UNSUPPORTED,
+// reason) when no scheduler accepts the task.
+KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task);
+
+// Whether some scheduler accepts `task`; `why` (optional) gets the reason
+// when none does. Cheap: used by segmentation.
+bool can_generate(const ConcreteFusion& c, const Task& task, std::string* why);
+
+}  // namespace kf

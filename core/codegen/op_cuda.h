@@ -1,0 +1,48 @@
+// The CUDA form of every pointwise op and the dtype conversions between
+// register forms. A value lives in a register as reg_type(dtype): double for
+// float64, float for float32/float16/bfloat16 (float16/bfloat16 values are
+// kept rounded to their dtype, so a float16 register always holds a float16
+// number), long long, int, bool. Ops compute in float for
+// float32/float16/bfloat16 and in double for float64; integers are exact and
+// wrap. Every form matches the CPU reference's semantics (PyTorch's), up to
+// the float32-vs-double compute precision; divergences are listed in
+// docs/codegen.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/ir/fusion.h"
+
+namespace kf {
+
+// C type of a dtype in registers and in memory.
+const char* reg_type(DType t);
+const char* storage_type(DType t);
+
+// `expr` (a register of dtype `from`) as a register of dtype `to`, with the
+// CPU reference's conversion rules (one rounding into float16/bfloat16,
+// float -> int truncation with NaN -> 0, wrapping integer narrowing).
+std::string convert(DType from, DType to, const std::string& expr);
+
+// A storage element (`expr` of storage_type(t)) as a register, and back.
+std::string load_form(DType t, const std::string& expr);
+std::string store_form(DType t, const std::string& expr);
+
+// A constant as a register expression of dtype `t`.
+std::string literal_f64(DType t, double v);
+std::string literal_i64(DType t, int64_t v);
+
+// The dtype a pointwise op's operands are converted to before it applies.
+DType compute_dtype(const Fusion& f, const Expr& e);
+
+// The CUDA expression of pointwise op `op` (unary/binary/ternary, not cast)
+// on operands already converted to `compute` (where: condition as bool,
+// branches as `compute`). The result is a register of dtype `compute` for
+// arithmetic ops or bool for comparisons and predicates; `result` receives
+// which. Throws kf::Error(KF_ERR_UNSUPPORTED) for an op/dtype pair the type
+// rules never produce.
+std::string pointwise_form(Op op, DType compute, const std::vector<std::string>& a,
+                           DType* result);
+
+}  // namespace kf

@@ -1,0 +1,237 @@
+#include "core/codegen/prelude.h"
+
+namespace kf {
+
+namespace {
+
+// Register forms: double (float64), float (float32, and float16/bfloat16
+// values rounded to their dtype after every op), long long, int, bool.
+// Storage forms: float16/bfloat16 as unsigned short bits, bool as one byte.
+constexpr std::string_view kPrelude = R"KFCUDA(// kfuse device prelude
+#define KF_DEV __device__ __forceinline__
+
+// ---- half / bfloat16 (round to nearest even) ----
+KF_DEV float kf_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+KF_DEV unsigned short kf_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+KF_DEV unsigned short kf_d2h(double d) { unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h; }
+KF_DEV float kf_bf2f(unsigned short b) { return __int_as_float(((int)b) << 16); }
+KF_DEV unsigned short kf_f2bf(float f) { unsigned short b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b; }
+// double -> bfloat16 with one rounding: round to odd into float (24 bits
+// >= 8 + 2 guard bits), then nearest even into bfloat16.
+KF_DEV unsigned short kf_d2bf(double d) {
+  if (d != d) return (unsigned short)0x7fc0;
+  float f = __double2float_rz(d);
+  if ((double)f != d) f = __int_as_float(__float_as_int(f) | 1);
+  return kf_f2bf(f);
+}
+KF_DEV float kf_rh(float x) { return kf_h2f(kf_f2h(x)); }       // float -> float16 -> float
+KF_DEV float kf_rbf(float x) { return kf_bf2f(kf_f2bf(x)); }    // float -> bfloat16 -> float
+KF_DEV float kf_rh_d(double x) { return kf_h2f(kf_d2h(x)); }
+KF_DEV float kf_rbf_d(double x) { return kf_bf2f(kf_d2bf(x)); }
+
+// ---- float -> integer as the CPU reference: truncation, NaN -> 0,
+// out of range -> INT64_MIN (x86's result), then wrap to the width ----
+KF_DEV long long kf_f2i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9.2233720368547758e18 || v <= -9.2233720368547758e18) return (-9223372036854775807LL - 1);
+  return (long long)v;
+}
+
+// ---- wrapping integer arithmetic ----
+KF_DEV long long kf_add(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+KF_DEV long long kf_sub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
+KF_DEV long long kf_mul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
+KF_DEV long long kf_neg(long long a) { return (long long)(0ull - (unsigned long long)a); }
+KF_DEV int kf_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+KF_DEV int kf_sub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
+KF_DEV int kf_mul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
+KF_DEV int kf_neg(int a) { return (int)(0u - (unsigned)a); }
+// Integer fmod/remainder by zero give 0 on the GPU (the CPU reference
+// reports an error); x % -1 is 0 (INT_MIN % -1 would trap).
+template <class T> KF_DEV T kf_fmod_i(T a, T b) { return (b == 0 || b == -1) ? (T)0 : (T)(a % b); }
+template <class T> KF_DEV T kf_rem_i(T a, T b) {
+  T r = kf_fmod_i(a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r = kf_add(r, b);
+  return r;
+}
+// Negative exponents give what torch's CUDA kernel gives: 1 for base 1,
+// +-1 for base -1, 0 otherwise (the CPU reference reports an error).
+template <class T> KF_DEV T kf_pow_i(T base, T e) {
+  if (e < 0) return base == 1 ? (T)1 : base == -1 ? ((e & 1) ? (T)-1 : (T)1) : (T)0;
+  T r = 1;
+  while (e != 0) {
+    if (e & 1) r = kf_mul(r, base);
+    base = kf_mul(base, base);
+    e >>= 1;
+  }
+  return r;
+}
+// Shifts by a negative amount or >= the width give 0 (left) or the sign fill (right).
+template <class T> KF_DEV T kf_shl(T a, T b) {
+  return (b < 0 || b >= (T)(8 * sizeof(T))) ? (T)0 : (T)((unsigned long long)a << b);
+}
+template <class T> KF_DEV T kf_shr(T a, T b) {
+  return (b < 0 || b >= (T)(8 * sizeof(T))) ? (T)(a >> (8 * sizeof(T) - 1)) : (T)(a >> b);
+}
+
+// ---- float helpers with torch's semantics ----
+KF_DEV float kf_maximum(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : (a < b ? b : a); }
+KF_DEV float kf_minimum(float a, float b) { return (a != a || b != b) ? __int_as_float(0x7fc00000) : (b < a ? b : a); }
+KF_DEV double kf_maximum(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : (a < b ? b : a); }
+KF_DEV double kf_minimum(double a, double b) { return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000LL) : (b < a ? b : a); }
+KF_DEV float kf_remainder(float a, float b) { float m = fmodf(a, b); if (m != 0 && ((b < 0) != (m < 0))) m += b; return m; }
+KF_DEV double kf_remainder(double a, double b) { double m = fmod(a, b); if (m != 0 && ((b < 0) != (m < 0))) m += b; return m; }
+KF_DEV float kf_lerp(float a, float b, float w) { return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w); }
+KF_DEV double kf_lerp(double a, double b, double w) { return fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1.0 - w); }
+template <class T> KF_DEV T kf_clamp(T x, T lo, T hi) { return kf_minimum(kf_maximum(x, lo), hi); }
+template <class T> KF_DEV T kf_clamp_i(T x, T lo, T hi) { T m = x < lo ? lo : x; return hi < m ? hi : m; }
+KF_DEV float kf_relu(float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); }
+KF_DEV double kf_relu(double x) { return x != x ? x : (x > 0.0 ? x : 0.0); }
+KF_DEV float kf_gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+KF_DEV double kf_gelu_tanh(double x) {
+  const double k = 0.7978845608028654;
+  return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+// ---- Python slice start, as slice_range in shape_inference.cpp ----
+KF_DEV long long kf_slice_start(long long extent, long long start) {
+  if (start < 0) start = (start < -extent) ? 0 : start + extent;
+  return start < extent ? start : extent;
+}
+
+// ---- Philox 4x32-10 and kfuse's random scheme (core/runtime/cpu/philox.h) ----
+struct kf_u4 { unsigned x, y, z, w; };
+KF_DEV kf_u4 kf_philox(unsigned long long seed, unsigned long long offset, unsigned long long i) {
+  unsigned c0 = (unsigned)i, c1 = (unsigned)(i >> 32), c2 = (unsigned)offset, c3 = (unsigned)(offset >> 32);
+  unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const unsigned hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const unsigned hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+  }
+  kf_u4 w; w.x = c0; w.y = c1; w.z = c2; w.w = c3;
+  return w;
+}
+KF_DEV float kf_u24(unsigned w) { return __fmul_rn((float)(w >> 8), 5.9604644775390625e-08f); }
+KF_DEV float kf_u24o(unsigned w) { return __fmul_rn((float)((w >> 8) + 1u), 5.9604644775390625e-08f); }
+KF_DEV unsigned long long kf_bits53(unsigned a, unsigned b) { return (((unsigned long long)a << 32) | b) >> 11; }
+KF_DEV double kf_u53(unsigned a, unsigned b) { return __dmul_rn((double)kf_bits53(a, b), 1.1102230246251565e-16); }
+KF_DEV double kf_u53o(unsigned a, unsigned b) { return __dmul_rn((double)(kf_bits53(a, b) + 1ull), 1.1102230246251565e-16); }
+KF_DEV float kf_uniform_f32(kf_u4 w, float lo, float hi) {
+  const float u = kf_u24(w.x);
+  const float d = __fsub_rn(hi, lo);
+  const float p = __fmul_rn(d, u);
+  return __fadd_rn(lo, p);
+}
+KF_DEV double kf_uniform_f64(kf_u4 w, double lo, double hi) {
+  const double u = kf_u53(w.x, w.y);
+  const double d = __dsub_rn(hi, lo);
+  const double p = __dmul_rn(d, u);
+  return __dadd_rn(lo, p);
+}
+KF_DEV float kf_normal_f32(kf_u4 w, float mean, float std) {
+  const float u1 = kf_u24o(w.x);
+  const float u2 = kf_u24(w.y);
+  const float l = logf(u1);
+  const float s = __fsqrt_rn(__fmul_rn(-2.0f, l));
+  const float c = cosf(__fmul_rn(6.28318548f, u2));
+  const float z = __fmul_rn(s, c);
+  const float p = __fmul_rn(std, z);
+  return __fadd_rn(mean, p);
+}
+KF_DEV double kf_normal_f64(kf_u4 w, double mean, double std) {
+  const double u1 = kf_u53o(w.x, w.y);
+  const double u2 = kf_u53(w.z, w.w);
+  const double l = log(u1);
+  const double s = __dsqrt_rn(__dmul_rn(-2.0, l));
+  const double c = cos(__dmul_rn(6.283185307179586, u2));
+  const double z = __dmul_rn(s, c);
+  const double p = __dmul_rn(std, z);
+  return __dadd_rn(mean, p);
+}
+
+// ---- vector access: N elements of T in one aligned load/store ----
+template <class T, int N> struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
+
+// ---- reductions ----
+KF_DEV float kf_max_acc(float a, float b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
+KF_DEV double kf_max_acc(double a, double b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
+KF_DEV long long kf_max_acc(long long a, long long b) { return b > a ? b : a; }
+KF_DEV float kf_min_acc(float a, float b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+KF_DEV double kf_min_acc(double a, double b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+KF_DEV long long kf_min_acc(long long a, long long b) { return b < a ? b : a; }
+
+template <class T> struct kf_welford { T n, mean, m2; };
+template <class T> KF_DEV void kf_welford_add(kf_welford<T>& a, T x) {
+  a.n += (T)1;
+  const T d = x - a.mean;
+  a.mean += d / a.n;
+  a.m2 += d * (x - a.mean);
+}
+template <class T> KF_DEV kf_welford<T> kf_welford_merge(kf_welford<T> a, kf_welford<T> b) {
+  if (b.n == (T)0) return a;
+  if (a.n == (T)0) return b;
+  kf_welford<T> r;
+  r.n = a.n + b.n;
+  const T d = b.mean - a.mean;
+  r.mean = a.mean + d * (b.n / r.n);
+  r.m2 = a.m2 + b.m2 + d * d * (a.n * (b.n / r.n));
+  return r;
+}
+
+template <class T> KF_DEV T kf_shfl_xor(T v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+template <class T> KF_DEV kf_welford<T> kf_shfl_xor(kf_welford<T> v, int lane_mask) {
+  kf_welford<T> r;
+  r.n = __shfl_xor_sync(0xffffffffu, v.n, lane_mask);
+  r.mean = __shfl_xor_sync(0xffffffffu, v.mean, lane_mask);
+  r.m2 = __shfl_xor_sync(0xffffffffu, v.m2, lane_mask);
+  return r;
+}
+
+struct kf_sum_op { template <class T> KF_DEV T operator()(T a, T b) const { return a + b; } };
+struct kf_isum_op { KF_DEV long long operator()(long long a, long long b) const { return kf_add(a, b); } };
+struct kf_prod_op { template <class T> KF_DEV T operator()(T a, T b) const { return a * b; } };
+struct kf_iprod_op { KF_DEV long long operator()(long long a, long long b) const { return kf_mul(a, b); } };
+struct kf_max_op { template <class T> KF_DEV T operator()(T a, T b) const { return kf_max_acc(a, b); } };
+struct kf_min_op { template <class T> KF_DEV T operator()(T a, T b) const { return kf_min_acc(a, b); } };
+struct kf_welford_op {
+  template <class T> KF_DEV kf_welford<T> operator()(kf_welford<T> a, kf_welford<T> b) const { return kf_welford_merge(a, b); }
+};
+
+// Reduces v over the block (blockDim.x a multiple of 32, at most 1024) and
+// returns the result to every thread. Threads without elements hold the
+// identity. Safe to call repeatedly: it synchronizes before reusing its
+// shared scratch.
+template <class T, class Op> KF_DEV T kf_block_reduce(T v, Op op) {
+  __shared__ T scratch[33];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, kf_shfl_xor(v, o));
+  const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+  const int warps = (int)((blockDim.x + 31) >> 5);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = scratch[lane < warps ? lane : 0];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const T other = kf_shfl_xor(v, o);
+      if ((lane ^ o) < warps) v = op(v, other);
+    }
+    if (lane == 0) scratch[32] = v;
+  }
+  __syncthreads();
+  return scratch[32];
+}
+)KFCUDA";
+
+}  // namespace
+
+std::string_view cuda_prelude() { return kPrelude; }
+
+}  // namespace kf

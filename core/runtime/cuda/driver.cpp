@@ -1,0 +1,168 @@
+#include "core/runtime/cuda/driver.h"
+
+#include <dlfcn.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/util/error.h"
+
+namespace kf::cuda {
+
+namespace {
+
+using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                    CUdriverProcAddressQueryResult*);
+using InitFn = CUresult (*)(unsigned int);
+
+struct LoadResult {
+  Driver driver;
+  kf_status status = KF_OK;
+  std::string message;
+};
+
+std::string result_text(const Driver& d, CUresult r) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (d.cuGetErrorName_) d.cuGetErrorName_(r, &name);
+  if (d.cuGetErrorString_) d.cuGetErrorString_(r, &text);
+  std::string s = name ? name : "CUDA error " + std::to_string(static_cast<int>(r));
+  if (text) s += std::string(" (") + text + ")";
+  return s;
+}
+
+// Loads libcuda and resolves every function; fills `out.status` on failure.
+void load(LoadResult& out) {
+  // RTLD_NODELETE-like behaviour: the handle is never closed, modules and
+  // contexts live until the process exits.
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    out.status = KF_ERR_NO_DEVICE;
+    out.message = std::string("no CUDA driver: libcuda.so.1 could not be loaded (") +
+                  (why ? why : "unknown reason") + "); kDLCUDA tensors need an NVIDIA driver";
+    return;
+  }
+  auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(lib, "cuGetProcAddress_v2"));
+  auto resolve = [&](const char* name, const char* versioned) -> void* {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
+    if (get_proc && get_proc(name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) ==
+                        CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS)
+      return fn;
+    return dlsym(lib, versioned);  // drivers without cuGetProcAddress_v2
+  };
+  auto init = reinterpret_cast<InitFn>(resolve("cuInit", "cuInit"));
+  Driver& d = out.driver;
+#define KF_STR2(x) #x
+#define KF_STR(x) KF_STR2(x)
+#define KF_CUDA_RESOLVE(name)                                                   \
+  d.name##_ = reinterpret_cast<decltype(d.name##_)>(resolve(#name, KF_STR(name))); \
+  if (d.name##_ == nullptr) missing.push_back(#name);
+  std::vector<std::string> missing;
+  KF_CUDA_DRIVER_FUNCTIONS(KF_CUDA_RESOLVE)
+#undef KF_CUDA_RESOLVE
+#undef KF_STR
+#undef KF_STR2
+  if (init == nullptr) missing.insert(missing.begin(), "cuInit");
+  if (!missing.empty()) {
+    out.status = KF_ERR_NO_DEVICE;
+    out.message = "no CUDA driver: libcuda.so.1 lacks " + missing.front() +
+                  " (driver too old for kfuse, which needs CUDA 12 or newer)";
+    return;
+  }
+  CUresult r = init(0);
+  if (r != CUDA_SUCCESS) {
+    // The stub library, no device, an old driver: all mean "no usable GPU".
+    out.status = KF_ERR_NO_DEVICE;
+    out.message = (r == CUDA_ERROR_STUB_LIBRARY ? "no CUDA driver: cuInit found the toolkit's stub "
+                                                  "libcuda, not a real driver: "
+                                                : "no CUDA device: cuInit failed: ") +
+                  result_text(d, r);
+    return;
+  }
+  d.cuDriverGetVersion_(&d.version);
+  r = d.cuDeviceGetCount_(&d.device_count);
+  if (r != CUDA_SUCCESS || d.device_count <= 0) {
+    out.status = KF_ERR_NO_DEVICE;
+    out.message = "no CUDA device: the driver reports " +
+                  (r == CUDA_SUCCESS ? std::string("0 devices") : result_text(d, r));
+  }
+}
+
+const LoadResult& loaded() {
+  static const LoadResult* result = [] {
+    auto* r = new LoadResult;  // never freed: the driver outlives static destructors
+    load(*r);
+    return r;
+  }();
+  return *result;
+}
+
+}  // namespace
+
+const Driver& driver() {
+  const LoadResult& r = loaded();
+  if (r.status != KF_OK) throw Error(r.status, r.message);
+  return r.driver;
+}
+
+bool driver_available(std::string* why) {
+  const LoadResult& r = loaded();
+  if (why) *why = r.message;
+  return r.status == KF_OK;
+}
+
+std::string describe_result(const char* function, CUresult r) {
+  return std::string(function) + ": " + result_text(loaded().driver, r);
+}
+
+void check(CUresult r, const char* function) {
+  if (r == CUDA_SUCCESS) return;
+  throw Error(r == CUDA_ERROR_OUT_OF_MEMORY ? KF_ERR_OUT_OF_MEMORY : KF_ERR_BACKEND,
+              "CUDA driver call failed: " + describe_result(function, r));
+}
+
+const DeviceInfo& device_info(int device) {
+  const Driver& d = driver();
+  if (device < 0 || device >= d.device_count)
+    fail(KF_ERR_NO_DEVICE, "no CUDA device ", device, ": the driver reports ", d.device_count,
+         " device(s)");
+  // One slot per device, filled once; entries are never freed (contexts
+  // stay retained for the life of the process).
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<DeviceInfo>> infos;
+  std::lock_guard lock(mutex);
+  if (infos.size() < static_cast<size_t>(d.device_count)) infos.resize(static_cast<size_t>(d.device_count));
+  auto& slot = infos[static_cast<size_t>(device)];
+  if (slot) return *slot;
+  auto info = std::make_unique<DeviceInfo>();
+  check(d.cuDeviceGet_(&info->device, device), "cuDeviceGet");
+  auto attribute = [&](CUdevice_attribute a) {
+    int v = 0;
+    check(d.cuDeviceGetAttribute_(&v, a, info->device), "cuDeviceGetAttribute");
+    return v;
+  };
+  info->sm = 10 * attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) +
+             attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info->multiprocessors = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info->max_grid_x = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+  info->max_shared_optin = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  info->memory_pools = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
+  check(d.cuDevicePrimaryCtxRetain_(&info->context, info->device), "cuDevicePrimaryCtxRetain");
+  slot = std::move(info);
+  return *slot;
+}
+
+ScopedContext::ScopedContext(int device) : info_(device_info(device)) {
+  const Driver& d = driver();
+  check(d.cuCtxGetCurrent_(&previous_), "cuCtxGetCurrent");
+  if (previous_ != info_.context) check(d.cuCtxSetCurrent_(info_.context), "cuCtxSetCurrent");
+}
+
+ScopedContext::~ScopedContext() {
+  if (previous_ != info_.context) driver().cuCtxSetCurrent_(previous_);
+}
+
+}  // namespace kf::cuda

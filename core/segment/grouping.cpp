@@ -1,0 +1,327 @@
+#include "core/segment/grouping.h"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+#include <set>
+#include <tuple>
+
+namespace kf {
+
+namespace {
+
+bool is_library(const Expr& e) { return op_info(e.op).category == OpCategory::Library; }
+
+// Stage of each expr: a segment_set starts a new stage after its producer.
+std::vector<int64_t> expr_stages(const Fusion& f) {
+  std::vector<int64_t> value_stage(f.values.size(), 0), stage(f.exprs.size(), 0);
+  for (size_t i = 0; i < f.exprs.size(); ++i) {
+    const Expr& e = f.exprs[i];
+    int64_t s = 0;
+    for (int64_t in : e.inputs) s = std::max(s, value_stage[static_cast<size_t>(in)]);
+    if (e.op == Op::SEGMENT_SET) ++s;
+    stage[i] = s;
+    for (int64_t out : e.outputs) value_stage[static_cast<size_t>(out)] = s;
+  }
+  return stage;
+}
+
+struct UnionFind {
+  std::vector<int64_t> parent;
+  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int64_t find(int64_t x) {
+    while (parent[static_cast<size_t>(x)] != x) x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+    return x;
+  }
+  void unite(int64_t a, int64_t b) {
+    a = find(a), b = find(b);
+    if (a != b) parent[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
+  }
+};
+
+// Rough bytes of a value for merge priority: sizes are not known at
+// concretization, so each dim of class >1 counts as 1024 elements.
+double value_weight(const ConcreteFusion& c, int64_t id) {
+  const Value& v = c.fusion->value(id);
+  double w = dtype_size(v.dtype);
+  for (SizeClass s : c.size_classes[static_cast<size_t>(id)])
+    if (s == SizeClass::Many) w *= 1024;
+  return w;
+}
+
+class Grouper {
+ public:
+  Grouper(const ConcreteFusion& c, const AcceptsGroup& accepts)
+      : c_(c), f_(*c.fusion), accepts_(accepts), stage_(expr_stages(f_)) {
+    producer_.assign(f_.values.size(), -1);
+    for (size_t i = 0; i < f_.exprs.size(); ++i)
+      for (int64_t out : f_.exprs[i].outputs) producer_[static_cast<size_t>(out)] = static_cast<int64_t>(i);
+  }
+
+  std::vector<std::vector<int64_t>> run() {
+    top_down();
+    shatter_cycles();
+    build_graph();
+    merge_bottom_up();
+    return in_run_order();
+  }
+
+ private:
+  // 1 + 2: connected groups per stage, library exprs alone; shatter the
+  // groups no scheduler accepts.
+  void top_down() {
+    const size_t n = f_.exprs.size();
+    UnionFind uf(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (is_library(f_.exprs[i])) continue;
+      for (int64_t in : f_.exprs[i].inputs) {
+        int64_t p = producer_[static_cast<size_t>(in)];
+        if (p >= 0 && !is_library(f_.exprs[static_cast<size_t>(p)]) && stage_[static_cast<size_t>(p)] == stage_[i])
+          uf.unite(p, static_cast<int64_t>(i));
+      }
+    }
+    std::vector<int64_t> slot(n, -1);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t root = uf.find(static_cast<int64_t>(i));
+      if (slot[static_cast<size_t>(root)] < 0) {
+        slot[static_cast<size_t>(root)] = static_cast<int64_t>(groups_.size());
+        groups_.emplace_back();
+      }
+      groups_[static_cast<size_t>(slot[static_cast<size_t>(root)])].push_back(static_cast<int64_t>(i));
+    }
+    std::vector<std::vector<int64_t>> kept;
+    for (auto& g : groups_) {
+      if (g.size() == 1 || accepts_(g)) kept.push_back(std::move(g));
+      else for (int64_t e : g) kept.push_back({e});
+    }
+    groups_ = std::move(kept);
+  }
+
+  void assign_group_of() {
+    group_of_.assign(f_.exprs.size(), -1);
+    for (size_t g = 0; g < groups_.size(); ++g)
+      for (int64_t e : groups_[g]) group_of_[static_cast<size_t>(e)] = static_cast<int64_t>(g);
+  }
+
+  // Group-level successor sets from value flow.
+  std::vector<std::set<int64_t>> successors() {
+    assign_group_of();
+    std::vector<std::set<int64_t>> succ(groups_.size());
+    for (size_t i = 0; i < f_.exprs.size(); ++i)
+      for (int64_t in : f_.exprs[i].inputs) {
+        int64_t p = producer_[static_cast<size_t>(in)];
+        if (p < 0) continue;
+        int64_t a = group_of_[static_cast<size_t>(p)], b = group_of_[i];
+        if (a != b) succ[static_cast<size_t>(a)].insert(b);
+      }
+    return succ;
+  }
+
+  // A group that sits on a cycle of the group graph (possible when two parts
+  // of one connected group talk through a library op) is shattered.
+  void shatter_cycles() {
+    auto succ = successors();
+    const size_t n = groups_.size();
+    // Tarjan's SCC, iteratively.
+    std::vector<int64_t> index(n, -1), low(n, 0), comp(n, -1), stack;
+    std::vector<bool> on_stack(n, false);
+    int64_t counter = 0, comps = 0;
+    std::vector<size_t> comp_size;
+    for (size_t root = 0; root < n; ++root) {
+      if (index[root] >= 0) continue;
+      std::vector<std::pair<size_t, std::set<int64_t>::iterator>> work{{root, succ[root].begin()}};
+      index[root] = low[root] = counter++;
+      stack.push_back(static_cast<int64_t>(root));
+      on_stack[root] = true;
+      while (!work.empty()) {
+        auto& [v, it] = work.back();
+        if (it != succ[v].end()) {
+          size_t w = static_cast<size_t>(*it++);
+          if (index[w] < 0) {
+            index[w] = low[w] = counter++;
+            stack.push_back(static_cast<int64_t>(w));
+            on_stack[w] = true;
+            work.emplace_back(w, succ[w].begin());
+          } else if (on_stack[w]) {
+            low[v] = std::min(low[v], index[w]);
+          }
+          continue;
+        }
+        if (low[v] == index[v]) {
+          size_t size = 0;
+          while (true) {
+            size_t w = static_cast<size_t>(stack.back());
+            stack.pop_back();
+            on_stack[w] = false;
+            comp[w] = comps;
+            ++size;
+            if (w == v) break;
+          }
+          comp_size.push_back(size);
+          ++comps;
+        }
+        size_t done = v;
+        work.pop_back();
+        if (!work.empty()) low[work.back().first] = std::min(low[work.back().first], low[done]);
+      }
+    }
+    std::vector<std::vector<int64_t>> kept;
+    for (size_t g = 0; g < n; ++g) {
+      if (comp_size[static_cast<size_t>(comp[g])] == 1) kept.push_back(std::move(groups_[g]));
+      else for (int64_t e : groups_[g]) kept.push_back({e});
+    }
+    groups_ = std::move(kept);
+  }
+
+  void build_graph() {
+    succ_ = successors();
+    pred_.assign(groups_.size(), {});
+    for (size_t a = 0; a < succ_.size(); ++a)
+      for (int64_t b : succ_[a]) pred_[static_cast<size_t>(b)].insert(static_cast<int64_t>(a));
+    alive_.assign(groups_.size(), true);
+    min_expr_.resize(groups_.size());
+    max_expr_.resize(groups_.size());
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      std::sort(groups_[g].begin(), groups_[g].end());
+      min_expr_[g] = groups_[g].front();
+      max_expr_[g] = groups_[g].back();
+    }
+  }
+
+  bool mergeable(int64_t a, int64_t b) const {
+    const Expr& ea = f_.exprs[static_cast<size_t>(groups_[static_cast<size_t>(a)].front())];
+    const Expr& eb = f_.exprs[static_cast<size_t>(groups_[static_cast<size_t>(b)].front())];
+    return !is_library(ea) && !is_library(eb) &&
+           stage_[static_cast<size_t>(groups_[static_cast<size_t>(a)].front())] ==
+               stage_[static_cast<size_t>(groups_[static_cast<size_t>(b)].front())];
+  }
+
+  // Bytes that stop being materialized when a and b (a -> b) merge.
+  double edge_weight(int64_t a, int64_t b) const {
+    double w = 0;
+    std::set<int64_t> seen;
+    for (int64_t e : groups_[static_cast<size_t>(b)])
+      for (int64_t in : f_.exprs[static_cast<size_t>(e)].inputs) {
+        int64_t p = producer_[static_cast<size_t>(in)];
+        if (p >= 0 && group_of_[static_cast<size_t>(p)] == a && seen.insert(in).second) w += value_weight(c_, in);
+      }
+    return w;
+  }
+
+  // Whether a path a -> x -> ... -> b exists besides the direct edge.
+  bool other_path(int64_t a, int64_t b) const {
+    std::vector<int64_t> work;
+    std::set<int64_t> seen;
+    for (int64_t s : succ_[static_cast<size_t>(a)])
+      if (s != b) work.push_back(s);
+    while (!work.empty()) {
+      int64_t g = work.back();
+      work.pop_back();
+      if (g == b) return true;
+      // Every edge goes from a lower expr index to a higher one, so a group
+      // that starts after b ends cannot lead to b.
+      if (min_expr_[static_cast<size_t>(g)] > max_expr_[static_cast<size_t>(b)] || !seen.insert(g).second) continue;
+      for (int64_t s : succ_[static_cast<size_t>(g)]) work.push_back(s);
+    }
+    return false;
+  }
+
+  void merge_bottom_up() {
+    using Candidate = std::tuple<double, int64_t, int64_t>;  // weight, -a, -b: deterministic order
+    std::priority_queue<Candidate> queue;
+    auto push_edges_of = [&](int64_t g) {
+      for (int64_t s : succ_[static_cast<size_t>(g)])
+        if (mergeable(g, s)) queue.emplace(edge_weight(g, s), -g, -s);
+      for (int64_t p : pred_[static_cast<size_t>(g)])
+        if (mergeable(p, g)) queue.emplace(edge_weight(p, g), -p, -g);
+    };
+    for (size_t g = 0; g < groups_.size(); ++g)
+      for (int64_t s : succ_[g])
+        if (mergeable(static_cast<int64_t>(g), s)) queue.emplace(edge_weight(static_cast<int64_t>(g), s), -static_cast<int64_t>(g), -s);
+    std::set<std::pair<int64_t, int64_t>> rejected;
+    while (!queue.empty()) {
+      auto [w, na, nb] = queue.top();
+      queue.pop();
+      int64_t a = -na, b = -nb;
+      if (!alive_[static_cast<size_t>(a)] || !alive_[static_cast<size_t>(b)]) continue;
+      if (!succ_[static_cast<size_t>(a)].count(b) || rejected.count({a, b})) continue;
+      if (other_path(a, b)) continue;
+      std::vector<int64_t> merged = groups_[static_cast<size_t>(a)];
+      merged.insert(merged.end(), groups_[static_cast<size_t>(b)].begin(), groups_[static_cast<size_t>(b)].end());
+      std::sort(merged.begin(), merged.end());
+      if (!accepts_(merged)) {
+        rejected.insert({a, b});
+        continue;
+      }
+      absorb(a, b, std::move(merged));
+      push_edges_of(a);
+    }
+  }
+
+  // b merges into a.
+  void absorb(int64_t a, int64_t b, std::vector<int64_t> merged) {
+    size_t ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    groups_[ua] = std::move(merged);
+    groups_[ub].clear();
+    alive_[ub] = false;
+    for (int64_t e : groups_[ua]) group_of_[static_cast<size_t>(e)] = a;
+    min_expr_[ua] = groups_[ua].front();
+    max_expr_[ua] = groups_[ua].back();
+    for (int64_t s : succ_[ub]) {
+      pred_[static_cast<size_t>(s)].erase(b);
+      if (s != a) {
+        pred_[static_cast<size_t>(s)].insert(a);
+        succ_[ua].insert(s);
+      }
+    }
+    for (int64_t p : pred_[ub]) {
+      succ_[static_cast<size_t>(p)].erase(b);
+      if (p != a) {
+        succ_[static_cast<size_t>(p)].insert(a);
+        pred_[ua].insert(p);
+      }
+    }
+    succ_[ua].erase(b);
+    succ_[ua].erase(a);
+    pred_[ua].erase(a);
+    succ_[ub].clear();
+    pred_[ub].clear();
+  }
+
+  // Kahn's algorithm, ties broken by the first expr of each group.
+  std::vector<std::vector<int64_t>> in_run_order() {
+    std::vector<int64_t> indegree(groups_.size(), 0);
+    std::priority_queue<std::pair<int64_t, int64_t>> ready;  // (-min expr, group)
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (!alive_[g]) continue;
+      indegree[g] = static_cast<int64_t>(pred_[g].size());
+      if (indegree[g] == 0) ready.emplace(-min_expr_[g], static_cast<int64_t>(g));
+    }
+    std::vector<std::vector<int64_t>> order;
+    while (!ready.empty()) {
+      int64_t g = ready.top().second;
+      ready.pop();
+      order.push_back(groups_[static_cast<size_t>(g)]);
+      for (int64_t s : succ_[static_cast<size_t>(g)])
+        if (--indegree[static_cast<size_t>(s)] == 0) ready.emplace(-min_expr_[static_cast<size_t>(s)], s);
+    }
+    return order;
+  }
+
+  const ConcreteFusion& c_;
+  const Fusion& f_;
+  const AcceptsGroup& accepts_;
+  std::vector<int64_t> stage_, producer_, group_of_;
+  std::vector<std::vector<int64_t>> groups_;
+  std::vector<std::set<int64_t>> succ_, pred_;
+  std::vector<bool> alive_;
+  std::vector<int64_t> min_expr_, max_expr_;
+};
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> group_exprs(const ConcreteFusion& c, const AcceptsGroup& accepts) {
+  return Grouper(c, accepts).run();
+}
+
+}  // namespace kf

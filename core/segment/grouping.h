@@ -1,0 +1,27 @@
+// Grouping of exprs into segments, the heart of segmentation:
+//  1. top-down: cut the fusion only at segment_set edges (stages) and around
+//     ops that must run alone (library matmul/linear); each remaining
+//     connected group is kept when a scheduler accepts it;
+//  2. groups that no scheduler accepts (or that would close a cycle through
+//     a library op) are shattered into single exprs;
+//  3. bottom-up: neighbouring groups (producer -> consumer, same stage) merge
+//     when a scheduler accepts the merged group and the segment graph stays
+//     acyclic, trying first the edges that carry the largest intermediates.
+// The result is deterministic and in a valid run order.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/segment/task.h"
+
+namespace kf {
+
+// accepts(exprs): whether a scheduler takes this set of exprs as one segment.
+using AcceptsGroup = std::function<bool(const std::vector<int64_t>& exprs)>;
+
+// Returns groups of expr indices, each sorted, in run order.
+std::vector<std::vector<int64_t>> group_exprs(const ConcreteFusion& c, const AcceptsGroup& accepts);
+
+}  // namespace kf
