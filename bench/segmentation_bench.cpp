@@ -1,0 +1,73 @@
+// Cost of define + concretize + segment on generated fusions of 100, 1000
+// and 5000 ops: chains (each op reads the previous one) and DAGs (each op
+// reads two earlier values, with a reduction every 50 ops so the schedulers
+// force real segmentation work). Prints the median of several runs.
+//   build/bench/segmentation_bench
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/define/builder.h"
+#include "core/define/definition_cache.h"
+#include "core/segment/segmentation.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<kf::Fusion> define(int n, bool dag) {
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32);
+  std::vector<int64_t> vals{x};
+  uint64_t rng = 12345;
+  for (int i = 0; i < n; ++i) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    int64_t a = vals.back();
+    if (dag && i % 50 == 49) {
+      int64_t s = b.op(kf::Op::SUM, {a}, {1, 1})[0];
+      vals.push_back(b.op(kf::Op::SUB, {a, s}, {})[0]);
+    } else if (dag) {
+      int64_t c = vals[static_cast<size_t>((rng >> 33) % vals.size())];
+      vals.push_back(b.op(kf::Op::ADD, {a, c}, {})[0]);
+    } else {
+      vals.push_back(b.op(i % 2 ? kf::Op::NEG : kf::Op::EXP, {a}, {})[0]);
+    }
+  }
+  b.output(vals.back(), {}, -1);
+  return b.finalize();
+}
+
+double run_once(int n, bool dag, size_t* segments) {
+  kf::DefinitionCache::global().clear();  // measure a cold definition
+  auto t0 = Clock::now();
+  auto f = define(n, dag);
+  static float data[64 * 64];
+  int64_t shape[2] = {64, 64};
+  DLTensor t{data, {kDLCPU, 0}, 2, kf::to_dlpack(kf::DType::F32), shape, nullptr, 0};
+  const DLTensor* in[1] = {&t};
+  kf::ConcreteKey key;
+  kf::Binding bind = kf::bind_inputs(*f, in, 1, &key);
+  auto c = kf::concretize(f, bind, key);
+  auto s = kf::segmentation_of(c);
+  auto t1 = Clock::now();
+  *segments = s->segments.size();
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+}  // namespace
+
+int main() {
+  std::printf("%-6s %6s %10s %12s\n", "shape", "ops", "segments", "median ms");
+  for (bool dag : {false, true})
+    for (int n : {100, 1000, 5000}) {
+      std::vector<double> ms;
+      size_t segments = 0;
+      for (int r = 0; r < 5; ++r) ms.push_back(run_once(n, dag, &segments));
+      std::sort(ms.begin(), ms.end());
+      std::printf("%-6s %6d %10zu %12.2f\n", dag ? "dag" : "chain", n, segments, ms[ms.size() / 2]);
+    }
+  return 0;
+}
