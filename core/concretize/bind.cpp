@@ -23,11 +23,12 @@ uint64_t hash_words(const std::vector<int64_t>& words) {
   return h;
 }
 
+// Rank (<= 16) in the low byte, then 2 bits of size class per dim.
 int64_t pack_classes(const Sizes& sizes) {
-  int64_t w = static_cast<int64_t>(sizes.size());
+  uint64_t w = sizes.size();
   for (size_t d = 0; d < sizes.size(); ++d)
-    w |= static_cast<int64_t>(size_class(sizes[d])) << (8 + 2 * d);
-  return w;
+    w |= static_cast<uint64_t>(size_class(sizes[d])) << (8 + 2 * d);
+  return static_cast<int64_t>(w);
 }
 
 }  // namespace
@@ -75,14 +76,14 @@ Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t 
         continue;
       }
       InputLayout l = analyze_layout(m);
-      int64_t order = 0, contiguity = 0;
+      uint64_t order = 0, contiguity = 0;  // 4 bits per dim: ranks <= 16 fit
       for (size_t d = 0; d < l.stride_order.size(); ++d) {
-        order |= static_cast<int64_t>(l.stride_order[d]) << (4 * d);
-        contiguity |= static_cast<int64_t>(l.contiguous[d]) << d;
+        order |= static_cast<uint64_t>(l.stride_order[d]) << (4 * d);
+        contiguity |= static_cast<uint64_t>(l.contiguous[d]) << d;
       }
-      w.push_back(order);
-      w.push_back(contiguity | (static_cast<int64_t>(l.alignment) << 20) |
-                  (static_cast<int64_t>(m.device.kind) << 28));
+      w.push_back(static_cast<int64_t>(order));
+      w.push_back(static_cast<int64_t>(contiguity | (static_cast<uint64_t>(l.alignment) << 20) |
+                                       (static_cast<uint64_t>(m.device.kind) << 28)));
     }
     for (const Sizes& s : b.sizes) w.push_back(pack_classes(s));
     key->hash = hash_words(w);

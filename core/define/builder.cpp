@@ -10,7 +10,6 @@
 namespace kf {
 
 namespace {
-constexpr int kMaxRank = 16;
 
 void check_dtype(DType t, const char* who) {
   if (!is_valid_dtype(static_cast<int>(t)))

@@ -430,9 +430,11 @@ ShapeArgs shape_args(Op op, const std::vector<int64_t>& args) {
   }
 }
 
-std::vector<OutputType> infer_op(const Fusion& fusion, Op op, const std::vector<int64_t>& args,
-                                 std::vector<int64_t>& attrs) {
-  for (size_t i = 0; i < args.size(); ++i) arg_value(fusion, op, args, i);
+namespace {
+
+std::vector<OutputType> infer_by_category(const Fusion& fusion, Op op,
+                                          const std::vector<int64_t>& args,
+                                          std::vector<int64_t>& attrs) {
   switch (op_info(op).category) {
     case OpCategory::Unary:
     case OpCategory::Binary:
@@ -451,6 +453,19 @@ std::vector<OutputType> infer_op(const Fusion& fusion, Op op, const std::vector<
     }
   }
   fail(KF_ERR_INTERNAL, "op ", op_name(op), " has no category");
+}
+
+}  // namespace
+
+std::vector<OutputType> infer_op(const Fusion& fusion, Op op, const std::vector<int64_t>& args,
+                                 std::vector<int64_t>& attrs) {
+  for (size_t i = 0; i < args.size(); ++i) arg_value(fusion, op, args, i);
+  std::vector<OutputType> outs = infer_by_category(fusion, op, args, attrs);
+  for (const OutputType& t : outs)
+    if (t.rank > kMaxRank)
+      fail(KF_ERR_UNSUPPORTED, op_name(op), ": the result would have rank ", t.rank,
+           "; kfuse supports ranks up to ", kMaxRank);
+  return outs;
 }
 
 }  // namespace kf

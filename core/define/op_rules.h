@@ -11,6 +11,9 @@
 
 namespace kf {
 
+// Largest rank of any value (inputs and results).
+constexpr int kMaxRank = 16;
+
 struct OutputType {
   DType dtype;
   int rank;

@@ -240,7 +240,8 @@ class Parser {
       expect(',', "after the tensor's dtype");
       const Token rank_tok = tok_;
       const int64_t rank = integer("a rank");
-      if (rank < 0 || rank > std::numeric_limits<int>::max())
+      // The builder checks the range; this only keeps the value intact for it.
+      if (rank < std::numeric_limits<int>::min() || rank > std::numeric_limits<int>::max())
         error(rank_tok, "rank ", rank, " is out of range");
       expect('>', "after the tensor's rank");
       bind(name, build(rank_tok, [&] { return builder_.tensor_input(static_cast<int>(rank), t); }));
