@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""kfuse against torch eager and torch.compile on the benchmark suite
+(../shared/BENCHMARKS.md), side by side in one process on one GPU.
+
+kfuse runs through its public C API (ctypes), on torch tensors handed over
+with DLPack, on torch's current stream. Every case is checked against torch
+eager before it is timed. Timing: CUDA events around each call, after a
+warm-up, median of --iters runs. Bandwidth counts each input read once and
+each output written once; "% SOL" is against a device-to-device copy
+measured by this script on the same GPU.
+
+    python3 bench/bench_torch.py --lib build/libkfuse.so            # headline cases
+    python3 bench/bench_torch.py --lib build/libkfuse.so --sweep    # robustness sweep
+"""
+import argparse
+import ctypes
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------------------
+# libkfuse through ctypes
+
+
+class ExecOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("stream", ctypes.c_void_p),
+                ("allocator", ctypes.c_void_p)]
+
+
+class Kfuse:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        L = self.lib
+        L.kf_last_error.restype = ctypes.c_char_p
+        L.kf_fusion_from_text.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        L.kf_execute_into.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                      ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ExecOptions)]
+        L.kf_fusion_release.argtypes = [ctypes.c_void_p]
+        self.get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        self.get_pointer.restype = ctypes.c_void_p
+        self.get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"{what}: status {status}: {self.lib.kf_last_error().decode()}")
+
+    def fusion(self, text):
+        f = ctypes.c_void_p()
+        self.check(self.lib.kf_fusion_from_text(text.encode(), ctypes.byref(f)), "kf_fusion_from_text")
+        return f
+
+    def bind(self, fusion, inputs, outputs):
+        """A callable that runs `fusion` on these tensors (DLPack capsules kept alive)."""
+        caps = [torch.utils.dlpack.to_dlpack(t) for t in inputs + outputs]
+        ptrs = [self.get_pointer(c, b"dltensor") for c in caps]  # DLTensor is the first member
+        ins = (ctypes.c_void_p * len(inputs))(*ptrs[:len(inputs)])
+        outs = (ctypes.c_void_p * len(outputs))(*ptrs[len(inputs):])
+        opts = ExecOptions(ctypes.sizeof(ExecOptions), torch.cuda.current_stream().cuda_stream, None)
+        lib, n_in, n_out = self.lib, len(inputs), len(outputs)
+
+        def run():
+            status = lib.kf_execute_into(fusion, ins, n_in, outs, n_out, ctypes.byref(opts))
+            if status != 0:
+                raise RuntimeError(f"kf_execute_into: {lib.kf_last_error().decode()}")
+        run.keep_alive = (caps, ins, outs, opts)
+        return run
+
+
+# ---------------------------------------------------------------------------
+# The cases: kfuse text, torch function, inputs, outputs.
+
+def cast_in(names):
+    """Math in float32 whatever the storage (a float32 -> float32 cast is free)."""
+    return "".join(f"{n}f = cast({n}) {{dtype=float32}}\n" for n in names)
+
+
+def header(inputs, storage):
+    return "".join(f"input {n}: tensor<{storage}, {r}>\n" for n, r in inputs)
+
+
+def store(value, storage):
+    return f"y = cast({value}) {{dtype={storage}}}\noutput y\n"
+
+
+def case_text(name, storage):
+    s = storage
+    if name == "gelu_bias":
+        return (header([("x", 2), ("b", 1)], s) + cast_in(["x", "b"]) +
+                "t = add(xf, bf)\ng = gelu_tanh(t)\n" + store("g", s))
+    if name == "add_relu_mul":
+        return (header([("a", 2), ("b", 2), ("c", 2)], s) + cast_in(["a", "b", "c"]) +
+                "t = add(af, bf)\nr = relu(t)\nm = mul(r, cf)\n" + store("m", s))
+    if name == "silu_mul":
+        return (header([("g", 2), ("u", 2)], s) + cast_in(["g", "u"]) +
+                "t = silu(gf)\nm = mul(t, uf)\n" + store("m", s))
+    if name == "softmax":
+        return (header([("x", 2)], s) + cast_in(["x"]) +
+                "m = max(xf) {axes=[1], keepdim=true}\nd = sub(xf, m)\ne = exp(d)\n"
+                "z = sum(e) {axes=[1], keepdim=true}\np = div(e, z)\n" + store("p", s))
+    if name == "layernorm":
+        return (header([("x", 2), ("w", 1), ("b", 1)], s) + cast_in(["x", "w", "b"]) +
+                "const eps: float32 = 1e-5\n"
+                "v, mu = var_mean(xf) {axes=[1], keepdim=true, correction=0}\n"
+                "xc = sub(xf, mu)\nve = add(v, eps)\nr = rsqrt(ve)\nn = mul(xc, r)\n"
+                "nw = mul(n, wf)\no = add(nw, bf)\n" + store("o", s))
+    if name == "rmsnorm":
+        return (header([("x", 2), ("w", 1)], s) + cast_in(["x", "w"]) +
+                "const eps: float32 = 1e-6\nsq = mul(xf, xf)\nms = mean(sq) {axes=[1], keepdim=true}\n"
+                "me = add(ms, eps)\nr = rsqrt(me)\nn = mul(xf, r)\no = mul(n, wf)\n" + store("o", s))
+    if name == "inner_sum":
+        return (header([("x", 2)], s) + cast_in(["x"]) +
+                "y = sum(xf) {axes=[1], keepdim=false}\noutput y\n")
+    if name == "outer_sum":
+        return (header([("x", 2)], s) + cast_in(["x"]) +
+                "y = sum(xf) {axes=[0], keepdim=false}\noutput y\n")
+    if name == "transpose_add":
+        return (header([("x", 2), ("z", 2)], s) + cast_in(["x", "z"]) +
+                "xt = permute(xf) {perm=[1, 0]}\nt = add(xt, zf)\n" + store("t", s))
+    raise ValueError(name)
+
+
+def torch_fn(name):
+    if name == "gelu_bias":
+        return lambda x, b: F.gelu(x.float() + b.float(), approximate="tanh").to(x.dtype)
+    if name == "add_relu_mul":
+        return lambda a, b, c: (torch.relu(a.float() + b.float()) * c.float()).to(a.dtype)
+    if name == "silu_mul":
+        return lambda g, u: (F.silu(g.float()) * u.float()).to(g.dtype)
+    if name == "softmax":
+        return lambda x: torch.softmax(x.float(), dim=-1).to(x.dtype)
+    if name == "layernorm":
+        return lambda x, w, b: F.layer_norm(x.float(), (x.shape[-1],), w.float(), b.float(), 1e-5).to(x.dtype)
+    if name == "rmsnorm":
+        return lambda x, w: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+                             * w.float()).to(x.dtype)
+    if name == "inner_sum":
+        return lambda x: x.float().sum(dim=-1)
+    if name == "outer_sum":
+        return lambda x: x.float().sum(dim=0)
+    if name == "transpose_add":
+        return lambda x, z: (x.float().t() + z.float()).to(x.dtype)
+    raise ValueError(name)
+
+
+def make_inputs(name, m, n, dtype):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    r = lambda *shape: torch.randn(*shape, device="cuda", dtype=torch.float32, generator=g).to(dtype)
+    if name in ("gelu_bias",):
+        return [r(m, n), r(n)]
+    if name in ("add_relu_mul",):
+        return [r(m, n), r(m, n), r(m, n)]
+    if name == "silu_mul":
+        return [r(m, n), r(m, n)]
+    if name == "layernorm":
+        return [r(m, n), r(n), r(n)]
+    if name == "rmsnorm":
+        return [r(m, n), r(n)]
+    if name == "transpose_add":
+        return [r(n, m), r(m, n)]
+    return [r(m, n)]
+
+
+CASES = ["gelu_bias", "add_relu_mul", "silu_mul", "softmax", "layernorm", "rmsnorm",
+         "inner_sum", "outer_sum", "transpose_add"]
+STORAGE = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float16: "float16"}
+
+
+# ---------------------------------------------------------------------------
+# Timing
+
+def median_ms(fn, iters, warmup=10):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(iters):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def copy_ceiling_gbs(iters):
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")  # 1 GiB, far above L2
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), iters)
+    return 2 * src.numel() / (ms * 1e-3) / 1e9
+
+
+def tolerance(dtype):
+    return {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 5e-3}[dtype]
+
+
+def run_case(kf, name, m, n, dtype, iters, ceiling):
+    inputs = make_inputs(name, m, n, dtype)
+    fn = torch_fn(name)
+    expected = fn(*inputs)
+    out = torch.empty_like(expected)
+    fusion = kf.fusion(case_text(name, STORAGE[dtype]))
+    run = kf.bind(fusion, inputs, [out])
+    run()
+    torch.cuda.synchronize()
+    tol = tolerance(dtype) * (10 if name in ("inner_sum", "outer_sum") else 1)
+    err = (out.float() - expected.float()).abs().max().item()
+    scale = max(1.0, expected.float().abs().max().item())
+    ok = err <= tol * scale
+    moved = sum(t.numel() * t.element_size() for t in inputs) + out.numel() * out.element_size()
+    kf_ms = median_ms(run, iters)
+    eager_ms = median_ms(lambda: fn(*inputs), iters)
+    t0 = time.perf_counter()
+    compiled = torch.compile(fn, dynamic=False)
+    compiled(*inputs)
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    compiled_ms = median_ms(lambda: compiled(*inputs), iters)
+    gbs = lambda ms: moved / (ms * 1e-3) / 1e9
+    return {
+        "case": name, "shape": f"{m}x{n}", "dtype": STORAGE[dtype], "ok": ok, "err": err,
+        "kf_ms": kf_ms, "kf_gbs": gbs(kf_ms), "sol": gbs(kf_ms) / ceiling * 100,
+        "eager_gbs": gbs(eager_ms), "compile_gbs": gbs(compiled_ms), "compile_ms": compiled_ms,
+        "speedup": compiled_ms / kf_ms, "compile_s": compile_s,
+    }
+
+
+def print_table(rows, ceiling, out):
+    lines = [f"copy ceiling: {ceiling:.0f} GB/s (device-to-device, read + write)", "",
+             "| case | shape | dtype | check | kfuse ms | kfuse GB/s | % SOL | eager GB/s | compile GB/s | kfuse/compile |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['case']} | {r['shape']} | {r['dtype']} | ERROR: {r['error']} | | | | | | |")
+            continue
+        lines.append(f"| {r['case']} | {r['shape']} | {r['dtype']} | {'ok' if r['ok'] else 'MISMATCH %.3g' % r['err']} "
+                     f"| {r['kf_ms']:.3f} | {r['kf_gbs']:.0f} | {r['sol']:.1f} | {r['eager_gbs']:.0f} "
+                     f"| {r['compile_gbs']:.0f} | {r['speedup']:.2f} |")
+    speedups = [r["speedup"] for r in rows if "speedup" in r]
+    if speedups:
+        geo = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+        lines += ["", f"geometric mean kfuse/torch.compile speedup: {geo:.3f} over {len(speedups)} cases"]
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        with open(out, "w") as fh:
+            fh.write(text + "\n")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--lib", default="build/libkfuse.so")
+    p.add_argument("--iters", type=int, default=50)
+    p.add_argument("--sweep", action="store_true")
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--rows", type=int, default=32768)
+    p.add_argument("--cols", type=int, default=8192)
+    p.add_argument("--out", default="")
+    a = p.parse_args()
+    kf = Kfuse(a.lib)
+    ceiling = copy_ceiling_gbs(a.iters)
+    configs = []
+    cases = a.cases.split(",")
+    if a.sweep:
+        for name in ("softmax", "layernorm", "rmsnorm", "gelu_bias", "inner_sum"):
+            for m in (16, 512, 2048, 8192, 32768):
+                for n in (768, 1024, 4096, 8192, 16384, 16392):
+                    for dt in (torch.bfloat16, torch.float32):
+                        if m * n * (4 if dt == torch.float32 else 2) <= 2 ** 31:
+                            configs.append((name, m, n, dt))
+    else:
+        configs = [(c, a.rows, a.cols, torch.bfloat16) for c in cases]
+    rows = []
+    for name, m, n, dt in configs:
+        try:
+            rows.append(run_case(kf, name, m, n, dt, a.iters, ceiling))
+        except Exception as e:  # report and go on: one failing case must not hide the others
+            rows.append({"case": name, "shape": f"{m}x{n}", "dtype": STORAGE[dt], "error": str(e)[:200]})
+        torch.cuda.empty_cache()
+        print(rows[-1], file=sys.stderr, flush=True)
+    print_table(rows, ceiling, a.out)
+
+
+if __name__ == "__main__":
+    main()
