@@ -14,7 +14,14 @@ kf::Builder* builder_of(kf_builder b, const char* fn) {
   return static_cast<kf::Builder*>(require(b, fn, "builder"));
 }
 
-kf::DType dtype_of(kf_dtype t) { return static_cast<kf::DType>(t); }
+// Checked before narrowing: kf::DType is 8 bits, so 257 would wrap to a
+// valid code.
+kf::DType dtype_of(kf_dtype t, const char* fn) {
+  if (!kf::is_valid_dtype(static_cast<int>(t)))
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": dtype ", static_cast<int>(t),
+             " is not a kf_dtype (expected 0..", kf::kNumDTypes - 1, ")");
+  return static_cast<kf::DType>(t);
+}
 
 std::vector<int64_t> ids(const int64_t* p, size_t n, const char* fn, const char* what) {
   if (n > 0) require(p, fn, what);
@@ -58,7 +65,7 @@ KF_API kf_status kf_define_tensor(kf_builder b, int rank, kf_dtype dtype, int64_
   return guard([&] {
     auto* builder = builder_of(b, "kf_define_tensor");
     require(out_id, "kf_define_tensor", "out_id");
-    *out_id = builder->tensor_input(rank, dtype_of(dtype));
+    *out_id = builder->tensor_input(rank, dtype_of(dtype, "kf_define_tensor"));
   });
 }
 
@@ -66,7 +73,7 @@ KF_API kf_status kf_define_scalar(kf_builder b, kf_dtype dtype, int64_t* out_id)
   return guard([&] {
     auto* builder = builder_of(b, "kf_define_scalar");
     require(out_id, "kf_define_scalar", "out_id");
-    *out_id = builder->scalar_input(dtype_of(dtype));
+    *out_id = builder->scalar_input(dtype_of(dtype, "kf_define_scalar"));
   });
 }
 
@@ -75,7 +82,7 @@ KF_API kf_status kf_define_constant_f64(kf_builder b, double value, kf_dtype dty
   return guard([&] {
     auto* builder = builder_of(b, "kf_define_constant_f64");
     require(out_id, "kf_define_constant_f64", "out_id");
-    *out_id = builder->constant_f64(value, dtype_of(dtype));
+    *out_id = builder->constant_f64(value, dtype_of(dtype, "kf_define_constant_f64"));
   });
 }
 
@@ -84,7 +91,7 @@ KF_API kf_status kf_define_constant_i64(kf_builder b, int64_t value, kf_dtype dt
   return guard([&] {
     auto* builder = builder_of(b, "kf_define_constant_i64");
     require(out_id, "kf_define_constant_i64", "out_id");
-    *out_id = builder->constant_i64(value, dtype_of(dtype));
+    *out_id = builder->constant_i64(value, dtype_of(dtype, "kf_define_constant_i64"));
   });
 }
 

@@ -11,6 +11,19 @@
 // address of element 0, byte_offset applied), an extent or a stride (in
 // elements) of a value of the task, or a scalar input's value (float
 // scalars as the bits of a double, integer/bool scalars as int64).
+// Extent slots may name any value of the task (inputs, intermediates,
+// outputs: task_sizes gives them all); Data and Stride slots name task
+// inputs and outputs. Extents of size class 0/1 are never asked for.
+//
+// Compiling: the source is plain CUDA C++ for NVRTC with no includes
+// (half/bfloat16 via inline PTX); compile with --gpu-architecture=sm_80 or
+// newer and -std=c++17; never --use_fast_math (uniform/normal must match
+// the CPU bit for bit, and PyTorch's accuracy is the contract). The kernel
+// is __launch_bounds__(launch.block): launch exactly launch.block threads
+// (PerRow kernels need a multiple of 32, at most 1024). Grid size only
+// affects speed: every kernel grid-strides over its elements or rows, so
+// any grid.x >= 1 is correct. Kernels use static shared memory only
+// (shared_bytes stays 0).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +45,10 @@ struct ArgSlot {
 
 struct LaunchRule {
   enum class Kind : uint8_t {
-    Elementwise,  // grid.x = ceil(numel(domain) / (block * items_per_thread)), capped at max_blocks (grid-stride loop)
+    // grid.x = ceil(numel(domain) / (block * items_per_thread)), capped at
+    // max_blocks (grid-stride loop). items_per_thread is the vector width
+    // of the kernel's 16-byte path (1 when it has none).
+    Elementwise,
     PerRow,       // grid.x = number of rows = product of the domain's kept dims (capped, grid-stride loop)
   };
   Kind kind = Kind::Elementwise;

@@ -60,9 +60,9 @@ constexpr OpForm kForms[] = {
     {Op::ROUND, "rint@($0)", "$0", ""},  // half to even
     {Op::TRUNC, "trunc@($0)", "$0", ""},
     {Op::SIGN, "(($0 > 0) - ($0 < 0))", "(($0 > 0) - ($0 < 0))", "$0"},
-    {Op::ISNAN, "($0 != $0)", "false", "false"},
-    {Op::ISINF, "isinf($0)", "false", "false"},
-    {Op::ISFINITE, "isfinite($0)", "true", "true"},
+    {Op::ISNAN, "($0 != $0)", "($0 != $0)", "($0 != $0)"},
+    {Op::ISINF, "isinf($0)", "($0 != $0)", "($0 != $0)"},
+    {Op::ISFINITE, "isfinite($0)", "($0 == $0)", "($0 == $0)"},
     {Op::LOGICAL_NOT, "($0 == 0)", "($0 == 0)", "(!$0)"},
     {Op::BITWISE_NOT, "", "(~$0)", "(!$0)"},
     {Op::ADD, "($0 + $1)", "kf_add($0, $1)", "($0 || $1)"},

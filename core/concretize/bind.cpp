@@ -58,8 +58,13 @@ Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t 
   b.index32 = true;
   for (const InputMeta& m : b.inputs)
     if (m.max_offset >= kIndex32Limit) b.index32 = false;
-  for (const Sizes& s : b.sizes)
-    if (numel(s) >= kIndex32Limit) b.index32 = false;
+  for (size_t id = 0; id < b.sizes.size(); ++id) {
+    int64_t count = 1;
+    for (int64_t e : b.sizes[id])
+      if (__builtin_mul_overflow(count, e, &count) || count > (int64_t{1} << 62))
+        fail(KF_ERR_SHAPE_MISMATCH, "value ", id, ": element count overflows int64");
+    if (count >= kIndex32Limit) b.index32 = false;
+  }
 
   if (key != nullptr) {
     std::vector<int64_t>& w = key->words;

@@ -1,11 +1,29 @@
 #include "core/concretize/input_meta.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "core/util/error.h"
 
 namespace kf {
+
+int device_type_code(const DLDevice& d) {
+  int code;
+  static_assert(sizeof(code) == sizeof(d.device_type));
+  std::memcpy(&code, &d.device_type, sizeof code);
+  return code;
+}
+
+std::optional<DeviceKind> device_kind(const DLDevice& d) {
+  switch (device_type_code(d)) {
+    case kDLCPU:
+    case kDLCUDAHost: return DeviceKind::CPU;
+    case kDLCUDA:
+    case kDLCUDAManaged: return DeviceKind::CUDA;
+    default: return std::nullopt;
+  }
+}
 
 std::string input_name(const Fusion& fusion, size_t index) {
   return "input " + std::to_string(index) + " (value " + std::to_string(fusion.inputs[index]) + ")";
@@ -16,15 +34,11 @@ namespace {
 constexpr int64_t kMaxElements = int64_t{1} << 62;
 
 Device device_of(const DLTensor* t, const std::string& name) {
-  switch (t->device.device_type) {
-    case kDLCPU:
-    case kDLCUDAHost: return {DeviceKind::CPU, 0};
-    case kDLCUDA:
-    case kDLCUDAManaged: return {DeviceKind::CUDA, t->device.device_id};
-    default:
-      fail(KF_ERR_UNSUPPORTED, name, ": device type ", static_cast<int>(t->device.device_type),
-           " is not supported (expected kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged)");
-  }
+  std::optional<DeviceKind> kind = device_kind(t->device);
+  if (!kind)
+    fail(KF_ERR_UNSUPPORTED, name, ": device type ", device_type_code(t->device),
+         " is not supported (expected kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged)");
+  return {*kind, *kind == DeviceKind::CPU ? 0 : t->device.device_id};
 }
 
 void check_dtype(const Value& v, const DLTensor* t, const std::string& name) {
@@ -75,7 +89,10 @@ InputMeta read_input(const Fusion& fusion, size_t index, const DLTensor* t) {
              "; negative strides are not supported");
   } else {
     m.strides.assign(r, 1);
-    for (size_t d = r; d > 1; --d) m.strides[d - 2] = m.strides[d - 1] * m.sizes[d - 1];
+    // Saturates: only an empty tensor (never addressed) can overflow here.
+    for (size_t d = r; d > 1; --d)
+      if (__builtin_mul_overflow(m.strides[d - 1], std::max<int64_t>(m.sizes[d - 1], 1), &m.strides[d - 2]))
+        m.strides[d - 2] = INT64_MAX;
   }
   if (count > 0) {
     for (size_t d = 0; d < r; ++d) {
@@ -88,7 +105,9 @@ InputMeta read_input(const Fusion& fusion, size_t index, const DLTensor* t) {
     if (t->data == nullptr)
       fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL for ", count, " elements");
   }
-  m.data = static_cast<std::byte*>(t->data) + t->byte_offset;
+  // Integer arithmetic: a NULL data pointer (allowed for empty tensors) must
+  // not be offset as a pointer.
+  m.data = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(t->data) + t->byte_offset);
   m.alignment = alignment_of(reinterpret_cast<uintptr_t>(m.data));
   if (v.is_scalar) {
     if (m.device.kind != DeviceKind::CPU)

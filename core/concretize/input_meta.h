@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <dlpack/dlpack.h>
@@ -20,6 +21,13 @@ struct Device {
   int id = 0;
   bool operator==(const Device&) const = default;
 };
+
+// The DLPack device type as an int. Reading the enum field directly is
+// undefined behaviour when a caller stored a value outside the enum.
+int device_type_code(const DLDevice& d);
+// kDLCPU and kDLCUDAHost are host memory; kDLCUDA and kDLCUDAManaged are
+// device memory; anything else is not supported (nullopt).
+std::optional<DeviceKind> device_kind(const DLDevice& d);
 
 struct InputMeta {
   Device device;

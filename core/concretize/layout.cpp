@@ -31,7 +31,8 @@ InputLayout analyze_layout(const InputMeta& input) {
     size_t d = static_cast<size_t>(l.stride_order[k - 1]);
     if (input.sizes[d] <= 1) continue;
     l.contiguous[d] = input.strides[d] == expected;
-    expected = input.strides[d] * input.sizes[d];
+    // Wild strides may overflow: then no outer dim can be contiguous.
+    if (__builtin_mul_overflow(input.strides[d], input.sizes[d], &expected)) expected = -1;
   }
   return l;
 }

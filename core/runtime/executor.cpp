@@ -141,8 +141,9 @@ void execute_segment(const ConcreteFusion& c, const Segmentation& s, size_t inde
            "): expected ", dtype_name(v.dtype), ", got ", describe_dlpack(t->dtype));
     if (v.rank > 0 && t->shape == nullptr)
       fail(KF_ERR_INVALID_ARGUMENT, "kf_execute_segment: ", what, " ", k, ": shape is NULL");
-    bool cpu = t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
-    bool on_device = c.device.kind == DeviceKind::CPU ? cpu : (!cpu || (v.rank == 0 && v.is_scalar));
+    std::optional<DeviceKind> kind = device_kind(t->device);
+    bool cpu = kind == DeviceKind::CPU;
+    bool on_device = kind && (c.device.kind == DeviceKind::CPU ? cpu : (!cpu || v.is_scalar));
     if (!on_device)
       fail(KF_ERR_DEVICE_MISMATCH, "kf_execute_segment: ", what, " ", k, " (value ", id,
            ") is not on the fusion's device");

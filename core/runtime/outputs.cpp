@@ -84,10 +84,9 @@ void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const
     if (t->shape[d] != sizes[static_cast<size_t>(d)])
       fail(KF_ERR_SHAPE_MISMATCH, name, ": expected size ", sizes[static_cast<size_t>(d)],
            " in dim ", d, ", got ", t->shape[d]);
-  bool cuda = t->device.device_type == kDLCUDA || t->device.device_type == kDLCUDAManaged;
-  bool cpu = t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
-  bool same = (c.device.kind == DeviceKind::CPU && cpu) ||
-              (c.device.kind == DeviceKind::CUDA && cuda && t->device.device_id == c.device.id);
+  std::optional<DeviceKind> kind = device_kind(t->device);
+  bool same = kind == c.device.kind &&
+              (c.device.kind == DeviceKind::CPU || t->device.device_id == c.device.id);
   if (!same)
     fail(KF_ERR_DEVICE_MISMATCH, name, ": expected a tensor on ",
          c.device.kind == DeviceKind::CPU ? "cpu" : "cuda", " where the inputs are");
@@ -99,7 +98,7 @@ void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const
   if (n == 0) return;
   if (t->data == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL");
   check_no_self_overlap(sizes, strides, name);
-  const std::byte* data = static_cast<const std::byte*>(t->data) + t->byte_offset;
+  const auto* data = reinterpret_cast<const std::byte*>(reinterpret_cast<uintptr_t>(t->data) + t->byte_offset);
   auto out_range = byte_range(data, sizes, strides, dtype_size(v.dtype));
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const Value& in = f.value(f.inputs[i]);

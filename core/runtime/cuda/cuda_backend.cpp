@@ -1,30 +1,214 @@
-// The CUDA backend. Until code generation lands this backend only reports
-// why it cannot run: no driver, or kernels not generated yet.
-#include <dlfcn.h>
+// The CUDA backend: stream-ordered memory, copies, and segments run as
+// generated kernels. A segment's kernel is generated, compiled (kernel
+// cache) and loaded on first use and kept in its KernelSlot; later calls
+// only fill the argument block and launch on the caller's stream. Nothing
+// here synchronizes the device.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
 
+#include "core/codegen/kernel_plan.h"
 #include "core/runtime/backend.h"
+#include "core/runtime/cuda/driver.h"
+#include "core/runtime/cuda/kernel_cache.h"
+#include "core/runtime/cuda/launch.h"
+#include "core/runtime/cuda/strided_copy.h"
+#include "core/segment/task_sizes.h"
 #include "core/util/error.h"
 
 namespace kf {
 
 namespace {
 
-[[noreturn]] void unavailable() {
-  static void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (driver == nullptr)
-    fail(KF_ERR_NO_DEVICE, "no CUDA driver: libcuda.so.1 could not be loaded (kDLCUDA tensors need an NVIDIA driver)");
-  fail(KF_ERR_UNSUPPORTED, "the CUDA backend cannot run fusions yet (code generation is not implemented)");
+using namespace kf::cuda;
+
+// What a KernelSlot holds for the CUDA backend.
+struct LoadedSegment {
+  KernelPlan plan;
+  std::vector<SlotSource> sources;
+  CUfunction function = nullptr;
+};
+
+constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
+constexpr uint32_t kCopyBlock = 256;
+
+CUstream stream_of(const ExecOptions& o) { return static_cast<CUstream>(o.stream); }
+
+std::vector<int64_t> strides_of(const DLTensor& t) {
+  std::vector<int64_t> s(static_cast<size_t>(t.ndim));
+  int64_t step = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    s[static_cast<size_t>(d)] = t.strides ? t.strides[d] : step;
+    step *= t.shape[d];
+  }
+  return s;
+}
+
+bool on_host(const DLTensor& t) { return t.device.device_type == kDLCPU; }
+
+void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint32_t shared,
+            CUstream stream, int64_t* args) {
+  void* params[] = {args};
+  CUresult r = driver().cuLaunchKernel_(f, grid, 1, 1, block, 1, 1, shared, stream, params, nullptr);
+  if (r != CUDA_SUCCESS)
+    fail(KF_ERR_BACKEND, "CUDA driver could not launch kernel ", name, " (grid ", grid, ", block ",
+         block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
+}
+
+const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg) {
+  KernelSlot& slot = *seg.kernel_slot;
+  std::lock_guard lock(slot.mutex);
+  if (!slot.kernel) {
+    auto k = std::make_shared<LoadedSegment>();
+    k->plan = generate_kernel(c, seg.task);
+    k->sources = resolve_slots(*c.fusion, seg.task, k->plan.args);
+    k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
+    const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
+    if (shared > kDefaultSharedLimit) {
+      ScopedContext context(c.device.id);
+      if (shared > static_cast<uint32_t>(context.info().max_shared_optin))
+        fail(KF_ERR_UNSUPPORTED, "kernel ", k->plan.name, " needs ", shared,
+             " bytes of shared memory; the device allows ", context.info().max_shared_optin);
+      check(driver().cuFuncSetAttribute_(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(shared)),
+            "cuFuncSetAttribute");
+    }
+    slot.kernel = k;
+  }
+  return *static_cast<const LoadedSegment*>(slot.kernel.get());
 }
 
 class CudaBackend final : public Backend {
  public:
-  void* allocate(size_t, int, const ExecOptions&) override { unavailable(); }
-  void release(void*, size_t, int, const ExecOptions&) override {}
-  void run_segment(const ConcreteFusion&, const Segmentation&, size_t, const DLTensor* const*,
-                   DLTensor* const*, const ExecOptions&) override {
-    unavailable();
+  void* allocate(size_t bytes, int device, const ExecOptions& options) override {
+    bytes = std::max<size_t>(bytes, 1);
+    if (const kf_allocator* a = options.allocator) {
+      void* p = nullptr;
+      int rc = a->alloc(a->context, bytes, device, options.stream, &p);
+      if (rc != 0 || p == nullptr)
+        fail(KF_ERR_OUT_OF_MEMORY, "the caller's kf_allocator failed to allocate ", bytes,
+             " bytes on CUDA device ", device, " (returned ", rc, ")");
+      return p;
+    }
+    ScopedContext context(device);
+    CUdeviceptr ptr = 0;
+    // The device's default pool, ordered on the caller's stream.
+    if (context.info().memory_pools)
+      check(driver().cuMemAllocAsync_(&ptr, bytes, stream_of(options)), "cuMemAllocAsync");
+    else
+      check(driver().cuMemAlloc_(&ptr, bytes), "cuMemAlloc");
+    return reinterpret_cast<void*>(ptr);
   }
-  void copy(const DLTensor&, const DLTensor&, const ExecOptions&) override { unavailable(); }
+
+  // Runs in destructors (intermediates, output deleters): never throws.
+  void release(void* ptr, size_t bytes, int device, const ExecOptions& options) override {
+    if (ptr == nullptr) return;
+    if (const kf_allocator* a = options.allocator) {
+      a->free(a->context, ptr, std::max<size_t>(bytes, 1), device, options.stream);
+      return;
+    }
+    try {
+      ScopedContext context(device);
+      auto p = reinterpret_cast<CUdeviceptr>(ptr);
+      if (context.info().memory_pools)
+        driver().cuMemFreeAsync_(p, stream_of(options));
+      else
+        driver().cuMemFree_(p);
+    } catch (...) {
+    }
+  }
+
+  void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
+                   const DLTensor* const* inputs, DLTensor* const* outputs,
+                   const ExecOptions& options) override {
+    ScopedContext context(c.device.id);  // first, so a missing GPU is reported as such
+    const Segment& seg = s.segments[index];
+    if (seg.scheduler == SchedulerKind::Library)
+      fail(KF_ERR_UNSUPPORTED, "segment ", index,
+           ": matmul/linear on the GPU is not implemented yet (cuBLASLt segments)");
+    if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
+    const LoadedSegment& k = loaded_segment(c, seg);
+    const std::vector<Sizes> sizes = task_sizes(*c.fusion, seg.task, inputs);
+    const LaunchDims dims = launch_dims(k.plan.launch, sizes, context.info().max_grid_x);
+    if (dims.grid == 0) return;  // empty domain
+    std::vector<int64_t> args(std::max<size_t>(k.plan.args.size(), 1), 0);
+    fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
+    launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes,
+           stream_of(options), args.data());
+  }
+
+  void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions& options) override {
+    const int element = (src.dtype.bits * src.dtype.lanes + 7) / 8;
+    if (element != 1 && element != 2 && element != 4 && element != 8)
+      fail(KF_ERR_UNSUPPORTED, "CUDA copy: ", element, "-byte elements are not supported");
+    if (on_host(dst))
+      fail(KF_ERR_UNSUPPORTED, "CUDA copy: the destination is in host memory");
+    const std::vector<int64_t> sizes(src.shape, src.shape + src.ndim);
+    const CopyLayout layout = collapse_copy(sizes, strides_of(src), strides_of(dst));
+    if (layout.numel == 0) return;
+    const int device = dst.device.device_id;
+    ScopedContext context(device);
+    const CUstream stream = stream_of(options);
+    const auto src_ptr = reinterpret_cast<uintptr_t>(src.data) + src.byte_offset;
+    const auto dst_ptr = reinterpret_cast<uintptr_t>(dst.data) + dst.byte_offset;
+    const auto bytes = static_cast<size_t>(layout.numel) * static_cast<size_t>(element);
+    if (on_host(src)) {  // a scalar input (0-dim CPU tensor) that is also an output
+      if (!layout.contiguous())
+        fail(KF_ERR_UNSUPPORTED, "CUDA copy: a copy from pageable host memory must be contiguous");
+      check(driver().cuMemcpyHtoDAsync_(dst_ptr, reinterpret_cast<const void*>(src_ptr), bytes, stream),
+            "cuMemcpyHtoDAsync");
+      return;
+    }
+    if (src_ptr == dst_ptr && layout.src_strides == layout.dst_strides) return;  // the same elements
+    if (overlaps(layout, src_ptr, dst_ptr, element)) {
+      copy_through_temporary(src, dst, device, bytes, options);
+      return;
+    }
+    if (layout.contiguous()) {
+      check(driver().cuMemcpyAsync_(dst_ptr, src_ptr, bytes, stream), "cuMemcpyAsync");
+      return;
+    }
+    const int rank = static_cast<int>(layout.sizes.size());
+    const std::string name = strided_copy_name(element, rank);
+    CUfunction f = load_kernel(device, strided_copy_source(element, rank), name);
+    std::vector<int64_t> args = {static_cast<int64_t>(dst_ptr), static_cast<int64_t>(src_ptr), layout.numel};
+    args.insert(args.end(), layout.sizes.begin(), layout.sizes.end());
+    args.insert(args.end(), layout.src_strides.begin(), layout.src_strides.end());
+    args.insert(args.end(), layout.dst_strides.begin(), layout.dst_strides.end());
+    const int64_t blocks = std::min<int64_t>((layout.numel + kCopyBlock - 1) / kCopyBlock,
+                                             std::min<int64_t>(65535LL * 32, context.info().max_grid_x));
+    launch(f, name.c_str(), static_cast<uint32_t>(blocks), kCopyBlock, 0, stream, args.data());
+  }
+
+ private:
+  static bool overlaps(const CopyLayout& l, uintptr_t src, uintptr_t dst, int element) {
+    auto span = [&](const std::vector<int64_t>& strides) {
+      uintptr_t last = 0;
+      for (size_t d = 0; d < l.sizes.size(); ++d) last += static_cast<uintptr_t>((l.sizes[d] - 1) * strides[d]);
+      return (last + 1) * static_cast<uintptr_t>(element);
+    };
+    return src < dst + span(l.dst_strides) && dst < src + span(l.src_strides);
+  }
+
+  // src and dst share memory: go through a compact temporary, in stream order.
+  void copy_through_temporary(const DLTensor& src, const DLTensor& dst, int device, size_t bytes,
+                              const ExecOptions& options) {
+    void* temp = allocate(bytes, device, options);
+    DLTensor t = src;
+    t.data = temp;
+    t.byte_offset = 0;
+    t.strides = nullptr;
+    t.device = dst.device;
+    try {
+      copy(src, t, options);
+      copy(t, dst, options);
+    } catch (...) {
+      release(temp, bytes, device, options);
+      throw;
+    }
+    release(temp, bytes, device, options);
+  }
 };
 
 }  // namespace

@@ -27,6 +27,8 @@ std::string result_text(const Driver& d, CUresult r) {
   const char* text = nullptr;
   if (d.cuGetErrorName_) d.cuGetErrorName_(r, &name);
   if (d.cuGetErrorString_) d.cuGetErrorString_(r, &text);
+  // The stub library cannot name its own error.
+  if (name == nullptr && r == CUDA_ERROR_STUB_LIBRARY) name = "CUDA_ERROR_STUB_LIBRARY";
   std::string s = name ? name : "CUDA error " + std::to_string(static_cast<int>(r));
   if (text) s += std::string(" (") + text + ")";
   return s;
@@ -76,10 +78,10 @@ void load(LoadResult& out) {
   if (r != CUDA_SUCCESS) {
     // The stub library, no device, an old driver: all mean "no usable GPU".
     out.status = KF_ERR_NO_DEVICE;
-    out.message = (r == CUDA_ERROR_STUB_LIBRARY ? "no CUDA driver: cuInit found the toolkit's stub "
-                                                  "libcuda, not a real driver: "
-                                                : "no CUDA device: cuInit failed: ") +
-                  result_text(d, r);
+    out.message = (r == CUDA_ERROR_STUB_LIBRARY
+                       ? "no CUDA driver: libcuda.so.1 is the CUDA toolkit's stub, not a real driver (cuInit: "
+                       : "no CUDA device: libcuda.so.1 loaded, but cuInit failed (") +
+                  result_text(d, r) + ")";
     return;
   }
   d.cuDriverGetVersion_(&d.version);

@@ -1,0 +1,457 @@
+#include "core/codegen/kernel_writer.h"
+
+#include "core/codegen/op_cuda.h"
+#include "core/util/error.h"
+
+namespace kf {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) s += sep;
+    s += v[i];
+  }
+  return s;
+}
+
+[[noreturn]] void unsupported(const std::string& why) { fail(KF_ERR_UNSUPPORTED, "codegen: ", why); }
+
+}  // namespace
+
+KernelWriter::KernelWriter(const ConcreteFusion& c, const Task& task)
+    : c_(c), f_(*c.fusion), task_(task), idx_t_(c.index32 ? "int" : "long long") {
+  produced_.assign(f_.values.size(), false);
+  is_input_.assign(f_.values.size(), false);
+  is_output_.assign(f_.values.size(), false);
+  for (int64_t ei : task.exprs)
+    for (int64_t o : f_.exprs[static_cast<size_t>(ei)].outputs) produced_[static_cast<size_t>(o)] = true;
+  for (int64_t v : task.inputs) is_input_[static_cast<size_t>(v)] = true;
+  for (int64_t v : task.outputs) is_output_[static_cast<size_t>(v)] = true;
+  scopes_.emplace_back();
+}
+
+int KernelWriter::slot(ArgSlot::Kind kind, int64_t value, int dim) {
+  for (size_t i = 0; i < args_.size(); ++i)
+    if (args_[i].kind == kind && args_[i].value == value && args_[i].dim == dim) return static_cast<int>(i);
+  args_.push_back({kind, value, dim});
+  return static_cast<int>(args_.size() - 1);
+}
+
+std::string KernelWriter::hoist(const std::string& type, const std::string& prefix,
+                                const std::string& expr) {
+  const std::string key = type + "|" + expr;
+  auto it = hoisted_.find(key);
+  if (it != hoisted_.end()) return it->second;
+  const std::string name = prefix + std::to_string(counter_++);
+  const bool is_pointer = type.back() == '*';
+  preamble_ += "  " + (is_pointer ? type + " const " : "const " + type + " ") + name + " = " + expr + ";\n";
+  hoisted_[key] = name;
+  return name;
+}
+
+std::string KernelWriter::extent(int64_t value, size_t dim) {
+  switch (size_class(value, dim)) {
+    case SizeClass::Zero: return "0";
+    case SizeClass::One: return "1";
+    case SizeClass::Many: break;
+  }
+  const int k = slot(ArgSlot::Kind::Extent, value, static_cast<int>(dim));
+  return hoist(idx_t_, "e", "(" + idx_t_ + ")args.a[" + std::to_string(k) + "]");
+}
+
+std::string KernelWriter::stride(int64_t value, size_t dim) {
+  const int k = slot(ArgSlot::Kind::Stride, value, static_cast<int>(dim));
+  return hoist(idx_t_, "st", "(" + idx_t_ + ")args.a[" + std::to_string(k) + "]");
+}
+
+std::string KernelWriter::pointer(int64_t value) {
+  const int k = slot(ArgSlot::Kind::Data, value, 0);
+  const std::string t = storage_type(f_.value(value).dtype);
+  const std::string cq = is_output_[static_cast<size_t>(value)] ? "" : "const ";
+  return hoist(cq + t + "*", "p", "(" + cq + t + "*)args.a[" + std::to_string(k) + "]");
+}
+
+std::string KernelWriter::numel(int64_t value) {
+  std::string n;
+  for (size_t d = 0; d < rank(value); ++d) {
+    const std::string e = extent(value, d);
+    if (e == "1") continue;
+    n = n.empty() ? e : n + " * " + e;
+  }
+  if (n.empty()) return "1";
+  return hoist("long long", "n", "(long long)" + n);
+}
+
+void KernelWriter::line(const std::string& s) {
+  body_.append(static_cast<size_t>(2 * depth_), ' ');
+  body_ += s;
+  body_ += '\n';
+}
+
+void KernelWriter::open(const std::string& head) {
+  line(head + " {");
+  ++depth_;
+  scopes_.emplace_back();
+}
+
+void KernelWriter::close() {
+  scopes_.pop_back();
+  --depth_;
+  line("}");
+}
+
+void KernelWriter::close_open(const std::string& head) {
+  scopes_.pop_back();
+  --depth_;
+  line("} " + head + " {");
+  ++depth_;
+  scopes_.emplace_back();
+}
+
+std::string KernelWriter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
+
+void KernelWriter::replace(const std::string& placeholder, const std::string& text) {
+  const size_t at = body_.find(placeholder);
+  if (at == std::string::npos) fail(KF_ERR_INTERNAL, "codegen: placeholder ", placeholder, " not found");
+  body_.replace(at, placeholder.size(), text);
+}
+
+std::optional<std::string> KernelWriter::memo(const std::string& key) const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto hit = it->find(key);
+    if (hit != it->end()) return hit->second;
+  }
+  return std::nullopt;
+}
+
+void KernelWriter::remember(const std::string& key, const std::string& reg) { scopes_.back()[key] = reg; }
+
+std::string KernelWriter::define(DType t, const std::string& expr) {
+  const std::string name = fresh("v");
+  line("const " + std::string(reg_type(t)) + " " + name + " = " + expr + ";");
+  return name;
+}
+
+std::string KernelWriter::offset(int64_t value, const std::vector<std::string>& idx) {
+  std::string off;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    if (size_class(value, d) != SizeClass::Many || idx[d] == "0") continue;
+    const std::string term = idx[d] + " * " + stride(value, d);
+    off = off.empty() ? term : off + " + " + term;
+  }
+  return off.empty() ? "0" : off;
+}
+
+void KernelWriter::store(int64_t value, const std::vector<std::string>& idx, const std::string& reg) {
+  const DType t = f_.value(value).dtype;
+  line(pointer(value) + "[" + offset(value, idx) + "] = " + store_form(t, reg) + ";");
+}
+
+std::string KernelWriter::value_at(int64_t value, const std::vector<std::string>& idx) {
+  const Value& v = f_.value(value);
+  if (v.kind == ValueKind::Constant)
+    return is_float(v.dtype) ? literal_f64(v.dtype, v.f64) : literal_i64(v.dtype, v.i64);
+  if (idx.size() != rank(value))
+    fail(KF_ERR_INTERNAL, "codegen: value ", value, " read with ", idx.size(), " indices, rank ", rank(value));
+  const std::string key = std::to_string(value) + "@" + join(idx, ",");
+  if (auto hit = memo(key)) return *hit;
+  std::string reg;
+  if (is_input_[static_cast<size_t>(value)]) {
+    if (v.kind == ValueKind::ScalarInput) return scalar_input(value);
+    reg = load_input(value, idx);
+  } else if (produced_[static_cast<size_t>(value)]) {
+    reg = compute(value, idx);
+  } else {
+    fail(KF_ERR_INTERNAL, "codegen: value ", value, " is neither produced by nor an input of the task");
+  }
+  remember(key, reg);
+  return reg;
+}
+
+std::string KernelWriter::scalar_input(int64_t value) {
+  const DType t = f_.value(value).dtype;
+  const std::string a = "args.a[" + std::to_string(slot(ArgSlot::Kind::Scalar, value, 0)) + "]";
+  if (is_float(t)) return hoist(reg_type(t), "s", convert(DType::F64, t, "__longlong_as_double(" + a + ")"));
+  return hoist(reg_type(t), "s", convert(DType::I64, t, a));
+}
+
+std::string KernelWriter::load_input(int64_t value, const std::vector<std::string>& idx) {
+  const DType t = f_.value(value).dtype;
+  if (lane >= 0 && idx == lane_index) {
+    for (int64_t cand : vector_inputs)
+      if (cand == value) {
+        auto it = vector_regs.find(value);
+        if (it == vector_regs.end()) it = vector_regs.emplace(value, fresh("xv")).first;
+        return define(t, load_form(t, it->second + ".v[" + std::to_string(lane) + "]"));
+      }
+  }
+  return define(t, load_form(t, pointer(value) + "[" + offset(value, idx) + "]"));
+}
+
+std::string KernelWriter::reduction_result(int64_t value, const std::vector<std::string>& idx) {
+  // The result is only in registers for the current row: the index must be
+  // the row's own (dims of size 1 read index 0 whatever the row).
+  const size_t r = reduced.size();
+  std::vector<std::string> expected;
+  if (idx.size() == r) {
+    for (size_t d = 0; d < r; ++d) expected.push_back(reduced[d] ? "0" : row_index[d]);
+  } else {
+    for (size_t d = 0; d < r; ++d)
+      if (!reduced[d]) expected.push_back(row_index[d]);
+  }
+  if (expected.size() != idx.size()) unsupported("reduction result of value " + std::to_string(value) + " has an unexpected rank");
+  for (size_t d = 0; d < idx.size(); ++d)
+    if (size_class(value, d) == SizeClass::Many && idx[d] != expected[d])
+      unsupported("the reduction result value " + std::to_string(value) +
+                  " is read at an index other than its own row (" + join(idx, ", ") + ")");
+  auto it = row_results.find(value);
+  if (it == row_results.end())
+    unsupported("the reduction result value " + std::to_string(value) + " is read before it is computed");
+  return it->second;
+}
+
+std::string KernelWriter::compute(int64_t value, const std::vector<std::string>& idx) {
+  const Value& v = f_.value(value);
+  const Expr& e = f_.exprs[static_cast<size_t>(v.producer)];
+  switch (op_info(e.op).category) {
+    case OpCategory::Unary:
+    case OpCategory::Binary:
+    case OpCategory::Ternary:
+    case OpCategory::Cast: return pointwise(e, idx);
+    case OpCategory::Reduction: return reduction_result(value, idx);
+    case OpCategory::Shape: return shape(e, idx);
+    case OpCategory::Indexing: return indexing(e, idx);
+    case OpCategory::Creation: return creation(e, idx);
+    case OpCategory::Hint: return value_at(e.inputs[0], idx);
+    case OpCategory::Library: unsupported("matmul runs as a library segment (cuBLASLt)");
+  }
+  fail(KF_ERR_INTERNAL, "codegen: op ", op_name(e.op), " has no category");
+}
+
+std::string KernelWriter::pointwise(const Expr& e, const std::vector<std::string>& idx) {
+  const int64_t out = e.outputs[0];
+  const DType out_t = f_.value(out).dtype;
+  const size_t r = idx.size();
+  std::vector<std::string> operands;
+  std::vector<DType> dtypes;
+  for (int64_t in : e.inputs) {
+    const size_t ri = rank(in);
+    std::vector<std::string> sub(ri);
+    for (size_t j = 0; j < ri; ++j) sub[j] = size_class(in, j) == SizeClass::One ? "0" : idx[r - ri + j];
+    operands.push_back(value_at(in, sub));
+    dtypes.push_back(f_.value(in).dtype);
+  }
+  if (e.op == Op::CAST) return define(out_t, convert(dtypes[0], out_t, operands[0]));
+  const DType cd = compute_dtype(f_, e);
+  for (size_t k = 0; k < operands.size(); ++k)
+    operands[k] = convert(dtypes[k], (e.op == Op::WHERE && k == 0) ? DType::Bool : cd, operands[k]);
+  DType rd;
+  std::string expr = pointwise_form(e.op, cd, operands, &rd);
+  if (rd == out_t && (out_t == DType::F16 || out_t == DType::BF16))
+    expr = (out_t == DType::F16 ? "kf_rh(" : "kf_rbf(") + expr + ")";
+  else
+    expr = convert(rd, out_t, expr);
+  return define(out_t, expr);
+}
+
+std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& idx) {
+  const int64_t out = e.outputs[0];
+  const DType out_t = f_.value(out).dtype;
+  const int64_t in = e.inputs[0];
+  const size_t ri = rank(in), r = idx.size();
+  std::vector<std::string> sub(ri, "0");
+  auto set = [&](size_t d, const std::string& i) { sub[d] = size_class(in, d) == SizeClass::One ? "0" : i; };
+  switch (e.op) {
+    case Op::BROADCAST_IN_DIM:
+      for (size_t j = 0; j < ri; ++j) set(j, idx[static_cast<size_t>(e.attrs[j])]);
+      return value_at(in, sub);
+    case Op::EXPAND:
+      for (size_t j = 0; j < ri; ++j) set(j, idx[r - ri + j]);
+      return value_at(in, sub);
+    case Op::PERMUTE:
+      for (size_t i = 0; i < r; ++i) set(static_cast<size_t>(e.attrs[i]), idx[i]);
+      return value_at(in, sub);
+    case Op::SQUEEZE: {
+      size_t k = 0, o = 0;
+      for (size_t d = 0; d < ri; ++d) {
+        if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
+          ++k;
+          continue;
+        }
+        set(d, idx[o++]);
+      }
+      return value_at(in, sub);
+    }
+    case Op::UNSQUEEZE: {
+      size_t o = 0;
+      for (size_t d = 0; d < ri; ++d, ++o) {
+        if (o == static_cast<size_t>(e.attrs[0])) ++o;
+        set(d, idx[o]);
+      }
+      return value_at(in, sub);
+    }
+    case Op::SLICE: {
+      const size_t dim = static_cast<size_t>(e.attrs[0]);
+      for (size_t d = 0; d < r; ++d) set(d, idx[d]);
+      if (size_class(in, dim) == SizeClass::Many) {
+        const std::string start =
+            hoist(idx_t_, "sl", "(" + idx_t_ + ")kf_slice_start(" + extent(in, dim) + ", " +
+                                    std::to_string(e.attrs[1]) + "LL)");
+        const std::string step = e.attrs[3] == 1 ? "" : " * " + std::to_string(e.attrs[3]);
+        sub[dim] = "(" + start + " + " + idx[dim] + step + ")";
+      }
+      return value_at(in, sub);
+    }
+    case Op::RESHAPE: {
+      std::string lin;
+      for (size_t d = 0; d < r; ++d) {
+        if (size_class(out, d) != SizeClass::Many) continue;
+        lin = lin.empty() ? idx[d] : "(" + lin + ") * " + extent(out, d) + " + " + idx[d];
+      }
+      if (lin.empty()) return value_at(in, sub);
+      size_t first_many = ri;
+      for (size_t d = 0; d < ri && first_many == ri; ++d)
+        if (size_class(in, d) == SizeClass::Many) first_many = d;
+      if (first_many == ri) return value_at(in, sub);
+      // Row-major linear index of the output element, unravelled over the input.
+      const std::string rem = fresh("t");
+      line(idx_t_ + " " + rem + " = " + lin + ";");
+      for (size_t d = ri; d-- > first_many;) {
+        if (size_class(in, d) != SizeClass::Many) continue;
+        const std::string name = fresh("t");
+        if (d == first_many) {
+          line("const " + idx_t_ + " " + name + " = " + rem + ";");
+        } else {
+          line("const " + idx_t_ + " " + name + " = " + rem + " % " + extent(in, d) + ";");
+          line(rem + " /= " + extent(in, d) + ";");
+        }
+        sub[d] = name;
+      }
+      return value_at(in, sub);
+    }
+    case Op::PAD: {
+      std::vector<std::string> conds;
+      for (size_t d = 0; d < r; ++d) {
+        const int64_t lo = e.attrs[2 * d], hi = e.attrs[2 * d + 1];
+        if (lo == 0 && hi == 0) {
+          set(d, idx[d]);
+          continue;
+        }
+        const std::string t = lo == 0 ? idx[d] : "(" + idx[d] + " - " + std::to_string(lo) + ")";
+        sub[d] = t;
+        conds.push_back(t + " >= 0 && " + t + " < " + extent(in, d));
+      }
+      const std::string pad = convert(f_.value(e.inputs[1]).dtype, out_t, value_at(e.inputs[1], {}));
+      if (conds.empty()) return value_at(in, sub);
+      const std::string name = fresh("v");
+      line(std::string(reg_type(out_t)) + " " + name + ";");
+      open("if (" + join(conds, " && ") + ")");
+      line(name + " = " + convert(f_.value(in).dtype, out_t, value_at(in, sub)) + ";");
+      close_open("else");
+      line(name + " = " + pad + ";");
+      close();
+      return name;
+    }
+    case Op::CAT: {
+      const size_t dim = static_cast<size_t>(e.attrs[0]);
+      const std::string name = fresh("v");
+      line(std::string(reg_type(out_t)) + " " + name + ";");
+      std::string begin = "0";
+      for (size_t k = 0; k < e.inputs.size(); ++k) {
+        const int64_t a = e.inputs[k];
+        const bool last = k + 1 == e.inputs.size();
+        const std::string ext = extent(a, dim);
+        const std::string end = last ? "" : begin == "0" ? ext : hoist(idx_t_, "cat", begin + " + " + ext);
+        const std::string cond = idx[dim] + " < " + end;
+        if (k == 0) open("if (" + cond + ")");
+        else if (last) close_open("else");
+        else close_open("else if (" + cond + ")");
+        std::vector<std::string> s(r);
+        for (size_t d = 0; d < r; ++d) s[d] = size_class(a, d) == SizeClass::One ? "0" : idx[d];
+        if (size_class(a, dim) == SizeClass::Many && begin != "0") {
+          s[dim] = fresh("t");
+          line("const " + idx_t_ + " " + s[dim] + " = " + idx[dim] + " - " + begin + ";");
+        }
+        line(name + " = " + convert(f_.value(a).dtype, out_t, value_at(a, s)) + ";");
+        begin = end;
+      }
+      close();
+      return name;
+    }
+    default: break;
+  }
+  fail(KF_ERR_INTERNAL, "codegen: shape op ", op_name(e.op), " has no index rule");
+}
+
+std::string KernelWriter::indexing(const Expr& e, const std::vector<std::string>& idx) {
+  const int64_t out = e.outputs[0], in = e.inputs[0], index = e.inputs[1];
+  const DType out_t = f_.value(out).dtype;
+  const size_t dim = static_cast<size_t>(e.attrs[0]);
+  const std::string j = e.op == Op::INDEX_SELECT
+                            ? value_at(index, {size_class(index, 0) == SizeClass::One ? "0" : idx[dim]})
+                            : value_at(index, idx);
+  const std::string name = fresh("v");
+  line(std::string(reg_type(out_t)) + " " + name + ";");
+  // Out-of-range indices read nothing: the element becomes NaN (floats) or 0.
+  open("if (" + j + " >= 0 && " + j + " < " + extent(in, dim) + ")");
+  std::vector<std::string> sub(idx.size());
+  for (size_t d = 0; d < idx.size(); ++d) sub[d] = size_class(in, d) == SizeClass::One ? "0" : idx[d];
+  if (size_class(in, dim) == SizeClass::Many) {
+    sub[dim] = fresh("t");
+    line("const " + idx_t_ + " " + sub[dim] + " = (" + idx_t_ + ")" + j + ";");
+  } else {
+    sub[dim] = "0";
+  }
+  line(name + " = " + value_at(in, sub) + ";");
+  close_open("else");
+  line(name + " = " + (is_float(out_t) ? literal_f64(out_t, __builtin_nan("")) : literal_i64(out_t, 0)) + ";");
+  close();
+  return name;
+}
+
+std::string KernelWriter::linear_index(int64_t value, const std::vector<std::string>& idx) {
+  std::string lin;
+  for (size_t d = 0; d < idx.size(); ++d) {
+    if (size_class(value, d) != SizeClass::Many) continue;
+    const std::string i = "(unsigned long long)" + idx[d];
+    lin = lin.empty() ? i : "(" + lin + ") * (unsigned long long)" + extent(value, d) + " + " + i;
+  }
+  return lin.empty() ? "0ull" : lin;
+}
+
+std::string KernelWriter::creation(const Expr& e, const std::vector<std::string>& idx) {
+  const int64_t out = e.outputs[0];
+  const DType out_t = f_.value(out).dtype;
+  auto scalar = [&](size_t k, DType as) {
+    const int64_t id = e.inputs[k];
+    return convert(f_.value(id).dtype, as, value_at(id, {}));
+  };
+  const size_t n = e.inputs.size();
+  switch (e.op) {
+    case Op::FULL: return scalar(n - 1, out_t);
+    case Op::IOTA: {
+      const std::string i = size_class(out, 0) == SizeClass::One ? "0" : idx[0];
+      const bool exact = is_integer(out_t) && !is_float(f_.value(e.inputs[1]).dtype) &&
+                         !is_float(f_.value(e.inputs[2]).dtype);
+      if (exact)
+        return define(out_t, convert(DType::I64, out_t, "kf_add(" + scalar(1, DType::I64) + ", kf_mul((long long)" + i + ", " + scalar(2, DType::I64) + "))"));
+      return define(out_t, convert(DType::F64, out_t, "__dadd_rn(" + scalar(1, DType::F64) + ", __dmul_rn((double)" + i + ", " + scalar(2, DType::F64) + "))"));
+    }
+    case Op::UNIFORM:
+    case Op::NORMAL: {
+      const std::string w = fresh("w");
+      line("const kf_u4 " + w + " = kf_philox((unsigned long long)" + scalar(n - 2, DType::I64) +
+           ", (unsigned long long)" + scalar(n - 1, DType::I64) + ", " + linear_index(out, idx) + ");");
+      const std::string fn = e.op == Op::UNIFORM ? "kf_uniform" : "kf_normal";
+      if (out_t == DType::F64)
+        return define(out_t, fn + "_f64(" + w + ", " + scalar(n - 4, DType::F64) + ", " + scalar(n - 3, DType::F64) + ")");
+      return define(out_t, convert(DType::F32, out_t, fn + "_f32(" + w + ", (float)" + scalar(n - 4, DType::F64) + ", (float)" + scalar(n - 3, DType::F64) + ")"));
+    }
+    default: break;
+  }
+  fail(KF_ERR_INTERNAL, "codegen: creation op ", op_name(e.op), " has no rule");
+}
+
+}  // namespace kf

@@ -1,0 +1,103 @@
+// KernelWriter: emits the CUDA text of one kernel for a Task. It owns the
+// argument slots (each extent, stride, pointer or scalar the kernel reads
+// becomes one slot, read once into a local at the top of the kernel) and the
+// recursive "value at index" evaluation: value_at(v, idx) emits the code
+// that computes value v at the multi-index idx (one C index expression per
+// dim) and returns the local holding it. Pointwise ops broadcast
+// right-aligned (a size-1 dim reads index 0), shape ops are index
+// arithmetic, inputs are loaded through their strides. Results are memoized
+// per (value, index) within the current block scope, so a value read twice
+// at the same index is computed once.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/codegen/kernel_plan.h"
+
+namespace kf {
+
+class KernelWriter {
+ public:
+  KernelWriter(const ConcreteFusion& c, const Task& task);
+
+  const Fusion& fusion() const { return f_; }
+  const ConcreteFusion& concrete() const { return c_; }
+  const std::string& index_type() const { return idx_t_; }
+  SizeClass size_class(int64_t value, size_t dim) const {
+    return c_.size_classes[static_cast<size_t>(value)][dim];
+  }
+  size_t rank(int64_t value) const { return c_.size_classes[static_cast<size_t>(value)].size(); }
+
+  // Kernel-level locals (emitted once at the top): "1"/"0" for extents of
+  // size class 1/0.
+  std::string extent(int64_t value, size_t dim);
+  std::string stride(int64_t value, size_t dim);
+  std::string pointer(int64_t value);  // typed pointer to element 0
+  std::string numel(int64_t value);
+  // A hoisted local computed from other hoisted locals.
+  std::string hoist(const std::string& type, const std::string& prefix, const std::string& expr);
+
+  // Body text.
+  void line(const std::string& s);
+  void open(const std::string& head);  // head + " {", opens a memo scope
+  void close_open(const std::string& head);  // "} head {": a sibling scope
+  void close();
+  std::string fresh(const std::string& prefix);
+  // Replaces a placeholder written earlier into the body.
+  void replace(const std::string& placeholder, const std::string& text);
+
+  std::string value_at(int64_t value, const std::vector<std::string>& idx);
+  // Element offset sum(idx[d] * stride[d]) of a task input or output.
+  std::string offset(int64_t value, const std::vector<std::string>& idx);
+  void store(int64_t value, const std::vector<std::string>& idx, const std::string& reg);
+
+  // Rows (PerRow kernels): the index of the current row per domain dim, and
+  // the registers holding finished reduction results.
+  std::vector<std::string> row_index;  // domain dims; reduced dims unused
+  std::vector<bool> reduced;
+  std::map<int64_t, std::string> row_results;
+
+  // Vector lanes (pointwise vector loop): while `lane` >= 0, a load of a
+  // vector input at `lane_index` reads lane `lane` of its vector register.
+  int lane = -1;
+  std::vector<std::string> lane_index;
+  std::vector<int64_t> vector_inputs;          // candidates
+  std::map<int64_t, std::string> vector_regs;  // used candidates -> register
+
+  std::string preamble() const { return preamble_; }
+  std::string body() const { return body_; }
+  const std::vector<ArgSlot>& args() const { return args_; }
+
+ private:
+  int slot(ArgSlot::Kind kind, int64_t value, int dim);
+  std::optional<std::string> memo(const std::string& key) const;
+  void remember(const std::string& key, const std::string& reg);
+  std::string compute(int64_t value, const std::vector<std::string>& idx);
+  std::string load_input(int64_t value, const std::vector<std::string>& idx);
+  std::string scalar_input(int64_t value);
+  std::string reduction_result(int64_t value, const std::vector<std::string>& idx);
+  std::string pointwise(const Expr& e, const std::vector<std::string>& idx);
+  std::string shape(const Expr& e, const std::vector<std::string>& idx);
+  std::string indexing(const Expr& e, const std::vector<std::string>& idx);
+  std::string creation(const Expr& e, const std::vector<std::string>& idx);
+  std::string linear_index(int64_t value, const std::vector<std::string>& idx);
+  std::string define(DType t, const std::string& expr);
+
+  const ConcreteFusion& c_;
+  const Fusion& f_;
+  const Task& task_;
+  std::string idx_t_;
+  std::vector<bool> produced_, is_input_, is_output_;
+  std::vector<ArgSlot> args_;
+  std::map<std::string, std::string> hoisted_;  // key -> local name
+  std::string preamble_, body_;
+  int depth_ = 1;
+  int counter_ = 0;
+  std::vector<std::map<std::string, std::string>> scopes_;
+};
+
+}  // namespace kf

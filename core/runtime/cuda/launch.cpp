@@ -1,0 +1,149 @@
+#include "core/runtime/cuda/launch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/util/error.h"
+
+namespace kf::cuda {
+
+namespace {
+
+int64_t double_bits(double d) {
+  int64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  return bits;
+}
+
+// A scalar argument: float scalars as the bits of a double, others as int64.
+int64_t encode_scalar(DType dtype, double f64, int64_t i64) {
+  return is_float(dtype) ? double_bits(f64) : i64;
+}
+
+// The value of a 0-dim CPU scalar tensor, exactly (int64 does not go through double).
+int64_t read_scalar_slot(const DLTensor& t, DType dtype) {
+  const std::byte* p = static_cast<const std::byte*>(t.data) + t.byte_offset;
+  switch (dtype) {
+    case DType::I64: { int64_t x; std::memcpy(&x, p, 8); return x; }
+    case DType::I32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case DType::Bool: { uint8_t x; std::memcpy(&x, p, 1); return x != 0; }
+    case DType::F64: { double x; std::memcpy(&x, p, 8); return double_bits(x); }
+    case DType::F32: { float x; std::memcpy(&x, p, 4); return double_bits(x); }
+    case DType::F16: { uint16_t x; std::memcpy(&x, p, 2); return double_bits(half_to_float(x)); }
+    case DType::BF16: { uint16_t x; std::memcpy(&x, p, 2); return double_bits(bf16_to_float(x)); }
+  }
+  return 0;
+}
+
+bool device_accessible(const DLTensor& t) {
+  return t.device.device_type == kDLCUDA || t.device.device_type == kDLCUDAManaged ||
+         t.device.device_type == kDLCUDAHost;
+}
+
+int64_t stride_of(const DLTensor& t, int dim) {
+  if (t.strides) return t.strides[dim];
+  int64_t s = 1;
+  for (int d = t.ndim - 1; d > dim; --d) s *= t.shape[d];
+  return s;
+}
+
+}  // namespace
+
+std::vector<SlotSource> resolve_slots(const Fusion& f, const Task& task, const std::vector<ArgSlot>& slots) {
+  std::vector<SlotSource> out;
+  for (const ArgSlot& slot : slots) {
+    SlotSource src;
+    int64_t id = slot.value;
+    if (slot.kind == ArgSlot::Kind::Extent) {
+      if (id < 0) {  // an input extent: -1 - (first_extent_index[i] + dim)
+        int64_t e = -1 - id;
+        for (size_t i = 0; i < f.inputs.size(); ++i) {
+          int64_t first = f.first_extent_index[i];
+          if (first >= 0 && e >= first && e < first + f.value(f.inputs[i]).rank) {
+            src.value = f.inputs[i];
+            break;
+          }
+        }
+      } else {
+        src.value = id;
+      }
+      src.from = SlotSource::From::Sizes;
+      out.push_back(src);
+      continue;
+    }
+    const Value& v = f.value(id);
+    if (slot.kind == ArgSlot::Kind::Scalar && v.kind == ValueKind::Constant) {
+      src.from = SlotSource::From::Constant;
+      src.constant = encode_scalar(v.dtype, v.f64, v.i64);
+      out.push_back(src);
+      continue;
+    }
+    auto in = std::find(task.inputs.begin(), task.inputs.end(), id);
+    auto outp = std::find(task.outputs.begin(), task.outputs.end(), id);
+    if (in != task.inputs.end()) {
+      src.from = SlotSource::From::Input;
+      src.index = static_cast<size_t>(in - task.inputs.begin());
+    } else if (outp != task.outputs.end() && slot.kind != ArgSlot::Kind::Scalar) {
+      src.from = SlotSource::From::Output;
+      src.index = static_cast<size_t>(outp - task.outputs.begin());
+    } else {
+      fail(KF_ERR_INTERNAL, "kernel argument slot ", out.size(), " names value ", id,
+           ", which is not an input or output of its segment");
+    }
+    src.value = id;
+    out.push_back(src);
+  }
+  return out;
+}
+
+void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
+                    const std::vector<SlotSource>& sources, const std::vector<Sizes>& sizes,
+                    const DLTensor* const* inputs, DLTensor* const* outputs, int64_t* args) {
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const ArgSlot& slot = slots[k];
+    const SlotSource& src = sources[k];
+    const DLTensor* t = src.from == SlotSource::From::Input    ? inputs[src.index]
+                        : src.from == SlotSource::From::Output ? outputs[src.index]
+                                                               : nullptr;
+    switch (slot.kind) {
+      case ArgSlot::Kind::Data:
+        if (!device_accessible(*t))
+          fail(KF_ERR_DEVICE_MISMATCH, "value ", slot.value,
+               ": a GPU kernel reads it, but it is in host memory (only 0-dim scalar inputs may be)");
+        args[k] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t->data) + t->byte_offset);
+        break;
+      case ArgSlot::Kind::Stride:
+        args[k] = stride_of(*t, slot.dim);
+        break;
+      case ArgSlot::Kind::Extent:
+        args[k] = sizes[static_cast<size_t>(src.value)][static_cast<size_t>(slot.dim)];
+        break;
+      case ArgSlot::Kind::Scalar:
+        args[k] = src.from == SlotSource::From::Constant
+                      ? src.constant
+                      : read_scalar_slot(*t, f.value(slot.value).dtype);
+        break;
+    }
+  }
+}
+
+LaunchDims launch_dims(const LaunchRule& rule, const std::vector<Sizes>& sizes, int max_grid_x) {
+  LaunchDims dims;
+  dims.block = static_cast<uint32_t>(rule.block);
+  dims.shared_bytes = static_cast<uint32_t>(rule.shared_bytes);
+  const Sizes& domain = sizes.at(static_cast<size_t>(rule.domain_value));
+  int64_t work = 1;
+  if (rule.kind == LaunchRule::Kind::Elementwise) {
+    for (int64_t s : domain) work *= s;
+    const int64_t per_block = static_cast<int64_t>(rule.block) * std::max(rule.items_per_thread, 1);
+    work = (work + per_block - 1) / per_block;
+  } else {  // PerRow: a reduction over an empty row still writes its identity
+    for (size_t d = 0; d < domain.size(); ++d)
+      if (d >= rule.reduced_dims.size() || !rule.reduced_dims[d]) work *= domain[d];
+  }
+  int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
+  dims.grid = static_cast<uint32_t>(std::clamp<int64_t>(work, 0, std::max<int64_t>(cap, 1)));
+  return dims;
+}
+
+}  // namespace kf::cuda

@@ -1,0 +1,42 @@
+// From a KernelPlan and the tensors of one call to what cuLaunchKernel
+// takes: the argument block and the grid. Pure host code (tested without
+// a GPU).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "core/codegen/kernel_plan.h"
+#include "core/concretize/shape_inference.h"
+
+namespace kf::cuda {
+
+// Where each argument slot of a plan reads from, resolved once per segment.
+struct SlotSource {
+  enum class From : uint8_t { Input, Output, Sizes, Constant };
+  From from = From::Sizes;
+  size_t index = 0;      // Input/Output: position in task.inputs/outputs
+  int64_t value = 0;     // Sizes: value id whose sizes are read
+  int64_t constant = 0;  // Constant: the slot's value
+};
+
+std::vector<SlotSource> resolve_slots(const Fusion& f, const Task& task, const std::vector<ArgSlot>& slots);
+
+// Fills args[k] for every slot (see kernel_plan.h for the encoding).
+// sizes: task_sizes() of this call. Throws KF_ERR_DEVICE_MISMATCH when a
+// data slot points to pageable host memory.
+void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
+                    const std::vector<SlotSource>& sources, const std::vector<Sizes>& sizes,
+                    const DLTensor* const* inputs, DLTensor* const* outputs, int64_t* args);
+
+struct LaunchDims {
+  uint32_t grid = 0;  // 0: nothing to do (an empty domain)
+  uint32_t block = 0;
+  uint32_t shared_bytes = 0;
+};
+
+LaunchDims launch_dims(const LaunchRule& rule, const std::vector<Sizes>& sizes, int max_grid_x);
+
+}  // namespace kf::cuda

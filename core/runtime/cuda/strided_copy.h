@@ -1,0 +1,33 @@
+// dst = src between tensors of equal sizes and any strides. The layout is
+// first collapsed (size-1 dims dropped, dims ordered by the destination's
+// strides, neighbours that are contiguous in both merged), so most copies
+// become one contiguous block (cuMemcpyAsync); the rest run a small
+// generated kernel, one per (element size, collapsed rank), compiled
+// through the kernel cache.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kf::cuda {
+
+struct CopyLayout {
+  int64_t numel = 0;
+  std::vector<int64_t> sizes;        // outermost first; at least one dim when numel > 0
+  std::vector<int64_t> src_strides;  // elements
+  std::vector<int64_t> dst_strides;
+  bool contiguous() const {
+    return sizes.size() == 1 && src_strides[0] == 1 && dst_strides[0] == 1;
+  }
+};
+
+CopyLayout collapse_copy(const std::vector<int64_t>& sizes, const std::vector<int64_t>& src_strides,
+                         const std::vector<int64_t>& dst_strides);
+
+// The kernel's name and source. Arguments (KfArgs, as in kernel_plan.h):
+// dst, src, numel, sizes[rank], src strides[rank], dst strides[rank].
+std::string strided_copy_name(int element_bytes, int rank);
+std::string strided_copy_source(int element_bytes, int rank);
+
+}  // namespace kf::cuda

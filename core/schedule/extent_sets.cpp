@@ -1,0 +1,159 @@
+#include "core/schedule/extent_sets.h"
+
+namespace kf {
+
+namespace {
+constexpr int64_t kZeroAtom = 0, kOneAtom = 1;  // shared atoms of classes 0 and 1
+}
+
+ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
+  const Fusion& f = *c.fusion;
+  first_.resize(f.values.size());
+  int64_t n = 2;
+  for (size_t v = 0; v < f.values.size(); ++v) {
+    first_[v] = n;
+    n += static_cast<int64_t>(c.size_classes[v].size());
+  }
+  parent_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) parent_[static_cast<size_t>(i)] = i;
+  for (size_t v = 0; v < f.values.size(); ++v)
+    for (size_t d = 0; d < c.size_classes[v].size(); ++d) {
+      SizeClass k = c.size_classes[v][d];
+      if (k != SizeClass::Many) unite(atom(static_cast<int64_t>(v), d), k == SizeClass::One ? kOneAtom : kZeroAtom);
+    }
+
+  auto cls = [&](int64_t v, size_t d) { return c.size_classes[static_cast<size_t>(v)][d]; };
+  auto rank = [&](int64_t v) { return c.size_classes[static_cast<size_t>(v)].size(); };
+  // Unites out dim `od` with in dim `id` when the input extent is not a
+  // broadcast (a class-1 input extent says nothing about the output's).
+  auto map_dim = [&](int64_t out, size_t od, int64_t in, size_t id) {
+    if (cls(in, id) == SizeClass::One && cls(out, od) != SizeClass::One) return;
+    unite(atom(out, od), atom(in, id));
+  };
+  for (const Expr& e : f.exprs) {
+    const int64_t out = e.outputs[0];
+    const size_t r = rank(out);
+    switch (op_info(e.op).category) {
+      case OpCategory::Unary:
+      case OpCategory::Binary:
+      case OpCategory::Ternary:
+      case OpCategory::Cast:
+        for (int64_t in : e.inputs) {
+          const size_t ri = rank(in);
+          for (size_t j = 0; j < ri; ++j) map_dim(out, r - ri + j, in, j);
+        }
+        break;
+      case OpCategory::Hint:
+        for (size_t d = 0; d < r; ++d) map_dim(out, d, e.inputs[0], d);
+        break;
+      case OpCategory::Reduction: {
+        const size_t first_axis = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
+        const bool keepdim = e.attrs[0] != 0;
+        std::vector<bool> reduced(rank(e.inputs[0]), false);
+        for (size_t i = first_axis; i < e.attrs.size(); ++i) reduced[static_cast<size_t>(e.attrs[i])] = true;
+        for (int64_t o : e.outputs) {
+          size_t k = 0;
+          for (size_t d = 0; d < reduced.size(); ++d) {
+            if (reduced[d]) {
+              if (keepdim) ++k;
+              continue;
+            }
+            map_dim(o, k++, e.inputs[0], d);
+          }
+        }
+        break;
+      }
+      case OpCategory::Shape:
+        switch (e.op) {
+          case Op::BROADCAST_IN_DIM:
+            for (size_t j = 0; j < e.attrs.size(); ++j)
+              map_dim(out, static_cast<size_t>(e.attrs[j]), e.inputs[0], j);
+            break;
+          case Op::EXPAND: {
+            const size_t ri = rank(e.inputs[0]);
+            for (size_t j = 0; j < ri; ++j) map_dim(out, r - ri + j, e.inputs[0], j);
+            break;
+          }
+          case Op::PERMUTE:
+            for (size_t i = 0; i < r; ++i) map_dim(out, i, e.inputs[0], static_cast<size_t>(e.attrs[i]));
+            break;
+          case Op::SQUEEZE: {
+            size_t k = 0, o = 0;
+            for (size_t d = 0; d < rank(e.inputs[0]); ++d) {
+              if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
+                ++k;
+                continue;
+              }
+              map_dim(out, o++, e.inputs[0], d);
+            }
+            break;
+          }
+          case Op::UNSQUEEZE: {
+            size_t o = 0;
+            for (size_t d = 0; d < rank(e.inputs[0]); ++d, ++o) {
+              if (o == static_cast<size_t>(e.attrs[0])) ++o;
+              map_dim(out, o, e.inputs[0], d);
+            }
+            break;
+          }
+          case Op::SLICE:
+            for (size_t d = 0; d < r; ++d)
+              if (d != static_cast<size_t>(e.attrs[0])) map_dim(out, d, e.inputs[0], d);
+            break;
+          case Op::PAD:
+            for (size_t d = 0; d < r; ++d)
+              if (e.attrs[2 * d] == 0 && e.attrs[2 * d + 1] == 0) map_dim(out, d, e.inputs[0], d);
+            break;
+          case Op::CAT:
+            for (int64_t in : e.inputs)
+              for (size_t d = 0; d < r; ++d)
+                if (d != static_cast<size_t>(e.attrs[0])) map_dim(out, d, in, d);
+            break;
+          default: break;  // reshape: only classes 0/1 are known
+        }
+        break;
+      case OpCategory::Indexing: {
+        const size_t dim = static_cast<size_t>(e.attrs[0]);
+        if (e.op == Op::INDEX_SELECT) {
+          for (size_t d = 0; d < r; ++d)
+            if (d != dim) map_dim(out, d, e.inputs[0], d);
+          map_dim(out, dim, e.inputs[1], 0);
+        } else {
+          for (size_t d = 0; d < r; ++d) map_dim(out, d, e.inputs[1], d);
+        }
+        break;
+      }
+      default: break;  // creation, library: sizes from scalars or not mapped
+    }
+  }
+}
+
+int64_t ExtentSets::find(int64_t a) const {
+  while (parent_[static_cast<size_t>(a)] != a) {
+    parent_[static_cast<size_t>(a)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(a)])];
+    a = parent_[static_cast<size_t>(a)];
+  }
+  return a;
+}
+
+void ExtentSets::unite(int64_t a, int64_t b) {
+  a = find(a);
+  b = find(b);
+  if (a == b) return;
+  if (a < b) parent_[static_cast<size_t>(b)] = a;  // the shared 0/1 atoms stay roots
+  else parent_[static_cast<size_t>(a)] = b;
+}
+
+int64_t ExtentSets::set_of(int64_t value, int dim) const {
+  return find(atom(value, static_cast<size_t>(dim)));
+}
+
+bool ExtentSets::same_sizes(int64_t a, int64_t b) const {
+  const size_t r = c_.size_classes[static_cast<size_t>(a)].size();
+  if (r != c_.size_classes[static_cast<size_t>(b)].size()) return false;
+  for (size_t d = 0; d < r; ++d)
+    if (!same(a, static_cast<int>(d), b, static_cast<int>(d))) return false;
+  return true;
+}
+
+}  // namespace kf

@@ -1,0 +1,35 @@
+// Which extents of a concrete fusion are equal in every call of its
+// concretization class. Sizes vary within a class, so a kernel may assume
+// two extents equal only where the IR forces it: a broadcast of two >1
+// extents succeeds only if they agree, a permute moves an extent, a
+// reduction keeps its kept extents, and so on. Every (value, dim) is an atom;
+// atoms forced equal share a set; all extents of size class 1 share one set
+// and all of class 0 another.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+
+namespace kf {
+
+class ExtentSets {
+ public:
+  explicit ExtentSets(const ConcreteFusion& c);
+  // The set of extent `dim` of `value` (values of rank 0 have none).
+  int64_t set_of(int64_t value, int dim) const;
+  bool same(int64_t a, int da, int64_t b, int db) const { return set_of(a, da) == set_of(b, db); }
+  // Whether two values have provably equal sizes (same rank, dims pairwise).
+  bool same_sizes(int64_t a, int64_t b) const;
+
+ private:
+  int64_t find(int64_t atom) const;
+  void unite(int64_t a, int64_t b);
+  int64_t atom(int64_t value, size_t dim) const { return first_[static_cast<size_t>(value)] + static_cast<int64_t>(dim); }
+  std::vector<int64_t> first_;
+  mutable std::vector<int64_t> parent_;
+  const ConcreteFusion& c_;
+};
+
+}  // namespace kf

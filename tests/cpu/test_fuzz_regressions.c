@@ -1,0 +1,102 @@
+/* Inputs found by the libFuzzer targets (fuzz/) that once hit undefined
+ * behaviour in concretization; each must now fail cleanly or succeed. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+
+static kf_fusion add_relu(void) {
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(
+      "input x: tensor<float32, 2>\ninput b: tensor<float32, 2>\ns = add(x, b)\ny = relu(s)\noutput y\n", &f));
+  return f;
+}
+
+/* A device type outside DLDeviceType (101) was read through the enum. */
+static void test_device_type_outside_enum(void** state) {
+  (void)state;
+  kf_fusion f = add_relu();
+  float data[4] = {0};
+  int64_t shape[2] = {2, 2};
+  DLTensor x = kf_test_tensor(data, kf_test_f32(), 2, shape, NULL);
+  DLTensor b = x;
+  int code = 101;
+  memcpy(&x.device.device_type, &code, sizeof code);
+  const DLTensor* in[2] = {&x, &b};
+  kf_concrete c;
+  KF_EXPECT_ERROR(kf_concretize(f, in, 2, &c), KF_ERR_UNSUPPORTED, "device type 101");
+  kf_fusion_release(f);
+}
+
+/* An empty tensor with a NULL data pointer and a byte_offset. */
+static void test_null_data_with_offset(void** state) {
+  (void)state;
+  kf_fusion f = add_relu();
+  int64_t shape[2] = {0, 3};
+  DLTensor x = kf_test_tensor(NULL, kf_test_f32(), 2, shape, NULL);
+  x.byte_offset = 5;
+  DLTensor b = x;
+  const DLTensor* in[2] = {&x, &b};
+  kf_concrete c;
+  KF_CHECK(kf_concretize(f, in, 2, &c));
+  kf_concrete_release(c);
+  kf_fusion_release(f);
+}
+
+/* Strides whose products overflow int64 while checking contiguity. */
+static void test_huge_strides(void** state) {
+  (void)state;
+  kf_fusion f = add_relu();
+  float data[4] = {0};
+  int64_t shape[2] = {1, 8}, strides[2] = {7, 2884274095081263733LL};
+  DLTensor x = kf_test_tensor(data, kf_test_f32(), 2, shape, strides);
+  DLTensor b = x;
+  const DLTensor* in[2] = {&x, &b};
+  kf_concrete c;
+  KF_EXPECT_ERROR(kf_concretize(f, in, 2, &c), KF_ERR_SHAPE_MISMATCH, "input 0");
+  kf_fusion_release(f);
+}
+
+/* A zero-size dim next to huge ones: compact strides would overflow. */
+static void test_empty_with_huge_dims(void** state) {
+  (void)state;
+  kf_fusion f = add_relu();
+  float data[4] = {0};
+  int64_t shape[2] = {0, 8099005396518532197LL};
+  DLTensor x = kf_test_tensor(data, kf_test_f32(), 2, shape, NULL);
+  DLTensor b = x;
+  const DLTensor* in[2] = {&x, &b};
+  kf_concrete c;
+  KF_CHECK(kf_concretize(f, in, 2, &c));
+  kf_concrete_release(c);
+  kf_fusion_release(f);
+}
+
+/* Broadcasting [2^31, 1] against [1, 2^40]: the result's element count
+ * overflows although each input's does not. */
+static void test_broadcast_count_overflow(void** state) {
+  (void)state;
+  kf_fusion f = add_relu();
+  float data[4] = {0};
+  int64_t xs[2] = {INT64_C(1) << 31, 1}, bs[2] = {1, INT64_C(1) << 40}, zero[2] = {0, 0};
+  DLTensor x = kf_test_tensor(data, kf_test_f32(), 2, xs, zero);
+  DLTensor b = kf_test_tensor(data, kf_test_f32(), 2, bs, zero);
+  const DLTensor* in[2] = {&x, &b};
+  kf_concrete c;
+  KF_EXPECT_ERROR(kf_concretize(f, in, 2, &c), KF_ERR_SHAPE_MISMATCH, "element count overflows");
+  kf_fusion_release(f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_device_type_outside_enum),
+      cmocka_unit_test(test_null_data_with_offset),
+      cmocka_unit_test(test_huge_strides),
+      cmocka_unit_test(test_empty_with_huge_dims),
+      cmocka_unit_test(test_broadcast_count_overflow),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
