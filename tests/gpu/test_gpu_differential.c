@@ -1,0 +1,1087 @@
+/* CPU reference vs GPU through the public C API: every unary, binary and
+ * ternary op on every dtype its type rule accepts, casts, reductions (every
+ * op; inner, outer, middle and all axes; keepdim), layout classes
+ * (contiguous, transposed, broadcast, size-1, size-0, offset pointers,
+ * sliced strides, strided outputs), random ops (uniform bit for bit, normal
+ * within an ulp-level tolerance, see core/runtime/cpu/philox.h), end-to-end
+ * fusions (layernorm, softmax, rmsnorm, gelu+bias, transpose+add, two
+ * segments), a caller allocator, and with KFUSE_TEST_LARGE=1 a tensor of
+ * more than 2^31 elements. Tolerances by dtype: f64 1e-12, f32 1e-5, f16
+ * 1e-2, bf16 2e-2 (relative, with an absolute floor of the same size);
+ * integers and bool exact. Every mismatch is printed; each test fails at
+ * its end if any case failed. Exits 77 without a CUDA device. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+#include "gpu/gpu_util.h"
+
+#define MAX_RANK 6
+#define MAX_IO 8
+
+static gpu_stream g_stream;
+static int g_failures;
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+static const kf_dtype kAll[] = {KF_FLOAT64, KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16,
+                                KF_INT64,   KF_INT32,   KF_BOOL};
+#define NUM_DTYPES 7
+
+static int is_float_dtype(kf_dtype t) {
+  return t == KF_FLOAT64 || t == KF_FLOAT32 || t == KF_FLOAT16 || t == KF_BFLOAT16;
+}
+
+static int dtype_bytes(kf_dtype t) {
+  switch (t) {
+    case KF_FLOAT64: case KF_INT64: return 8;
+    case KF_FLOAT32: case KF_INT32: return 4;
+    case KF_FLOAT16: case KF_BFLOAT16: return 2;
+    default: return 1;
+  }
+}
+
+static DLDataType dl_of(kf_dtype t) {
+  DLDataType d = {kDLFloat, 32, 1};
+  switch (t) {
+    case KF_FLOAT64: d.bits = 64; break;
+    case KF_FLOAT32: break;
+    case KF_FLOAT16: d.bits = 16; break;
+    case KF_BFLOAT16: d.code = kDLBfloat; d.bits = 16; break;
+    case KF_INT64: d.code = kDLInt; d.bits = 64; break;
+    case KF_INT32: d.code = kDLInt; d.bits = 32; break;
+    default: d.code = KF_DLPACK_BOOL_CODE; d.bits = 8; break;
+  }
+  return d;
+}
+
+/* kfuse dtype of a DLPack type (outputs). */
+static kf_dtype dtype_of_dl(DLDataType d) {
+  if (d.code == kDLFloat) return d.bits == 64 ? KF_FLOAT64 : d.bits == 32 ? KF_FLOAT32 : KF_FLOAT16;
+  if (d.code == kDLBfloat) return KF_BFLOAT16;
+  if (d.code == kDLInt) return d.bits == 64 ? KF_INT64 : d.bits == 32 ? KF_INT32 : KF_BOOL;
+  return KF_BOOL;
+}
+
+static double tolerance(kf_dtype t) {
+  switch (t) {
+    case KF_FLOAT64: return 1e-12;
+    case KF_FLOAT32: return 1e-5;
+    case KF_FLOAT16: return 1e-2;
+    case KF_BFLOAT16: return 2e-2;
+    default: return 0;
+  }
+}
+
+static uint16_t f32_to_half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return (uint16_t)sign;
+    mant |= 0x800000u;
+    uint32_t shift = (uint32_t)(14 - exp);
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
+  return (uint16_t)(sign | h);
+}
+
+static float half_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, x;
+  if (exp == 0) {
+    float v = ldexpf((float)mant, -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) x = sign | 0x7f800000u | (mant << 13);
+  else x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t b) {
+  uint32_t x = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static void store(kf_dtype t, void* p, double v) {
+  switch (t) {
+    case KF_FLOAT64: memcpy(p, &v, 8); break;
+    case KF_FLOAT32: { float f = (float)v; memcpy(p, &f, 4); break; }
+    case KF_FLOAT16: { uint16_t h = f32_to_half((float)v); memcpy(p, &h, 2); break; }
+    case KF_BFLOAT16: { uint16_t h = f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
+    case KF_INT64: { int64_t i = (int64_t)v; memcpy(p, &i, 8); break; }
+    case KF_INT32: { int32_t i = (int32_t)v; memcpy(p, &i, 4); break; }
+    default: *(uint8_t*)p = v != 0; break;
+  }
+}
+
+static double load_f(kf_dtype t, const void* p) {
+  switch (t) {
+    case KF_FLOAT64: { double d; memcpy(&d, p, 8); return d; }
+    case KF_FLOAT32: { float f; memcpy(&f, p, 4); return f; }
+    case KF_FLOAT16: { uint16_t h; memcpy(&h, p, 2); return half_to_f32(h); }
+    case KF_BFLOAT16: { uint16_t h; memcpy(&h, p, 2); return bf16_to_f32(h); }
+    default: return 0;
+  }
+}
+
+static int64_t load_i(kf_dtype t, const void* p) {
+  switch (t) {
+    case KF_INT64: { int64_t i; memcpy(&i, p, 8); return i; }
+    case KF_INT32: { int32_t i; memcpy(&i, p, 4); return i; }
+    default: return *(const uint8_t*)p != 0;
+  }
+}
+
+/* ---- inputs ------------------------------------------------------------ */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static double uniform01(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (double)(g_rng >> 11) * 0x1.0p-53;
+}
+
+/* A test input: host storage the tensor views with its shape, strides and
+ * offset; the GPU run gets a device copy of the same storage. */
+typedef struct {
+  kf_dtype dtype;
+  int rank;
+  int64_t shape[MAX_RANK];
+  int64_t strides[MAX_RANK];
+  int strided;      /* 0: DLPack strides NULL (compact) */
+  int64_t offset;   /* elements, as byte_offset */
+  int64_t storage;  /* elements */
+  void* host;
+  int scalar;       /* a 0-dim CPU scalar, shared by both runs */
+} tin;
+
+static int64_t numel_of(int rank, const int64_t* shape) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  return n;
+}
+
+static tin input(kf_dtype dt, int rank, const int64_t* shape) {
+  tin t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt;
+  t.rank = rank;
+  for (int d = 0; d < rank; ++d) t.shape[d] = shape[d];
+  t.storage = numel_of(rank, shape);
+  return t;
+}
+
+static void with_strides(tin* t, const int64_t* strides, int64_t offset) {
+  int64_t last = 0;
+  int empty = 0;
+  for (int d = 0; d < t->rank; ++d) {
+    t->strides[d] = strides[d];
+    last += (t->shape[d] - 1) * strides[d];
+    if (t->shape[d] == 0) empty = 1;
+  }
+  t->strided = 1;
+  t->offset = offset;
+  t->storage = empty ? offset : offset + last + 1;
+}
+
+/* Fills the whole storage (gaps included) with values in [lo, hi] on a
+ * 1/16 grid, so they are exact in every float dtype and ties happen;
+ * `nonzero` keeps them away from 0 (divisors). */
+static void fill(tin* t, double lo, double hi, int nonzero) {
+  size_t e = (size_t)dtype_bytes(t->dtype);
+  t->host = calloc((size_t)(t->storage > 0 ? t->storage : 1), e);
+  for (int64_t i = 0; i < t->storage; ++i) {
+    double v;
+    if (t->dtype == KF_BOOL) {
+      v = uniform01() < 0.5;
+    } else if (is_float_dtype(t->dtype)) {
+      v = floor((lo + (hi - lo) * uniform01()) * 16.0) / 16.0;
+      if (v < lo) v = lo;
+      if (nonzero && fabs(v) < 0.125) v = (v < 0 && lo < 0) ? -0.5 : 0.5;
+    } else {
+      v = floor(lo + (hi - lo + 1) * uniform01());
+      if (v > hi) v = hi;
+      if (nonzero && v == 0) v = hi != 0 ? hi : 1;
+    }
+    store(t->dtype, (char*)t->host + (size_t)i * e, v);
+  }
+}
+
+static tin scalar_input(kf_dtype dt, double v) {
+  tin t = input(dt, 0, NULL);
+  t.scalar = 1;
+  t.host = calloc(1, 8);
+  store(dt, t.host, v);
+  return t;
+}
+
+static void free_inputs(tin* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) free(in[i].host);
+}
+
+/* ---- running and comparing --------------------------------------------- */
+
+static DLTensor view(const tin* t, void* data, int cuda) {
+  DLTensor d;
+  memset(&d, 0, sizeof d);
+  d.data = data;
+  d.device.device_type = cuda ? kDLCUDA : kDLCPU;
+  d.ndim = t->rank;
+  d.dtype = dl_of(t->dtype);
+  d.shape = (int64_t*)t->shape;
+  d.strides = t->strided ? (int64_t*)t->strides : NULL;
+  d.byte_offset = (uint64_t)(t->offset * dtype_bytes(t->dtype));
+  return d;
+}
+
+static int64_t stride_at(const DLTensor* t, int d) {
+  if (t->strides) return t->strides[d];
+  int64_t s = 1;
+  for (int k = t->ndim - 1; k > d; --k) s *= t->shape[k];
+  return s;
+}
+
+/* Elements from element 0 to the last one the tensor touches. */
+static int64_t span_of(const DLTensor* t) {
+  int64_t last = 0;
+  for (int d = 0; d < t->ndim; ++d) {
+    if (t->shape[d] == 0) return 0;
+    last += (t->shape[d] - 1) * stride_at(t, d);
+  }
+  return last + 1;
+}
+
+/* Compares the CPU result `a` with the GPU result `b` (whose elements were
+ * copied to `bhost`, element 0 first). Returns the number of mismatches. */
+static int compare(const DLTensor* a, const DLTensor* b, const void* bhost, double scale,
+                   double tol_override, const char* what) {
+  kf_dtype t = dtype_of_dl(a->dtype);
+  if (a->ndim != b->ndim || memcmp(&a->dtype, &b->dtype, sizeof a->dtype) != 0) {
+    printf("MISMATCH %s: rank/dtype differ\n", what);
+    return 1;
+  }
+  for (int d = 0; d < a->ndim; ++d)
+    if (a->shape[d] != b->shape[d]) {
+      printf("MISMATCH %s: shape differs in dim %d\n", what, d);
+      return 1;
+    }
+  int64_t n = numel_of(a->ndim, a->shape);
+  const size_t e = (size_t)dtype_bytes(t);
+  const char* abase = (const char*)a->data + a->byte_offset;
+  double tol = tol_override >= 0 ? tol_override : tolerance(t);
+  int bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rest = i, oa = 0, ob = 0;
+    for (int d = a->ndim - 1; d >= 0; --d) {
+      int64_t idx = rest % a->shape[d];
+      rest /= a->shape[d];
+      oa += idx * stride_at(a, d);
+      ob += idx * stride_at(b, d);
+    }
+    const void* pa = abase + (size_t)oa * e;
+    const void* pb = (const char*)bhost + (size_t)ob * e;
+    int ok;
+    double va, vb;
+    if (is_float_dtype(t)) {
+      va = load_f(t, pa);
+      vb = load_f(t, pb);
+      if (isnan(va) || isnan(vb)) ok = isnan(va) && isnan(vb);
+      else if (isinf(va) || isinf(vb)) ok = va == vb;
+      else ok = fabs(va - vb) <= tol * (scale + fmax(fabs(va), fabs(vb)));
+    } else {
+      va = (double)load_i(t, pa);
+      vb = (double)load_i(t, pb);
+      ok = load_i(t, pa) == load_i(t, pb);
+    }
+    if (!ok) {
+      if (bad < 5) printf("MISMATCH %s: element %lld: cpu %.17g gpu %.17g\n", what, (long long)i, va, vb);
+      ++bad;
+    }
+  }
+  if (bad > 5) printf("MISMATCH %s: %d of %lld elements differ\n", what, bad, (long long)n);
+  return bad;
+}
+
+/* Runs `f` on the CPU and on the GPU (on g_stream) and compares every
+ * output. scale: absolute floor multiplier (reductions pass their length);
+ * tol_override < 0 uses the dtype's tolerance. */
+static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, double scale,
+                         double tol_override) {
+  DLTensor cpu_t[MAX_IO], gpu_t[MAX_IO];
+  const DLTensor* cpu_p[MAX_IO];
+  const DLTensor* gpu_p[MAX_IO];
+  void* dev[MAX_IO] = {0};
+  for (size_t i = 0; i < nin; ++i) {
+    cpu_t[i] = view(&in[i], in[i].host, 0);
+    if (in[i].scalar) {
+      gpu_t[i] = cpu_t[i];
+    } else {
+      size_t bytes = (size_t)in[i].storage * (size_t)dtype_bytes(in[i].dtype);
+      dev[i] = gpu_alloc(bytes);
+      gpu_to_device(dev[i], in[i].host, bytes);
+      gpu_t[i] = view(&in[i], dev[i], 1);
+    }
+    cpu_p[i] = &cpu_t[i];
+    gpu_p[i] = &gpu_t[i];
+  }
+  size_t nout = 0;
+  KF_CHECK(kf_fusion_num_outputs(f, &nout));
+  DLManagedTensor* cpu_out[MAX_IO];
+  DLManagedTensor* gpu_out[MAX_IO];
+  kf_exec_options opts = {sizeof opts, g_stream, NULL};
+  kf_status s = kf_execute(f, cpu_p, nin, cpu_out, nout, NULL);
+  if (s != KF_OK) {
+    printf("FAILED %s: CPU run: %s: %s\n", what, kf_status_name(s), kf_last_error());
+    ++g_failures;
+  } else {
+    s = kf_execute(f, gpu_p, nin, gpu_out, nout, &opts);
+    if (s != KF_OK) {
+      printf("FAILED %s: GPU run: %s: %s\n", what, kf_status_name(s), kf_last_error());
+      ++g_failures;
+    } else {
+      GPU_CHECK(gpu.stream_sync(g_stream));
+      for (size_t o = 0; o < nout; ++o) {
+        DLTensor* b = &gpu_out[o]->dl_tensor;
+        if (b->device.device_type != kDLCUDA) {
+          printf("FAILED %s: output %zu is not on the GPU (no tensor input on the GPU?)\n", what, o);
+          ++g_failures;
+          gpu_out[o]->deleter(gpu_out[o]);
+          continue;
+        }
+        size_t bytes = (size_t)span_of(b) * (size_t)dtype_bytes(dtype_of_dl(b->dtype));
+        void* host = malloc(bytes ? bytes : 1);
+        gpu_to_host(host, (const char*)b->data + b->byte_offset, bytes);
+        char label[300];
+        snprintf(label, sizeof label, "%s [output %zu]", what, o);
+        if (compare(&cpu_out[o]->dl_tensor, b, host, scale, tol_override, label)) ++g_failures;
+        free(host);
+        gpu_out[o]->deleter(gpu_out[o]);
+      }
+      GPU_CHECK(gpu.stream_sync(g_stream));
+    }
+    for (size_t o = 0; o < nout; ++o) cpu_out[o]->deleter(cpu_out[o]);
+  }
+  for (size_t i = 0; i < nin; ++i) gpu_free(dev[i]);
+}
+
+static void run_case(kf_fusion f, tin* in, size_t nin, const char* what) {
+  run_case_tol(f, in, nin, what, 1.0, -1);
+}
+
+static void end_test(const char* name) {
+  if (g_failures) {
+    int n = g_failures;
+    g_failures = 0;
+    fail_msg("%s: %d case(s) failed (see MISMATCH/FAILED lines above)", name, n);
+  }
+}
+
+/* ---- op sweeps ---------------------------------------------------------- */
+
+typedef struct {
+  double lo, hi;
+  int nonzero;
+} range;
+
+/* Argument ranges that keep each op inside its domain. */
+static range op_range(kf_op op, int arg, int is_int) {
+  range r = {is_int ? -9 : -3, is_int ? 9 : 3, 0};
+  switch (op) {
+    case KF_OP_LOG: case KF_OP_LOG2: case KF_OP_LOG10: case KF_OP_SQRT: case KF_OP_RSQRT:
+    case KF_OP_RECIPROCAL:
+      r.lo = is_int ? 1 : 0.125; r.hi = 4; break;
+    case KF_OP_LOG1P: r.lo = is_int ? 0 : -0.5; r.hi = 4; break;
+    case KF_OP_ACOSH: r.lo = is_int ? 1 : 1.0625; r.hi = 4; break;
+    case KF_OP_ASIN: case KF_OP_ACOS: case KF_OP_ATANH:
+      r.lo = is_int ? 0 : -0.875; r.hi = is_int ? 0 : 0.875; break;
+    case KF_OP_TAN: r.lo = -1.25; r.hi = 1.25; break;
+    case KF_OP_DIV: case KF_OP_FMOD: case KF_OP_REMAINDER:
+      if (arg == 1) { r.lo = is_int ? -5 : -3; r.hi = is_int ? 5 : 3; r.nonzero = 1; }
+      break;
+    case KF_OP_POW:
+      if (arg == 0) { r.lo = is_int ? -3 : 0.125; r.hi = 3; }
+      else { r.lo = is_int ? 0 : -2; r.hi = is_int ? 4 : 2; }
+      break;
+    case KF_OP_SHIFT_LEFT: case KF_OP_SHIFT_RIGHT:
+      if (arg == 1) { r.lo = 0; r.hi = 5; } else { r.lo = -50; r.hi = 50; }
+      break;
+    case KF_OP_CLAMP:
+      if (arg == 1) { r.lo = -2; r.hi = -0.5; }
+      if (arg == 2) { r.lo = 0.5; r.hi = 2; }
+      if (is_int && arg == 1) { r.lo = -4; r.hi = -1; }
+      if (is_int && arg == 2) { r.lo = 1; r.hi = 4; }
+      break;
+    case KF_OP_LERP:
+      if (arg == 2) { r.lo = 0; r.hi = 1; }
+      break;
+    default: break;
+  }
+  return r;
+}
+
+static const int64_t kSweepShape[2] = {3, 70};
+
+/* Builds op(args of dtype dt) with `arity` tensor inputs; NULL when the
+ * op's type rule rejects the dtype. */
+static kf_fusion build_op(kf_op op, int arity, kf_dtype dt) {
+  kf_builder b;
+  KF_CHECK(kf_builder_create(&b));
+  int64_t in[3], out = -1;
+  for (int k = 0; k < arity; ++k) {
+    kf_dtype t = (op == KF_OP_WHERE && k == 0) ? KF_BOOL : dt;
+    KF_CHECK(kf_define_tensor(b, 2, t, &in[k]));
+  }
+  kf_status s = arity == 1   ? kf_unary(b, op, in[0], &out)
+                : arity == 2 ? kf_binary(b, op, in[0], in[1], &out)
+                             : kf_ternary(b, op, in[0], in[1], in[2], &out);
+  kf_fusion f = NULL;
+  if (s == KF_OK) {
+    KF_CHECK(kf_add_output(b, out, NULL, 0, -1));
+    KF_CHECK(kf_builder_finalize(b, &f));
+  }
+  kf_builder_destroy(b);
+  return f;
+}
+
+static void sweep(kf_op first, kf_op last, int arity) {
+  int ran = 0;
+  for (int op = (int)first; op <= (int)last; ++op) {
+    for (int k = 0; k < NUM_DTYPES; ++k) {
+      kf_dtype dt = kAll[k];
+      kf_fusion f = build_op((kf_op)op, arity, dt);
+      if (f == NULL) continue;  // the type rule rejects this dtype
+      tin in[3];
+      for (int a = 0; a < arity; ++a) {
+        kf_dtype t = (op == KF_OP_WHERE && a == 0) ? KF_BOOL : dt;
+        in[a] = input(t, 2, kSweepShape);
+        range r = op_range((kf_op)op, a, !is_float_dtype(dt));
+        fill(&in[a], r.lo, r.hi, r.nonzero);
+      }
+      char what[128];
+      snprintf(what, sizeof what, "%s on %s", kf_op_name((kf_op)op), kf_dtype_name(dt));
+      run_case(f, in, (size_t)arity, what);
+      free_inputs(in, (size_t)arity);
+      kf_fusion_release(f);
+      ++ran;
+    }
+  }
+  printf("%d op/dtype cases\n", ran);
+}
+
+static void test_unary_ops(void** state) {
+  (void)state;
+  sweep(KF_OP_NEG, KF_OP_BITWISE_NOT, 1);
+  end_test("unary ops");
+}
+
+static void test_binary_ops(void** state) {
+  (void)state;
+  sweep(KF_OP_ADD, KF_OP_SHIFT_RIGHT, 2);
+  end_test("binary ops");
+}
+
+static void test_ternary_ops(void** state) {
+  (void)state;
+  sweep(KF_OP_WHERE, KF_OP_FMA, 3);
+  end_test("ternary ops");
+}
+
+static void test_casts(void** state) {
+  (void)state;
+  for (int i = 0; i < NUM_DTYPES; ++i)
+    for (int j = 0; j < NUM_DTYPES; ++j) {
+      kf_builder b;
+      int64_t x, y;
+      kf_fusion f;
+      KF_CHECK(kf_builder_create(&b));
+      KF_CHECK(kf_define_tensor(b, 2, kAll[i], &x));
+      KF_CHECK(kf_cast(b, x, kAll[j], &y));
+      KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
+      KF_CHECK(kf_builder_finalize(b, &f));
+      kf_builder_destroy(b);
+      tin in = input(kAll[i], 2, kSweepShape);
+      fill(&in, -40, 40, 0);
+      char what[96];
+      snprintf(what, sizeof what, "cast %s -> %s", kf_dtype_name(kAll[i]), kf_dtype_name(kAll[j]));
+      run_case(f, &in, 1, what);
+      free_inputs(&in, 1);
+      kf_fusion_release(f);
+    }
+  end_test("casts");
+}
+
+/* ---- reductions -------------------------------------------------------- */
+
+static void test_reductions(void** state) {
+  (void)state;
+  static const kf_op ops[] = {KF_OP_SUM, KF_OP_PROD, KF_OP_MAX, KF_OP_MIN,
+                              KF_OP_MEAN, KF_OP_VAR, KF_OP_VAR_MEAN};
+  /* inner, outer, middle, two axes, all axes */
+  static const int64_t axes[][3] = {{2}, {0}, {1}, {0, 2}, {0}};
+  static const size_t naxes[] = {1, 1, 1, 2, 0};
+  static const char* axis_names[] = {"inner", "outer", "middle", "outer+inner", "all"};
+  const int64_t shape[3] = {6, 33, 57};
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; ++o)
+    for (int k = 0; k < NUM_DTYPES; ++k)
+      for (size_t a = 0; a < 5; ++a)
+        for (int keep = 0; keep <= 1; ++keep) {
+          kf_dtype dt = kAll[k];
+          kf_builder b;
+          int64_t x, y, y2;
+          kf_fusion f = NULL;
+          KF_CHECK(kf_builder_create(&b));
+          KF_CHECK(kf_define_tensor(b, 3, dt, &x));
+          kf_status s;
+          if (ops[o] == KF_OP_VAR) s = kf_var(b, x, axes[a], naxes[a], 1, keep, &y);
+          else if (ops[o] == KF_OP_VAR_MEAN) s = kf_var_mean(b, x, axes[a], naxes[a], 1, keep, &y, &y2);
+          else s = kf_reduce(b, ops[o], x, axes[a], naxes[a], keep, &y);
+          if (s == KF_OK) {
+            KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
+            if (ops[o] == KF_OP_VAR_MEAN) KF_CHECK(kf_add_output(b, y2, NULL, 0, -1));
+            KF_CHECK(kf_builder_finalize(b, &f));
+          }
+          kf_builder_destroy(b);
+          if (f == NULL) continue;
+          tin in = input(dt, 3, shape);
+          /* products stay finite with values near 1 */
+          if (ops[o] == KF_OP_PROD) fill(&in, is_float_dtype(dt) ? 0.75 : -2, is_float_dtype(dt) ? 1.25 : 2, 0);
+          else fill(&in, -3, 3, 0);
+          int64_t length = naxes[a] == 0 ? 6 * 33 * 57 : a == 3 ? 6 * 57 : shape[axes[a][0]];
+          char what[128];
+          snprintf(what, sizeof what, "%s over %s axes%s on %s", kf_op_name(ops[o]), axis_names[a],
+                   keep ? " (keepdim)" : "", kf_dtype_name(dt));
+          /* Summation order differs: the absolute floor grows with the length. */
+          run_case_tol(f, &in, 1, what, 1.0 + (double)length / 8.0, -1);
+          free_inputs(&in, 1);
+          kf_fusion_release(f);
+        }
+  end_test("reductions");
+}
+
+/* ---- layouts ----------------------------------------------------------- */
+
+static kf_fusion build_binary_rank(kf_op op, kf_dtype dt, int rank) {
+  kf_builder b;
+  int64_t x, y, z;
+  kf_fusion f;
+  KF_CHECK(kf_builder_create(&b));
+  KF_CHECK(kf_define_tensor(b, rank, dt, &x));
+  KF_CHECK(kf_define_tensor(b, rank, dt, &y));
+  KF_CHECK(kf_binary(b, op, x, y, &z));
+  KF_CHECK(kf_add_output(b, z, NULL, 0, -1));
+  KF_CHECK(kf_builder_finalize(b, &f));
+  kf_builder_destroy(b);
+  return f;
+}
+
+static kf_fusion build_unary_rank(kf_op op, kf_dtype dt, int rank) {
+  kf_builder b;
+  int64_t x, z;
+  kf_fusion f;
+  KF_CHECK(kf_builder_create(&b));
+  KF_CHECK(kf_define_tensor(b, rank, dt, &x));
+  KF_CHECK(kf_unary(b, op, x, &z));
+  KF_CHECK(kf_add_output(b, z, NULL, 0, -1));
+  KF_CHECK(kf_builder_finalize(b, &f));
+  kf_builder_destroy(b);
+  return f;
+}
+
+static kf_fusion build_sum_rank(kf_dtype dt, int rank, int64_t axis) {
+  kf_builder b;
+  int64_t x, z;
+  kf_fusion f;
+  KF_CHECK(kf_builder_create(&b));
+  KF_CHECK(kf_define_tensor(b, rank, dt, &x));
+  KF_CHECK(kf_reduce(b, KF_OP_SUM, x, &axis, 1, 0, &z));
+  KF_CHECK(kf_add_output(b, z, NULL, 0, -1));
+  KF_CHECK(kf_builder_finalize(b, &f));
+  kf_builder_destroy(b);
+  return f;
+}
+
+typedef enum { L_CONTIG, L_TRANSPOSED, L_BROADCAST, L_OFFSET, L_SLICED, L_COUNT } layout_kind;
+static const char* kLayoutNames[] = {"contiguous", "transposed", "broadcast", "offset", "sliced"};
+
+/* A rank-2 input of `shape` in layout `k`. */
+static tin layout_input(kf_dtype dt, const int64_t* shape, layout_kind k) {
+  tin t = input(dt, 2, shape);
+  int64_t s[2];
+  switch (k) {
+    case L_CONTIG: break;
+    case L_TRANSPOSED: s[0] = 1; s[1] = shape[0]; with_strides(&t, s, 0); break;
+    case L_BROADCAST: s[0] = 0; s[1] = 1; with_strides(&t, s, 0); break;
+    case L_OFFSET: s[0] = shape[1]; s[1] = 1; with_strides(&t, s, 1); break;
+    case L_SLICED: s[0] = shape[1] * 2 + 3; s[1] = 2; with_strides(&t, s, 0); break;
+    default: break;
+  }
+  fill(&t, -3, 3, 0);
+  return t;
+}
+
+static void test_layouts(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_FLOAT16, KF_INT64};
+  const int64_t shapes[][2] = {{37, 53}, {0, 53}, {37, 0}, {1, 53}, {37, 1}, {1, 1}};
+  for (size_t d = 0; d < 3; ++d) {
+    kf_fusion add = build_binary_rank(KF_OP_ADD, dts[d], 2);
+    kf_fusion neg = build_unary_rank(KF_OP_NEG, dts[d], 2);
+    kf_fusion sum0 = build_sum_rank(dts[d], 2, 0);
+    kf_fusion sum1 = build_sum_rank(dts[d], 2, 1);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+      for (int a = 0; a < L_COUNT; ++a)
+        for (int b = 0; b < L_COUNT; ++b) {
+          tin in[2] = {layout_input(dts[d], shapes[s], (layout_kind)a),
+                       layout_input(dts[d], shapes[s], (layout_kind)b)};
+          char what[160];
+          snprintf(what, sizeof what, "add %s [%lld,%lld] %s + %s", kf_dtype_name(dts[d]),
+                   (long long)shapes[s][0], (long long)shapes[s][1], kLayoutNames[a], kLayoutNames[b]);
+          run_case(add, in, 2, what);
+          if (b == 0) {
+            snprintf(what, sizeof what, "neg %s [%lld,%lld] %s", kf_dtype_name(dts[d]),
+                     (long long)shapes[s][0], (long long)shapes[s][1], kLayoutNames[a]);
+            run_case(neg, in, 1, what);
+            snprintf(what, sizeof what, "sum(0) %s [%lld,%lld] %s", kf_dtype_name(dts[d]),
+                     (long long)shapes[s][0], (long long)shapes[s][1], kLayoutNames[a]);
+            run_case_tol(sum0, in, 1, what, 8, -1);
+            snprintf(what, sizeof what, "sum(1) %s [%lld,%lld] %s", kf_dtype_name(dts[d]),
+                     (long long)shapes[s][0], (long long)shapes[s][1], kLayoutNames[a]);
+            run_case_tol(sum1, in, 1, what, 8, -1);
+          }
+          free_inputs(in, 2);
+        }
+    kf_fusion_release(add);
+    kf_fusion_release(neg);
+    kf_fusion_release(sum0);
+    kf_fusion_release(sum1);
+  }
+  /* Size-1 dims in the middle, rank 4 with a permuted layout. */
+  {
+    kf_fusion add = build_binary_rank(KF_OP_MUL, KF_FLOAT32, 4);
+    const int64_t shape[4] = {5, 1, 7, 9};
+    const int64_t perm_strides[4] = {1, 5, 45, 5};  /* dims stored as (2, 3, 0) */
+    tin in[2] = {input(KF_FLOAT32, 4, shape), input(KF_FLOAT32, 4, shape)};
+    with_strides(&in[1], perm_strides, 0);
+    fill(&in[0], -3, 3, 0);
+    fill(&in[1], -3, 3, 0);
+    run_case(add, in, 2, "mul f32 [5,1,7,9] contiguous * permuted");
+    free_inputs(in, 2);
+    kf_fusion_release(add);
+  }
+  end_test("layouts");
+}
+
+/* Results into caller-provided, non-compact GPU outputs (kf_execute_into). */
+static void test_strided_outputs(void** state) {
+  (void)state;
+  kf_fusion f = build_binary_rank(KF_OP_SUB, KF_FLOAT32, 2);
+  int64_t shape[2] = {29, 31};
+  tin in[2] = {input(KF_FLOAT32, 2, shape), input(KF_FLOAT32, 2, shape)};
+  fill(&in[0], -3, 3, 0);
+  fill(&in[1], -3, 3, 0);
+  float* expect = malloc(29 * 31 * sizeof(float));
+  for (int i = 0; i < 29 * 31; ++i) expect[i] = ((float*)in[0].host)[i] - ((float*)in[1].host)[i];
+  int64_t layouts[][2] = {{1, 29}, {64, 2}, {31, 1}};
+  int64_t offsets[] = {0, 0, 3};
+  for (int l = 0; l < 3; ++l) {
+    size_t storage = (size_t)(offsets[l] + 28 * layouts[l][0] + 30 * layouts[l][1] + 1);
+    float* dev_in[2];
+    DLTensor ti[2];
+    const DLTensor* pin[2];
+    for (int k = 0; k < 2; ++k) {
+      dev_in[k] = gpu_alloc(29 * 31 * sizeof(float));
+      gpu_to_device(dev_in[k], in[k].host, 29 * 31 * sizeof(float));
+      ti[k] = view(&in[k], dev_in[k], 1);
+      pin[k] = &ti[k];
+    }
+    float* dev_out = gpu_alloc(storage * sizeof(float));
+    DLTensor to = kf_test_tensor(dev_out, kf_test_f32(), 2, shape, layouts[l]);
+    to.device.device_type = kDLCUDA;
+    to.byte_offset = (uint64_t)offsets[l] * sizeof(float);
+    DLTensor* pout[1] = {&to};
+    kf_exec_options opts = {sizeof opts, g_stream, NULL};
+    KF_CHECK(kf_execute_into(f, pin, 2, pout, 1, &opts));
+    GPU_CHECK(gpu.stream_sync(g_stream));
+    float* host = malloc(storage * sizeof(float));
+    gpu_to_host(host, dev_out, storage * sizeof(float));
+    for (int i = 0; i < 29; ++i)
+      for (int j = 0; j < 31; ++j) {
+        float got = host[offsets[l] + i * layouts[l][0] + j * layouts[l][1]];
+        if (got != expect[i * 31 + j])
+          fail_msg("strided output %d: (%d,%d) = %g, expected %g", l, i, j, got, expect[i * 31 + j]);
+      }
+    free(host);
+    gpu_free(dev_out);
+    gpu_free(dev_in[0]);
+    gpu_free(dev_in[1]);
+  }
+  free(expect);
+  free_inputs(in, 2);
+  kf_fusion_release(f);
+}
+
+/* ---- random ------------------------------------------------------------ */
+
+static void test_random(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT64, KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16};
+  for (int normal = 0; normal <= 1; ++normal)
+    for (int k = 0; k < 4; ++k) {
+      kf_builder b;
+      int64_t shape[2], lo, hi, seed, offset, y;
+      kf_fusion f;
+      KF_CHECK(kf_builder_create(&b));
+      KF_CHECK(kf_define_scalar(b, KF_INT64, &seed));
+      KF_CHECK(kf_define_scalar(b, KF_INT64, &offset));
+      KF_CHECK(kf_define_constant_i64(b, 123, KF_INT64, &shape[0]));
+      KF_CHECK(kf_define_constant_i64(b, 457, KF_INT64, &shape[1]));
+      KF_CHECK(kf_define_constant_f64(b, normal ? 0.5 : -2.0, KF_FLOAT64, &lo));
+      KF_CHECK(kf_define_constant_f64(b, normal ? 2.0 : 3.0, KF_FLOAT64, &hi));
+      if (normal) KF_CHECK(kf_normal(b, shape, 2, lo, hi, seed, offset, dts[k], &y));
+      else KF_CHECK(kf_uniform(b, shape, 2, lo, hi, seed, offset, dts[k], &y));
+      /* Scalar inputs alone would make a CPU fusion: adding a tensor of
+       * zeros puts it on the GPU and keeps every bit. */
+      int64_t zeros, sum;
+      KF_CHECK(kf_define_tensor(b, 2, dts[k], &zeros));
+      KF_CHECK(kf_binary(b, KF_OP_ADD, y, zeros, &sum));
+      KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
+      KF_CHECK(kf_add_output(b, sum, NULL, 0, -1));
+      KF_CHECK(kf_builder_finalize(b, &f));
+      kf_builder_destroy(b);
+      const double seeds[][2] = {{0, 0}, {42, 7}, {-1, 1e15}};
+      const int64_t zshape[2] = {123, 457};
+      for (int s = 0; s < 3; ++s) {
+        tin in[3] = {scalar_input(KF_INT64, seeds[s][0]), scalar_input(KF_INT64, seeds[s][1]),
+                     input(dts[k], 2, zshape)};
+        fill(&in[2], 0, 0, 0);
+        char what[96];
+        snprintf(what, sizeof what, "%s %s seed %g offset %g", normal ? "normal" : "uniform",
+                 kf_dtype_name(dts[k]), seeds[s][0], seeds[s][1]);
+        /* uniform is specified bit for bit; normal goes through log/cos */
+        run_case_tol(f, in, 3, what, 1.0, normal ? -1 : 0);
+        free_inputs(in, 3);
+      }
+      kf_fusion_release(f);
+    }
+  end_test("random");
+}
+
+/* ---- end-to-end fusions ------------------------------------------------ */
+
+static int64_t c_f64(kf_builder b, double v, kf_dtype t) {
+  int64_t id;
+  KF_CHECK(kf_define_constant_f64(b, v, t, &id));
+  return id;
+}
+
+static int64_t bin(kf_builder b, kf_op op, int64_t x, int64_t y) {
+  int64_t z;
+  KF_CHECK(kf_binary(b, op, x, y, &z));
+  return z;
+}
+
+static int64_t red(kf_builder b, kf_op op, int64_t x, int64_t axis, int keep) {
+  int64_t z;
+  KF_CHECK(kf_reduce(b, op, x, &axis, 1, keep, &z));
+  return z;
+}
+
+static int64_t un(kf_builder b, kf_op op, int64_t x) {
+  int64_t z;
+  KF_CHECK(kf_unary(b, op, x, &z));
+  return z;
+}
+
+static kf_fusion finish(kf_builder b, int64_t out) {
+  kf_fusion f;
+  KF_CHECK(kf_add_output(b, out, NULL, 0, -1));
+  KF_CHECK(kf_builder_finalize(b, &f));
+  kf_builder_destroy(b);
+  return f;
+}
+
+/* kind: 0 layernorm, 1 softmax, 2 rmsnorm, 3 gelu(x + bias), 4 permute(x) + z */
+static kf_fusion build_e2e(int kind, kf_dtype dt) {
+  kf_builder b;
+  int64_t x, w, bias, y;
+  KF_CHECK(kf_builder_create(&b));
+  KF_CHECK(kf_define_tensor(b, 2, dt, &x));
+  switch (kind) {
+    case 0: {
+      KF_CHECK(kf_define_tensor(b, 1, dt, &w));
+      KF_CHECK(kf_define_tensor(b, 1, dt, &bias));
+      int64_t mean = red(b, KF_OP_MEAN, x, 1, 1);
+      int64_t xc = bin(b, KF_OP_SUB, x, mean);
+      int64_t var = red(b, KF_OP_MEAN, bin(b, KF_OP_MUL, xc, xc), 1, 1);
+      int64_t inv = un(b, KF_OP_RSQRT, bin(b, KF_OP_ADD, var, c_f64(b, 1e-5, KF_FLOAT64)));
+      y = bin(b, KF_OP_ADD, bin(b, KF_OP_MUL, bin(b, KF_OP_MUL, xc, inv), w), bias);
+      break;
+    }
+    case 1: {
+      int64_t m = red(b, KF_OP_MAX, x, 1, 1);
+      int64_t e = un(b, KF_OP_EXP, bin(b, KF_OP_SUB, x, m));
+      y = bin(b, KF_OP_DIV, e, red(b, KF_OP_SUM, e, 1, 1));
+      break;
+    }
+    case 2: {
+      KF_CHECK(kf_define_tensor(b, 1, dt, &w));
+      int64_t ms = red(b, KF_OP_MEAN, bin(b, KF_OP_MUL, x, x), 1, 1);
+      int64_t inv = un(b, KF_OP_RSQRT, bin(b, KF_OP_ADD, ms, c_f64(b, 1e-6, KF_FLOAT64)));
+      y = bin(b, KF_OP_MUL, bin(b, KF_OP_MUL, x, inv), w);
+      break;
+    }
+    case 3:
+      KF_CHECK(kf_define_tensor(b, 1, dt, &bias));
+      y = un(b, KF_OP_GELU, bin(b, KF_OP_ADD, x, bias));
+      break;
+    default: {
+      int64_t z, t, perm[2] = {1, 0};
+      KF_CHECK(kf_define_tensor(b, 2, dt, &z));
+      KF_CHECK(kf_permute(b, x, perm, 2, &t));
+      y = bin(b, KF_OP_ADD, t, z);
+      break;
+    }
+  }
+  return finish(b, y);
+}
+
+static void test_fusions(void** state) {
+  (void)state;
+  static const char* names[] = {"layernorm", "softmax", "rmsnorm", "gelu_bias", "transpose_add"};
+  const kf_dtype dts[] = {KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16, KF_FLOAT64};
+  const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {1, 4096}, {300, 3}, {0, 16}};
+  for (int kind = 0; kind < 5; ++kind)
+    for (int d = 0; d < 4; ++d)
+      for (int s = 0; s < 5; ++s) {
+        kf_fusion f = build_e2e(kind, dts[d]);
+        tin in[3];
+        size_t n = 1;
+        in[0] = input(dts[d], 2, shapes[s]);
+        fill(&in[0], -3, 3, 0);
+        int64_t row = shapes[s][1];
+        if (kind == 0 || kind == 2 || kind == 3) {
+          in[n] = input(dts[d], 1, &row);
+          fill(&in[n++], 0.5, 1.5, 0);
+        }
+        if (kind == 0) {
+          in[n] = input(dts[d], 1, &row);
+          fill(&in[n++], -1, 1, 0);
+        }
+        if (kind == 4) {
+          int64_t tshape[2] = {shapes[s][1], shapes[s][0]};
+          in[n] = input(dts[d], 2, tshape);
+          fill(&in[n++], -3, 3, 0);
+        }
+        char what[128];
+        snprintf(what, sizeof what, "%s %s [%lld,%lld]", names[kind], kf_dtype_name(dts[d]),
+                 (long long)shapes[s][0], (long long)shapes[s][1]);
+        run_case_tol(f, in, n, what, 4.0, -1);
+        free_inputs(in, n);
+        kf_fusion_release(f);
+      }
+  end_test("fusions");
+}
+
+/* exp(x) | segment_set | + y, then a sum: more than one segment, with an
+ * intermediate the executor allocates; also through a caller allocator. */
+typedef struct {
+  int allocs, frees;
+} counting_allocator;
+
+static int counting_alloc(void* ctx, size_t bytes, int device, void* stream, void** ptr) {
+  (void)device;
+  (void)stream;
+  ((counting_allocator*)ctx)->allocs++;
+  gpu_deviceptr p = 0;
+  if (gpu.mem_alloc(&p, bytes) != 0) return 1;
+  *ptr = (void*)(uintptr_t)p;
+  return 0;
+}
+
+static void counting_free(void* ctx, void* ptr, size_t bytes, int device, void* stream) {
+  (void)bytes;
+  (void)device;
+  /* The memory may still be in use by work queued on the stream. */
+  gpu.stream_sync((gpu_stream)stream);
+  ((counting_allocator*)ctx)->frees++;
+  gpu.mem_free((gpu_deviceptr)(uintptr_t)ptr);
+}
+
+static void test_two_segments(void** state) {
+  (void)state;
+  kf_builder b;
+  int64_t x, y, e, t, z, axis = 1, s;
+  KF_CHECK(kf_builder_create(&b));
+  KF_CHECK(kf_define_tensor(b, 2, KF_FLOAT32, &x));
+  KF_CHECK(kf_define_tensor(b, 2, KF_FLOAT32, &y));
+  KF_CHECK(kf_unary(b, KF_OP_EXP, x, &e));
+  KF_CHECK(kf_segment_set(b, e, &t));
+  KF_CHECK(kf_binary(b, KF_OP_ADD, t, y, &z));
+  KF_CHECK(kf_reduce(b, KF_OP_SUM, z, &axis, 1, 0, &s));
+  KF_CHECK(kf_add_output(b, s, NULL, 0, -1));
+  kf_fusion f;
+  KF_CHECK(kf_builder_finalize(b, &f));
+  kf_builder_destroy(b);
+  int64_t shape[2] = {40, 300};
+  tin in[2] = {input(KF_FLOAT32, 2, shape), input(KF_FLOAT32, 2, shape)};
+  fill(&in[0], -2, 2, 0);
+  fill(&in[1], -2, 2, 0);
+  run_case_tol(f, in, 2, "exp | segment_set | add, sum", 40, -1);
+
+  /* The segmentation has more than one segment for GPU inputs too. */
+  void* dev = gpu_alloc(40 * 300 * sizeof(float));
+  DLTensor ti[2] = {view(&in[0], dev, 1), view(&in[1], dev, 1)};
+  const DLTensor* pin[2] = {&ti[0], &ti[1]};
+  kf_concrete c;
+  kf_segmentation seg;
+  size_t count = 0;
+  KF_CHECK(kf_concretize(f, pin, 2, &c));
+  KF_CHECK(kf_segment(c, &seg));
+  KF_CHECK(kf_segmentation_count(seg, &count));
+  assert_true(count >= 2);
+  kf_segmentation_release(seg);
+  kf_concrete_release(c);
+
+  /* Caller allocator: every allocation is freed, output included. */
+  counting_allocator counter = {0, 0};
+  kf_allocator alloc = {sizeof alloc, &counter, counting_alloc, counting_free};
+  kf_exec_options opts = {sizeof opts, g_stream, &alloc};
+  void* dev_y = gpu_alloc(40 * 300 * sizeof(float));
+  gpu_to_device(dev, in[0].host, 40 * 300 * sizeof(float));
+  gpu_to_device(dev_y, in[1].host, 40 * 300 * sizeof(float));
+  ti[1].data = dev_y;
+  DLManagedTensor* out;
+  KF_CHECK(kf_execute(f, pin, 2, &out, 1, &opts));
+  GPU_CHECK(gpu.stream_sync(g_stream));
+  assert_true(counter.allocs >= 2);  /* the output and the intermediate */
+  assert_int_equal(counter.frees, counter.allocs - 1);
+  out->deleter(out);
+  assert_int_equal(counter.frees, counter.allocs);
+  gpu_free(dev);
+  gpu_free(dev_y);
+  free_inputs(in, 2);
+  kf_fusion_release(f);
+}
+
+/* Outputs that are inputs or repeated go through the backend's copy:
+ * contiguous (cuMemcpyAsync) and strided (the generated copy kernel). */
+static void test_copies(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT64, KF_FLOAT32, KF_FLOAT16, KF_BOOL};
+  const int64_t shape[2] = {45, 67};
+  for (int d = 0; d < 4; ++d) {
+    kf_builder b;
+    int64_t x, y;
+    kf_fusion f;
+    KF_CHECK(kf_builder_create(&b));
+    KF_CHECK(kf_define_tensor(b, 2, dts[d], &x));
+    KF_CHECK(kf_unary(b, KF_OP_LOGICAL_NOT, x, &y));
+    KF_CHECK(kf_add_output(b, x, NULL, 0, -1));
+    KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
+    KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
+    KF_CHECK(kf_builder_finalize(b, &f));
+    kf_builder_destroy(b);
+    for (int l = 0; l < L_COUNT; ++l) {
+      tin in = layout_input(dts[d], shape, (layout_kind)l);
+      char what[96];
+      snprintf(what, sizeof what, "copies %s %s", kf_dtype_name(dts[d]), kLayoutNames[l]);
+      run_case(f, &in, 1, what);
+      free_inputs(&in, 1);
+    }
+    kf_fusion_release(f);
+  }
+  end_test("copies");
+}
+
+/* The legacy default stream (options NULL) works too. */
+static void test_default_stream(void** state) {
+  (void)state;
+  kf_fusion f = build_binary_rank(KF_OP_MUL, KF_FLOAT64, 2);
+  int64_t shape[2] = {100, 100};
+  tin in[2] = {input(KF_FLOAT64, 2, shape), input(KF_FLOAT64, 2, shape)};
+  fill(&in[0], -3, 3, 0);
+  fill(&in[1], -3, 3, 0);
+  gpu_stream saved = g_stream;
+  g_stream = NULL;
+  run_case(f, in, 2, "mul f64 on the default stream");
+  g_stream = saved;
+  free_inputs(in, 2);
+  kf_fusion_release(f);
+  end_test("default stream");
+}
+
+/* More than 2^31 elements: 64-bit indexing. Opt-in (4+ GB of device memory). */
+static void test_large(void** state) {
+  (void)state;
+  const char* on = getenv("KFUSE_TEST_LARGE");
+  if (on == NULL || strcmp(on, "1") != 0) {
+    skip();
+    return;
+  }
+  const int64_t n = (1LL << 31) + 8;
+  kf_fusion f = build_unary_rank(KF_OP_LOGICAL_NOT, KF_BOOL, 1);
+  uint8_t* host = malloc((size_t)n);
+  for (int64_t i = 0; i < n; ++i) host[i] = (uint8_t)(i % 7 == 0 || i > n - 5);
+  void* din = gpu_alloc((size_t)n);
+  gpu_to_device(din, host, (size_t)n);
+  int64_t shape[1] = {n};
+  DLTensor ti = kf_test_tensor(din, kf_test_bool(), 1, shape, NULL);
+  ti.device.device_type = kDLCUDA;
+  const DLTensor* pin[1] = {&ti};
+  DLManagedTensor* out;
+  kf_exec_options opts = {sizeof opts, g_stream, NULL};
+  KF_CHECK(kf_execute(f, pin, 1, &out, 1, &opts));
+  GPU_CHECK(gpu.stream_sync(g_stream));
+  uint8_t* got = malloc((size_t)n);
+  gpu_to_host(got, out->dl_tensor.data, (size_t)n);
+  for (int64_t i = 0; i < n; ++i)
+    if (got[i] != !host[i]) fail_msg("large: element %lld is %d", (long long)i, got[i]);
+  out->deleter(out);
+  GPU_CHECK(gpu.stream_sync(g_stream));
+  gpu_free(din);
+  free(got);
+  free(host);
+  kf_fusion_release(f);
+}
+
+int main(void) {
+  GPU_REQUIRE_DEVICE();
+  GPU_CHECK(gpu.stream_create(&g_stream, 0));
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
+      cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_layouts),
+      cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
+      cmocka_unit_test(test_fusions),       cmocka_unit_test(test_two_segments),
+      cmocka_unit_test(test_copies),
+      cmocka_unit_test(test_default_stream), cmocka_unit_test(test_large),
+  };
+  int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  gpu.stream_destroy(g_stream);
+  return failed;
+}

@@ -1,0 +1,179 @@
+// Shared by the nvrtc tests: NVRTC loaded with dlopen (the library never
+// links it), fake DLTensor metadata for concretization, and batching of
+// many generated kernels into one NVRTC program per architecture.
+// Include after the project headers and <cmocka.h>.
+#pragma once
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/codegen/kernel_plan.h"
+#include "core/codegen/prelude.h"
+#include "core/concretize/concrete_fusion.h"
+#include "core/define/builder.h"
+#include "core/segment/segmentation.h"
+
+namespace kftest {
+
+using nvrtcProgram = void*;
+struct Nvrtc {
+  int (*create)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
+  int (*compile)(nvrtcProgram, int, const char* const*);
+  int (*log_size)(nvrtcProgram, size_t*);
+  int (*log)(nvrtcProgram, char*);
+  int (*destroy)(nvrtcProgram*);
+};
+
+// NVRTC, or nullptr when it cannot be loaded (the test then exits 77).
+inline const Nvrtc* nvrtc() {
+  static std::unique_ptr<Nvrtc> lib = [] {
+    void* h = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) h = dlopen("/usr/local/cuda/lib64/libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return std::unique_ptr<Nvrtc>();
+    auto n = std::make_unique<Nvrtc>();
+    n->create = reinterpret_cast<decltype(n->create)>(dlsym(h, "nvrtcCreateProgram"));
+    n->compile = reinterpret_cast<decltype(n->compile)>(dlsym(h, "nvrtcCompileProgram"));
+    n->log_size = reinterpret_cast<decltype(n->log_size)>(dlsym(h, "nvrtcGetProgramLogSize"));
+    n->log = reinterpret_cast<decltype(n->log)>(dlsym(h, "nvrtcGetProgramLog"));
+    n->destroy = reinterpret_cast<decltype(n->destroy)>(dlsym(h, "nvrtcDestroyProgram"));
+    return n;
+  }();
+  return lib.get();
+}
+
+// Compiles `source` to CUBIN for `arch` ("sm_90"); returns the log ("" when
+// clean) and sets *ok.
+inline std::string compile(const std::string& source, const char* arch, bool* ok) {
+  const Nvrtc* n = nvrtc();
+  nvrtcProgram prog = nullptr;
+  n->create(&prog, source.c_str(), "kfuse.cu", 0, nullptr, nullptr);
+  const std::string gpu = std::string("--gpu-architecture=") + arch;
+  const char* opts[] = {gpu.c_str(), "-std=c++17"};
+  *ok = n->compile(prog, 2, opts) == 0;
+  size_t size = 0;
+  n->log_size(prog, &size);
+  std::string log(size, '\0');
+  if (size > 0) n->log(prog, log.data());
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  n->destroy(&prog);
+  return log;
+}
+
+// Collects generated kernels and compiles them together: the prelude once,
+// then each distinct kernel in a namespace of its own.
+class Batch {
+ public:
+  void add(const kf::KernelPlan& plan) {
+    if (!names_.insert(plan.name).second) return;
+    const std::string_view prelude = kf::cuda_prelude();
+    if (plan.source.compare(0, prelude.size(), prelude) != 0) {
+      std::fprintf(stderr, "kernel %s does not start with the prelude\n", plan.name.c_str());
+      std::abort();
+    }
+    body_ += "namespace ns_" + plan.name + " {\n" + plan.source.substr(prelude.size()) + "}\n";
+    ++count_;
+  }
+  size_t size() const { return count_; }
+  // Compiles for sm_80 and sm_90; returns "" or the first failure.
+  std::string compile_all() const {
+    const std::string src = std::string(kf::cuda_prelude()) + body_;
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      bool ok = false;
+      const auto t0 = std::chrono::steady_clock::now();
+      std::string log = compile(src, arch, &ok);
+      if (std::getenv("KFUSE_TEST_TIMING") != nullptr)
+        std::fprintf(stderr, "%s: %zu kernels, %.2f s\n", arch, count_,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (!ok || !log.empty()) {
+        if (FILE* f = std::fopen("kfuse_failed.cu", "w")) {  // in the test's working dir
+          std::fputs(src.c_str(), f);
+          std::fclose(f);
+        }
+        return std::string(arch) + ": " + (ok ? "warnings" : "error") + " (source in kfuse_failed.cu):\n" + log;
+      }
+    }
+    return "";
+  }
+  const std::string& body() const { return body_; }
+
+ private:
+  std::set<std::string> names_;
+  std::string body_;
+  size_t count_ = 0;
+};
+
+// Fake metadata for one input. Data pointers of tensors are never read.
+struct FakeInput {
+  std::vector<int64_t> shape, strides;
+  DLTensor t{};
+  double scalar_storage[2] = {0, 0};
+};
+
+inline DLDataType dl(kf::DType t) { return kf::to_dlpack(t); }
+
+// A CUDA tensor with `shape` and `strides` (empty: row-major) at a fake
+// address with the given byte misalignment.
+inline std::unique_ptr<FakeInput> tensor(kf::DType dtype, std::vector<int64_t> shape,
+                                         std::vector<int64_t> strides = {}, uintptr_t misalign = 0) {
+  auto in = std::make_unique<FakeInput>();
+  in->shape = std::move(shape);
+  if (strides.empty()) {
+    strides.assign(in->shape.size(), 1);
+    for (size_t d = in->shape.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(in->shape[d], 1);
+  }
+  in->strides = std::move(strides);
+  in->t.data = reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + misalign);
+  in->t.device = {kDLCUDA, 0};
+  in->t.ndim = static_cast<int>(in->shape.size());
+  in->t.dtype = dl(dtype);
+  in->t.shape = in->shape.data();
+  in->t.strides = in->strides.data();
+  return in;
+}
+
+// A 0-dim CPU tensor holding a scalar input's value.
+inline std::unique_ptr<FakeInput> scalar(kf::DType dtype, double value) {
+  auto in = std::make_unique<FakeInput>();
+  in->t.data = in->scalar_storage;
+  in->t.device = {kDLCPU, 0};
+  in->t.ndim = 0;
+  in->t.dtype = dl(dtype);
+  switch (dtype) {
+    case kf::DType::F64: { double v = value; std::memcpy(in->scalar_storage, &v, 8); break; }
+    case kf::DType::F32: { float v = static_cast<float>(value); std::memcpy(in->scalar_storage, &v, 4); break; }
+    case kf::DType::I64: { int64_t v = static_cast<int64_t>(value); std::memcpy(in->scalar_storage, &v, 8); break; }
+    case kf::DType::I32: { int32_t v = static_cast<int32_t>(value); std::memcpy(in->scalar_storage, &v, 4); break; }
+    case kf::DType::Bool: { uint8_t v = value != 0; std::memcpy(in->scalar_storage, &v, 1); break; }
+    case kf::DType::F16: { uint16_t v = kf::float_to_half(static_cast<float>(value)); std::memcpy(in->scalar_storage, &v, 2); break; }
+    case kf::DType::BF16: { uint16_t v = kf::float_to_bf16(static_cast<float>(value)); std::memcpy(in->scalar_storage, &v, 2); break; }
+  }
+  return in;
+}
+
+using Inputs = std::vector<std::unique_ptr<FakeInput>>;
+
+// Concretizes `fusion` for `inputs` and segments it.
+inline std::shared_ptr<kf::ConcreteFusion> concretize(const std::shared_ptr<kf::Fusion>& fusion,
+                                                      const Inputs& inputs) {
+  std::vector<const DLTensor*> ptrs;
+  for (const auto& in : inputs) ptrs.push_back(&in->t);
+  kf::ConcreteKey key;
+  kf::Binding b = kf::bind_inputs(*fusion, ptrs.data(), ptrs.size(), &key);
+  return kf::concretize(fusion, b, key);
+}
+
+// The plan for the whole fusion as one task (independent of how the
+// segmenter would cut it).
+inline kf::KernelPlan plan(const std::shared_ptr<kf::ConcreteFusion>& c) {
+  return kf::generate_kernel(*c, kf::root_task(*c->fusion));
+}
+
+}  // namespace kftest

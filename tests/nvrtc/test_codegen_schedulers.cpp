@@ -1,0 +1,254 @@
+// The pointwise, reduction and normalization schedulers on representative
+// layouts (contiguous, transposed, broadcast stride 0, size-1 dims, 64-bit
+// indexing, misaligned pointers) and fusions (layernorm, softmax, rmsnorm,
+// gelu+bias, transpose+add): the scheduler chosen, the launch rule, the
+// vector path where it applies, and a clean NVRTC compile for sm_80/sm_90.
+#include "core/define/builder.h"
+#include "core/codegen/kernel_plan.h"
+#include "core/util/error.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+extern "C" {
+#include <cmocka.h>
+}
+
+#include <functional>
+
+#include "tests/nvrtc/codegen_harness.h"
+
+using namespace kf;
+using kftest::Inputs;
+
+namespace {
+
+kftest::Batch& batch() {
+  static kftest::Batch b;
+  return b;
+}
+
+KernelPlan generate(const std::function<void(Builder&)>& define, const Inputs& inputs) {
+  Builder b;
+  define(b);
+  auto f = b.finalize();
+  KernelPlan p = kftest::plan(kftest::concretize(f, inputs));
+  batch().add(p);
+  return p;
+}
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+int64_t ci(Builder& b, int64_t v) { return b.constant_i64(v, DType::I64); }
+
+std::function<void(Builder&)> add_2d(DType t) {
+  return [t](Builder& b) {
+    const int64_t x = b.tensor_input(2, t), y = b.tensor_input(2, t);
+    b.output(b.op(Op::ADD, {x, y}, {})[0], {}, -1);
+  };
+}
+
+void test_pointwise_layouts(void** /*state*/) {
+  {  // contiguous: 16-byte vectors
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}));
+    in.push_back(kftest::tensor(DType::F32, {8, 64}));
+    KernelPlan p = generate(add_2d(DType::F32), in);
+    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Pointwise));
+    assert_int_equal(static_cast<int>(p.launch.kind), static_cast<int>(LaunchRule::Kind::Elementwise));
+    assert_int_equal(p.launch.items_per_thread, 4);
+    assert_true(contains(p.source, "const kf_vec<float, 4> xv"));
+    assert_true(contains(p.params, "index=int32"));
+  }
+  {  // float16: 8 lanes
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F16, {8, 64}));
+    in.push_back(kftest::tensor(DType::F16, {8, 64}));
+    KernelPlan p = generate(add_2d(DType::F16), in);
+    assert_int_equal(p.launch.items_per_thread, 8);
+  }
+  {  // transposed input: read through strides, no vector loads of it
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 8}));
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 8}));
+    KernelPlan p = generate(add_2d(DType::F32), in);
+    assert_false(contains(p.source, "const kf_vec"));
+  }
+  {  // broadcast stride 0 and size-1 dims
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {0, 1}));
+    in.push_back(kftest::tensor(DType::F32, {1, 64}));
+    KernelPlan p = generate(add_2d(DType::F32), in);
+    assert_true(contains(p.source, "kf_vec"));
+  }
+  {  // misaligned pointers: scalar loads
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {}, 4));
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {}, 4));
+    KernelPlan p = generate(add_2d(DType::F32), in);
+    assert_false(contains(p.source, "const kf_vec"));
+  }
+  {  // more than 2^31 elements: 64-bit indices
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {3, int64_t{1} << 31}));
+    in.push_back(kftest::tensor(DType::F32, {1, int64_t{1} << 31}));
+    KernelPlan p = generate(add_2d(DType::F32), in);
+    assert_true(contains(p.params, "index=int64"));
+    assert_true(contains(p.source, "const long long e"));
+  }
+  {  // outputs of different sizes get loops of their own
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}));
+    in.push_back(kftest::tensor(DType::F32, {64}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F32), y = b.tensor_input(1, DType::F32);
+      b.output(b.op(Op::MUL, {x, y}, {})[0], {}, -1);
+      b.output(b.op(Op::EXP, {y}, {})[0], {}, -1);
+    }, in);
+    assert_true(contains(p.params, "loops=2"));
+  }
+}
+
+void test_fusions(void** /*state*/) {
+  {  // gelu(x + bias)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {16, 128}));
+    in.push_back(kftest::tensor(DType::BF16, {128}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::BF16), bias = b.tensor_input(1, DType::BF16);
+      b.output(b.op(Op::GELU, {b.op(Op::ADD, {x, bias}, {})[0]}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Pointwise));
+  }
+  {  // transpose + add
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 32}));
+    in.push_back(kftest::tensor(DType::F32, {32, 64}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F32), y = b.tensor_input(2, DType::F32);
+      b.output(b.op(Op::ADD, {b.op(Op::PERMUTE, {x}, {1, 0})[0], y}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Pointwise));
+  }
+  {  // softmax over the last dim
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F16, {32, 1000}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F16);
+      const int64_t m = b.op(Op::MAX, {x}, {1, 1})[0];
+      const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
+      const int64_t s = b.op(Op::SUM, {e}, {1, 1})[0];
+      b.output(b.op(Op::DIV, {e, s}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Normalization));
+    assert_int_equal(static_cast<int>(p.launch.kind), static_cast<int>(LaunchRule::Kind::PerRow));
+    assert_true(p.launch.reduced_dims == std::vector<bool>({false, true}));
+    assert_true(contains(p.params, "phases=2"));
+  }
+  {  // layernorm with chained reductions: mean, then var of x - mean
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 4, 256}));
+    in.push_back(kftest::tensor(DType::F32, {256}));
+    in.push_back(kftest::tensor(DType::F32, {256}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(3, DType::F32), w = b.tensor_input(1, DType::F32),
+                    bias = b.tensor_input(1, DType::F32);
+      const int64_t mean = b.op(Op::MEAN, {x}, {1, 2})[0];
+      const int64_t d = b.op(Op::SUB, {x, mean}, {})[0];
+      const int64_t var = b.op(Op::MEAN, {b.op(Op::MUL, {d, d}, {})[0]}, {1, 2})[0];
+      const int64_t eps = b.constant_f64(1e-5, DType::F64);
+      const int64_t r = b.op(Op::RSQRT, {b.op(Op::ADD, {var, eps}, {})[0]}, {})[0];
+      const int64_t y = b.op(Op::ADD, {b.op(Op::MUL, {b.op(Op::MUL, {d, r}, {})[0], w}, {})[0], bias}, {})[0];
+      b.output(y, {}, -1);
+      b.output(mean, {}, -1);
+      b.output(r, {}, -1);
+    }, in);
+    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Normalization));
+    assert_true(contains(p.params, "phases=2"));
+  }
+  {  // layernorm with var_mean (Welford), no keepdim, broadcast back
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {64, 768}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::BF16);
+      auto vm = b.op(Op::VAR_MEAN, {x}, {0, 0, 1});
+      auto bc = [&](int64_t v) { return b.op(Op::BROADCAST_IN_DIM, {v, ci(b, -1), ci(b, 768)}, {0})[0]; };
+      const int64_t r = b.op(Op::RSQRT, {b.op(Op::ADD, {vm[0], b.constant_f64(1e-5, DType::F64)}, {})[0]}, {})[0];
+      b.output(b.op(Op::MUL, {b.op(Op::SUB, {x, bc(vm[1])}, {})[0], bc(r)}, {})[0], {}, -1);
+    }, in);
+    assert_true(contains(p.source, "kf_welford"));
+  }
+  {  // rmsnorm
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F16, {128, 4096}));
+    in.push_back(kftest::tensor(DType::F16, {4096}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F16), w = b.tensor_input(1, DType::F16);
+      const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {x, x}, {})[0]}, {1, 1})[0];
+      const int64_t r = b.op(Op::RSQRT, {b.op(Op::ADD, {ms, b.constant_f64(1e-6, DType::F64)}, {})[0]}, {})[0];
+      b.output(b.op(Op::MUL, {b.op(Op::MUL, {x, r}, {})[0], w}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Normalization));
+    assert_true(contains(p.params, "phases=1"));
+  }
+  {  // column sums with an epilogue, 64-bit indices, int input
+    Inputs in;
+    in.push_back(kftest::tensor(DType::I32, {int64_t{1} << 20, 4096}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::I32);
+      const int64_t s = b.op(Op::SUM, {x}, {0, 0})[0];
+      b.output(b.op(Op::MUL, {s, ci(b, 2)}, {})[0], {}, -1);
+      b.output(b.op(Op::MAX, {x}, {1, 0})[0], {}, -1);
+    }, in);
+    (void)p;
+  }
+}
+
+void test_rejections(void** /*state*/) {
+  Builder b;
+  const int64_t x = b.tensor_input(2, DType::F32);
+  b.output(b.op(Op::SUM, {x}, {0, 0})[0], {}, -1);
+  b.output(b.op(Op::SUM, {x}, {0, 1})[0], {}, -1);
+  auto f = b.finalize();
+  Inputs in;
+  in.push_back(kftest::tensor(DType::F32, {8, 16}));
+  auto c = kftest::concretize(f, in);
+  std::string why;
+  assert_false(can_generate(*c, root_task(*f), &why));
+  assert_true(contains(why, "reductions over different domains"));
+
+  // A reduction result read at another row's index (here: transposed).
+  Builder b2;
+  const int64_t y = b2.tensor_input(2, DType::F32);
+  const int64_t s = b2.op(Op::SUM, {y}, {1, 1})[0];  // [8, 1]
+  const int64_t t = b2.op(Op::RESHAPE, {s, ci(b2, 1), ci(b2, 8)}, {})[0];
+  b2.output(b2.op(Op::ADD, {y, b2.op(Op::EXPAND, {t, ci(b2, 8), ci(b2, 8)}, {})[0]}, {})[0], {}, -1);
+  auto f2 = b2.finalize();
+  Inputs in2;
+  in2.push_back(kftest::tensor(DType::F32, {8, 8}));
+  auto c2 = kftest::concretize(f2, in2);
+  why.clear();
+  assert_false(can_generate(*c2, root_task(*f2), &why));
+  assert_true(contains(why, "codegen:"));
+}
+
+void test_compile(void** /*state*/) {
+  const std::string err = batch().compile_all();
+  if (!err.empty()) fail_msg("%zu kernels: %s", batch().size(), err.substr(0, 4000).c_str());
+}
+
+}  // namespace
+
+int main() {
+  if (kftest::nvrtc() == nullptr) {
+    std::fprintf(stderr, "libnvrtc.so.13 not found: skipped\n");
+    return 77;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pointwise_layouts),
+      cmocka_unit_test(test_fusions),
+      cmocka_unit_test(test_rejections),
+      cmocka_unit_test(test_compile),
+  };
+  return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

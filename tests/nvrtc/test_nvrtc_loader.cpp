@@ -1,0 +1,270 @@
+// The CUDA runtime's host side, without a GPU: NVRTC loads and compiles for
+// sm_80 and sm_90 (CUBIN), reports compile errors with its log; the
+// strided-copy kernels compile; copy layouts collapse; kernel arguments and
+// grids follow a plan; and with no driver a kDLCUDA input fails with
+// KF_ERR_NO_DEVICE and a clear message (skipped where a driver exists).
+// Project headers first: cmocka defines a fail() macro.
+#include "core/concretize/concrete_fusion.h"
+#include "core/define/builder.h"
+#include "core/runtime/backend.h"
+#include "core/runtime/cuda/driver.h"
+#include "core/runtime/cuda/launch.h"
+#include "core/runtime/cuda/nvrtc.h"
+#include "core/runtime/cuda/strided_copy.h"
+#include "core/runtime/executor.h"
+#include "core/util/error.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+extern "C" {
+#include <cmocka.h>
+}
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace kf;
+using namespace kf::cuda;
+
+namespace {
+
+const char* kTinyKernel = R"(
+extern "C" __global__ void add_one(float* x, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.0f;
+}
+)";
+
+bool is_elf(const std::vector<char>& image) {
+  return image.size() > 4 && std::memcmp(image.data(), "\x7f" "ELF", 4) == 0;
+}
+
+void test_nvrtc_loads(void**) {
+  std::string why;
+  if (!nvrtc_available(&why)) fail_msg("NVRTC not available: %s", why.c_str());
+  NvrtcVersion v = nvrtc_version();
+  assert_true(v.major >= 12);
+  std::vector<int> archs = nvrtc_supported_archs();
+  assert_false(archs.empty());
+  assert_true(std::find(archs.begin(), archs.end(), 90) != archs.end());
+}
+
+void test_compiles_cubin_for_sm80_and_sm90(void**) {
+  for (int sm : {80, 90}) {
+    CompiledCode code = nvrtc_compile(kTinyKernel, "add_one", sm);
+    assert_false(code.is_ptx);
+    assert_true(is_elf(code.image));
+  }
+}
+
+void test_options(void**) {
+  std::vector<std::string> opts = nvrtc_options(90);
+  auto has = [&](const std::string& o) { return std::find(opts.begin(), opts.end(), o) != opts.end(); };
+  assert_true(has("-std=c++17"));
+  assert_true(has("-default-device"));
+  assert_true(has("--gpu-architecture=sm_90"));
+  assert_false(cuda_include_dir().empty());
+  assert_true(has("--include-path=" + cuda_include_dir()));
+  // An architecture newer than NVRTC knows gets PTX for the newest one it does.
+  std::vector<std::string> future = nvrtc_options(990);
+  assert_true(std::find(future.begin(), future.end(),
+                        "--gpu-architecture=compute_" + std::to_string(nvrtc_supported_archs().back())) !=
+              future.end());
+  CompiledCode ptx = nvrtc_compile(kTinyKernel, "add_one", 990);
+  assert_true(ptx.is_ptx);
+  assert_non_null(std::strstr(ptx.image.data(), ".entry add_one"));
+}
+
+void test_half_headers(void**) {
+  const char* src = R"(
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void h(__half* x, __nv_bfloat16* y) {
+  x[threadIdx.x] = __float2half(__half2float(x[threadIdx.x]) * 2.0f);
+  y[threadIdx.x] = __float2bfloat16(__bfloat162float(y[threadIdx.x]) + 1.0f);
+}
+)";
+  assert_true(is_elf(nvrtc_compile(src, "h", 90).image));
+}
+
+void test_compile_error_has_log(void**) {
+  try {
+    nvrtc_compile("extern \"C\" __global__ void bad() { undeclared_thing = 1; }", "bad", 90);
+    fail_msg("expected a compile error");
+  } catch (const kf::Error& e) {
+    assert_int_equal(e.status(), KF_ERR_BACKEND);
+    assert_non_null(std::strstr(e.what(), "bad"));
+    assert_non_null(std::strstr(e.what(), "undeclared_thing"));
+    assert_non_null(std::strstr(e.what(), "sm_90"));
+  }
+}
+
+void test_strided_copy_kernels_compile(void**) {
+  for (int e : {1, 2, 4, 8})
+    for (int rank : {1, 2, 3, 6}) {
+      std::string name = strided_copy_name(e, rank);
+      assert_true(is_elf(nvrtc_compile(strided_copy_source(e, rank), name, 90).image));
+    }
+}
+
+void test_collapse_copy(void**) {
+  // Contiguous in the same order: one block.
+  CopyLayout l = collapse_copy({2, 3, 4}, {12, 4, 1}, {12, 4, 1});
+  assert_true(l.contiguous());
+  assert_int_equal(l.sizes[0], 24);
+  // Size-1 dims do not matter, whatever their strides.
+  l = collapse_copy({2, 1, 4}, {4, 99, 1}, {4, 7, 1});
+  assert_true(l.contiguous());
+  // Transposed source: two dims, ordered by the destination.
+  l = collapse_copy({3, 4}, {1, 3}, {4, 1});
+  assert_false(l.contiguous());
+  assert_int_equal(l.sizes.size(), 2);
+  assert_int_equal(l.dst_strides[1], 1);
+  assert_int_equal(l.src_strides[1], 3);
+  // A sliced source (row pitch 10) keeps rows apart; inner dims still merge.
+  l = collapse_copy({5, 2, 4}, {10, 4, 1}, {8, 4, 1});
+  assert_int_equal(l.sizes.size(), 2);
+  assert_int_equal(l.sizes[1], 8);
+  assert_int_equal(l.src_strides[0], 10);
+  // Broadcast source (stride 0).
+  l = collapse_copy({4, 3}, {0, 1}, {3, 1});
+  assert_int_equal(l.sizes.size(), 2);
+  assert_int_equal(l.src_strides[0], 0);
+  // Empty and 0-dim.
+  assert_int_equal(collapse_copy({3, 0}, {1, 1}, {1, 1}).numel, 0);
+  l = collapse_copy({}, {}, {});
+  assert_int_equal(l.numel, 1);
+  assert_true(l.contiguous());
+}
+
+void test_launch_dims(void**) {
+  std::vector<Sizes> sizes = {{1000, 3}, {0, 5}, {4, 7, 9}};
+  LaunchRule r;
+  r.domain_value = 0;
+  r.block = 128;
+  r.items_per_thread = 4;
+  LaunchDims d = launch_dims(r, sizes, 1 << 30);
+  assert_int_equal(d.grid, (3000 + 511) / 512);
+  assert_int_equal(d.block, 128);
+  r.max_blocks = 2;
+  assert_int_equal(launch_dims(r, sizes, 1 << 30).grid, 2);
+  r.max_blocks = 1 << 20;
+  assert_int_equal(launch_dims(r, sizes, 3).grid, 3);  // the device's grid limit
+  r.domain_value = 1;  // empty domain: nothing to launch
+  assert_int_equal(launch_dims(r, sizes, 1 << 30).grid, 0);
+  r.kind = LaunchRule::Kind::PerRow;
+  r.domain_value = 2;
+  r.reduced_dims = {false, true, false};
+  assert_int_equal(launch_dims(r, sizes, 1 << 30).grid, 36);
+  // Rows exist but the reduced dim is empty: still launched (identity values).
+  sizes.push_back({6, 0});
+  r.domain_value = 3;
+  r.reduced_dims = {false, true};
+  assert_int_equal(launch_dims(r, sizes, 1 << 30).grid, 6);
+}
+
+// x (f32, rank 2) * s (f32 scalar) -> y
+void test_fill_arguments(void**) {
+  Builder b;
+  int64_t x = b.tensor_input(2, DType::F32);
+  int64_t s = b.scalar_input(DType::I64);
+  int64_t y = b.op(Op::MUL, {x, s}, {})[0];
+  b.output(y, {}, -1);
+  auto f = b.finalize();
+  Task task = root_task(*f);
+  std::vector<ArgSlot> slots = {{ArgSlot::Kind::Data, y, 0},   {ArgSlot::Kind::Data, x, 0},
+                                {ArgSlot::Kind::Stride, x, 0}, {ArgSlot::Kind::Stride, y, 1},
+                                {ArgSlot::Kind::Extent, y, 1}, {ArgSlot::Kind::Scalar, s, 0},
+                                {ArgSlot::Kind::Extent, f->extent_id(0, 0), 0}};
+  std::vector<SlotSource> sources = resolve_slots(*f, task, slots);
+  float xs[12], ys[12];
+  int64_t shape[2] = {3, 4}, xstrides[2] = {1, 3};
+  int64_t scalar = (int64_t(1) << 60) + 3;  // not exact as a double
+  DLTensor tx{xs, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, shape, xstrides, 8};
+  DLTensor ts{&scalar, {kDLCPU, 0}, 0, {kDLInt, 64, 1}, nullptr, nullptr, 0};
+  DLTensor ty{ys, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  const DLTensor* ins[2] = {&tx, &ts};
+  DLTensor* outs[1] = {&ty};
+  std::vector<Sizes> sizes(f->values.size());
+  sizes[static_cast<size_t>(x)] = {3, 4};
+  sizes[static_cast<size_t>(y)] = {3, 4};
+  int64_t args[7];
+  fill_arguments(*f, slots, sources, sizes, ins, outs, args);
+  assert_int_equal(args[0], reinterpret_cast<intptr_t>(ys));
+  assert_int_equal(args[1], reinterpret_cast<intptr_t>(xs) + 8);  // byte_offset applied
+  assert_int_equal(args[2], 1);
+  assert_int_equal(args[3], 1);  // compact when strides are NULL
+  assert_int_equal(args[4], 4);
+  assert_int_equal(args[5], scalar);
+  assert_int_equal(args[6], 3);  // input extent x.shape[0]
+  // Pageable host memory behind a data slot is refused.
+  tx.device = {kDLCPU, 0};
+  try {
+    fill_arguments(*f, slots, sources, sizes, ins, outs, args);
+    fail_msg("expected KF_ERR_DEVICE_MISMATCH");
+  } catch (const kf::Error& e) {
+    assert_int_equal(e.status(), KF_ERR_DEVICE_MISMATCH);
+  }
+}
+
+// Without a driver, a kDLCUDA input fails cleanly with KF_ERR_NO_DEVICE.
+void test_no_driver_reports_no_device(void**) {
+  if (driver_available()) {
+    skip();
+    return;
+  }
+  std::string why;
+  driver_available(&why);
+  assert_non_null(std::strstr(why.c_str(), "no CUDA"));
+  Builder b;
+  int64_t x = b.tensor_input(1, DType::F32);
+  int64_t y = b.op(Op::ADD, {x, x}, {})[0];
+  b.output(y, {}, -1);
+  auto f = b.finalize();
+  float data[4] = {};
+  int64_t shape[1] = {4};
+  DLTensor tx{data, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  DLTensor ty = tx;
+  const DLTensor* ins[1] = {&tx};
+  DLTensor* outs[1] = {&ty};
+  try {
+    ConcreteKey key;
+    Binding binding = bind_inputs(*f, ins, 1, &key);
+    auto c = concretize(f, binding, key);
+    execute(*c, *segmentation_of(c), binding, ins, outs, ExecOptions{});
+    fail_msg("expected KF_ERR_NO_DEVICE");
+  } catch (const kf::Error& e) {
+    assert_int_equal(e.status(), KF_ERR_NO_DEVICE);
+    assert_non_null(std::strstr(e.what(), "no CUDA"));
+  }
+  for (int i = 0; i < 2; ++i) {  // remembered: the same answer every time
+    try {
+      cuda_backend().allocate(16, 0, ExecOptions{});
+      fail_msg("expected KF_ERR_NO_DEVICE");
+    } catch (const kf::Error& e) {
+      assert_int_equal(e.status(), KF_ERR_NO_DEVICE);
+      assert_non_null(std::strstr(e.what(), "libcuda.so.1"));
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_nvrtc_loads),
+      cmocka_unit_test(test_compiles_cubin_for_sm80_and_sm90),
+      cmocka_unit_test(test_options),
+      cmocka_unit_test(test_half_headers),
+      cmocka_unit_test(test_compile_error_has_log),
+      cmocka_unit_test(test_strided_copy_kernels_compile),
+      cmocka_unit_test(test_collapse_copy),
+      cmocka_unit_test(test_launch_dims),
+      cmocka_unit_test(test_fill_arguments),
+      cmocka_unit_test(test_no_driver_reports_no_device),
+  };
+  return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
