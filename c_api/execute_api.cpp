@@ -6,6 +6,7 @@
 
 #include "c_api/api_guard.h"
 #include "c_api/handles.h"
+#include "core/codegen/kernel_plan.h"
 #include "core/ir/text_printer.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/outputs.h"
@@ -129,6 +130,54 @@ KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out)
       kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", segs.size(),
                " segments)");
     *out = copy_string(kf::segment_to_text(*h->concrete->fusion, segs[index].task));
+  });
+}
+
+namespace {
+
+std::string describe_launch(const kf::KernelPlan& plan) {
+  const kf::LaunchRule& l = plan.launch;
+  std::string s = l.kind == kf::LaunchRule::Kind::Elementwise ? "elementwise over" : "one block per row of";
+  s += " value " + std::to_string(l.domain_value) + ", block " + std::to_string(l.block);
+  if (l.kind == kf::LaunchRule::Kind::Elementwise)
+    s += ", " + std::to_string(l.items_per_thread) + " items per thread";
+  if (l.shared_bytes) s += ", " + std::to_string(l.shared_bytes) + " bytes of shared memory";
+  return s;
+}
+
+std::string describe_args(const kf::KernelPlan& plan) {
+  static const char* const kinds[] = {"data", "extent", "stride", "scalar"};
+  std::string s;
+  for (size_t k = 0; k < plan.args.size(); ++k) {
+    const kf::ArgSlot& a = plan.args[k];
+    s += (k ? ", " : "") + std::string(kinds[static_cast<int>(a.kind)]) + "(" + std::to_string(a.value);
+    if (a.kind == kf::ArgSlot::Kind::Extent || a.kind == kf::ArgSlot::Kind::Stride) s += "." + std::to_string(a.dim);
+    s += ")";
+  }
+  return s;
+}
+
+}  // namespace
+
+KF_API kf_status kf_segment_cuda_source(kf_segmentation s, size_t index, char** out) {
+  return guard([&] {
+    const char* fn = "kf_segment_cuda_source";
+    auto* h = kf::capi::segmentation_of(s, fn);
+    require(out, fn, "out");
+    const auto& segs = h->segmentation->segments;
+    if (index >= segs.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", segs.size(),
+               " segments)");
+    const kf::Segment& seg = segs[index];
+    if (seg.scheduler == kf::SchedulerKind::Library)
+      kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index,
+               " is a library segment (matmul/linear call a library, no kernel is generated)");
+    kf::KernelPlan plan = kf::generate_kernel(*h->concrete, seg.task);
+    std::string text = "// segment " + std::to_string(index) + ": kernel " + plan.name + "\n" +
+                       "// scheduler: " + plan.params + "\n" +
+                       "// launch: " + describe_launch(plan) + "\n" +
+                       "// args: " + describe_args(plan) + "\n" + plan.source;
+    *out = copy_string(text);
   });
 }
 

@@ -56,6 +56,7 @@ class Grouper {
     producer_.assign(f_.values.size(), -1);
     for (size_t i = 0; i < f_.exprs.size(); ++i)
       for (int64_t out : f_.exprs[i].outputs) producer_[static_cast<size_t>(out)] = static_cast<int64_t>(i);
+    mark_live();
   }
 
   std::vector<std::vector<int64_t>> run() {
@@ -67,13 +68,28 @@ class Grouper {
   }
 
  private:
+  // Exprs whose results no output needs are dropped: a segment must have
+  // outputs, and dead work is not worth a kernel.
+  void mark_live() {
+    live_.assign(f_.exprs.size(), false);
+    std::vector<bool> needed(f_.values.size(), false);
+    for (const Output& o : f_.outputs) needed[static_cast<size_t>(o.value)] = true;
+    for (size_t i = f_.exprs.size(); i > 0; --i) {
+      const Expr& e = f_.exprs[i - 1];
+      for (int64_t out : e.outputs)
+        if (needed[static_cast<size_t>(out)]) live_[i - 1] = true;
+      if (live_[i - 1])
+        for (int64_t in : e.inputs) needed[static_cast<size_t>(in)] = true;
+    }
+  }
+
   // 1 + 2: connected groups per stage, library exprs alone; shatter the
   // groups no scheduler accepts.
   void top_down() {
     const size_t n = f_.exprs.size();
     UnionFind uf(n);
     for (size_t i = 0; i < n; ++i) {
-      if (is_library(f_.exprs[i])) continue;
+      if (!live_[i] || is_library(f_.exprs[i])) continue;
       for (int64_t in : f_.exprs[i].inputs) {
         int64_t p = producer_[static_cast<size_t>(in)];
         if (p >= 0 && !is_library(f_.exprs[static_cast<size_t>(p)]) && stage_[static_cast<size_t>(p)] == stage_[i])
@@ -82,6 +98,7 @@ class Grouper {
     }
     std::vector<int64_t> slot(n, -1);
     for (size_t i = 0; i < n; ++i) {
+      if (!live_[i]) continue;
       int64_t root = uf.find(static_cast<int64_t>(i));
       if (slot[static_cast<size_t>(root)] < 0) {
         slot[static_cast<size_t>(root)] = static_cast<int64_t>(groups_.size());
@@ -112,7 +129,7 @@ class Grouper {
         int64_t p = producer_[static_cast<size_t>(in)];
         if (p < 0) continue;
         int64_t a = group_of_[static_cast<size_t>(p)], b = group_of_[i];
-        if (a != b) succ[static_cast<size_t>(a)].insert(b);
+        if (a >= 0 && b >= 0 && a != b) succ[static_cast<size_t>(a)].insert(b);
       }
     return succ;
   }
@@ -314,7 +331,7 @@ class Grouper {
   std::vector<int64_t> stage_, producer_, group_of_;
   std::vector<std::vector<int64_t>> groups_;
   std::vector<std::set<int64_t>> succ_, pred_;
-  std::vector<bool> alive_;
+  std::vector<bool> alive_, live_;
   std::vector<int64_t> min_expr_, max_expr_;
 };
 

@@ -7,7 +7,8 @@
 //  3. bottom-up: neighbouring groups (producer -> consumer, same stage) merge
 //     when a scheduler accepts the merged group and the segment graph stays
 //     acyclic, trying first the edges that carry the largest intermediates.
-// The result is deterministic and in a valid run order.
+// Exprs that no output needs are dropped. The result is deterministic and
+// in a valid run order.
 #pragma once
 
 #include <functional>

@@ -131,6 +131,19 @@ void test_independent_branches_stay_separate_groups(void**) {
   assert_true(g == expected);
 }
 
+void test_dead_exprs_are_dropped(void**) {
+  // exp(x) is never used: no segment computes it.
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32);
+  b.op(kf::Op::EXP, {x}, {});
+  int64_t y = b.op(kf::Op::NEG, {x}, {})[0];
+  b.output(y, {}, -1);
+  auto c = concretize_8x8(b.finalize());
+  Groups g = kf::group_exprs(*c, [](const std::vector<int64_t>&) { return true; });
+  Groups expected = {{1}};
+  assert_true(g == expected);
+}
+
 }  // namespace
 
 int main() {
@@ -141,6 +154,7 @@ int main() {
       cmocka_unit_test(test_library_op_alone_and_no_cycle),
       cmocka_unit_test(test_never_merges_across_segment_set),
       cmocka_unit_test(test_independent_branches_stay_separate_groups),
+      cmocka_unit_test(test_dead_exprs_are_dropped),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -323,6 +323,13 @@ KF_API kf_status kf_segmentation_get(kf_segmentation s, size_t index, kf_segment
  * segment's value inputs (>= 0) in the order of info.inputs. */
 KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out);
 
+/* The CUDA C++ that kfuse generates for a segment, preceded by a comment
+ * with its scheduler, launch rule and parameters (what `kfuse explain
+ * --cuda` prints). Works without a GPU. KF_ERR_UNSUPPORTED (saying why)
+ * when no GPU scheduler accepts the segment, or for library segments.
+ * *out: free with kf_string_free. */
+KF_API kf_status kf_segment_cuda_source(kf_segmentation s, size_t index, char** out);
+
 /* ------------------------------------------------------------------------ */
 /* Execute                                                                  */
 

@@ -1,0 +1,3 @@
+module kfuse
+
+go 1.19

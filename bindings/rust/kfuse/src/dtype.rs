@@ -1,0 +1,128 @@
+use std::ffi::CStr;
+
+use kfuse_sys as sys;
+
+/// Element type of a kfuse value (`kf_dtype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F64,
+    F32,
+    F16,
+    BF16,
+    I64,
+    I32,
+    Bool,
+}
+
+impl DType {
+    pub(crate) fn to_raw(self) -> sys::kf_dtype {
+        match self {
+            DType::F64 => sys::kf_dtype::KF_FLOAT64,
+            DType::F32 => sys::kf_dtype::KF_FLOAT32,
+            DType::F16 => sys::kf_dtype::KF_FLOAT16,
+            DType::BF16 => sys::kf_dtype::KF_BFLOAT16,
+            DType::I64 => sys::kf_dtype::KF_INT64,
+            DType::I32 => sys::kf_dtype::KF_INT32,
+            DType::Bool => sys::kf_dtype::KF_BOOL,
+        }
+    }
+
+    pub(crate) fn from_raw(raw: sys::kf_dtype) -> Option<DType> {
+        [
+            DType::F64,
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::I64,
+            DType::I32,
+            DType::Bool,
+        ]
+        .into_iter()
+        .find(|d| d.to_raw() == raw)
+    }
+
+    /// kfuse's name of the dtype, e.g. `"float32"`.
+    pub fn name(self) -> &'static str {
+        // SAFETY: kf_dtype_name returns a static, never-NULL string.
+        unsafe { CStr::from_ptr(sys::kf_dtype_name(self.to_raw())) }
+            .to_str()
+            .unwrap_or("invalid")
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F64 | DType::I64 => 8,
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::Bool => 1,
+        }
+    }
+
+    /// The DLPack type of this dtype (bool as 8-bit kDLUInt, which DLPack
+    /// 0.6 producers use).
+    pub fn to_dlpack(self) -> sys::DLDataType {
+        let code = match self {
+            DType::F64 | DType::F32 | DType::F16 => sys::DLDataTypeCode::kDLFloat,
+            DType::BF16 => sys::DLDataTypeCode::kDLBfloat,
+            DType::I64 | DType::I32 => sys::DLDataTypeCode::kDLInt,
+            DType::Bool => sys::DLDataTypeCode::kDLUInt,
+        };
+        sys::DLDataType {
+            code: code.0 as u8,
+            bits: (self.size() * 8) as u8,
+            lanes: 1,
+        }
+    }
+
+    /// The dtype of a DLPack type, if kfuse has one. 8-bit ints and
+    /// `KF_DLPACK_BOOL_CODE` read as bool, as kfuse does.
+    pub fn from_dlpack(t: sys::DLDataType) -> Option<DType> {
+        if t.lanes != 1 {
+            return None;
+        }
+        let code = t.code as u32;
+        let is = |c: sys::DLDataTypeCode| code == c.0;
+        Some(match t.bits {
+            64 if is(sys::DLDataTypeCode::kDLFloat) => DType::F64,
+            32 if is(sys::DLDataTypeCode::kDLFloat) => DType::F32,
+            16 if is(sys::DLDataTypeCode::kDLFloat) => DType::F16,
+            16 if is(sys::DLDataTypeCode::kDLBfloat) => DType::BF16,
+            64 if is(sys::DLDataTypeCode::kDLInt) => DType::I64,
+            32 if is(sys::DLDataTypeCode::kDLInt) => DType::I32,
+            8 if is(sys::DLDataTypeCode::kDLInt)
+                || is(sys::DLDataTypeCode::kDLUInt)
+                || code == sys::KF_DLPACK_BOOL_CODE as u32 =>
+            {
+                DType::Bool
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// A Rust type whose values are laid out as one kfuse dtype.
+///
+/// # Safety
+/// `DTYPE.size()` must equal `size_of::<Self>()` and every bit pattern kfuse
+/// writes for `DTYPE` must be a valid `Self`.
+pub unsafe trait Element: Copy + Default + 'static {
+    const DTYPE: DType;
+}
+
+unsafe impl Element for f64 {
+    const DTYPE: DType = DType::F64;
+}
+unsafe impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+}
+unsafe impl Element for i64 {
+    const DTYPE: DType = DType::I64;
+}
+unsafe impl Element for i32 {
+    const DTYPE: DType = DType::I32;
+}
+// kfuse writes bools as 0 or 1, the only valid `bool` bytes.
+unsafe impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+}

@@ -1,0 +1,12 @@
+// The subcommands of the `kfuse` CLI. Each returns the process exit code
+// and throws CliError for problems that stop it before a verdict.
+#pragma once
+
+#include "fusion_file.h"
+
+namespace kfcli {
+
+int run_command(const Options& options);
+int explain_command(const Options& options);
+
+}  // namespace kfcli

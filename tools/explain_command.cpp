@@ -1,0 +1,115 @@
+// `kfuse explain`: what kfuse makes of a fusion file, stage by stage: the
+// definition, its concretization for the given shapes, the segments in run
+// order and (with --cuda) the CUDA C++ generated for each segment.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "fusion_file.h"
+
+// Resolved at load time when libkfuse has it: the CUDA source generator is
+// landing separately, and explain must work with or without it.
+#pragma weak kf_segment_cuda_source
+
+namespace kfcli {
+
+namespace {
+
+struct OwnedString {
+  char* s = nullptr;
+  ~OwnedString() { kf_string_free(s); }
+};
+
+struct Concrete {
+  kf_concrete c = nullptr;
+  ~Concrete() { kf_concrete_release(c); }
+};
+
+struct Segmentation {
+  kf_segmentation s = nullptr;
+  ~Segmentation() { kf_segmentation_release(s); }
+};
+
+std::string id_list(const int64_t* ids, size_t n, const std::map<int64_t, std::string>& names) {
+  if (n == 0) return "(none)";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(ids[i]);
+    auto it = names.find(ids[i]);
+    if (it != names.end()) s += " " + it->second;
+  }
+  return s;
+}
+
+void print_indented(const std::string& text, int indent = 2) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::printf("%*s%.*s\n", indent, "", static_cast<int>(end - start), text.c_str() + start);
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+int explain_command(const Options& options) {
+  const FusionFile file = load_fusion_file(options.file);
+  const Fusion fusion(file.text);
+  std::printf("== definition (%s) ==\n", file.path.c_str());
+  print_indented(fusion.text());
+
+  std::string description;
+  std::vector<HostTensor> inputs = make_inputs(fusion, file, options, &description);
+  std::vector<DLTensor> dl;
+  for (HostTensor& t : inputs) {
+    dl.push_back(t.dl());
+    // Concretization reads metadata only (never tensor data, except scalars),
+    // so host buffers can stand in for GPU tensors here.
+    if (options.cuda && !t.shape.empty()) dl.back().device = {kDLCUDA, 0};
+  }
+  std::vector<const DLTensor*> args;
+  for (const DLTensor& t : dl) args.push_back(&t);
+
+  std::printf("\n== concretization (%s; layout %s; %s tensors) ==\n", description.c_str(),
+              layout_name(options.layout), options.cuda ? "kDLCUDA" : "kDLCPU");
+  Concrete concrete;
+  check(kf_concretize(fusion.get(), args.data(), args.size(), &concrete.c), "kf_concretize");
+  OwnedString described;
+  check(kf_concrete_describe(concrete.c, &described.s), "kf_concrete_describe");
+  print_indented(described.s);
+
+  Segmentation seg;
+  check(kf_segment(concrete.c, &seg.s), "kf_segment");
+  size_t count = 0;
+  check(kf_segmentation_count(seg.s, &count), "kf_segmentation_count");
+  const auto names = value_names(fusion);
+  std::printf("\n== segments: %zu ==\n", count);
+  for (size_t k = 0; k < count; ++k) {
+    kf_segment_info info{};
+    info.struct_size = sizeof info;
+    check(kf_segmentation_get(seg.s, k, &info), "kf_segmentation_get");
+    std::printf("segment %zu: run order %zu, scheduler %s\n", k, info.run_order, info.scheduler);
+    std::printf("  inputs:     %s\n", id_list(info.inputs, info.num_inputs, names).c_str());
+    std::printf("  outputs:    %s\n", id_list(info.outputs, info.num_outputs, names).c_str());
+    std::printf("  dead after: %s\n", id_list(info.dead_after, info.num_dead_after, names).c_str());
+    OwnedString text;
+    check(kf_segment_to_text(seg.s, k, &text.s), "kf_segment_to_text");
+    std::printf("  text:\n");
+    print_indented(text.s, 4);
+    if (!options.cuda) continue;
+    std::printf("  cuda:\n");
+    if (kf_segment_cuda_source == nullptr) {
+      std::printf("    (this libkfuse has no kf_segment_cuda_source)\n");
+      continue;
+    }
+    OwnedString source;
+    const kf_status status = kf_segment_cuda_source(seg.s, k, &source.s);
+    if (status == KF_OK) print_indented(source.s, 4);
+    else std::printf("    %s: %s\n", kf_status_name(status), kf_last_error());
+  }
+  return 0;
+}
+
+}  // namespace kfcli

@@ -1,0 +1,125 @@
+// The `kfuse` command line: run and check a fusion file, explain what kfuse
+// makes of it, print the version. Uses libkfuse through its C API only.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "commands.h"
+
+namespace {
+
+constexpr const char* kUsage = R"USAGE(usage:
+  kfuse run FILE [options]      execute FILE on random inputs and check it
+                                against a float64 evaluation on the CPU
+  kfuse explain FILE [options]  print the definition, its concretization and
+                                its segments (--cuda: their CUDA C++ too)
+  kfuse version                 print the library's API version
+  kfuse --help                  this text
+
+options:
+  --shapes "32x64, 64"   shapes of the tensor inputs, in input order ("()" for
+                         rank 0); default: the file's '#! shapes:' line
+  --scalars "1e-5, 2"    values of the scalar inputs, in input order; default:
+                         the file's '#! scalars:' line
+  --layout L             contiguous | transposed (reversed memory order) |
+                         strided (every other element) | broadcast (stride 0
+                         in dim 0 where its size is > 1); default contiguous
+  --seed N               seed of the random inputs (default 0)
+  --device D             run: auto | cpu | cuda (default auto: the GPU when
+                         the CUDA driver finds one, else the CPU)
+  --cuda                 explain: concretize for kDLCUDA tensors and print
+                         each segment's generated CUDA C++
+
+exit status: 0 PASS (run) or success, 1 FAIL, 2 usage or input error
+)USAGE";
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "kfuse: %s\n(kfuse --help for usage)\n", message.c_str());
+  return 2;
+}
+
+int version() {
+  std::printf("kfuse: library API version %u, CLI built against API version %d\n", kf_version(),
+              KF_API_VERSION);
+  if (kf_check_version(KF_API_VERSION) != KF_OK) {
+    std::printf("%s\n", kf_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using kfcli::Options;
+  if (argc < 2) return usage_error("missing command");
+  Options options;
+  options.command = argv[1];
+  if (options.command == "--help" || options.command == "-h" || options.command == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (options.command == "version" || options.command == "--version") return version();
+  if (options.command != "run" && options.command != "explain")
+    return usage_error("unknown command '" + options.command + "'");
+
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
+      value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+      has_value = true;
+    }
+    auto next = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 >= argc) throw std::string("option " + arg + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (arg == "--shapes") options.shapes = next();
+      else if (arg == "--scalars") options.scalars = next();
+      else if (arg == "--seed") {
+        const std::string v = next();
+        char* end = nullptr;
+        options.seed = std::strtoull(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0') return usage_error("--seed expects a number, got '" + v + "'");
+      } else if (arg == "--layout") {
+        const std::string v = next();
+        if (!kfcli::parse_layout(v, &options.layout))
+          return usage_error("unknown layout '" + v + "' (contiguous, transposed, strided, broadcast)");
+      } else if (arg == "--device") {
+        options.device = next();
+        if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
+          return usage_error("unknown device '" + options.device + "' (auto, cpu, cuda)");
+      } else if (arg == "--cuda" && !has_value) {
+        options.cuda = true;
+      } else if (arg == "--help" || arg == "-h") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      } else if (arg.rfind("-", 0) == 0 || !options.file.empty()) {
+        return usage_error("unexpected argument '" + std::string(argv[i]) + "'");
+      } else {
+        options.file = arg;
+      }
+    } catch (const std::string& message) {
+      return usage_error(message);
+    }
+  }
+  if (options.file.empty()) return usage_error(options.command + ": missing FILE");
+  if (options.cuda && options.command != "explain") return usage_error("--cuda is an explain option");
+
+  try {
+    return options.command == "run" ? kfcli::run_command(options) : kfcli::explain_command(options);
+  } catch (const kfcli::CliError& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "kfuse %s: %s: %s\n", options.command.c_str(), options.file.c_str(), e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "kfuse %s: %s: %s\n", options.command.c_str(), options.file.c_str(), e.what());
+    return 1;
+  }
+}
