@@ -84,6 +84,7 @@ KF_API kf_status kf_segment(kf_concrete c, kf_segmentation* out) {
     auto* concrete = kf::capi::concrete_of(c, "kf_segment");
     require(out, "kf_segment", "out");
     auto handle = std::make_unique<kf_segmentation_s>();
+    handle->fusion = const_cast<kf::Fusion*>(concrete->fusion)->shared_from_this();
     handle->concrete = concrete->shared_from_this();
     handle->segmentation = kf::segmentation_of(handle->concrete);
     *out = handle.release();

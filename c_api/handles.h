@@ -8,9 +8,10 @@
 #include "core/ir/fusion.h"
 #include "core/segment/segmentation.h"
 
-// A segmentation handle keeps its concrete fusion (which owns the
+// A segmentation handle keeps its fusion and concrete fusion (which owns the
 // segmentation) alive.
 struct kf_segmentation_s {
+  std::shared_ptr<const kf::Fusion> fusion;
   std::shared_ptr<kf::ConcreteFusion> concrete;
   std::shared_ptr<const kf::Segmentation> segmentation;
 };

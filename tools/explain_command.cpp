@@ -7,10 +7,6 @@
 #include "commands.h"
 #include "fusion_file.h"
 
-// Resolved at load time when libkfuse has it: the CUDA source generator is
-// landing separately, and explain must work with or without it.
-#pragma weak kf_segment_cuda_source
-
 namespace kfcli {
 
 namespace {
@@ -100,10 +96,6 @@ int explain_command(const Options& options) {
     print_indented(text.s, 4);
     if (!options.cuda) continue;
     std::printf("  cuda:\n");
-    if (kf_segment_cuda_source == nullptr) {
-      std::printf("    (this libkfuse has no kf_segment_cuda_source)\n");
-      continue;
-    }
     OwnedString source;
     const kf_status status = kf_segment_cuda_source(seg.s, k, &source.s);
     if (status == KF_OK) print_indented(source.s, 4);

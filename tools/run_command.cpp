@@ -86,6 +86,7 @@ std::string strides_string(const DLTensor& t) {
 void print_values(const char* label, const std::vector<double>& v) {
   std::printf("  %-11s", label);
   const size_t n = std::min<size_t>(v.size(), 6);
+  if (v.empty()) std::printf("(no elements)");
   for (size_t i = 0; i < n; ++i) std::printf("%s%.6g", i ? ", " : "", v[i]);
   std::printf("%s\n", v.size() > n ? ", ..." : "");
 }
@@ -104,9 +105,10 @@ bool compare(const std::vector<double>& got, const std::vector<double>& want, kf
     const double rel = err / std::max(std::fabs(r), tol.atol > 0 ? tol.atol : 1e-300);
     max_abs = std::max(max_abs, err);
     max_rel = std::max(max_rel, rel);
-    if (!(err <= tol.atol + tol.rtol * std::fabs(r)) && err != 0) {
-      if (bad++ == 0) first_bad = i;
-    }
+    // NaN and inf must match exactly (rtol * inf would accept anything).
+    const bool finite = std::isfinite(a) && std::isfinite(r);
+    const bool ok = err == 0 || (finite && err <= tol.atol + tol.rtol * std::fabs(r));
+    if (!ok && bad++ == 0) first_bad = i;
   }
   std::printf("  max abs err %.3g, max rel err %.3g (tolerance %g + %g*|ref| for %s)\n", max_abs,
               max_rel, tol.atol, tol.rtol, kf_dtype_name(dtype));

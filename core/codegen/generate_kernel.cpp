@@ -6,6 +6,7 @@
 // writing the row-shaped ones. docs/codegen.md describes the kernels.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "core/codegen/kernel_plan.h"
 #include "core/codegen/kernel_writer.h"
@@ -25,7 +26,7 @@ constexpr int kVectorBytes = 16;
 // Unravels `linear` over `dims` of `dom` (outermost first) into locals
 // i<d>; returns one index expression per listed dim ("0" for size-1 dims).
 std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims,
-                                 const std::string& linear) {
+                                 const std::string& linear, const std::string& suffix = "") {
   std::vector<std::string> names(dims.size(), "0");
   std::vector<size_t> many;
   for (size_t k = 0; k < dims.size(); ++k)
@@ -33,7 +34,7 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
   if (many.empty()) return names;
   const std::string& t = w.index_type();
   if (many.size() == 1) {
-    names[many[0]] = "i" + std::to_string(dims[many[0]]);
+    names[many[0]] = "i" + std::to_string(dims[many[0]]) + suffix;
     w.line("const " + t + " " + names[many[0]] + " = (" + t + ")(" + linear + ");");
     return names;
   }
@@ -41,7 +42,7 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
   w.line(t + " " + rem + " = (" + t + ")(" + linear + ");");
   for (size_t m = many.size(); m-- > 0;) {
     const size_t k = many[m];
-    names[k] = "i" + std::to_string(dims[k]);
+    names[k] = "i" + std::to_string(dims[k]) + suffix;
     if (m == 0) {
       w.line("const " + t + " " + names[k] + " = " + rem + ";");
     } else {
@@ -74,7 +75,9 @@ bool same_classes(const KernelWriter& w, int64_t a, int64_t b) {
 }
 
 // Inputs and outputs that can move as whole vectors: the domain's sizes,
-// last dim innermost in memory (checked again at run time, with alignment).
+// or fewer dims broadcast over the leading ones (a bias row), last dim of
+// class >1 and innermost in memory (checked again at run time, with
+// alignment). `outs`: candidate vector outputs.
 VectorPlan plan_vectors(KernelWriter& w, const Task& task, const std::vector<int64_t>& outs, int64_t dom) {
   VectorPlan p;
   const ConcreteFusion& c = w.concrete();
@@ -82,21 +85,28 @@ VectorPlan plan_vectors(KernelWriter& w, const Task& task, const std::vector<int
   const size_t r = w.rank(dom);
   if (r == 0 || w.size_class(dom, r - 1) != SizeClass::Many) return p;
   int widest = 1;
-  auto innermost_last = [&](const std::vector<int>& order) { return !order.empty() && order.back() == static_cast<int>(r - 1); };
+  auto innermost_last = [](const std::vector<int>& order, size_t rank) {
+    return !order.empty() && order.back() == static_cast<int>(rank - 1);
+  };
   for (int64_t v : task.inputs) {
     const Value& val = f.value(v);
-    if (val.is_scalar || w.rank(v) != r || !same_classes(w, v, dom)) continue;
+    const size_t rv = w.rank(v);
+    if (val.is_scalar || rv == 0 || rv > r || w.size_class(v, rv - 1) != SizeClass::Many) continue;
+    bool fits = true;  // each dim broadcast (class 1) or of the domain's class
+    for (size_t j = 0; j < rv; ++j)
+      if (w.size_class(v, j) != SizeClass::One && w.size_class(v, j) != w.size_class(dom, r - rv + j)) fits = false;
+    if (!fits) continue;
     if (val.kind == ValueKind::TensorInput) {
       const InputLayout& l = c.input_layouts[static_cast<size_t>(val.input_index)];
-      if (!innermost_last(l.stride_order) || l.alignment < kVectorBytes / 2) continue;
-    } else if (!innermost_last(c.stride_orders[static_cast<size_t>(v)])) {
+      if (!innermost_last(l.stride_order, rv) || l.alignment < kVectorBytes / 2) continue;
+    } else if (!innermost_last(c.stride_orders[static_cast<size_t>(v)], rv)) {
       continue;
     }
     w.vector_inputs.push_back(v);
     widest = std::max(widest, dtype_size(val.dtype));
   }
   for (int64_t o : outs) {
-    if (!same_classes(w, o, dom) || !innermost_last(c.stride_orders[static_cast<size_t>(o)])) continue;
+    if (!same_classes(w, o, dom) || !innermost_last(c.stride_orders[static_cast<size_t>(o)], r)) continue;
     p.outputs.push_back(o);
     widest = std::max(widest, dtype_size(f.value(o).dtype));
   }
@@ -105,19 +115,149 @@ VectorPlan plan_vectors(KernelWriter& w, const Task& task, const std::vector<int
   return p;
 }
 
-// Run-time conditions for moving `v` as vectors of `width` elements.
+// Run-time conditions for moving `v` (right-aligned with the domain) as
+// vectors of `width` elements.
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width,
                        std::vector<std::string>* conds) {
-  const size_t r = w.rank(v);
+  const size_t r = w.rank(v), rd = w.rank(dom);
   const int bytes = width * dtype_size(w.fusion().value(v).dtype);
   conds->push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)");
   conds->push_back(w.stride(v, r - 1) + " == 1");
   for (size_t d = 0; d + 1 < r; ++d)
     if (w.size_class(v, d) == SizeClass::Many)
       conds->push_back(w.stride(v, d) + " % " + std::to_string(width) + " == 0");
-  for (size_t d = 0; d < r; ++d)
-    if (!sets.same(v, static_cast<int>(d), dom, static_cast<int>(d)))
-      conds->push_back(w.extent(v, d) + " == " + w.extent(dom, d));
+  for (size_t d = 0; d < r; ++d) {
+    const size_t dd = rd - r + d;
+    if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, static_cast<int>(dd)))
+      conds->push_back(w.extent(v, d) + " == " + w.extent(dom, dd));
+  }
+}
+
+// The vector loads of the used (candidate, group) registers of `section`,
+// each guarded by its group's condition (empty: unguarded).
+std::string vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok) {
+  std::string loads;
+  for (const auto& [key, vr] : w.vector_regs) {
+    if (vr.section != section) continue;
+    const int64_t v = key.first;
+    const std::string vt = "kf_vec<" + std::string(storage_type(w.fusion().value(v).dtype)) + ", " + std::to_string(V) + ">";
+    const std::string load = "*(const " + vt + "*)(" + w.pointer(v) + " + " + w.offset(v, vr.base) + ")";
+    if (!loads.empty()) loads += "\n" + std::string(6, ' ');
+    const std::string& ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(key.second)];
+    loads += "const " + vt + " " + vr.reg + " = " + (ok.empty() ? load : "(" + ok + ") ? " + load + " : " + vt + "{}") + ";";
+  }
+  return loads.empty() ? "// no vector loads" : loads;
+}
+
+// ---- transposed inputs: tiles through shared memory ----
+
+constexpr int kTile = 64;  // kTile x kTile elements per tile, 256 threads
+
+struct TilePlan {
+  std::vector<std::pair<int64_t, std::vector<std::string>>> inputs;  // input, its index in the tile
+};
+
+// Inputs of the loop whose innermost memory dim follows the domain's
+// second-to-last dim (read through a permute): found by evaluating the
+// outputs once in a scratch writer and looking at the index of every load.
+TilePlan plan_tiles(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs) {
+  TilePlan tp;
+  const Fusion& f = *c.fusion;
+  const int64_t dom = outs[0];
+  KernelWriter probe(c, task);
+  const size_t r = probe.rank(dom);
+  if (r < 2 || probe.size_class(dom, r - 1) != SizeClass::Many || probe.size_class(dom, r - 2) != SizeClass::Many)
+    return tp;
+  // (The outputs' layout is the caller's with kf_execute_into: tiles are
+  // never slower than the strided reads they replace.)
+  for (int64_t o : outs)
+    if (!same_classes(probe, o, dom)) return tp;
+  std::vector<std::string> idx(r);
+  for (size_t d = 0; d < r; ++d) idx[d] = probe.size_class(dom, d) == SizeClass::Many ? "i" + std::to_string(d) : "0";
+  std::vector<std::pair<int64_t, std::vector<std::string>>> log;
+  probe.load_log = &log;
+  for (int64_t o : outs) probe.value_at(o, idx);
+  const std::string along_a = idx[r - 2];
+  int bytes = 0;
+  for (const auto& [v, vidx] : log) {
+    const Value& val = f.value(v);
+    if (val.is_scalar || vidx.empty()) continue;
+    const std::vector<int>& order = val.kind == ValueKind::TensorInput
+                                        ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
+                                        : c.stride_orders[static_cast<size_t>(v)];
+    if (order.empty() || vidx[static_cast<size_t>(order.back())] != along_a) continue;
+    bool plain = true;  // only the domain's own index names (no temporaries of the probe)
+    for (const std::string& e : vidx) plain = plain && (e == "0" || std::find(idx.begin(), idx.end(), e) != idx.end());
+    if (!plain) continue;
+    if (std::any_of(tp.inputs.begin(), tp.inputs.end(), [&](const auto& in) { return in.first == v; })) continue;
+    const int size = val.dtype == DType::F64 || val.dtype == DType::I64 ? 8 : 4;
+    if (bytes + kTile * (kTile + 1) * size > 40 * 1024) break;
+    bytes += kTile * (kTile + 1) * size;
+    tp.inputs.push_back({v, vidx});
+  }
+  return tp;
+}
+
+// Tiles of the last two dims (a, b): the transposed inputs are read with
+// threads along a (coalesced for them) into shared memory, then the
+// outputs are computed with threads along b. The shared rows are padded by
+// one element so both phases are free of bank conflicts.
+void tile_loop(KernelWriter& w, const TilePlan& tp, const std::vector<int64_t>& outs) {
+  const Fusion& f = w.fusion();
+  const int64_t dom = outs[0];
+  const size_t r = w.rank(dom);
+  const std::string& t = w.index_type();
+  const std::string T = std::to_string(kTile);
+  const std::string ea = w.extent(dom, r - 2), eb = w.extent(dom, r - 1);
+  const std::string ta = w.hoist("long long", "n", "((long long)" + ea + " + " + T + " - 1) / " + T);
+  const std::string tb = w.hoist("long long", "n", "((long long)" + eb + " + " + T + " - 1) / " + T);
+  std::string outer;
+  std::vector<size_t> outer_dims;
+  for (size_t d = 0; d + 2 < r; ++d) {
+    outer_dims.push_back(d);
+    const std::string e = w.extent(dom, d);
+    if (e != "1") outer = outer.empty() ? "(long long)" + e : outer + " * " + e;
+  }
+  const std::string tiles = w.hoist("long long", "n", (outer.empty() ? "" : outer + " * ") + ta + " * " + tb);
+  std::vector<std::string> shared;
+  for (const auto& in : tp.inputs) {
+    shared.push_back(w.fresh("kf_tile"));
+    w.line("__shared__ " + std::string(reg_type(f.value(in.first).dtype)) + " " + shared.back() + "[" + T + "][" + T + " + 1];");
+  }
+  const std::string ia = "i" + std::to_string(r - 2), ib = "i" + std::to_string(r - 1);
+  w.open("for (long long tile = blockIdx.x; tile < " + tiles + "; tile += gridDim.x)");
+  w.line("const long long tb_ = tile % " + tb + ", rest_ = tile / " + tb + ", ta_ = rest_ % " + ta + ";");
+  std::vector<std::string> idx(r);
+  const std::vector<std::string> o_idx = unravel(w, dom, outer_dims, "rest_ / " + ta);
+  for (size_t k = 0; k < outer_dims.size(); ++k) idx[k] = o_idx[k];
+  idx[r - 2] = ia;
+  idx[r - 1] = ib;
+  w.line("const " + t + " a0 = (" + t + ")(ta_ * " + T + "), b0 = (" + t + ")(tb_ * " + T + ");");
+  w.line("const int lx = threadIdx.x & " + std::to_string(kTile - 1) + ";");
+  w.line("__syncthreads();  // the previous tile is consumed");
+  w.line("#pragma unroll");
+  w.open("for (int kk = 0; kk < " + T + "; kk += 4)");
+  w.line("const int k = kk + (int)(threadIdx.x >> 6);");
+  w.line("const " + t + " " + ia + " = a0 + lx, " + ib + " = b0 + k;");
+  w.open("if (" + ia + " < " + ea + " && " + ib + " < " + eb + ")");
+  for (size_t q = 0; q < tp.inputs.size(); ++q) {
+    const int64_t v = tp.inputs[q].first;
+    w.line(shared[q] + "[k][lx] = " + load_form(f.value(v).dtype, w.pointer(v) + "[" + w.offset(v, tp.inputs[q].second) + "]") + ";");
+  }
+  w.close();
+  w.close();
+  w.line("__syncthreads();");
+  w.line("#pragma unroll 4");
+  w.open("for (int kk = 0; kk < " + T + "; kk += 4)");
+  w.line("const int k = kk + (int)(threadIdx.x >> 6);");
+  w.line("const " + t + " " + ia + " = a0 + k, " + ib + " = b0 + lx;");
+  w.open("if (" + ia + " < " + ea + " && " + ib + " < " + eb + ")");
+  for (size_t q = 0; q < tp.inputs.size(); ++q) w.tile_reads[tp.inputs[q].first] = {tp.inputs[q].second, shared[q] + "[lx][k]"};
+  for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
+  w.tile_reads.clear();
+  w.close();
+  w.close();
+  w.close();
 }
 
 void pointwise_loop(KernelWriter& w, const ExtentSets& sets, const Task& task,
@@ -143,6 +283,9 @@ void pointwise_loop(KernelWriter& w, const ExtentSets& sets, const Task& task,
       ov.push_back(w.fresh("ov"));
       w.line("kf_vec<" + std::string(storage_type(w.fusion().value(o).dtype)) + ", " + std::to_string(V) + "> " + ov.back() + ";");
     }
+    w.group = 0;
+    w.section = 0;
+    w.lane_base = idx;
     for (int lane = 0; lane < V; ++lane) {
       w.lane = lane;
       w.lane_index = idx;
@@ -165,15 +308,9 @@ void pointwise_loop(KernelWriter& w, const ExtentSets& sets, const Task& task,
       w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, idx) + ") = " + ov[k] + ";");
     }
     std::vector<std::string> conds = {w.extent(dom, r - 1) + " % " + std::to_string(V) + " == 0"};
-    std::string loads;
-    for (const auto& [v, reg] : w.vector_regs) {
-      const std::string vt = "kf_vec<" + std::string(storage_type(w.fusion().value(v).dtype)) + ", " + std::to_string(V) + ">";
-      if (!loads.empty()) loads += "\n" + std::string(6, ' ');
-      loads += "const " + vt + " " + reg + " = *(const " + vt + "*)(" + w.pointer(v) + " + " + w.offset(v, idx) + ");";
-      vector_conditions(w, sets, v, dom, V, &conds);
-    }
+    for (const auto& [key, vr] : w.vector_regs) vector_conditions(w, sets, key.first, dom, V, &conds);
     for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, &conds);
-    w.replace("KFVECLOADS" + tag, loads.empty() ? "// no vector loads" : loads);
+    w.replace("KFVECLOADS" + tag, vector_loads(w, V, 0, {}));
     std::string cond;
     for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
     w.replace("KFVECCOND" + tag, cond);
@@ -201,10 +338,287 @@ struct Accumulator {
   std::string name;
   DType acc;
   const Expr* expr;
+  std::string sum, count;  // cached rows: Welford as sum/count then squared deviations
 };
 
-void row_kernel(KernelWriter& w, const RowSchedule& s) {
+bool is_welford(const Expr& e) { return e.op == Op::VAR || e.op == Op::VAR_MEAN; }
+
+std::string acc_init(const Expr& e, DType acc) {
+  const bool flt = is_float(acc);
+  switch (e.op) {
+    case Op::PROD: return flt ? "1" : "1LL";
+    case Op::MAX:
+      return acc == DType::F64 ? "-__longlong_as_double(0x7ff0000000000000LL)"
+             : flt            ? "-__int_as_float(0x7f800000)"
+                              : "(-9223372036854775807LL - 1)";
+    case Op::MIN:
+      return acc == DType::F64 ? "__longlong_as_double(0x7ff0000000000000LL)"
+             : flt            ? "__int_as_float(0x7f800000)"
+                              : "9223372036854775807LL";
+    default: return "0";
+  }
+}
+
+std::string combine_op(const Expr& e, DType acc) {
+  const bool flt = is_float(acc);
+  switch (e.op) {
+    case Op::SUM:
+    case Op::MEAN: return flt ? "kf_sum_op()" : "kf_isum_op()";
+    case Op::PROD: return flt ? "kf_prod_op()" : "kf_iprod_op()";
+    case Op::MAX: return "kf_max_op()";
+    case Op::MIN: return "kf_min_op()";
+    default: return "kf_welford_op()";
+  }
+}
+
+// One element `x` into `name` (not Welford).
+std::string acc_step(const Expr& e, DType acc, const std::string& name, const std::string& x) {
+  const bool flt = is_float(acc);
+  switch (e.op) {
+    case Op::SUM:
+    case Op::MEAN: return flt ? name + " += " + x + ";" : name + " = kf_add(" + name + ", " + x + ");";
+    case Op::PROD: return flt ? name + " *= " + x + ";" : name + " = kf_mul(" + name + ", " + x + ");";
+    case Op::MAX: return name + " = kf_max_acc(" + name + ", " + x + ");";
+    case Op::MIN: return name + " = kf_min_acc(" + name + ", " + x + ");";
+    default: return "kf_welford_add(" + name + ", " + x + ");";
+  }
+}
+
+// Declares the registers of every reduction result (assigned in each path
+// of the row, read after it).
+void declare_results(KernelWriter& w, const RowSchedule& s) {
   const Fusion& f = w.fusion();
+  for (const auto& phase : s.phases)
+    for (int64_t ei : phase)
+      for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
+        const std::string reg = w.fresh("r");
+        w.line(std::string(reg_type(f.value(o).dtype)) + " " + reg + ";");
+        w.row_results[o] = reg;
+      }
+}
+
+// Assigns the finished results of `e` from its combined value `red`.
+void finish_results(KernelWriter& w, const Expr& e, DType acc, const std::string& red, const std::string& row_len) {
+  const Fusion& f = w.fusion();
+  const std::string at = reg_type(acc);
+  auto finish = [&](int64_t out, const std::string& expr) {
+    w.line(w.row_results.at(out) + " = " + convert(acc, f.value(out).dtype, expr) + ";");
+  };
+  const std::string n = "(" + at + ")" + row_len;
+  switch (e.op) {
+    case Op::MEAN: finish(e.outputs[0], "(" + red + " / " + n + ")"); break;
+    case Op::VAR:
+    case Op::VAR_MEAN: {
+      const std::string corr = std::to_string(e.attrs[1]);
+      finish(e.outputs[0], "(" + red + ".m2 / (" + at + ")(" + row_len + " > " + corr + " ? " + row_len + " - " + corr + " : 0))");
+      if (e.op == Op::VAR_MEAN)
+        finish(e.outputs[1], "(" + row_len + " == 0 ? " + literal_f64(acc, __builtin_nan("")) + " : " + red + ".mean)");
+      break;
+    }
+    default: finish(e.outputs[0], red); break;
+  }
+}
+
+std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t>& phase, bool split_welford) {
+  const Fusion& f = w.fusion();
+  std::vector<Accumulator> accs;
+  for (int64_t ei : phase) {
+    const Expr& e = f.exprs[static_cast<size_t>(ei)];
+    Accumulator a{w.fresh("acc"), accumulator_dtype(f.value(e.inputs[0]).dtype), &e, "", ""};
+    const std::string at = reg_type(a.acc);
+    if (is_welford(e) && split_welford) {
+      a.sum = w.fresh("ws");
+      a.count = w.fresh("wn");
+      w.line(at + " " + a.sum + " = 0, " + a.count + " = 0, " + a.name + " = 0;");
+    } else if (is_welford(e)) {
+      w.line("kf_welford<" + at + "> " + a.name + " = {0, 0, 0};");
+    } else {
+      w.line(at + " " + a.name + " = " + acc_init(e, a.acc) + ";");
+    }
+    accs.push_back(a);
+  }
+  return accs;
+}
+
+void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const std::string& row_len) {
+  for (const Accumulator& a : accs) {
+    const Expr& e = *a.expr;
+    const std::string at = reg_type(a.acc);
+    const std::string red = w.fresh("red");
+    const std::string red_type = is_welford(e) ? "kf_welford<" + at + ">" : at;
+    std::string v = a.name;
+    if (!a.sum.empty()) {  // this thread's (count, mean, M2)
+      const std::string m = w.fresh("wm");
+      w.line("const kf_welford<" + at + "> " + m + " = {" + a.count + ", " + a.sum + ", " + a.name + "};");
+      v = m;
+    }
+    w.line("const " + red_type + " " + red + " = kf_block_reduce(" + v + ", " + combine_op(e, a.acc) + ");");
+    finish_results(w, e, a.acc, red, row_len);
+  }
+}
+
+std::vector<std::string> full_index(const KernelWriter& w, const std::vector<size_t>& red,
+                                    const std::vector<std::string>& red_idx) {
+  std::vector<std::string> idx = w.row_index;
+  for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = red_idx[k];
+  return idx;
+}
+
+// The row re-read from global memory in every phase, one element per
+// thread step (any row length and layout).
+void row_streaming(KernelWriter& w, const RowSchedule& s, const std::vector<size_t>& red, const std::string& row_len) {
+  const Fusion& f = w.fusion();
+  const int64_t dom = s.domain;
+  const std::string row_loop = "for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)";
+  for (const std::vector<int64_t>& phase : s.phases) {
+    std::vector<Accumulator> accs = declare_accs(w, phase, false);
+    w.open(row_loop);
+    const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j"));
+    for (const Accumulator& a : accs) {
+      const int64_t in = a.expr->inputs[0];
+      w.line(acc_step(*a.expr, a.acc, a.name, convert(f.value(in).dtype, a.acc, w.value_at(in, idx))));
+    }
+    w.close();
+    reduce_block(w, accs, row_len);
+  }
+  if (!s.domain_outputs.empty()) {
+    w.open(row_loop);
+    const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j"));
+    for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
+    w.close();
+  }
+}
+
+constexpr int kRowVectors = 4;  // 16-byte vectors per thread in the cached row
+
+// The row held in registers: each thread loads K vectors of V elements
+// (vector k at element (k * blockDim.x + threadIdx.x) * V of the row) once,
+// then every phase and the output pass read the registers. Inputs first
+// needed in a later phase (layernorm's weight and bias) are loaded there.
+// Returns the condition under which it applies (placeholders resolved).
+std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, const VectorPlan& vp,
+                       const std::vector<size_t>& red, const std::string& row_len) {
+  const Fusion& f = w.fusion();
+  const int64_t dom = s.domain;
+  const size_t last = w.rank(dom) - 1;
+  const int V = vp.width, K = kRowVectors;
+  const std::string& t = w.index_type();
+  std::vector<std::string> ok(K);
+  std::vector<std::vector<std::string>> base(K);
+  for (int k = 0; k < K; ++k) {
+    const std::string b = w.fresh("jb");
+    w.line("const " + t + " " + b + " = ((" + t + ")" + std::to_string(k) + " * (" + t + ")blockDim.x + (" + t +
+           ")threadIdx.x) * " + std::to_string(V) + ";");
+    ok[static_cast<size_t>(k)] = b + " < " + row_len;
+    base[static_cast<size_t>(k)] = full_index(w, red, unravel(w, dom, red, b, "_" + std::to_string(k)));
+  }
+  const std::string tag = w.fresh("");
+  auto section_mark = [&](size_t p) { return "KFSEC" + tag + "_" + std::to_string(p); };
+  // body(lane index) for each lane of each valid vector.
+  auto lanes = [&](int k, const std::function<void(const std::vector<std::string>&)>& body) {
+    const auto& b = base[static_cast<size_t>(k)];
+    w.open("if (" + ok[static_cast<size_t>(k)] + ")");
+    if (w.section > static_cast<int>(s.phases.size())) w.line(section_mark(static_cast<size_t>(w.section)));
+    w.group = k;
+    w.lane_base = b;
+    for (int lane = 0; lane < V; ++lane) {
+      std::vector<std::string> idx = b;
+      if (lane > 0) idx[last] = "(" + b[last] + " + " + std::to_string(lane) + ")";
+      w.lane = lane;
+      w.lane_index = idx;
+      body(idx);
+    }
+    w.lane = -1;
+  };
+  w.line(section_mark(0));
+  for (size_t p = 0; p < s.phases.size(); ++p) {
+    w.section = static_cast<int>(p);
+    std::vector<Accumulator> accs = declare_accs(w, s.phases[p], true);
+    auto input_of = [&](const Accumulator& a, const std::vector<std::string>& idx) {
+      const int64_t in = a.expr->inputs[0];
+      return convert(f.value(in).dtype, a.acc, w.value_at(in, idx));
+    };
+    for (int k = 0; k < K; ++k) {
+      lanes(k, [&](const std::vector<std::string>& idx) {
+        for (const Accumulator& a : accs) {
+          const std::string x = input_of(a, idx);
+          if (!a.sum.empty()) w.line(a.sum + " += " + x + "; " + a.count + " += 1;");
+          else w.line(acc_step(*a.expr, a.acc, a.name, x));
+        }
+      });
+      w.close();
+    }
+    // Welford: squared deviations from this thread's mean, from the registers.
+    bool second = false;
+    for (const Accumulator& a : accs) {
+      if (a.sum.empty()) continue;
+      second = true;
+      w.line(a.sum + " = " + a.count + " > 0 ? " + a.sum + " / " + a.count + " : 0;");
+    }
+    if (second) {
+      for (int k = 0; k < K; ++k) {
+        lanes(k, [&](const std::vector<std::string>& idx) {
+          for (const Accumulator& a : accs) {
+            if (a.sum.empty()) continue;
+            const std::string d = w.fresh("wd");
+            w.line("const " + std::string(reg_type(a.acc)) + " " + d + " = " + input_of(a, idx) + " - " + a.sum + ";");
+            w.line(a.name + " += " + d + " * " + d + ";");
+          }
+        });
+        w.close();
+      }
+    }
+    reduce_block(w, accs, row_len);
+    w.line(section_mark(p + 1));
+  }
+  // The output pass loads what it alone reads (weights, biases) per vector,
+  // right before use: fewer registers live at once.
+  for (int k = 0; k < K && !s.domain_outputs.empty(); ++k) {
+    w.section = static_cast<int>(s.phases.size()) + 1 + k;
+    std::vector<std::string> ov;
+    const auto& b = base[static_cast<size_t>(k)];
+    lanes(k, [&](const std::vector<std::string>& idx) {
+      if (ov.empty())
+        for (int64_t o : vp.outputs) {
+          ov.push_back(w.fresh("ov"));
+          w.line("kf_vec<" + std::string(storage_type(f.value(o).dtype)) + ", " + std::to_string(V) + "> " + ov.back() + ";");
+        }
+      for (int64_t o : s.domain_outputs) {
+        const std::string reg = w.value_at(o, idx);
+        auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
+        if (it == vp.outputs.end())
+          w.store(o, idx, reg);
+        else
+          w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(w.lane) + "] = " +
+                 store_form(f.value(o).dtype, reg) + ";");
+      }
+    });
+    for (size_t q = 0; q < vp.outputs.size() && !ov.empty(); ++q) {
+      const int64_t o = vp.outputs[q];
+      const std::string vt = "kf_vec<" + std::string(storage_type(f.value(o).dtype)) + ", " + std::to_string(V) + ">";
+      w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, b) + ") = " + ov[q] + ";");
+    }
+    w.close();
+  }
+  for (size_t p = 0; p <= s.phases.size() + K; ++p)
+    if (p <= s.phases.size() || !s.domain_outputs.empty())
+      w.replace(section_mark(p), vector_loads(w, V, static_cast<int>(p), ok));
+  std::vector<std::string> conds = {w.extent(dom, last) + " % " + std::to_string(V) + " == 0",
+                                    "(long long)" + row_len + " <= (long long)blockDim.x * " + std::to_string(V * K)};
+  std::vector<int64_t> seen;
+  for (const auto& [key, vr] : w.vector_regs) {
+    if (std::find(seen.begin(), seen.end(), key.first) != seen.end()) continue;
+    seen.push_back(key.first);
+    vector_conditions(w, sets, key.first, dom, V, &conds);
+  }
+  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, &conds);
+  std::string cond;
+  for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
+  return cond;
+}
+
+// Returns the elements per thread of the cached-row path (0: none).
+int row_kernel(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, const Task& task) {
   const int64_t dom = s.domain;
   const size_t r = w.rank(dom);
   std::vector<size_t> kept, red;
@@ -220,107 +634,28 @@ void row_kernel(KernelWriter& w, const RowSchedule& s) {
   };
   const std::string rows = product(kept);
   const std::string row_len = product(red);
-  const std::string& t = w.index_type();
   w.reduced = s.reduced;
+  // The cached path needs the innermost dim in the row (vectors along it).
+  VectorPlan vp;
+  w.vector_inputs.clear();
+  w.vector_regs.clear();
+  if (r > 0 && s.reduced[r - 1] && w.size_class(dom, r - 1) == SizeClass::Many)
+    vp = plan_vectors(w, task, s.domain_outputs, dom);
   w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
   std::vector<std::string> kept_idx = unravel(w, dom, kept, "row");
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kept_idx[k];
-
-  auto full_index = [&](const std::vector<std::string>& red_idx) {
-    std::vector<std::string> idx = w.row_index;
-    for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = red_idx[k];
-    return idx;
-  };
-  const std::string row_loop = "for (" + t + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)";
-
-  for (const std::vector<int64_t>& phase : s.phases) {
-    std::vector<Accumulator> accs;
-    for (int64_t ei : phase) {
-      const Expr& e = f.exprs[static_cast<size_t>(ei)];
-      Accumulator a{w.fresh("acc"), accumulator_dtype(f.value(e.inputs[0]).dtype), &e};
-      const std::string at = reg_type(a.acc);
-      const bool flt = is_float(a.acc);
-      std::string init;
-      switch (e.op) {
-        case Op::PROD: init = flt ? "1" : "1LL"; break;
-        case Op::MAX:
-          init = a.acc == DType::F64 ? "-__longlong_as_double(0x7ff0000000000000LL)"
-                 : flt              ? "-__int_as_float(0x7f800000)"
-                                    : "(-9223372036854775807LL - 1)";
-          break;
-        case Op::MIN:
-          init = a.acc == DType::F64 ? "__longlong_as_double(0x7ff0000000000000LL)"
-                 : flt              ? "__int_as_float(0x7f800000)"
-                                    : "9223372036854775807LL";
-          break;
-        default: init = "0"; break;
-      }
-      if (e.op == Op::VAR || e.op == Op::VAR_MEAN)
-        w.line("kf_welford<" + at + "> " + a.name + " = {0, 0, 0};");
-      else
-        w.line(at + " " + a.name + " = " + init + ";");
-      accs.push_back(a);
-    }
-    w.open(row_loop);
-    const std::vector<std::string> idx = full_index(unravel(w, dom, red, "j"));
-    for (const Accumulator& a : accs) {
-      const int64_t in = a.expr->inputs[0];
-      const std::string x = convert(f.value(in).dtype, a.acc, w.value_at(in, idx));
-      const bool flt = is_float(a.acc);
-      switch (a.expr->op) {
-        case Op::SUM:
-        case Op::MEAN: w.line(flt ? a.name + " += " + x + ";" : a.name + " = kf_add(" + a.name + ", " + x + ");"); break;
-        case Op::PROD: w.line(flt ? a.name + " *= " + x + ";" : a.name + " = kf_mul(" + a.name + ", " + x + ");"); break;
-        case Op::MAX: w.line(a.name + " = kf_max_acc(" + a.name + ", " + x + ");"); break;
-        case Op::MIN: w.line(a.name + " = kf_min_acc(" + a.name + ", " + x + ");"); break;
-        default: w.line("kf_welford_add(" + a.name + ", " + x + ");"); break;
-      }
-    }
+  declare_results(w, s);
+  if (vp.width > 0) {
+    const std::string tag = w.fresh("KFROWCOND");
+    w.open("if (" + tag + ")");
+    const std::string cond = row_cached(w, s, sets, vp, red, row_len);
+    w.replace(tag, cond);
+    w.close_open("else");
+    row_streaming(w, s, red, row_len);
     w.close();
-    for (const Accumulator& a : accs) {
-      const Expr& e = *a.expr;
-      const bool flt = is_float(a.acc);
-      const std::string at = reg_type(a.acc);
-      std::string op;
-      switch (e.op) {
-        case Op::SUM:
-        case Op::MEAN: op = flt ? "kf_sum_op()" : "kf_isum_op()"; break;
-        case Op::PROD: op = flt ? "kf_prod_op()" : "kf_iprod_op()"; break;
-        case Op::MAX: op = "kf_max_op()"; break;
-        case Op::MIN: op = "kf_min_op()"; break;
-        default: op = "kf_welford_op()"; break;
-      }
-      const std::string red_reg = w.fresh("red");
-      const std::string red_type = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? "kf_welford<" + at + ">" : at;
-      w.line("const " + red_type + " " + red_reg + " = kf_block_reduce(" + a.name + ", " + op + ");");
-      auto finish = [&](int64_t out, const std::string& expr) {
-        const DType ot = f.value(out).dtype;
-        const std::string reg = w.fresh("r");
-        w.line("const " + std::string(reg_type(ot)) + " " + reg + " = " + convert(a.acc, ot, expr) + ";");
-        w.row_results[out] = reg;
-      };
-      const std::string n = "(" + at + ")" + row_len;
-      switch (e.op) {
-        case Op::MEAN: finish(e.outputs[0], "(" + red_reg + " / " + n + ")"); break;
-        case Op::VAR:
-        case Op::VAR_MEAN: {
-          const std::string corr = std::to_string(e.attrs[1]);
-          finish(e.outputs[0], "(" + red_reg + ".m2 / (" + at + ")(" + row_len + " > " + corr + " ? " + row_len + " - " + corr + " : 0))");
-          if (e.op == Op::VAR_MEAN)
-            finish(e.outputs[1], "(" + row_len + " == 0 ? " + literal_f64(a.acc, __builtin_nan("")) + " : " + red_reg + ".mean)");
-          break;
-        }
-        default: finish(e.outputs[0], red_reg); break;
-      }
-    }
-  }
-
-  if (!s.domain_outputs.empty()) {
-    w.open(row_loop);
-    const std::vector<std::string> idx = full_index(unravel(w, dom, red, "j"));
-    for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
-    w.close();
+  } else {
+    row_streaming(w, s, red, row_len);
   }
   if (!s.row_outputs.empty()) {
     w.open("if (threadIdx.x == 0)");
@@ -334,6 +669,207 @@ void row_kernel(KernelWriter& w, const RowSchedule& s) {
       w.store(o, idx, w.value_at(o, idx));
     }
     w.close();
+  }
+  w.close();
+  return vp.width > 0 ? vp.width * kRowVectors : 0;
+}
+
+// ---- column reductions (reduced dims outer, the innermost dim kept) ----
+
+constexpr int kColThreads = 32;  // threads along the columns
+constexpr int kColRows = 8;      // row groups per block (kBlock / kColThreads)
+
+// One phase of plain reductions (no Welford), no domain-shaped outputs,
+// the innermost dim kept: the reduced rows are strided, so a block reduces
+// a slab of rows for a tile of columns instead of one row.
+bool column_applies(const KernelWriter& w, const RowSchedule& s) {
+  const size_t r = w.rank(s.domain);
+  if (s.kind != SchedulerKind::Reduction || s.phases.size() != 1 || !s.domain_outputs.empty() || r == 0) return false;
+  if (s.reduced[r - 1] || w.size_class(s.domain, r - 1) != SizeClass::Many) return false;
+  for (int64_t ei : s.phases[0])
+    if (is_welford(w.fusion().exprs[static_cast<size_t>(ei)])) return false;
+  return true;
+}
+
+// Kernel 1 (partials) into `w`; returns the tile width in columns.
+int column_partials(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, const Task& task) {
+  const Fusion& f = w.fusion();
+  const int64_t dom = s.domain;
+  const size_t r = w.rank(dom), last = r - 1;
+  std::vector<size_t> kept, red;
+  for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
+  auto product = [&](const std::vector<size_t>& dims) {
+    std::string p;
+    for (size_t d : dims) {
+      const std::string e = w.extent(dom, d);
+      if (e == "1") continue;
+      p = p.empty() ? "(long long)" + e : p + " * " + e;
+    }
+    return p.empty() ? std::string("1LL") : w.hoist("long long", "n", p);
+  };
+  const std::string cols = product(kept), rlen = product(red);
+  w.reduced = s.reduced;
+  w.vector_inputs.clear();
+  w.vector_regs.clear();
+  const VectorPlan vp = plan_vectors(w, task, {}, dom);
+  const int V = vp.width > 0 ? vp.width : 4;
+  const std::string Vs = std::to_string(V), tile = std::to_string(kColThreads * V);
+  w.line("const long long splits = (long long)args.a[KFSPLITS];");
+  w.line("const long long c0 = (long long)blockIdx.x * " + tile + ";");
+  w.line("const int tx = threadIdx.x & " + std::to_string(kColThreads - 1) + ", ty = threadIdx.x / " + std::to_string(kColThreads) + ";");
+  w.line("const long long per = (" + rlen + " + splits - 1) / splits;");
+  w.line("const long long q0 = (long long)blockIdx.y * per, q1 = q0 + per < " + rlen + " ? q0 + per : " + rlen + ";");
+  // accumulators per lane
+  std::vector<std::vector<std::string>> acc(s.phases[0].size());
+  std::vector<const Expr*> exprs;
+  std::vector<DType> types;
+  for (size_t a = 0; a < s.phases[0].size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
+    exprs.push_back(&e);
+    types.push_back(accumulator_dtype(f.value(e.inputs[0]).dtype));
+    for (int l = 0; l < V; ++l) {
+      acc[a].push_back(w.fresh("acc"));
+      w.line(std::string(reg_type(types[a])) + " " + acc[a].back() + " = " + acc_init(e, types[a]) + ";");
+    }
+  }
+  auto step = [&](int lane, const std::vector<std::string>& idx) {
+    for (size_t a = 0; a < exprs.size(); ++a) {
+      const int64_t in = exprs[a]->inputs[0];
+      w.line(acc_step(*exprs[a], types[a], acc[a][static_cast<size_t>(lane)],
+                      convert(f.value(in).dtype, types[a], w.value_at(in, idx))));
+    }
+  };
+  const std::string vec_flag = w.fresh("kfvec");
+  const std::string cond_tag = w.fresh("KFCOLCOND");
+  w.line("const bool " + vec_flag + " = " + (vp.width > 0 ? cond_tag : std::string("false")) + ";");
+  if (vp.width > 0) {
+    // Vector columns: thread tx holds columns c0 + tx * V + lane.
+    w.open("if (" + vec_flag + ")");
+    w.line("const long long cb = c0 + (long long)tx * " + Vs + ";");
+    w.open("if (cb < " + cols + ")");
+    const std::vector<std::string> kidx = unravel(w, dom, kept, "cb", "_c");
+    w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(kColRows) + ")");
+    const std::vector<std::string> ridx = unravel(w, dom, red, "q");
+    std::vector<std::string> base(r);
+    for (size_t k = 0; k < kept.size(); ++k) base[kept[k]] = kidx[k];
+    for (size_t k = 0; k < red.size(); ++k) base[red[k]] = ridx[k];
+    const std::string tag = w.fresh("KFVECLOADS");
+    w.line(tag);
+    w.group = 0;
+    w.section = 0;
+    w.lane_base = base;
+    for (int lane = 0; lane < V; ++lane) {
+      std::vector<std::string> idx = base;
+      if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
+      w.lane = lane;
+      w.lane_index = idx;
+      step(lane, idx);
+    }
+    w.lane = -1;
+    w.replace(tag, vector_loads(w, V, 0, {}));
+    w.close();
+    w.close();
+    std::vector<std::string> conds = {w.extent(dom, last) + " % " + Vs + " == 0"};
+    std::vector<int64_t> seen;
+    for (const auto& [key, vr] : w.vector_regs) {
+      if (std::find(seen.begin(), seen.end(), key.first) != seen.end()) continue;
+      seen.push_back(key.first);
+      vector_conditions(w, sets, key.first, dom, V, &conds);
+    }
+    std::string cond;
+    for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
+    w.replace(cond_tag, cond);
+    w.close_open("else");
+  } else {
+    w.open("");
+  }
+  // Scalar columns: thread tx holds columns c0 + tx + 32 * lane (coalesced).
+  std::vector<std::string> cl(static_cast<size_t>(V));
+  std::vector<std::vector<std::string>> kidx(static_cast<size_t>(V));
+  for (int lane = 0; lane < V; ++lane) {
+    cl[static_cast<size_t>(lane)] = w.fresh("cl");
+    w.line("const long long " + cl[static_cast<size_t>(lane)] + " = c0 + tx + " + std::to_string(kColThreads * lane) + ";");
+    kidx[static_cast<size_t>(lane)] = unravel(w, dom, kept, cl[static_cast<size_t>(lane)] + " < " + cols + " ? " + cl[static_cast<size_t>(lane)] + " : 0",
+                                              "_" + std::to_string(lane));
+  }
+  w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(kColRows) + ")");
+  const std::vector<std::string> ridx = unravel(w, dom, red, "q");
+  for (int lane = 0; lane < V; ++lane) {
+    w.open("if (" + cl[static_cast<size_t>(lane)] + " < " + cols + ")");
+    std::vector<std::string> idx(r);
+    for (size_t k = 0; k < kept.size(); ++k) idx[kept[k]] = kidx[static_cast<size_t>(lane)][k];
+    for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = ridx[k];
+    step(lane, idx);
+    w.close();
+  }
+  w.close();
+  w.close();
+  // Combine the row groups through shared memory, then one partial per column.
+  for (size_t a = 0; a < exprs.size(); ++a) {
+    const std::string at = reg_type(types[a]);
+    const std::string sh = w.fresh("kf_part");
+    w.line("__shared__ " + at + " " + sh + "[" + std::to_string(kColRows) + "][" + tile + "];");
+    for (int lane = 0; lane < V; ++lane)
+      w.line(sh + "[ty][" + vec_flag + " ? tx * " + Vs + " + " + std::to_string(lane) + " : tx + " +
+             std::to_string(kColThreads * lane) + "] = " + acc[a][static_cast<size_t>(lane)] + ";");
+    w.line("__syncthreads();");
+    w.open("for (int cc = threadIdx.x; cc < " + tile + "; cc += blockDim.x)");
+    w.open("if (c0 + cc < " + cols + ")");
+    w.line(at + " v = " + sh + "[0][cc];");
+    w.line("#pragma unroll");
+    w.line("for (int y = 1; y < " + std::to_string(kColRows) + "; ++y) v = " + combine_op(*exprs[a], types[a]) + "(v, " + sh + "[y][cc]);");
+    w.line("((" + at + "*)args.a[KFSCRATCH] + " + std::to_string(a) + " * splits * " + cols + ")[(long long)blockIdx.y * " + cols +
+           " + c0 + cc] = v;");
+    w.close();
+    w.close();
+  }
+  return kColThreads * V;
+}
+
+// Kernel 2: one thread per column combines the partials in split order.
+void column_finish(KernelWriter& w, const RowSchedule& s) {
+  const Fusion& f = w.fusion();
+  const int64_t dom = s.domain;
+  const size_t r = w.rank(dom);
+  std::vector<size_t> kept, red;
+  for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
+  auto product = [&](const std::vector<size_t>& dims) {
+    std::string p;
+    for (size_t d : dims) {
+      const std::string e = w.extent(dom, d);
+      if (e == "1") continue;
+      p = p.empty() ? "(long long)" + e : p + " * " + e;
+    }
+    return p.empty() ? std::string("1LL") : w.hoist("long long", "n", p);
+  };
+  const std::string cols = product(kept), rlen = product(red);
+  w.reduced = s.reduced;
+  w.row_results.clear();
+  w.line("const long long splits = (long long)args.a[KFSPLITS];");
+  w.open("for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " + cols +
+         "; c += (long long)gridDim.x * blockDim.x)");
+  const std::vector<std::string> kidx = unravel(w, dom, kept, "c");
+  w.row_index.assign(r, "0");
+  for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kidx[k];
+  declare_results(w, s);
+  for (size_t a = 0; a < s.phases[0].size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
+    const DType acc = accumulator_dtype(f.value(e.inputs[0]).dtype);
+    const std::string at = reg_type(acc);
+    const std::string p = w.fresh("part"), v = w.fresh("red");
+    w.line("const " + at + "* " + p + " = (const " + at + "*)args.a[KFSCRATCH] + " + std::to_string(a) + " * splits * " + cols + ";");
+    w.line(at + " " + v + " = " + p + "[c];");
+    w.line("for (long long sp = 1; sp < splits; ++sp) " + v + " = " + combine_op(e, acc) + "(" + v + ", " + p + "[sp * " + cols + " + c]);");
+    finish_results(w, e, acc, v, rlen);
+  }
+  for (int64_t o : s.row_outputs) {
+    std::vector<std::string> idx;
+    if (w.rank(o) == r) {
+      for (size_t d = 0; d < r; ++d) idx.push_back(s.reduced[d] ? "0" : w.row_index[d]);
+    } else {
+      for (size_t d : kept) idx.push_back(w.row_index[d]);
+    }
+    w.store(o, idx, w.value_at(o, idx));
   }
   w.close();
 }
@@ -353,6 +889,35 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// The two kernels of a column reduction in one source; the extra argument
+// words (scratch pointer, splits) follow the slots.
+KernelPlan column_plan(KernelPlan plan, const KernelWriter& w, const std::string& partials, const std::string& finish,
+                       const ConcreteFusion& c) {
+  plan.args = w.args();
+  const size_t n = plan.args.size();
+  auto fill = [&](std::string k) {
+    for (const auto& [tag, word] : {std::pair<std::string, size_t>{"KFSCRATCH", n}, {"KFSPLITS", n + 1}})
+      for (size_t at = k.find(tag); at != std::string::npos; at = k.find(tag)) k.replace(at, tag.size(), std::to_string(word));
+    return k;
+  };
+  const std::string head = "struct KfArgs { long long a[" + std::to_string(n + 2) + "]; };\n";
+  const std::string k1 = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) + ") KFNAME1(const KfArgs args) {\n" +
+                         fill(partials) + "}\n";
+  const std::string k2 = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(plan.launch.finish_block) +
+                         ") KFNAME2(const KfArgs args) {\n" + fill(finish) + "}\n";
+  std::string text = head + k1 + k2;
+  const std::string h = hex64(fnv1a(text));
+  plan.name = "kf_" + h;
+  plan.finish_name = "kf_" + h + "_finish";
+  text.replace(text.find("KFNAME1"), 7, plan.name);
+  text.replace(text.find("KFNAME2"), 7, plan.finish_name);
+  plan.source = std::string(cuda_prelude()) + text;
+  plan.launch.block = kBlock;
+  plan.params = std::string(scheduler_name(plan.scheduler)) + " column block=" + std::to_string(kBlock) +
+                " tile_cols=" + std::to_string(plan.launch.tile_cols) + " index=" + (c.index32 ? "int32" : "int64");
+  return plan;
+}
+
 }  // namespace
 
 KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task) {
@@ -364,14 +929,36 @@ KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task) {
   plan.scheduler = s.kind;
   plan.launch.block = s.block;
   int width = 0;
+  std::string extra;
   if (s.kind == SchedulerKind::Pointwise) {
     const ExtentSets sets(c);
-    for (const auto& loop : s.loops) pointwise_loop(w, sets, task, loop, &width);
+    const TilePlan tp = s.loops.size() == 1 ? plan_tiles(c, task, s.loops[0]) : TilePlan{};
+    if (!tp.inputs.empty()) {
+      tile_loop(w, tp, s.loops[0]);
+      width = kTile * kTile / kBlock;  // one tile per block
+    } else {
+      for (const auto& loop : s.loops) pointwise_loop(w, sets, task, loop, &width);
+    }
     plan.launch.kind = LaunchRule::Kind::Elementwise;
     plan.launch.domain_value = s.loops[0][0];
     plan.launch.items_per_thread = std::max(width, 1);
+    if (!tp.inputs.empty()) extra = " tiled=" + std::to_string(tp.inputs.size());
+  } else if (column_applies(w, s)) {
+    const ExtentSets sets(c);
+    plan.launch.kind = LaunchRule::Kind::ColumnReduce;
+    plan.launch.domain_value = s.domain;
+    plan.launch.reduced_dims = s.reduced;
+    plan.launch.tile_cols = column_partials(w, s, sets, task);
+    plan.launch.accumulators = static_cast<int>(s.phases[0].size());
+    plan.launch.extra_args = 2;
+    const std::string partials = w.take_kernel();
+    column_finish(w, s);
+    const std::string finish = w.take_kernel();
+    return column_plan(plan, w, partials, finish, c);
   } else {
-    row_kernel(w, s);
+    const ExtentSets sets(c);
+    plan.launch.row_items = row_kernel(w, s, sets, task);
+    if (plan.launch.row_items > 0) plan.launch.block = 1024;  // the block is chosen per call
     plan.launch.kind = LaunchRule::Kind::PerRow;
     plan.launch.domain_value = s.domain;
     plan.launch.reduced_dims = s.reduced;
@@ -379,17 +966,18 @@ KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task) {
   plan.args = w.args();
   const size_t slots = std::max<size_t>(plan.args.size(), 1);
   std::string kernel = "struct KfArgs { long long a[" + std::to_string(slots) + "]; };\n" +
-                       "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(s.block) +
+                       "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(plan.launch.block) +
+                       (plan.launch.row_items > 0 ? ", 1" : "") +
                        ") KFNAME(const KfArgs args) {\n" + w.preamble() + w.body() + "}\n";
   plan.name = "kf_" + hex64(fnv1a(kernel));
   kernel.replace(kernel.find("KFNAME"), 6, plan.name);
   plan.source = std::string(cuda_prelude()) + kernel;
-  plan.params = std::string(scheduler_name(s.kind)) + " block=" + std::to_string(s.block) +
+  plan.params = std::string(scheduler_name(s.kind)) + " block=" + std::to_string(plan.launch.block) +
                 " index=" + (c.index32 ? "int32" : "int64");
   if (s.kind == SchedulerKind::Pointwise)
-    plan.params += " loops=" + std::to_string(s.loops.size()) + " vector=" + std::to_string(width);
+    plan.params += " loops=" + std::to_string(s.loops.size()) + " vector=" + std::to_string(width) + extra;
   else
-    plan.params += " phases=" + std::to_string(s.phases.size());
+    plan.params += " phases=" + std::to_string(s.phases.size()) + " row_items=" + std::to_string(plan.launch.row_items);
   return plan;
 }
 

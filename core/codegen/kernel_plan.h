@@ -50,6 +50,16 @@ struct LaunchRule {
     // of the kernel's 16-byte path (1 when it has none).
     Elementwise,
     PerRow,       // grid.x = number of rows = product of the domain's kept dims (capped, grid-stride loop)
+    // Column reduction (the reduced dims are outer, the innermost dim is
+    // kept): two kernels of one source, launched in order on one stream.
+    // `name`: grid (ceil(cols / tile_cols), splits), each block reduces a
+    // slab of reduced rows for tile_cols columns into float/double/int64
+    // partials in a scratch buffer (splits * cols * 8 bytes per
+    // accumulator); `finish_name`: one thread per column combines the
+    // splits in order (deterministic) and writes the outputs. The kernels
+    // take two extra argument words after the slots: the scratch pointer
+    // and the number of splits.
+    ColumnReduce,
   };
   Kind kind = Kind::Elementwise;
   int64_t domain_value = -1;        // value whose sizes define the iteration domain
@@ -58,6 +68,15 @@ struct LaunchRule {
   int items_per_thread = 1;
   int shared_bytes = 0;
   int64_t max_blocks = 65535LL * 32;
+  // PerRow: when > 0, the elements each thread holds in registers; the
+  // block is then chosen per call: ceil(row length / row_items) threads
+  // rounded up to a warp, at most `block` (the kernel reads blockDim.x).
+  int row_items = 0;
+  // ColumnReduce.
+  int tile_cols = 0;
+  int accumulators = 0;
+  int finish_block = 256;
+  int extra_args = 0;  // words after the slots (scratch pointer, splits)
 };
 
 struct KernelPlan {
@@ -65,6 +84,7 @@ struct KernelPlan {
   std::string source;
   std::vector<ArgSlot> args;
   LaunchRule launch;
+  std::string finish_name;  // ColumnReduce: the second kernel
   SchedulerKind scheduler = SchedulerKind::Pointwise;
   std::string params;  // readable scheduler parameters, for `kfuse explain --cuda`
 };

@@ -1,5 +1,7 @@
 #include "core/codegen/kernel_writer.h"
 
+#include <algorithm>
+
 #include "core/codegen/op_cuda.h"
 #include "core/util/error.h"
 
@@ -110,6 +112,16 @@ void KernelWriter::close_open(const std::string& head) {
   scopes_.emplace_back();
 }
 
+std::string KernelWriter::take_kernel() {
+  std::string k = preamble_ + body_;
+  preamble_.clear();
+  body_.clear();
+  hoisted_.clear();
+  scopes_.assign(1, {});
+  depth_ = 1;
+  return k;
+}
+
 std::string KernelWriter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
 
 void KernelWriter::replace(const std::string& placeholder, const std::string& text) {
@@ -179,13 +191,25 @@ std::string KernelWriter::scalar_input(int64_t value) {
 
 std::string KernelWriter::load_input(int64_t value, const std::vector<std::string>& idx) {
   const DType t = f_.value(value).dtype;
-  if (lane >= 0 && idx == lane_index) {
-    for (int64_t cand : vector_inputs)
-      if (cand == value) {
-        auto it = vector_regs.find(value);
-        if (it == vector_regs.end()) it = vector_regs.emplace(value, fresh("xv")).first;
-        return define(t, load_form(t, it->second + ".v[" + std::to_string(lane) + "]"));
-      }
+  if (load_log != nullptr) load_log->push_back({value, idx});
+  if (auto tr = tile_reads.find(value); tr != tile_reads.end() && tr->second.first == idx)
+    return define(t, tr->second.second);
+  if (lane >= 0 && std::find(vector_inputs.begin(), vector_inputs.end(), value) != vector_inputs.end()) {
+    // Right-aligned match with the lane's index (size-1 dims read 0).
+    const size_t r = lane_index.size(), rv = idx.size();
+    bool match = rv <= r && rv > 0;
+    std::vector<std::string> base(rv);
+    for (size_t j = 0; match && j < rv; ++j) {
+      const bool one = size_class(value, j) == SizeClass::One;
+      match = idx[j] == (one ? "0" : lane_index[r - rv + j]);
+      base[j] = one ? "0" : lane_base[r - rv + j];
+    }
+    if (match) {
+      auto it = vector_regs.find({value, group});
+      if (it == vector_regs.end())
+        it = vector_regs.emplace(std::make_pair(value, group), VectorReg{fresh("xv"), base, section}).first;
+      return define(t, load_form(t, it->second.reg + ".v[" + std::to_string(lane) + "]"));
+    }
   }
   return define(t, load_form(t, pointer(value) + "[" + offset(value, idx) + "]"));
 }

@@ -61,12 +61,35 @@ class KernelWriter {
   std::vector<bool> reduced;
   std::map<int64_t, std::string> row_results;
 
-  // Vector lanes (pointwise vector loop): while `lane` >= 0, a load of a
-  // vector input at `lane_index` reads lane `lane` of its vector register.
+  // Vector lanes (vector loops): while `lane` >= 0, a load of a vector
+  // input at `lane_index` (right-aligned: a lower-rank input broadcast over
+  // the leading dims matches too) reads lane `lane` of the vector register
+  // of (input, `group`), loaded at `lane_base` (lane 0's index). A kernel
+  // may hold several groups at once (rows cached in registers); `section`
+  // records where a register was first needed, so its load goes there.
   int lane = -1;
+  int group = 0;
+  int section = 0;
   std::vector<std::string> lane_index;
-  std::vector<int64_t> vector_inputs;          // candidates
-  std::map<int64_t, std::string> vector_regs;  // used candidates -> register
+  std::vector<std::string> lane_base;
+  std::vector<int64_t> vector_inputs;  // candidates
+  struct VectorReg {
+    std::string reg;
+    std::vector<std::string> base;  // the input's own index of lane 0
+    int section = 0;
+  };
+  std::map<std::pair<int64_t, int>, VectorReg> vector_regs;  // used (candidate, group) -> register
+
+  // Tiles staged in shared memory: a load of `value` at exactly `first`
+  // reads the expression `second` instead (a register form).
+  std::map<int64_t, std::pair<std::vector<std::string>, std::string>> tile_reads;
+  // When set, every global load of a task input is recorded here.
+  std::vector<std::pair<int64_t, std::vector<std::string>>>* load_log = nullptr;
+
+  // Ends one kernel of a multi-kernel source: returns its preamble + body
+  // and starts the next kernel empty (argument slots are kept: every kernel
+  // of the source takes the same argument block).
+  std::string take_kernel();
 
   std::string preamble() const { return preamble_; }
   std::string body() const { return body_; }

@@ -26,12 +26,16 @@ struct ConcreteCache {
 
 std::shared_ptr<ConcreteCache> make_concrete_cache() { return std::make_shared<ConcreteCache>(); }
 
+std::shared_ptr<const void> ConcreteFusion::external_anchor() const {
+  return const_cast<Fusion*>(fusion)->shared_from_this();
+}
+
 namespace {
 
 std::shared_ptr<ConcreteFusion> build(const std::shared_ptr<const Fusion>& fusion,
                                       const Binding& b, const ConcreteKey& key) {
   auto c = std::make_shared<ConcreteFusion>();
-  c->fusion = fusion;
+  c->fusion = fusion.get();
   c->key = key;
   c->device = b.device;
   c->index32 = b.index32;

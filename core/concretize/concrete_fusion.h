@@ -49,7 +49,9 @@ struct Binding {
 
 class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusion> {
  public:
-  std::shared_ptr<const Fusion> fusion;
+  // Not owned: the fusion owns its concrete fusions (its cache), so an owning
+  // pointer back would be a cycle. A caller's handle anchors the fusion.
+  const Fusion* fusion = nullptr;
   ConcreteKey key;
   Device device;
   bool index32 = true;
@@ -62,6 +64,9 @@ class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusio
   std::shared_ptr<const Segmentation> segmentation;
 
   std::string describe() const;
+
+ protected:
+  std::shared_ptr<const void> external_anchor() const override;
 };
 
 // Binds one call: checks the inputs, infers every value's sizes and builds

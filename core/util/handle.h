@@ -19,24 +19,39 @@ class ExternallyHeld : public std::enable_shared_from_this<T> {
   ExternallyHeld(const ExternallyHeld&) : std::enable_shared_from_this<T>() {}
   ExternallyHeld& operator=(const ExternallyHeld&) = delete;
 
+  virtual ~ExternallyHeld() = default;
+
   void retain_external() {
     std::lock_guard<std::mutex> lock(handle_mutex_);
-    if (external_refs_++ == 0) self_ = this->shared_from_this();
+    if (external_refs_++ == 0) {
+      self_ = this->shared_from_this();
+      anchor_ = external_anchor();
+    }
   }
   void release_external() {
     std::shared_ptr<T> last;
+    std::shared_ptr<const void> anchor;
     {
       std::lock_guard<std::mutex> lock(handle_mutex_);
       if (external_refs_ == 0) return;
-      if (--external_refs_ == 0) last = std::move(self_);
+      if (--external_refs_ == 0) {
+        last = std::move(self_);
+        anchor = std::move(anchor_);
+      }
     }
     // `last` may destroy *this here, after the lock is released.
   }
+
+ protected:
+  // What must outlive this object while callers hold handles to it, when
+  // that is not owned by the object itself (a concrete fusion's fusion).
+  virtual std::shared_ptr<const void> external_anchor() const { return nullptr; }
 
  private:
   std::mutex handle_mutex_;
   int64_t external_refs_ = 0;
   std::shared_ptr<T> self_;
+  std::shared_ptr<const void> anchor_;
 };
 
 }  // namespace kf

@@ -210,6 +210,8 @@ static void test_null_runtime_calls(void** state) {
   EXPECT_FAIL(kf_segmentation_get(s, 0, NULL), KF_ERR_INVALID_ARGUMENT, "kf_segmentation_get: argument 'info'");
   EXPECT_FAIL(kf_segment_to_text(s, 0, NULL), KF_ERR_INVALID_ARGUMENT, "kf_segment_to_text: argument 'out'");
   EXPECT_FAIL(kf_segment_to_text(NULL, 0, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_to_text: argument 'segmentation'");
+  EXPECT_FAIL(kf_segment_cuda_source(NULL, 0, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_cuda_source: argument 'segmentation'");
+  EXPECT_FAIL(kf_segment_cuda_source(s, 0, NULL), KF_ERR_INVALID_ARGUMENT, "kf_segment_cuda_source: argument 'out'");
 
   float y[6];
   int64_t shape_y[2] = {2, 3};
@@ -383,6 +385,11 @@ static void test_wrong_counts(void** state) {
   char* text = NULL;
   EXPECT_FAIL(kf_segmentation_get(s, 9, &seg), KF_ERR_INVALID_ARGUMENT, "kf_segmentation_get: index 9 is out of range (1 segments)");
   EXPECT_FAIL(kf_segment_to_text(s, 4, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_to_text: index 4");
+  EXPECT_FAIL(kf_segment_cuda_source(s, 4, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_cuda_source: index 4 is out of range (1 segments)");
+  /* The generated source needs no GPU: it works for CPU-bound segments too. */
+  KF_CHECK(kf_segment_cuda_source(s, 0, &text));
+  assert_non_null(strstr(text, "// segment 0"));
+  kf_string_free(text);
   float y[6];
   int64_t shape_y[2] = {2, 3};
   DLTensor yt = kf_test_tensor(y, kf_test_f32(), 2, shape_y, NULL);

@@ -874,10 +874,15 @@ static void test_fusions(void** state) {
   (void)state;
   static const char* names[] = {"layernorm", "softmax", "rmsnorm", "gelu_bias", "transpose_add"};
   const kf_dtype dts[] = {KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16, KF_FLOAT64};
-  const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {1, 4096}, {300, 3}, {0, 16}};
+  /* Rows held in registers (1024, 4096, 2056, 1000: a partial last vector
+   * group), rows too long for them (40000: the streaming path), short rows
+   * (77, 3, 64), widths that are not a multiple of the vector width (77,
+   * 131) and transposes with partial tiles (131x67). */
+  const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {1, 4096}, {300, 3}, {0, 16},
+                               {3, 40000}, {9, 2056}, {67, 131}, {4, 1000}, {33, 64}};
   for (int kind = 0; kind < 5; ++kind)
     for (int d = 0; d < 4; ++d)
-      for (int s = 0; s < 5; ++s) {
+      for (int s = 0; s < 10; ++s) {
         kf_fusion f = build_e2e(kind, dts[d]);
         tin in[3];
         size_t n = 1;

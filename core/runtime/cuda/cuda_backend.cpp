@@ -10,6 +10,7 @@
 
 #include "core/codegen/kernel_plan.h"
 #include "core/runtime/backend.h"
+#include "core/runtime/cuda/cublaslt.h"
 #include "core/runtime/cuda/driver.h"
 #include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/launch.h"
@@ -124,9 +125,8 @@ class CudaBackend final : public Backend {
                    const ExecOptions& options) override {
     ScopedContext context(c.device.id);  // first, so a missing GPU is reported as such
     const Segment& seg = s.segments[index];
-    if (seg.scheduler == SchedulerKind::Library)
-      fail(KF_ERR_UNSUPPORTED, "segment ", index,
-           ": matmul/linear on the GPU is not implemented yet (cuBLASLt segments)");
+    if (seg.scheduler == SchedulerKind::Library)  // matmul/linear: cuBLASLt
+      return run_library_segment(*this, c, s, index, inputs, outputs, options);
     if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
     const LoadedSegment& k = loaded_segment(c, seg);
     const std::vector<Sizes> sizes = task_sizes(*c.fusion, seg.task, inputs);

@@ -138,8 +138,15 @@ LaunchDims launch_dims(const LaunchRule& rule, const std::vector<Sizes>& sizes, 
     const int64_t per_block = static_cast<int64_t>(rule.block) * std::max(rule.items_per_thread, 1);
     work = (work + per_block - 1) / per_block;
   } else {  // PerRow: a reduction over an empty row still writes its identity
-    for (size_t d = 0; d < domain.size(); ++d)
+    int64_t row = 1;
+    for (size_t d = 0; d < domain.size(); ++d) {
       if (d >= rule.reduced_dims.size() || !rule.reduced_dims[d]) work *= domain[d];
+      else row *= domain[d];
+    }
+    if (rule.row_items > 0) {  // enough threads to hold the row in registers
+      const int64_t threads = (row + rule.row_items - 1) / rule.row_items;
+      dims.block = static_cast<uint32_t>(std::clamp<int64_t>((threads + 31) / 32 * 32, 32, rule.block));
+    }
   }
   int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
   dims.grid = static_cast<uint32_t>(std::clamp<int64_t>(work, 0, std::max<int64_t>(cap, 1)));
