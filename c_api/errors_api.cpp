@@ -38,6 +38,7 @@ KF_API const char* kf_status_name(kf_status status) {
     case KF_ERR_BACKEND: return "KF_ERR_BACKEND";
     case KF_ERR_VERSION_MISMATCH: return "KF_ERR_VERSION_MISMATCH";
     case KF_ERR_INTERNAL: return "KF_ERR_INTERNAL";
+    case KF_STATUS_MAX_ENUM: break;
   }
   return "KF_ERR_UNKNOWN";
 }

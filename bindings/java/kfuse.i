@@ -46,6 +46,9 @@ static void kfj_throw(JNIEnv* env, int code, const char* message) {
 %rename("%(regex:/^KF_(OP_|ERR_)?(.*)$/\\2/)s", %$isenumitem) "";
 %ignore KF_DTYPE_COUNT;
 %ignore KF_OP_COUNT;
+%ignore KF_STATUS_MAX_ENUM;
+%ignore KF_DTYPE_MAX_ENUM;
+%ignore KF_OP_MAX_ENUM;
 
 /* Java's enums have their names; the status enum is only ever returned. */
 %ignore kf_status_name;

@@ -74,7 +74,7 @@ fn op_list_macro(header: &str) -> String {
             let Some(name) = token.strip_prefix("KF_OP_") else {
                 continue;
             };
-            if name == "COUNT" {
+            if name == "COUNT" || name == "MAX_ENUM" {
                 continue;
             }
             let camel: String = name

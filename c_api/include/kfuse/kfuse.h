@@ -54,7 +54,11 @@ typedef enum kf_status {
   KF_ERR_NO_DEVICE = 8,        /* no CUDA driver / device for kDLCUDA tensors */
   KF_ERR_BACKEND = 9,          /* driver, NVRTC or library call failed */
   KF_ERR_VERSION_MISMATCH = 10,
-  KF_ERR_INTERNAL = 11         /* a kfuse bug: please report the message */
+  KF_ERR_INTERNAL = 11,        /* a kfuse bug: please report the message */
+  /* Not a status: makes the enum 32 bits wide, so that any int a caller
+   * passes is a valid value of the type (C++ may not load an enum value
+   * outside its range). The same holds for kf_dtype and kf_op. */
+  KF_STATUS_MAX_ENUM = 0x7fffffff
 } kf_status;
 
 /* Thread-local message of the last failed call on this thread. Never NULL
@@ -83,7 +87,8 @@ typedef enum kf_dtype {
   KF_INT64 = 4,
   KF_INT32 = 5,
   KF_BOOL = 6,
-  KF_DTYPE_COUNT = 7
+  KF_DTYPE_COUNT = 7,
+  KF_DTYPE_MAX_ENUM = 0x7fffffff
 } kf_dtype;
 
 /* Static name ("float32"), or "invalid". */
@@ -129,7 +134,8 @@ typedef enum kf_op {
   KF_OP_MATMUL, KF_OP_LINEAR,
   /* hint */
   KF_OP_SEGMENT_SET,
-  KF_OP_COUNT
+  KF_OP_COUNT,
+  KF_OP_MAX_ENUM = 0x7fffffff
 } kf_op;
 
 /* Static lower-case name of an op ("gelu_tanh"), or "invalid". */
