@@ -323,6 +323,63 @@ static void test_pinned_output_order(void** state) {
   kf_fusion_release(f);
 }
 
+/* s = sum(x, axis 1, keepdim) [M,1]; z = s + y with y [M,N] another input:
+ * the reduction's epilogue reads y, whose extents the schedulers cannot prove
+ * equal to x's, so it becomes its own pointwise segment. Ids: x=0, y=1,
+ * s=2, z=3; extents x: -1, -2; y: -3, -4. */
+static void test_reduction_epilogue_segment_ids(void** state) {
+  (void)state;
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(
+      "input x: tensor<float32, 2>\ninput y: tensor<float32, 2>\n"
+      "s = sum(x) {axes=[1], keepdim=true}\nz = add(s, y)\noutput z\n", &f));
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {1, 1, 1, 2, 2, 2};
+  int64_t shape[2] = {2, 3};
+  DLTensor xt = kf_test_tensor(x, kf_test_f32(), 2, shape, NULL);
+  DLTensor yt = kf_test_tensor(y, kf_test_f32(), 2, shape, NULL);
+  const DLTensor* in[2] = {&xt, &yt};
+  kf_concrete c;
+  KF_CHECK(kf_concretize(f, in, 2, &c));
+  kf_segmentation s;
+  KF_CHECK(kf_segment(c, &s));
+  size_t n;
+  KF_CHECK(kf_segmentation_count(s, &n));
+  assert_int_equal(n, 2);
+  kf_segment_info info;
+  info.struct_size = sizeof info;
+  KF_CHECK(kf_segmentation_get(s, 0, &info));
+  assert_string_equal(info.scheduler, "reduction");
+  assert_int_equal(info.num_inputs, 3); /* x, and its extents */
+  assert_int_equal(info.inputs[0], 0);
+  assert_int_equal(info.inputs[1], -1);
+  assert_int_equal(info.inputs[2], -2);
+  assert_int_equal(info.num_outputs, 1);
+  assert_int_equal(info.outputs[0], 2);
+  assert_int_equal(info.num_dead_after, 0);
+  KF_CHECK(kf_segmentation_get(s, 1, &info));
+  assert_string_equal(info.scheduler, "pointwise");
+  assert_int_equal(info.num_inputs, 6); /* s, y, then the extents z depends on */
+  assert_int_equal(info.inputs[0], 2);
+  assert_int_equal(info.inputs[1], 1);
+  assert_int_equal(info.inputs[2], -1);
+  assert_int_equal(info.inputs[3], -2);
+  assert_int_equal(info.inputs[4], -3);
+  assert_int_equal(info.inputs[5], -4);
+  assert_int_equal(info.num_outputs, 1);
+  assert_int_equal(info.outputs[0], 3);
+  assert_int_equal(info.num_dead_after, 1);
+  assert_int_equal(info.dead_after[0], 2);
+  DLManagedTensor* out;
+  KF_CHECK(kf_execute(f, in, 2, &out, 1, NULL));
+  const float* z = (const float*)out->dl_tensor.data;
+  assert_float_equal(z[0], 7, 0);
+  assert_float_equal(z[5], 17, 0);
+  out->deleter(out);
+  kf_segmentation_release(s);
+  kf_concrete_release(c);
+  kf_fusion_release(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_class_same_concrete),
@@ -334,6 +391,7 @@ int main(void) {
       cmocka_unit_test(test_shape_scalar_joins_key),
       cmocka_unit_test(test_size_zero_input),
       cmocka_unit_test(test_pinned_output_order),
+      cmocka_unit_test(test_reduction_epilogue_segment_ids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
