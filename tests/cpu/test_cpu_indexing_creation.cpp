@@ -2,6 +2,7 @@
 // indices), full, iota, and the Philox random ops: the Random123 known-answer
 // vectors, the element scheme of philox.h recomputed here bit for bit,
 // reproducibility, and moments of uniform/normal samples.
+#include "core/ir/portable_math.h"
 #include "core/runtime/cpu/philox.h"
 // Project headers first: cmocka defines a fail() macro that kf::fail's
 // declaration must not see.
@@ -17,6 +18,7 @@ extern "C" {  // this cmocka's header has no C++ guard
 #include <cmocka.h>
 }
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -27,6 +29,16 @@ extern "C" {  // this cmocka's header has no C++ guard
 
 using namespace kf;
 using namespace kf::cpu;
+
+// The host side of the portable math the scheme names (as philox.cpp does).
+#define KF_PM_MUL(a, b) ((a) * (b))
+#define KF_PM_ADD(a, b) ((a) + (b))
+#define KF_PM_SUB(a, b) ((a) - (b))
+#define KF_PM_F2U(f) std::bit_cast<uint32_t>(f)
+#define KF_PM_U2F(u) std::bit_cast<float>(static_cast<uint32_t>(u))
+#define KF_PM_D2U(d) std::bit_cast<uint64_t>(d)
+#define KF_PM_U2D(u) std::bit_cast<double>(static_cast<uint64_t>(u))
+KF_PORTABLE_MATH(static inline)
 
 namespace {
 
@@ -256,9 +268,20 @@ void test_normal(void** state) {
     PhiloxWords w = philox_element(3, 9, i);
     float u1 = static_cast<float>((w[0] >> 8) + 1) * 0x1p-24f;
     float u2 = static_cast<float>(w[1] >> 8) * 0x1p-24f;
-    float z = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.28318548f * u2);
+    float z = std::sqrt(-2.0f * kf_pm_logf(u1)) * kf_pm_cos_turns_f(u2);
     float p = 2.0f * z;
     assert_true(same(got[i], 0.5f + p));
+  }
+  // The portable log/cos stay within a few ulps of the true values.
+  for (uint32_t n = 1; n <= (1u << 24); n += 97) {
+    const float u = static_cast<float>(n) * 0x1p-24f;
+    const double t = static_cast<double>(n - 1) * 0x1p-24;
+    assert_true(std::fabs(kf_pm_logf(u) - std::log(static_cast<double>(u))) <=
+                4e-7 * std::fabs(std::log(static_cast<double>(u))) + 1e-12);
+    assert_true(std::fabs(kf_pm_cos_turns_f(static_cast<float>(t)) - std::cos(2 * M_PI * t)) <= 5e-7);
+    assert_true(std::fabs(kf_pm_log(t + 0x1p-24) - std::log(t + 0x1p-24)) <=
+                1e-15 * std::fabs(std::log(t + 0x1p-24)) + 1e-300);
+    assert_true(std::fabs(kf_pm_cos_turns(t) - std::cos(2 * M_PI * t)) <= 2e-15);
   }
 }
 

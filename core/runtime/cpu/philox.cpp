@@ -1,10 +1,32 @@
 #include "core/runtime/cpu/philox.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+
+#include "core/ir/portable_math.h"
 
 namespace kf::cpu {
 
 namespace {
+
+// The host side of core/ir/portable_math.h (built with -ffp-contract=off, so
+// plain operators round each step).
+#define KF_PM_MUL(a, b) ((a) * (b))
+#define KF_PM_ADD(a, b) ((a) + (b))
+#define KF_PM_SUB(a, b) ((a) - (b))
+#define KF_PM_F2U(f) std::bit_cast<uint32_t>(f)
+#define KF_PM_U2F(u) std::bit_cast<float>(static_cast<uint32_t>(u))
+#define KF_PM_D2U(d) std::bit_cast<uint64_t>(d)
+#define KF_PM_U2D(u) std::bit_cast<double>(static_cast<uint64_t>(u))
+KF_PORTABLE_MATH(inline)
+#undef KF_PM_MUL
+#undef KF_PM_ADD
+#undef KF_PM_SUB
+#undef KF_PM_F2U
+#undef KF_PM_U2F
+#undef KF_PM_D2U
+#undef KF_PM_U2D
 
 constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
 constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
@@ -61,8 +83,8 @@ double uniform_f64(const PhiloxWords& w, double low, double high) {
 float normal_f32(const PhiloxWords& w, float mean, float std) {
   const float u1 = u24_open_zero(w[0]);
   const float u2 = u24(w[1]);
-  const float s = std::sqrt(-2.0f * std::log(u1));
-  const float c = std::cos(6.28318548f * u2);
+  const float s = std::sqrt(-2.0f * kf_pm_logf(u1));
+  const float c = kf_pm_cos_turns_f(u2);
   const float z = s * c;
   const float p = std * z;
   return mean + p;
@@ -71,8 +93,8 @@ float normal_f32(const PhiloxWords& w, float mean, float std) {
 double normal_f64(const PhiloxWords& w, double mean, double std) {
   const double u1 = u53_open_zero(w[0], w[1]);
   const double u2 = u53(w[2], w[3]);
-  const double s = std::sqrt(-2.0 * std::log(u1));
-  const double c = std::cos(6.283185307179586 * u2);
+  const double s = std::sqrt(-2.0 * kf_pm_log(u1));
+  const double c = kf_pm_cos_turns(u2);
   const double z = s * c;
   const double p = std * z;
   return mean + p;

@@ -34,17 +34,15 @@
 //
 // normal(mean, std), dtype float32/float16/bfloat16, float32 operations:
 //   u1 = u24o(w0); u2 = u24(w1)
-//   l = logf(u1); m = -2.0f * l; s = sqrtf(m)
-//   t = 6.28318548f * u2  (the float32 nearest 2*pi); c = cosf(t)
+//   l = kf_pm_logf(u1); m = -2.0f * l; s = sqrtf(m)
+//   c = kf_pm_cos_turns_f(u2)   (cos(2 pi u2))
 //   z = s * c; r = float(mean) + float(std) * z   (product rounded, then sum)
 //   then r is rounded once to the dtype.
 // normal, dtype float64: the same in double with u1 = u53o(w0, w1),
-// u2 = u53(w2, w3), log/sqrt/cos and 2*pi = 6.283185307179586.
-// sqrt is correctly rounded everywhere, but log and cos are not: the CPU uses
-// the host libm (logf, cosf, log, cos), CUDA uses its own. Normal values are
-// therefore bit-identical only where the two libraries agree (typically they
-// differ by at most an ulp or two); GPU tests compare normal with a small
-// ulp tolerance and uniform exactly.
+// u2 = u53(w2, w3), kf_pm_log and kf_pm_cos_turns.
+// kf_pm_* are core/ir/portable_math.h: the same source compiled for the host
+// and by NVRTC, with + - * / rounded one at a time, and sqrt is correctly
+// rounded on both: so normal, like uniform, is bit-identical on the GPU.
 //
 // The CPU reference relies on the compiler not contracting a*b+c into an FMA
 // (true for the default x86-64 target; other targets need -ffp-contract=off).
