@@ -22,6 +22,7 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int kVectorBytes = 16;
+constexpr int kPointwiseUnroll = 2;  // 16-byte vectors per thread and step
 
 // Unravels `linear` over `dims` of `dom` (outermost first) into locals
 // i<d>; returns one index expression per listed dim ("0" for size-1 dims).
@@ -155,6 +156,7 @@ constexpr int kTile = 64;  // kTile x kTile elements per tile, 256 threads
 
 struct TilePlan {
   std::vector<std::pair<int64_t, std::vector<std::string>>> inputs;  // input, its index in the tile
+  size_t da = 0, db = 0;  // tiled inputs are contiguous along da, the outputs along db
 };
 
 // Inputs of the loop whose innermost memory dim follows the domain's
@@ -172,12 +174,17 @@ TilePlan plan_tiles(const ConcreteFusion& c, const Task& task, const std::vector
   // never slower than the strided reads they replace.)
   for (int64_t o : outs)
     if (!same_classes(probe, o, dom)) return tp;
+  // The outputs' fast dim: their produced layout's innermost (a permuted
+  // operand makes torch and kfuse produce column-major results).
+  const auto& out_order = c.stride_orders[static_cast<size_t>(dom)];
+  tp.db = !out_order.empty() && out_order.back() == static_cast<int>(r - 2) ? r - 2 : r - 1;
+  tp.da = tp.db == r - 1 ? r - 2 : r - 1;
   std::vector<std::string> idx(r);
   for (size_t d = 0; d < r; ++d) idx[d] = probe.size_class(dom, d) == SizeClass::Many ? "i" + std::to_string(d) : "0";
   std::vector<std::pair<int64_t, std::vector<std::string>>> log;
   probe.load_log = &log;
   for (int64_t o : outs) probe.value_at(o, idx);
-  const std::string along_a = idx[r - 2];
+  const std::string along_a = idx[tp.da];
   int bytes = 0;
   for (const auto& [v, vidx] : log) {
     const Value& val = f.value(v);
@@ -208,12 +215,14 @@ void tile_loop(KernelWriter& w, const TilePlan& tp, const std::vector<int64_t>& 
   const size_t r = w.rank(dom);
   const std::string& t = w.index_type();
   const std::string T = std::to_string(kTile);
-  const std::string ea = w.extent(dom, r - 2), eb = w.extent(dom, r - 1);
+  const size_t da = tp.da, db = tp.db;
+  const std::string ea = w.extent(dom, da), eb = w.extent(dom, db);
   const std::string ta = w.hoist("long long", "n", "((long long)" + ea + " + " + T + " - 1) / " + T);
   const std::string tb = w.hoist("long long", "n", "((long long)" + eb + " + " + T + " - 1) / " + T);
   std::string outer;
   std::vector<size_t> outer_dims;
-  for (size_t d = 0; d + 2 < r; ++d) {
+  for (size_t d = 0; d < r; ++d) {
+    if (d == da || d == db) continue;
     outer_dims.push_back(d);
     const std::string e = w.extent(dom, d);
     if (e != "1") outer = outer.empty() ? "(long long)" + e : outer + " * " + e;
@@ -224,14 +233,18 @@ void tile_loop(KernelWriter& w, const TilePlan& tp, const std::vector<int64_t>& 
     shared.push_back(w.fresh("kf_tile"));
     w.line("__shared__ " + std::string(reg_type(f.value(in.first).dtype)) + " " + shared.back() + "[" + T + "][" + T + " + 1];");
   }
-  const std::string ia = "i" + std::to_string(r - 2), ib = "i" + std::to_string(r - 1);
+  const std::string ia = "i" + std::to_string(da), ib = "i" + std::to_string(db);
   w.open("for (long long tile = blockIdx.x; tile < " + tiles + "; tile += gridDim.x)");
-  w.line("const long long tb_ = tile % " + tb + ", rest_ = tile / " + tb + ", ta_ = rest_ % " + ta + ";");
+  // Diagonal order: blocks in flight together differ in both tile
+  // coordinates. In row order they would share a0 (or b0), and with
+  // power-of-two row pitches every one of them would hit the same DRAM
+  // channels (partition camping).
+  w.line("const long long in_ = tile % (" + ta + " * " + tb + "), ta_ = in_ % " + ta + ", tb_ = (in_ / " + ta + " + ta_) % " + tb + ";");
   std::vector<std::string> idx(r);
-  const std::vector<std::string> o_idx = unravel(w, dom, outer_dims, "rest_ / " + ta);
-  for (size_t k = 0; k < outer_dims.size(); ++k) idx[k] = o_idx[k];
-  idx[r - 2] = ia;
-  idx[r - 1] = ib;
+  const std::vector<std::string> o_idx = unravel(w, dom, outer_dims, "tile / (" + ta + " * " + tb + ")");
+  for (size_t k = 0; k < outer_dims.size(); ++k) idx[outer_dims[k]] = o_idx[k];
+  idx[da] = ia;
+  idx[db] = ib;
   w.line("const " + t + " a0 = (" + t + ")(ta_ * " + T + "), b0 = (" + t + ")(tb_ * " + T + ");");
   w.line("const int lx = threadIdx.x & " + std::to_string(kTile - 1) + ";");
   w.line("__syncthreads();  // the previous tile is consumed");
@@ -247,7 +260,7 @@ void tile_loop(KernelWriter& w, const TilePlan& tp, const std::vector<int64_t>& 
   w.close();
   w.close();
   w.line("__syncthreads();");
-  w.line("#pragma unroll 4");
+  w.line("#pragma unroll 4");  // a full unroll measured slower (docs/PERF.md)
   w.open("for (int kk = 0; kk < " + T + "; kk += 4)");
   w.line("const int k = kk + (int)(threadIdx.x >> 6);");
   w.line("const " + t + " " + ia + " = a0 + k, " + ib + " = b0 + lx;");
@@ -269,48 +282,67 @@ void pointwise_loop(KernelWriter& w, const ExtentSets& sets, const Task& task,
   w.vector_inputs.clear();
   w.vector_regs.clear();
   VectorPlan vp = plan_vectors(w, task, outs, dom);
-  *width_out = std::max(*width_out, vp.width);
+  *width_out = std::max(*width_out, vp.width * kPointwiseUnroll);
   if (vp.width > 0) {
     const std::string tag = w.fresh("");
     const int V = vp.width;
     w.open("if (KFVECCOND" + tag + ")");
-    w.open("for (long long q = " + std::string(kThread) + "; q < " + n + " / " + std::to_string(V) +
-           "; q += " + kGridStride + ")");
-    std::vector<std::string> idx = unravel(w, dom, dims, "q * " + std::to_string(V));
-    w.line("KFVECLOADS" + tag);
-    std::vector<std::string> ov;
-    for (int64_t o : vp.outputs) {
-      ov.push_back(w.fresh("ov"));
-      w.line("kf_vec<" + std::string(storage_type(w.fusion().value(o).dtype)) + ", " + std::to_string(V) + "> " + ov.back() + ";");
+    // U vectors per thread and step, all loaded before any is used: more
+    // bytes in flight per thread (vector u of a step is u * blockDim.x
+    // vectors after the first, so each load stays coalesced).
+    const int U = kPointwiseUnroll;
+    const std::string nv = w.hoist("long long", "n", n + " / " + std::to_string(V));
+    w.open("for (long long q = (long long)blockIdx.x * blockDim.x * " + std::to_string(U) + " + threadIdx.x; q < " + nv +
+           "; q += (long long)gridDim.x * blockDim.x * " + std::to_string(U) + ")");
+    std::vector<std::string> ok(static_cast<size_t>(U));
+    std::vector<std::vector<std::string>> base(static_cast<size_t>(U));
+    for (int u = 0; u < U; ++u) {
+      const std::string qu = w.fresh("qu");
+      w.line("const long long " + qu + " = q + (long long)" + std::to_string(u) + " * blockDim.x;");
+      ok[static_cast<size_t>(u)] = u == 0 ? std::string() : qu + " < " + nv;
+      base[static_cast<size_t>(u)] =
+          unravel(w, dom, dims, "(" + qu + " < " + nv + " ? " + qu + " : 0) * " + std::to_string(V), "_" + std::to_string(u));
     }
-    w.group = 0;
+    w.line("KFVECLOADS" + tag);
     w.section = 0;
-    w.lane_base = idx;
-    for (int lane = 0; lane < V; ++lane) {
-      w.lane = lane;
-      w.lane_index = idx;
-      if (lane > 0) w.lane_index[r - 1] = "(" + idx[r - 1] + " + " + std::to_string(lane) + ")";
-      for (int64_t o : outs) {
-        const std::string reg = w.value_at(o, w.lane_index);
-        auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
-        if (it == vp.outputs.end()) {
-          w.store(o, w.lane_index, reg);
-        } else {
-          const DType dt = w.fusion().value(o).dtype;
-          w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " + store_form(dt, reg) + ";");
+    for (int u = 0; u < U; ++u) {
+      const std::vector<std::string>& idx = base[static_cast<size_t>(u)];
+      w.open(u == 0 ? std::string() : "if (" + ok[static_cast<size_t>(u)] + ")");
+      std::vector<std::string> ov;
+      for (int64_t o : vp.outputs) {
+        ov.push_back(w.fresh("ov"));
+        w.line("kf_vec<" + std::string(storage_type(w.fusion().value(o).dtype)) + ", " + std::to_string(V) + "> " + ov.back() + ";");
+      }
+      w.group = u;
+      w.lane_base = idx;
+      for (int lane = 0; lane < V; ++lane) {
+        w.lane = lane;
+        w.lane_index = idx;
+        if (lane > 0) w.lane_index[r - 1] = "(" + idx[r - 1] + " + " + std::to_string(lane) + ")";
+        for (int64_t o : outs) {
+          const std::string reg = w.value_at(o, w.lane_index);
+          auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
+          if (it == vp.outputs.end()) {
+            w.store(o, w.lane_index, reg);
+          } else {
+            const DType dt = w.fusion().value(o).dtype;
+            w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " + store_form(dt, reg) + ";");
+          }
         }
       }
-    }
-    w.lane = -1;
-    for (size_t k = 0; k < vp.outputs.size(); ++k) {
-      const int64_t o = vp.outputs[k];
-      const std::string vt = "kf_vec<" + std::string(storage_type(w.fusion().value(o).dtype)) + ", " + std::to_string(V) + ">";
-      w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, idx) + ") = " + ov[k] + ";");
+      w.lane = -1;
+      for (size_t k = 0; k < vp.outputs.size(); ++k) {
+        const int64_t o = vp.outputs[k];
+        const std::string vt = "kf_vec<" + std::string(storage_type(w.fusion().value(o).dtype)) + ", " + std::to_string(V) + ">";
+        w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, idx) + ") = " + ov[k] + ";");
+      }
+      w.close();
     }
     std::vector<std::string> conds = {w.extent(dom, r - 1) + " % " + std::to_string(V) + " == 0"};
-    for (const auto& [key, vr] : w.vector_regs) vector_conditions(w, sets, key.first, dom, V, &conds);
+    for (const auto& [key, vr] : w.vector_regs)
+      if (key.second == 0) vector_conditions(w, sets, key.first, dom, V, &conds);
     for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, &conds);
-    w.replace("KFVECLOADS" + tag, vector_loads(w, V, 0, {}));
+    w.replace("KFVECLOADS" + tag, vector_loads(w, V, 0, ok));
     std::string cond;
     for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
     w.replace("KFVECCOND" + tag, cond);
@@ -489,7 +521,11 @@ void row_streaming(KernelWriter& w, const RowSchedule& s, const std::vector<size
   }
 }
 
-constexpr int kRowVectors = 4;  // 16-byte vectors per thread in the cached row
+// 16-byte vectors per thread in the cached row. Measured on an H200
+// (docs/PERF.md): 2 (more threads per row) and 6 or 8 (register spills
+// under the 64-register cap of 1024-thread blocks) are all slower than 4.
+constexpr int kRowVectors = 4;
+int row_vectors() { return kRowVectors; }
 
 // The row held in registers: each thread loads K vectors of V elements
 // (vector k at element (k * blockDim.x + threadIdx.x) * V of the row) once,
@@ -501,7 +537,7 @@ std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& 
   const Fusion& f = w.fusion();
   const int64_t dom = s.domain;
   const size_t last = w.rank(dom) - 1;
-  const int V = vp.width, K = kRowVectors;
+  const int V = vp.width, K = row_vectors();
   const std::string& t = w.index_type();
   std::vector<std::string> ok(K);
   std::vector<std::vector<std::string>> base(K);
@@ -671,7 +707,7 @@ int row_kernel(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, co
     w.close();
   }
   w.close();
-  return vp.width > 0 ? vp.width * kRowVectors : 0;
+  return vp.width > 0 ? vp.width * row_vectors() : 0;
 }
 
 // ---- column reductions (reduced dims outer, the innermost dim kept) ----
@@ -748,6 +784,7 @@ int column_partials(KernelWriter& w, const RowSchedule& s, const ExtentSets& set
     w.line("const long long cb = c0 + (long long)tx * " + Vs + ";");
     w.open("if (cb < " + cols + ")");
     const std::vector<std::string> kidx = unravel(w, dom, kept, "cb", "_c");
+    w.line("#pragma unroll 4");  // several rows' loads in flight
     w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(kColRows) + ")");
     const std::vector<std::string> ridx = unravel(w, dom, red, "q");
     std::vector<std::string> base(r);
@@ -792,6 +829,7 @@ int column_partials(KernelWriter& w, const RowSchedule& s, const ExtentSets& set
     kidx[static_cast<size_t>(lane)] = unravel(w, dom, kept, cl[static_cast<size_t>(lane)] + " < " + cols + " ? " + cl[static_cast<size_t>(lane)] + " : 0",
                                               "_" + std::to_string(lane));
   }
+  w.line("#pragma unroll 2");
   w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(kColRows) + ")");
   const std::vector<std::string> ridx = unravel(w, dom, red, "q");
   for (int lane = 0; lane < V; ++lane) {
@@ -842,7 +880,10 @@ void column_finish(KernelWriter& w, const RowSchedule& s) {
     }
     return p.empty() ? std::string("1LL") : w.hoist("long long", "n", p);
   };
-  const std::string cols = product(kept), rlen = product(red);
+  const std::string cols = product(kept);
+  bool mean = false;  // only a mean reads the row length (an unused local is a warning)
+  for (int64_t ei : s.phases[0]) mean = mean || f.exprs[static_cast<size_t>(ei)].op == Op::MEAN;
+  const std::string rlen = mean ? product(red) : "1";
   w.reduced = s.reduced;
   w.row_results.clear();
   w.line("const long long splits = (long long)args.a[KFSPLITS];");

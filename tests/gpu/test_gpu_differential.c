@@ -583,6 +583,42 @@ static void test_reductions(void** state) {
   end_test("reductions");
 }
 
+/* Column reductions (sum/mean/max over dim 0): vector tiles with a partial
+ * last tile (2056 = 8 * 257 columns), scalar tiles (1001 columns), many
+ * splits of the reduced rows (3000) and one (5). */
+static void test_column_reductions(void** state) {
+  (void)state;
+  static const kf_op ops[] = {KF_OP_SUM, KF_OP_MEAN, KF_OP_MAX};
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT64, KF_INT32};
+  const int64_t shapes[][2] = {{3000, 2056}, {700, 1001}, {5, 4096}, {1, 8}};
+  for (size_t o = 0; o < 3; ++o)
+    for (size_t d = 0; d < 4; ++d)
+      for (size_t k = 0; k < 4; ++k) {
+        if (ops[o] == KF_OP_MEAN && dts[d] == KF_INT32) continue;
+        kf_builder b;
+        int64_t x, y;
+        kf_fusion f = NULL;
+        const int64_t axis = 0;
+        KF_CHECK(kf_builder_create(&b));
+        KF_CHECK(kf_define_tensor(b, 2, dts[d], &x));
+        if (kf_reduce(b, ops[o], x, &axis, 1, 0, &y) == KF_OK) {
+          KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
+          KF_CHECK(kf_builder_finalize(b, &f));
+        }
+        kf_builder_destroy(b);
+        if (f == NULL) continue;
+        tin in = input(dts[d], 2, shapes[k]);
+        fill(&in, -3, 3, 0);
+        char what[128];
+        snprintf(what, sizeof what, "%s over dim 0 of [%lld,%lld] %s", kf_op_name(ops[o]),
+                 (long long)shapes[k][0], (long long)shapes[k][1], kf_dtype_name(dts[d]));
+        run_case_tol(f, &in, 1, what, 1.0 + (double)shapes[k][0] / 8.0, -1);
+        free_inputs(&in, 1);
+        kf_fusion_release(f);
+      }
+  end_test("column reductions");
+}
+
 /* ---- layouts ----------------------------------------------------------- */
 
 static kf_fusion build_binary_rank(kf_op op, kf_dtype dt, int rank) {
@@ -1080,7 +1116,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_layouts),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions),
+      cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_two_segments),
       cmocka_unit_test(test_copies),

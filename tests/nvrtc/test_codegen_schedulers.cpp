@@ -56,16 +56,16 @@ void test_pointwise_layouts(void** /*state*/) {
     KernelPlan p = generate(add_2d(DType::F32), in);
     assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Pointwise));
     assert_int_equal(static_cast<int>(p.launch.kind), static_cast<int>(LaunchRule::Kind::Elementwise));
-    assert_int_equal(p.launch.items_per_thread, 4);
+    assert_int_equal(p.launch.items_per_thread, 8);  // 2 vectors of 4 per step
     assert_true(contains(p.source, "const kf_vec<float, 4> xv"));
     assert_true(contains(p.params, "index=int32"));
   }
-  {  // float16: 8 lanes
+  {  // float16: 8 lanes, 2 vectors per step
     Inputs in;
     in.push_back(kftest::tensor(DType::F16, {8, 64}));
     in.push_back(kftest::tensor(DType::F16, {8, 64}));
     KernelPlan p = generate(add_2d(DType::F16), in);
-    assert_int_equal(p.launch.items_per_thread, 8);
+    assert_int_equal(p.launch.items_per_thread, 16);
   }
   {  // transposed input: read through strides, no vector loads of it
     Inputs in;
@@ -204,6 +204,50 @@ void test_fusions(void** /*state*/) {
   }
 }
 
+// The performance schedules: rows cached in registers (block chosen per
+// call), column reductions (two kernels, scratch words), transposes staged
+// through shared-memory tiles, broadcast inputs moved as vectors.
+void test_fast_paths(void** /*state*/) {
+  {  // softmax over a contiguous row: the cached path and its fallback
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {16, 8192}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::BF16);
+      const int64_t m = b.op(Op::MAX, {x}, {1, 1})[0];
+      const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
+      b.output(b.op(Op::DIV, {e, b.op(Op::SUM, {e}, {1, 1})[0]}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(p.launch.row_items, 32);  // 4 vectors of 8
+    assert_int_equal(p.launch.block, 1024);
+    assert_true(contains(p.source, "blockDim.x * 32"));
+    assert_true(contains(p.source, "j += blockDim.x"));  // the streaming fallback
+  }
+  {  // sum over dim 0: column reduction
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {300, 1000}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::BF16);
+      b.output(b.op(Op::SUM, {x}, {0, 0})[0], {}, -1);
+    }, in);
+    assert_int_equal(static_cast<int>(p.launch.kind), static_cast<int>(LaunchRule::Kind::ColumnReduce));
+    assert_int_equal(p.launch.extra_args, 2);
+    assert_int_equal(p.launch.tile_cols, 256);
+    assert_true(contains(p.source, p.finish_name));
+  }
+  {  // x^T + z: one tiled input
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 128}));
+    in.push_back(kftest::tensor(DType::F32, {128, 64}));
+    KernelPlan p = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F32), z = b.tensor_input(2, DType::F32);
+      const int64_t t = b.op(Op::PERMUTE, {x}, {1, 0})[0];
+      b.output(b.op(Op::ADD, {t, z}, {})[0], {}, -1);
+    }, in);
+    assert_true(contains(p.params, "tiled=1"));
+    assert_true(contains(p.source, "__shared__ float kf_tile"));
+  }
+}
+
 void test_rejections(void** /*state*/) {
   Builder b;
   const int64_t x = b.tensor_input(2, DType::F32);
@@ -247,6 +291,7 @@ int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pointwise_layouts),
       cmocka_unit_test(test_fusions),
+      cmocka_unit_test(test_fast_paths),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_compile),
   };

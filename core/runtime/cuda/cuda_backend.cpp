@@ -29,6 +29,7 @@ struct LoadedSegment {
   KernelPlan plan;
   std::vector<SlotSource> sources;
   CUfunction function = nullptr;
+  CUfunction finish = nullptr;  // ColumnReduce: the second kernel
 };
 
 constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
@@ -49,9 +50,9 @@ std::vector<int64_t> strides_of(const DLTensor& t) {
 bool on_host(const DLTensor& t) { return t.device.device_type == kDLCPU; }
 
 void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint32_t shared,
-            CUstream stream, int64_t* args) {
+            CUstream stream, int64_t* args, uint32_t grid_y = 1) {
   void* params[] = {args};
-  CUresult r = driver().cuLaunchKernel_(f, grid, 1, 1, block, 1, 1, shared, stream, params, nullptr);
+  CUresult r = driver().cuLaunchKernel_(f, grid, grid_y, 1, block, 1, 1, shared, stream, params, nullptr);
   if (r != CUDA_SUCCESS)
     fail(KF_ERR_BACKEND, "CUDA driver could not launch kernel ", name, " (grid ", grid, ", block ",
          block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
@@ -65,6 +66,7 @@ const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg)
     k->plan = generate_kernel(c, seg.task);
     k->sources = resolve_slots(*c.fusion, seg.task, k->plan.args);
     k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
+    if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);
     const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
     if (shared > kDefaultSharedLimit) {
       ScopedContext context(c.device.id);
@@ -132,8 +134,27 @@ class CudaBackend final : public Backend {
     const std::vector<Sizes> sizes = task_sizes(*c.fusion, seg.task, inputs);
     const LaunchDims dims = launch_dims(k.plan.launch, sizes, context.info().max_grid_x);
     if (dims.grid == 0) return;  // empty domain
-    std::vector<int64_t> args(std::max<size_t>(k.plan.args.size(), 1), 0);
+    std::vector<int64_t> args(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
+    if (k.plan.launch.kind == LaunchRule::Kind::ColumnReduce) {
+      // Partials into a stream-ordered scratch buffer, then the finishing
+      // kernel; the buffer is released in stream order behind it.
+      const size_t n = k.plan.args.size();
+      const size_t bytes = static_cast<size_t>(dims.scratch_bytes);
+      void* scratch = allocate(bytes, c.device.id, options);
+      args[n] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scratch));
+      args[n + 1] = dims.grid_y;
+      try {
+        launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, 0, stream_of(options), args.data(), dims.grid_y);
+        launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
+               stream_of(options), args.data());
+      } catch (...) {
+        release(scratch, bytes, c.device.id, options);
+        throw;
+      }
+      release(scratch, bytes, c.device.id, options);
+      return;
+    }
     launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes,
            stream_of(options), args.data());
   }

@@ -133,6 +133,23 @@ LaunchDims launch_dims(const LaunchRule& rule, const std::vector<Sizes>& sizes, 
   dims.shared_bytes = static_cast<uint32_t>(rule.shared_bytes);
   const Sizes& domain = sizes.at(static_cast<size_t>(rule.domain_value));
   int64_t work = 1;
+  if (rule.kind == LaunchRule::Kind::ColumnReduce) {
+    int64_t cols = 1, rows = 1;
+    for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? rows : cols) *= domain[d];
+    const int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
+    const int64_t tiles = (cols + rule.tile_cols - 1) / rule.tile_cols;
+    if (tiles == 0 || tiles > cap) return dims;  // grid 0: nothing (or too wide: the caller rejects)
+    // About 1024 blocks in all (several waves on any current GPU), each
+    // reducing at least 128 rows (16 per row group).
+    constexpr int64_t kTargetBlocks = 1024, kMinRows = 128;
+    const int64_t splits = std::clamp<int64_t>((kTargetBlocks + tiles - 1) / tiles, 1,
+                                               std::max<int64_t>(1, (rows + kMinRows - 1) / kMinRows));
+    dims.grid = static_cast<uint32_t>(tiles);
+    dims.grid_y = static_cast<uint32_t>(std::min<int64_t>(splits, 65535));
+    dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((cols + rule.finish_block - 1) / rule.finish_block, cap));
+    dims.scratch_bytes = static_cast<uint64_t>(rule.accumulators) * dims.grid_y * static_cast<uint64_t>(cols) * 8;
+    return dims;
+  }
   if (rule.kind == LaunchRule::Kind::Elementwise) {
     for (int64_t s : domain) work *= s;
     const int64_t per_block = static_cast<int64_t>(rule.block) * std::max(rule.items_per_thread, 1);

@@ -35,6 +35,11 @@ struct LaunchDims {
   uint32_t grid = 0;  // 0: nothing to do (an empty domain)
   uint32_t block = 0;
   uint32_t shared_bytes = 0;
+  // ColumnReduce: grid.y of the first kernel (the splits of the reduced
+  // rows), the second kernel's grid, and the scratch it needs.
+  uint32_t grid_y = 1;
+  uint32_t finish_grid = 0;
+  uint64_t scratch_bytes = 0;
 };
 
 LaunchDims launch_dims(const LaunchRule& rule, const std::vector<Sizes>& sizes, int max_grid_x);
