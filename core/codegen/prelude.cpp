@@ -1,5 +1,9 @@
 #include "core/codegen/prelude.h"
 
+#include <string>
+
+#include "core/ir/portable_math.h"
+
 namespace kf {
 
 namespace {
@@ -137,9 +141,9 @@ KF_DEV double kf_uniform_f64(kf_u4 w, double lo, double hi) {
 KF_DEV float kf_normal_f32(kf_u4 w, float mean, float std) {
   const float u1 = kf_u24o(w.x);
   const float u2 = kf_u24(w.y);
-  const float l = logf(u1);
+  const float l = kf_pm_logf(u1);
   const float s = __fsqrt_rn(__fmul_rn(-2.0f, l));
-  const float c = cosf(__fmul_rn(6.28318548f, u2));
+  const float c = kf_pm_cos_turns_f(u2);
   const float z = __fmul_rn(s, c);
   const float p = __fmul_rn(std, z);
   return __fadd_rn(mean, p);
@@ -147,9 +151,9 @@ KF_DEV float kf_normal_f32(kf_u4 w, float mean, float std) {
 KF_DEV double kf_normal_f64(kf_u4 w, double mean, double std) {
   const double u1 = kf_u53o(w.x, w.y);
   const double u2 = kf_u53(w.z, w.w);
-  const double l = log(u1);
+  const double l = kf_pm_log(u1);
   const double s = __dsqrt_rn(__dmul_rn(-2.0, l));
-  const double c = cos(__dmul_rn(6.283185307179586, u2));
+  const double c = kf_pm_cos_turns(u2);
   const double z = __dmul_rn(s, c);
   const double p = __dmul_rn(std, z);
   return __dadd_rn(mean, p);
@@ -230,8 +234,35 @@ template <class T, class Op> KF_DEV T kf_block_reduce(T v, Op op) {
 }
 )KFCUDA";
 
+// The device side of core/ir/portable_math.h: every step rounded on its own
+// (NVRTC would otherwise fuse multiply-adds), so normal() matches the CPU.
+constexpr std::string_view kPortableMathDefs = R"KFCUDA(
+__device__ inline float kf_pm_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline float kf_pm_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline float kf_pm_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ inline double kf_pm_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline double kf_pm_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline double kf_pm_sub(double a, double b) { return __dsub_rn(a, b); }
+#define KF_PM_MUL(a, b) kf_pm_mul(a, b)
+#define KF_PM_ADD(a, b) kf_pm_add(a, b)
+#define KF_PM_SUB(a, b) kf_pm_sub(a, b)
+#define KF_PM_F2U(f) __float_as_uint(f)
+#define KF_PM_U2F(u) __uint_as_float(u)
+#define KF_PM_D2U(d) ((unsigned long long)__double_as_longlong(d))
+#define KF_PM_U2D(u) __longlong_as_double((long long)(u))
+)KFCUDA";
+constexpr std::string_view kPortableMath = KF_PM_EXPAND_STRINGIFY(KF_PORTABLE_MATH(__device__ inline));
+
 }  // namespace
 
-std::string_view cuda_prelude() { return kPrelude; }
+std::string_view cuda_prelude() {
+  static const std::string text = [] {
+    const std::string prelude(kPrelude);
+    const size_t at = prelude.find("KF_DEV float kf_normal_f32");
+    return prelude.substr(0, at) + std::string(kPortableMathDefs) + std::string(kPortableMath) +
+           "\n" + prelude.substr(at);
+  }();
+  return text;
+}
 
 }  // namespace kf

@@ -2,8 +2,8 @@
  * ternary op on every dtype its type rule accepts, casts, reductions (every
  * op; inner, outer, middle and all axes; keepdim), layout classes
  * (contiguous, transposed, broadcast, size-1, size-0, offset pointers,
- * sliced strides, strided outputs), random ops (uniform bit for bit, normal
- * within an ulp-level tolerance, see core/runtime/cpu/philox.h), end-to-end
+ * sliced strides, strided outputs), random ops (uniform and normal bit for bit,
+ * see core/runtime/cpu/philox.h), end-to-end
  * fusions (layernorm, softmax, rmsnorm, gelu+bias, transpose+add, two
  * segments), a caller allocator, and with KFUSE_TEST_LARGE=1 a tensor of
  * more than 2^31 elements. Tolerances by dtype: f64 1e-12, f32 1e-5, f16
@@ -818,8 +818,8 @@ static void test_random(void** state) {
         char what[96];
         snprintf(what, sizeof what, "%s %s seed %g offset %g", normal ? "normal" : "uniform",
                  kf_dtype_name(dts[k]), seeds[s][0], seeds[s][1]);
-        /* uniform is specified bit for bit; normal goes through log/cos */
-        run_case_tol(f, in, 3, what, 1.0, normal ? -1 : 0);
+        /* both are specified bit for bit (normal's log/cos: core/ir/portable_math.h) */
+        run_case_tol(f, in, 3, what, 1.0, 0);
         free_inputs(in, 3);
       }
       kf_fusion_release(f);
