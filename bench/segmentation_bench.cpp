@@ -1,11 +1,15 @@
 // Cost of define + concretize + segment on generated fusions of 100, 1000
-// and 5000 ops: chains (each op reads the previous one) and DAGs (each op
-// reads two earlier values, with a reduction every 50 ops so the schedulers
-// force real segmentation work). Prints the median of several runs.
+// and 5000 ops: chains (each op reads the previous one), DAGs (each op reads
+// two earlier values, with a reduction over the last axis every 50 ops: one
+// normalization kernel takes it whole), and "mixed" DAGs whose reductions
+// alternate between the two axes, which no single kernel takes: the fusion
+// is shattered and merged back bottom-up. Prints the median of 5 runs.
 //   build/bench/segmentation_bench
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -18,7 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::shared_ptr<kf::Fusion> define(int n, bool dag) {
+std::shared_ptr<kf::Fusion> define(int n, bool dag, bool mixed) {
   kf::Builder b;
   int64_t x = b.tensor_input(2, kf::DType::F32);
   std::vector<int64_t> vals{x};
@@ -27,7 +31,8 @@ std::shared_ptr<kf::Fusion> define(int n, bool dag) {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     int64_t a = vals.back();
     if (dag && i % 50 == 49) {
-      int64_t s = b.op(kf::Op::SUM, {a}, {1, 1})[0];
+      int64_t axis = mixed && (i / 50) % 2 ? 0 : 1;
+      int64_t s = b.op(kf::Op::SUM, {a}, {1, axis})[0];
       vals.push_back(b.op(kf::Op::SUB, {a, s}, {})[0]);
     } else if (dag) {
       int64_t c = vals[static_cast<size_t>((rng >> 33) % vals.size())];
@@ -40,10 +45,10 @@ std::shared_ptr<kf::Fusion> define(int n, bool dag) {
   return b.finalize();
 }
 
-double run_once(int n, bool dag, size_t* segments) {
+double run_once(int n, bool dag, bool mixed, size_t* segments) {
   kf::DefinitionCache::global().clear();  // measure a cold definition
   auto t0 = Clock::now();
-  auto f = define(n, dag);
+  auto f = define(n, dag, mixed);
   static float data[64 * 64];
   int64_t shape[2] = {64, 64};
   DLTensor t{data, {kDLCPU, 0}, 2, kf::to_dlpack(kf::DType::F32), shape, nullptr, 0};
@@ -59,15 +64,21 @@ double run_once(int n, bool dag, size_t* segments) {
 
 }  // namespace
 
-int main() {
+// Optional arguments: SHAPE OPS (e.g. "mixed 1000") runs that case only
+// (handy under valgrind --tool=callgrind).
+int main(int argc, char** argv) {
+  const std::string only_shape = argc > 1 ? argv[1] : "";
+  const int only_ops = argc > 2 ? std::atoi(argv[2]) : 0;
   std::printf("%-6s %6s %10s %12s\n", "shape", "ops", "segments", "median ms");
-  for (bool dag : {false, true})
+  for (int shape = 0; shape < 3; ++shape)
     for (int n : {100, 1000, 5000}) {
+      const char* name = shape == 0 ? "chain" : shape == 1 ? "dag" : "mixed";
+      if ((!only_shape.empty() && only_shape != name) || (only_ops && only_ops != n)) continue;
       std::vector<double> ms;
       size_t segments = 0;
-      for (int r = 0; r < 5; ++r) ms.push_back(run_once(n, dag, &segments));
+      for (int r = 0; r < 5; ++r) ms.push_back(run_once(n, shape > 0, shape == 2, &segments));
       std::sort(ms.begin(), ms.end());
-      std::printf("%-6s %6d %10zu %12.2f\n", dag ? "dag" : "chain", n, segments, ms[ms.size() / 2]);
+      std::printf("%-6s %6d %10zu %12.2f\n", name, n, segments, ms[ms.size() / 2]);
     }
   return 0;
 }

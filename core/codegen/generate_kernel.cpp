@@ -972,7 +972,7 @@ KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task) {
   int width = 0;
   std::string extra;
   if (s.kind == SchedulerKind::Pointwise) {
-    const ExtentSets sets(c);
+    const ExtentSets& sets = extent_sets_of(c);
     const TilePlan tp = s.loops.size() == 1 ? plan_tiles(c, task, s.loops[0]) : TilePlan{};
     if (!tp.inputs.empty()) {
       tile_loop(w, tp, s.loops[0]);
@@ -985,7 +985,7 @@ KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task) {
     plan.launch.items_per_thread = std::max(width, 1);
     if (!tp.inputs.empty()) extra = " tiled=" + std::to_string(tp.inputs.size());
   } else if (column_applies(w, s)) {
-    const ExtentSets sets(c);
+    const ExtentSets& sets = extent_sets_of(c);
     plan.launch.kind = LaunchRule::Kind::ColumnReduce;
     plan.launch.domain_value = s.domain;
     plan.launch.reduced_dims = s.reduced;
@@ -997,7 +997,7 @@ KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task) {
     const std::string finish = w.take_kernel();
     return column_plan(plan, w, partials, finish, c);
   } else {
-    const ExtentSets sets(c);
+    const ExtentSets& sets = extent_sets_of(c);
     plan.launch.row_items = row_kernel(w, s, sets, task);
     if (plan.launch.row_items > 0) plan.launch.block = 1024;  // the block is chosen per call
     plan.launch.kind = LaunchRule::Kind::PerRow;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusio
   // scalars >= 0), sorted and unique.
   std::vector<std::vector<int64_t>> extent_deps;
   std::shared_ptr<const Segmentation> segmentation;
+  // An analysis a later stage computes once per concrete fusion (the
+  // schedulers' extent sets), type-erased to keep this stage below it.
+  mutable std::once_flag analysis_once;
+  mutable std::shared_ptr<const void> analysis;
 
   std::string describe() const;
 

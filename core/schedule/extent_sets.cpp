@@ -129,6 +129,7 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
 }
 
 int64_t ExtentSets::find(int64_t a) const {
+  if (frozen_) return parent_[static_cast<size_t>(a)];
   while (parent_[static_cast<size_t>(a)] != a) {
     parent_[static_cast<size_t>(a)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(a)])];
     a = parent_[static_cast<size_t>(a)];
@@ -142,6 +143,20 @@ void ExtentSets::unite(int64_t a, int64_t b) {
   if (a == b) return;
   if (a < b) parent_[static_cast<size_t>(b)] = a;  // the shared 0/1 atoms stay roots
   else parent_[static_cast<size_t>(a)] = b;
+}
+
+void ExtentSets::freeze() {
+  for (size_t a = 0; a < parent_.size(); ++a) parent_[a] = find(static_cast<int64_t>(a));
+  frozen_ = true;
+}
+
+const ExtentSets& extent_sets_of(const ConcreteFusion& c) {
+  std::call_once(c.analysis_once, [&c] {
+    auto sets = std::make_shared<ExtentSets>(c);
+    sets->freeze();
+    c.analysis = std::move(sets);
+  });
+  return *static_cast<const ExtentSets*>(c.analysis.get());
 }
 
 int64_t ExtentSets::set_of(int64_t value, int dim) const {

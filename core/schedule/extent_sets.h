@@ -22,6 +22,9 @@ class ExtentSets {
   bool same(int64_t a, int da, int64_t b, int db) const { return set_of(a, da) == set_of(b, db); }
   // Whether two values have provably equal sizes (same rank, dims pairwise).
   bool same_sizes(int64_t a, int64_t b) const;
+  // Points every atom at its root: afterwards lookups write nothing, so one
+  // frozen set can serve many threads.
+  void freeze();
 
  private:
   int64_t find(int64_t atom) const;
@@ -29,7 +32,12 @@ class ExtentSets {
   int64_t atom(int64_t value, size_t dim) const { return first_[static_cast<size_t>(value)] + static_cast<int64_t>(dim); }
   std::vector<int64_t> first_;
   mutable std::vector<int64_t> parent_;
+  bool frozen_ = false;
   const ConcreteFusion& c_;
 };
+
+// The frozen extent sets of `c`, computed on first use and kept with it:
+// segmentation asks the schedulers about many groups of one fusion.
+const ExtentSets& extent_sets_of(const ConcreteFusion& c);
 
 }  // namespace kf

@@ -1,5 +1,7 @@
 #include "core/schedule/row_schedule.h"
 
+#include <unordered_map>
+
 #include <algorithm>
 
 #include "core/schedule/extent_sets.h"
@@ -59,7 +61,7 @@ bool schedule_row(const ConcreteFusion& c, const Task& task, RowSchedule* out, s
     if (cat == OpCategory::Library) return reject(why, "matmul runs as a library segment (cuBLASLt)");
     if (cat == OpCategory::Reduction) reductions.push_back(ei);
   }
-  const ExtentSets sets(c);
+  const ExtentSets& sets = extent_sets_of(c);
 
   if (reductions.empty()) {
     s.kind = SchedulerKind::Pointwise;
@@ -91,25 +93,32 @@ bool schedule_row(const ConcreteFusion& c, const Task& task, RowSchedule* out, s
   }
 
   // Phase of each reduction: how many reductions lie upstream of its input.
-  std::vector<int64_t> level(f.values.size(), 0);
+  // A map sized by the task, not the fusion: segmentation asks about many
+  // small groups of one large fusion.
+  std::unordered_map<int64_t, int64_t> level;
+  level.reserve(task.exprs.size() * 2);
+  auto level_of = [&level](int64_t v) {
+    auto it = level.find(v);
+    return it == level.end() ? int64_t{0} : it->second;
+  };
   for (int64_t ei : task.exprs) {
     const Expr& e = f.exprs[static_cast<size_t>(ei)];
     int64_t l = 0;
-    for (int64_t in : e.inputs) l = std::max(l, level[static_cast<size_t>(in)]);
+    for (int64_t in : e.inputs) l = std::max(l, level_of(in));
     if (op_info(e.op).category == OpCategory::Reduction) {
       if (static_cast<size_t>(l) >= s.phases.size()) s.phases.resize(static_cast<size_t>(l) + 1);
       s.phases[static_cast<size_t>(l)].push_back(ei);
       ++l;
     }
-    for (int64_t o : e.outputs) level[static_cast<size_t>(o)] = l;
+    for (int64_t o : e.outputs) level[o] = l;
   }
 
   bool normalizes = false;
   for (int64_t o : task.outputs) {
     if (sets.same_sizes(o, s.domain)) {
       s.domain_outputs.push_back(o);
-      if (level[static_cast<size_t>(o)] > 0) normalizes = true;
-    } else if (level[static_cast<size_t>(o)] > 0 && is_row_shaped(c, sets, s, o)) {
+      if (level_of(o) > 0) normalizes = true;
+    } else if (level_of(o) > 0 && is_row_shaped(c, sets, s, o)) {
       s.row_outputs.push_back(o);
     } else {
       return reject(why, "output value " + std::to_string(o) +

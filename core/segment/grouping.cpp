@@ -226,19 +226,24 @@ class Grouper {
   }
 
   // Whether a path a -> x -> ... -> b exists besides the direct edge.
-  bool other_path(int64_t a, int64_t b) const {
-    std::vector<int64_t> work;
-    std::set<int64_t> seen;
+  bool other_path(int64_t a, int64_t b) {
+    // Visit marks by generation: no clearing between calls.
+    if (visit_mark_.size() < groups_.size()) visit_mark_.resize(groups_.size(), 0);
+    const uint64_t mark = ++visit_generation_;
+    work_.clear();
     for (int64_t s : succ_[static_cast<size_t>(a)])
-      if (s != b) work.push_back(s);
-    while (!work.empty()) {
-      int64_t g = work.back();
-      work.pop_back();
+      if (s != b) work_.push_back(s);
+    while (!work_.empty()) {
+      int64_t g = work_.back();
+      work_.pop_back();
       if (g == b) return true;
       // Every edge goes from a lower expr index to a higher one, so a group
       // that starts after b ends cannot lead to b.
-      if (min_expr_[static_cast<size_t>(g)] > max_expr_[static_cast<size_t>(b)] || !seen.insert(g).second) continue;
-      for (int64_t s : succ_[static_cast<size_t>(g)]) work.push_back(s);
+      if (min_expr_[static_cast<size_t>(g)] > max_expr_[static_cast<size_t>(b)] ||
+          visit_mark_[static_cast<size_t>(g)] == mark)
+        continue;
+      visit_mark_[static_cast<size_t>(g)] = mark;
+      for (int64_t s : succ_[static_cast<size_t>(g)]) work_.push_back(s);
     }
     return false;
   }
@@ -332,6 +337,9 @@ class Grouper {
   std::vector<std::vector<int64_t>> groups_;
   std::vector<std::set<int64_t>> succ_, pred_;
   std::vector<bool> alive_, live_;
+  std::vector<uint64_t> visit_mark_;
+  uint64_t visit_generation_ = 0;
+  std::vector<int64_t> work_;
   std::vector<int64_t> min_expr_, max_expr_;
 };
 

@@ -21,16 +21,15 @@ struct Consumers {
   }
 };
 
+// exprs must be sorted.
 Task task_of_group(const Fusion& f, const Consumers& consumers, const std::vector<int64_t>& exprs) {
-  std::vector<bool> used_outside(f.values.size(), false);
-  for (int64_t e : exprs)
-    for (int64_t out : f.exprs[static_cast<size_t>(e)].outputs) {
-      size_t id = static_cast<size_t>(out);
-      bool outside = consumers.is_output[id];
-      for (int64_t c : consumers.of[id])
-        if (!std::binary_search(exprs.begin(), exprs.end(), c)) outside = true;
-      used_outside[id] = outside;
-    }
+  auto used_outside = [&](int64_t out) {
+    size_t id = static_cast<size_t>(out);
+    if (consumers.is_output[id]) return true;
+    for (int64_t c : consumers.of[id])
+      if (!std::binary_search(exprs.begin(), exprs.end(), c)) return true;
+    return false;
+  };
   return make_task(f, exprs, used_outside);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/ir/fusion.h"
@@ -20,10 +21,11 @@ struct Task {
 };
 
 // Builds a Task from a set of exprs: inputs are the non-constant values
-// they read but do not produce; outputs the values they produce that are
-// fusion outputs or read by an expr outside the set (`outside_use[id]`).
+// they read but do not produce; outputs the values they produce for which
+// used_outside(id) holds (fusion outputs, values read outside the set).
+// Costs O(size of the set), not of the fusion: segmentation builds many.
 Task make_task(const Fusion& fusion, std::vector<int64_t> exprs,
-               const std::vector<bool>& used_outside);
+               const std::function<bool(int64_t)>& used_outside);
 
 // The root task: every expr of the fusion.
 Task root_task(const Fusion& fusion);
