@@ -3,6 +3,7 @@
 // thread-local message. Nothing escapes into the caller's frames.
 #pragma once
 
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -33,6 +34,18 @@ kf_status guard(F&& body) noexcept {
     set_error(KF_ERR_INTERNAL, "internal error: unknown exception");
     return KF_ERR_INTERNAL;
   }
+}
+
+// The int a caller passed for an enum parameter. C callers may pass any int,
+// but C++ may only load an enum object whose value lies in the enum's range
+// (UBSan checks this), so the parameter is read through its bytes and never
+// loaded, copied or passed on as the enum.
+template <typename E>
+int code(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
 }
 
 template <typename T>

@@ -5,6 +5,7 @@
 #include "c_api/api_guard.h"
 #include "core/define/builder.h"
 
+using kf::capi::code;
 using kf::capi::guard;
 using kf::capi::require;
 
@@ -16,11 +17,16 @@ kf::Builder* builder_of(kf_builder b, const char* fn) {
 
 // Checked before narrowing: kf::DType is 8 bits, so 257 would wrap to a
 // valid code.
-kf::DType dtype_of(kf_dtype t, const char* fn) {
-  if (!kf::is_valid_dtype(static_cast<int>(t)))
-    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": dtype ", static_cast<int>(t),
+kf::DType dtype_of(const kf_dtype& t, const char* fn) {
+  if (!kf::is_valid_dtype(code(t)))
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": dtype ", code(t),
              " is not a kf_dtype (expected 0..", kf::kNumDTypes - 1, ")");
-  return static_cast<kf::DType>(t);
+  return static_cast<kf::DType>(code(t));
+}
+
+// Name of an op code for messages ("invalid" when out of range).
+const char* op_label(int op) {
+  return kf::is_valid_op(op) ? kf::op_name(static_cast<kf::Op>(op)).data() : "invalid";
 }
 
 std::vector<int64_t> ids(const int64_t* p, size_t n, const char* fn, const char* what) {
@@ -29,18 +35,17 @@ std::vector<int64_t> ids(const int64_t* p, size_t n, const char* fn, const char*
 }
 
 // Records a one-output op and writes its id; throws on error.
-void one_output(kf_builder b, kf_op op, std::vector<int64_t> args, std::vector<int64_t> attrs,
+void one_output(kf_builder b, int op, std::vector<int64_t> args, std::vector<int64_t> attrs,
                 int64_t* out, const char* fn) {
   kf::Builder* builder = builder_of(b, fn);
   require(out, fn, "out");
-  auto outs = builder->op(kf::to_op(op), std::move(args), std::move(attrs));
+  auto outs = builder->op(static_cast<kf::Op>(op), std::move(args), std::move(attrs));
   *out = outs.at(0);
 }
 
-void require_category(kf_op op, kf::OpCategory category, const char* fn, const char* what) {
-  if (!kf::is_valid_op(op) || kf::op_info(kf::to_op(op)).category != category)
-    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": op ", static_cast<int>(op), " (", kf_op_name(op),
-             ") is not ", what);
+void require_category(int op, kf::OpCategory category, const char* fn, const char* what) {
+  if (!kf::is_valid_op(op) || kf::op_info(static_cast<kf::Op>(op)).category != category)
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": op ", op, " (", op_label(op), ") is not ", what);
 }
 
 std::vector<int64_t> with_prefix(std::vector<int64_t> prefix, std::vector<int64_t> rest) {
@@ -102,14 +107,16 @@ KF_API kf_status kf_builder_op(kf_builder b, kf_op op, const int64_t* args, size
     const char* fn = "kf_builder_op";
     auto* builder = builder_of(b, fn);
     require(outs, fn, "outs");
-    if (!kf::is_valid_op(static_cast<int>(op)))
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": op ", static_cast<int>(op),
-               " is not a kf_op (expected 0..", KF_OP_COUNT - 1, ")");
-    size_t expected = static_cast<size_t>(kf_op_num_outputs(op));
+    const int op_code = code(op);
+    if (!kf::is_valid_op(op_code))
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": op ", op_code, " is not a kf_op (expected 0..",
+               KF_OP_COUNT - 1, ")");
+    const kf::Op kop = static_cast<kf::Op>(op_code);
+    size_t expected = static_cast<size_t>(kf::op_info(kop).num_outputs);
     if (num_outs < expected)
       kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": num_outs is ", num_outs, ", ",
-               kf_op_name(op), " has ", expected, " outputs");
-    auto result = builder->op(kf::to_op(op), ids(args, num_args, fn, "args"),
+               kf::op_name(kop), " has ", expected, " outputs");
+    auto result = builder->op(kop, ids(args, num_args, fn, "args"),
                               ids(attrs, num_attrs, fn, "attrs"));
     for (size_t i = 0; i < result.size(); ++i) outs[i] = result[i];
   });
@@ -117,38 +124,39 @@ KF_API kf_status kf_builder_op(kf_builder b, kf_op op, const int64_t* args, size
 
 KF_API kf_status kf_unary(kf_builder b, kf_op op, int64_t a, int64_t* out) {
   return guard([&] {
-    require_category(op, kf::OpCategory::Unary, "kf_unary", "a unary op");
-    one_output(b, op, {a}, {}, out, "kf_unary");
+    require_category(code(op), kf::OpCategory::Unary, "kf_unary", "a unary op");
+    one_output(b, code(op), {a}, {}, out, "kf_unary");
   });
 }
 
 KF_API kf_status kf_binary(kf_builder b, kf_op op, int64_t a, int64_t c, int64_t* out) {
   return guard([&] {
-    require_category(op, kf::OpCategory::Binary, "kf_binary", "a binary op");
-    one_output(b, op, {a, c}, {}, out, "kf_binary");
+    require_category(code(op), kf::OpCategory::Binary, "kf_binary", "a binary op");
+    one_output(b, code(op), {a, c}, {}, out, "kf_binary");
   });
 }
 
 KF_API kf_status kf_ternary(kf_builder b, kf_op op, int64_t a, int64_t c, int64_t d,
                             int64_t* out) {
   return guard([&] {
-    require_category(op, kf::OpCategory::Ternary, "kf_ternary", "a ternary op");
-    one_output(b, op, {a, c, d}, {}, out, "kf_ternary");
+    require_category(code(op), kf::OpCategory::Ternary, "kf_ternary", "a ternary op");
+    one_output(b, code(op), {a, c, d}, {}, out, "kf_ternary");
   });
 }
 
 KF_API kf_status kf_cast(kf_builder b, int64_t a, kf_dtype dtype, int64_t* out) {
-  return guard([&] { one_output(b, KF_OP_CAST, {a}, {static_cast<int64_t>(dtype)}, out, "kf_cast"); });
+  return guard([&] { one_output(b, KF_OP_CAST, {a}, {static_cast<int64_t>(code(dtype))}, out, "kf_cast"); });
 }
 
 KF_API kf_status kf_reduce(kf_builder b, kf_op op, int64_t a, const int64_t* axes,
                            size_t num_axes, int keepdim, int64_t* out) {
   return guard([&] {
     const char* fn = "kf_reduce";
-    if (op == KF_OP_VAR || op == KF_OP_VAR_MEAN)
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": use kf_var / kf_var_mean for ", kf_op_name(op));
-    require_category(op, kf::OpCategory::Reduction, fn, "a reduction");
-    one_output(b, op, {a}, with_prefix({keepdim ? 1 : 0}, ids(axes, num_axes, fn, "axes")), out, fn);
+    const int op_code = code(op);
+    if (op_code == KF_OP_VAR || op_code == KF_OP_VAR_MEAN)
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": use kf_var / kf_var_mean for ", op_label(op_code));
+    require_category(op_code, kf::OpCategory::Reduction, fn, "a reduction");
+    one_output(b, op_code, {a}, with_prefix({keepdim ? 1 : 0}, ids(axes, num_axes, fn, "axes")), out, fn);
   });
 }
 
@@ -254,14 +262,14 @@ KF_API kf_status kf_full(kf_builder b, const int64_t* shape, size_t rank, int64_
   return guard([&] {
     auto args = ids(shape, rank, "kf_full", "shape");
     args.push_back(fill);
-    one_output(b, KF_OP_FULL, args, {static_cast<int64_t>(dtype)}, out, "kf_full");
+    one_output(b, KF_OP_FULL, args, {static_cast<int64_t>(code(dtype))}, out, "kf_full");
   });
 }
 
 KF_API kf_status kf_iota(kf_builder b, int64_t length, int64_t start, int64_t step,
                          kf_dtype dtype, int64_t* out) {
   return guard([&] {
-    one_output(b, KF_OP_IOTA, {length, start, step}, {static_cast<int64_t>(dtype)}, out, "kf_iota");
+    one_output(b, KF_OP_IOTA, {length, start, step}, {static_cast<int64_t>(code(dtype))}, out, "kf_iota");
   });
 }
 
@@ -271,7 +279,7 @@ KF_API kf_status kf_uniform(kf_builder b, const int64_t* shape, size_t rank, int
   return guard([&] {
     auto args = ids(shape, rank, "kf_uniform", "shape");
     args.insert(args.end(), {low, high, seed, offset});
-    one_output(b, KF_OP_UNIFORM, args, {static_cast<int64_t>(dtype)}, out, "kf_uniform");
+    one_output(b, KF_OP_UNIFORM, args, {static_cast<int64_t>(code(dtype))}, out, "kf_uniform");
   });
 }
 
@@ -281,7 +289,7 @@ KF_API kf_status kf_normal(kf_builder b, const int64_t* shape, size_t rank, int6
   return guard([&] {
     auto args = ids(shape, rank, "kf_normal", "shape");
     args.insert(args.end(), {mean, std, seed, offset});
-    one_output(b, KF_OP_NORMAL, args, {static_cast<int64_t>(dtype)}, out, "kf_normal");
+    one_output(b, KF_OP_NORMAL, args, {static_cast<int64_t>(code(dtype))}, out, "kf_normal");
   });
 }
 

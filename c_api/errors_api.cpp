@@ -25,7 +25,7 @@ extern "C" {
 KF_API const char* kf_last_error(void) { return kf::capi::t_message.c_str(); }
 
 KF_API const char* kf_status_name(kf_status status) {
-  switch (status) {
+  switch (kf::capi::code(status)) {
     case KF_OK: return "KF_OK";
     case KF_ERR_INVALID_ARGUMENT: return "KF_ERR_INVALID_ARGUMENT";
     case KF_ERR_UNSUPPORTED: return "KF_ERR_UNSUPPORTED";
@@ -38,7 +38,6 @@ KF_API const char* kf_status_name(kf_status status) {
     case KF_ERR_BACKEND: return "KF_ERR_BACKEND";
     case KF_ERR_VERSION_MISMATCH: return "KF_ERR_VERSION_MISMATCH";
     case KF_ERR_INTERNAL: return "KF_ERR_INTERNAL";
-    case KF_STATUS_MAX_ENUM: break;
   }
   return "KF_ERR_UNKNOWN";
 }
@@ -54,18 +53,21 @@ KF_API kf_status kf_check_version(uint32_t header_version) {
 }
 
 KF_API const char* kf_dtype_name(kf_dtype dtype) {
-  if (!kf::is_valid_dtype(static_cast<int>(dtype))) return "invalid";
-  return kf::dtype_name(static_cast<kf::DType>(dtype)).data();
+  const int c = kf::capi::code(dtype);
+  if (!kf::is_valid_dtype(c)) return "invalid";
+  return kf::dtype_name(static_cast<kf::DType>(c)).data();
 }
 
 KF_API const char* kf_op_name(kf_op op) {
-  if (!kf::is_valid_op(static_cast<int>(op))) return "invalid";
-  return kf::op_name(static_cast<kf::Op>(op)).data();
+  const int c = kf::capi::code(op);
+  if (!kf::is_valid_op(c)) return "invalid";
+  return kf::op_name(static_cast<kf::Op>(c)).data();
 }
 
 KF_API int kf_op_num_outputs(kf_op op) {
-  if (!kf::is_valid_op(static_cast<int>(op))) return 0;
-  return kf::op_info(static_cast<kf::Op>(op)).num_outputs;
+  const int c = kf::capi::code(op);
+  if (!kf::is_valid_op(c)) return 0;
+  return kf::op_info(static_cast<kf::Op>(c)).num_outputs;
 }
 
 }  // extern "C"

@@ -75,7 +75,10 @@ KF_API void kf_concrete_release(kf_concrete c) {
 KF_API kf_status kf_concrete_describe(kf_concrete c, char** out) {
   return guard([&] {
     auto* concrete = kf::capi::concrete_of(c, "kf_concrete_describe");
-    *require(out, "kf_concrete_describe", "out") = copy_string(concrete->describe());
+    // Checked before allocating: in `*require(out) = copy_string(...)` the
+    // right side runs first and would leak when out is NULL.
+    char** dst = require(out, "kf_concrete_describe", "out");
+    *dst = copy_string(concrete->describe());
   });
 }
 
