@@ -18,6 +18,8 @@ extern "C" {  // this cmocka's header has no C++ guard
 #include <cmocka.h>
 }
 
+#include "cpu/cpu_eval_util.h"
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -41,54 +43,6 @@ using namespace kf::cpu;
 KF_PORTABLE_MATH(static inline)
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-TensorView tensor(DType t, const Sizes& sizes, const std::vector<double>& vals) {
-  TensorView v = allocate(t, sizes);
-  for (size_t i = 0; i < vals.size(); ++i) store_f64(t, v.data + i * dtype_size(t), vals[i]);
-  return v;
-}
-
-using Inputs = std::vector<std::pair<int64_t, TensorView>>;
-
-// Evaluates every expr of the fusion with constants and `inputs` set.
-Env run(const Fusion& f, const Inputs& inputs) {
-  Env env(f.values.size());
-  for (const Value& v : f.values)
-    if (v.kind == ValueKind::Constant) env.set(v.id, constant_view(v));
-  for (const auto& [id, t] : inputs) env.set(id, t);
-  for (const Expr& e : f.exprs) eval_expr(f, e, env);
-  return env;
-}
-
-std::vector<double> values(const TensorView& t) {
-  std::vector<double> out;
-  for_each_index(t.sizes, [&](const int64_t* idx) { out.push_back(load_f64(t.dtype, t.at(idx))); });
-  return out;
-}
-
-// Bitwise-equal doubles, NaNs equal, signed zeros distinct.
-bool same(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  return a == b && std::signbit(a) == std::signbit(b);
-}
-
-void expect_values(const TensorView& t, const std::vector<double>& expected, const char* what) {
-  std::vector<double> got = values(t);
-  if (got.size() != expected.size())
-    fail_msg("%s: %zu values, expected %zu", what, got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    if (!same(got[i], expected[i]))
-      fail_msg("%s: element %zu is %.17g, expected %.17g", what, i, got[i], expected[i]);
-}
-
-double round_to(DType t, double x) {
-  std::byte buf[8];
-  store_f64(t, buf, x);
-  return load_f64(t, buf);
-}
 
 void expect_error(const std::function<void()>& fn, kf_status status,
                   const std::vector<std::string>& needles) {
