@@ -39,6 +39,14 @@ kf::ExecOptions options_of(const kf_exec_options* o, const char* fn) {
   return opts;
 }
 
+const kf::Segment& segment_at(const kf_segmentation_s* h, size_t index, const char* fn) {
+  const auto& segs = h->segmentation->segments;
+  if (index >= segs.size())
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", segs.size(),
+             " segments)");
+  return segs[index];
+}
+
 // Binds the inputs and returns the concrete fusion (cached) for them.
 std::shared_ptr<kf::ConcreteFusion> bind(kf_fusion f, const DLTensor* const* inputs,
                                          size_t num_inputs, const char* fn, kf::Binding* b) {
@@ -108,11 +116,7 @@ KF_API kf_status kf_segmentation_get(kf_segmentation s, size_t index, kf_segment
     const char* fn = "kf_segmentation_get";
     auto* h = kf::capi::segmentation_of(s, fn);
     kf::capi::require_struct(info, offsetof(kf_segment_info, num_dead_after) + sizeof(size_t), fn, "info");
-    const auto& segs = h->segmentation->segments;
-    if (index >= segs.size())
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", segs.size(),
-               " segments)");
-    const kf::Segment& seg = segs[index];
+    const kf::Segment& seg = segment_at(h, index, fn);
     info->run_order = index;
     info->scheduler = kf::scheduler_name(seg.scheduler).data();
     info->inputs = seg.api_inputs.data();
@@ -129,11 +133,8 @@ KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out)
     const char* fn = "kf_segment_to_text";
     auto* h = kf::capi::segmentation_of(s, fn);
     require(out, fn, "out");
-    const auto& segs = h->segmentation->segments;
-    if (index >= segs.size())
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", segs.size(),
-               " segments)");
-    *out = copy_string(kf::segment_to_text(*h->concrete->fusion, segs[index].task));
+    const kf::Segment& seg = segment_at(h, index, fn);
+    *out = copy_string(kf::segment_to_text(*h->concrete->fusion, seg.task));
   });
 }
 
@@ -168,11 +169,7 @@ KF_API kf_status kf_segment_cuda_source(kf_segmentation s, size_t index, char** 
     const char* fn = "kf_segment_cuda_source";
     auto* h = kf::capi::segmentation_of(s, fn);
     require(out, fn, "out");
-    const auto& segs = h->segmentation->segments;
-    if (index >= segs.size())
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", segs.size(),
-               " segments)");
-    const kf::Segment& seg = segs[index];
+    const kf::Segment& seg = segment_at(h, index, fn);
     if (seg.scheduler == kf::SchedulerKind::Library)
       kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index,
                " is a library segment (matmul/linear call a library, no kernel is generated)");

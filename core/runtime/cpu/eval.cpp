@@ -4,6 +4,17 @@
 
 namespace kf::cpu {
 
+SizeContext env_size_context(const Fusion& fusion, const Env& env) {
+  return {[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; },
+          [&fusion, &env](int64_t id) {
+            const Value& v = fusion.value(id);
+            if (v.kind == ValueKind::Constant)
+              return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
+            const TensorView& t = env.get(id);
+            return load_f64(t.dtype, t.data);
+          }};
+}
+
 TensorView constant_view(const Value& v) {
   TensorView t = allocate(v.dtype, {});
   if (is_float(v.dtype)) store_f64(v.dtype, t.data, v.f64);

@@ -30,6 +30,10 @@ struct Env {
 // Throws kf::Error for run-time errors (index out of range...).
 void eval_expr(const Fusion& fusion, const Expr& e, Env& env);
 
+// Size rules' context over env: sizes of ready values; scalar values from
+// constants or the scalar inputs' 0-dim views.
+SizeContext env_size_context(const Fusion& fusion, const Env& env);
+
 // A 0-dim tensor holding a constant's value.
 TensorView constant_view(const Value& v);
 

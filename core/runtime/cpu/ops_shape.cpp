@@ -9,19 +9,6 @@ namespace kf::cpu {
 
 namespace {
 
-// Sizes from env; scalar values from constants or the scalar inputs' 0-dim
-// views.
-SizeContext env_size_context(const Fusion& fusion, const Env& env) {
-  return {[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; },
-          [&fusion, &env](int64_t id) {
-            const Value& v = fusion.value(id);
-            if (v.kind == ValueKind::Constant)
-              return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
-            const TensorView& t = env.get(id);
-            return load_f64(t.dtype, t.data);
-          }};
-}
-
 TensorView broadcast_in_dim(const TensorView& a, const Sizes& sizes,
                             const std::vector<int64_t>& dims) {
   TensorView v = a;
