@@ -63,6 +63,32 @@ void check_output_count(const kf::Fusion& f, size_t n, const char* fn) {
 
 }  // namespace
 
+namespace {
+
+std::string describe_launch(const kf::KernelPlan& plan) {
+  const kf::LaunchRule& l = plan.launch;
+  std::string s = l.kind == kf::LaunchRule::Kind::Elementwise ? "elementwise over" : "one block per row of";
+  s += " value " + std::to_string(l.domain_value) + ", block " + std::to_string(l.block);
+  if (l.kind == kf::LaunchRule::Kind::Elementwise)
+    s += ", " + std::to_string(l.items_per_thread) + " items per thread";
+  if (l.shared_bytes) s += ", " + std::to_string(l.shared_bytes) + " bytes of shared memory";
+  return s;
+}
+
+std::string describe_args(const kf::KernelPlan& plan) {
+  static const char* const kinds[] = {"data", "extent", "stride", "scalar"};
+  std::string s;
+  for (size_t k = 0; k < plan.args.size(); ++k) {
+    const kf::ArgSlot& a = plan.args[k];
+    s += (k ? ", " : "") + std::string(kinds[static_cast<int>(a.kind)]) + "(" + std::to_string(a.value);
+    if (a.kind == kf::ArgSlot::Kind::Extent || a.kind == kf::ArgSlot::Kind::Stride) s += "." + std::to_string(a.dim);
+    s += ")";
+  }
+  return s;
+}
+
+}  // namespace
+
 extern "C" {
 
 KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
@@ -137,32 +163,6 @@ KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out)
     *out = copy_string(kf::segment_to_text(*h->concrete->fusion, seg.task));
   });
 }
-
-namespace {
-
-std::string describe_launch(const kf::KernelPlan& plan) {
-  const kf::LaunchRule& l = plan.launch;
-  std::string s = l.kind == kf::LaunchRule::Kind::Elementwise ? "elementwise over" : "one block per row of";
-  s += " value " + std::to_string(l.domain_value) + ", block " + std::to_string(l.block);
-  if (l.kind == kf::LaunchRule::Kind::Elementwise)
-    s += ", " + std::to_string(l.items_per_thread) + " items per thread";
-  if (l.shared_bytes) s += ", " + std::to_string(l.shared_bytes) + " bytes of shared memory";
-  return s;
-}
-
-std::string describe_args(const kf::KernelPlan& plan) {
-  static const char* const kinds[] = {"data", "extent", "stride", "scalar"};
-  std::string s;
-  for (size_t k = 0; k < plan.args.size(); ++k) {
-    const kf::ArgSlot& a = plan.args[k];
-    s += (k ? ", " : "") + std::string(kinds[static_cast<int>(a.kind)]) + "(" + std::to_string(a.value);
-    if (a.kind == kf::ArgSlot::Kind::Extent || a.kind == kf::ArgSlot::Kind::Stride) s += "." + std::to_string(a.dim);
-    s += ")";
-  }
-  return s;
-}
-
-}  // namespace
 
 KF_API kf_status kf_segment_cuda_source(kf_segmentation s, size_t index, char** out) {
   return guard([&] {

@@ -196,7 +196,8 @@ TilePlan plan_tiles(const ConcreteFusion& c, const Task& task, const std::vector
     bool plain = true;  // only the domain's own index names (no temporaries of the probe)
     for (const std::string& e : vidx) plain = plain && (e == "0" || std::find(idx.begin(), idx.end(), e) != idx.end());
     if (!plain) continue;
-    if (std::any_of(tp.inputs.begin(), tp.inputs.end(), [&](const auto& in) { return in.first == v; })) continue;
+    const int64_t id = v;  // clang 14 cannot capture structured bindings
+    if (std::any_of(tp.inputs.begin(), tp.inputs.end(), [id](const auto& in) { return in.first == id; })) continue;
     const int size = val.dtype == DType::F64 || val.dtype == DType::I64 ? 8 : 4;
     if (bytes + kTile * (kTile + 1) * size > 40 * 1024) break;
     bytes += kTile * (kTile + 1) * size;

@@ -23,7 +23,7 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 }  // namespace
 
 KernelWriter::KernelWriter(const ConcreteFusion& c, const Task& task)
-    : c_(c), f_(*c.fusion), task_(task), idx_t_(c.index32 ? "int" : "long long") {
+    : c_(c), f_(*c.fusion), idx_t_(c.index32 ? "int" : "long long") {
   produced_.assign(f_.values.size(), false);
   is_input_.assign(f_.values.size(), false);
   is_output_.assign(f_.values.size(), false);

@@ -112,7 +112,6 @@ class KernelWriter {
 
   const ConcreteFusion& c_;
   const Fusion& f_;
-  const Task& task_;
   std::string idx_t_;
   std::vector<bool> produced_, is_input_, is_output_;
   std::vector<ArgSlot> args_;
