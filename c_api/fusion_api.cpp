@@ -62,6 +62,18 @@ KF_API kf_status kf_fusion_output(kf_fusion f, size_t index, kf_value_info* info
   });
 }
 
+KF_API kf_status kf_fusion_value(kf_fusion f, int64_t id, kf_value_info* info) {
+  return guard([&] {
+    const char* fn = "kf_fusion_value";
+    auto* fusion = kf::capi::fusion_of(f, fn);
+    kf::capi::require_struct(info, sizeof(kf_value_info), fn, "info");
+    if (id < 0 || id >= static_cast<int64_t>(fusion->values.size()))
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": value id ", id, " is out of range [0, ",
+               fusion->values.size(), ")");
+    fill_info(fusion->value(id), info);
+  });
+}
+
 KF_API kf_status kf_cache_get_stats(kf_cache_stats* out) {
   return guard([&] {
     kf::capi::require_struct(out, offsetof(kf_cache_stats, concretization_hits) + sizeof(uint64_t),

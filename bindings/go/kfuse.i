@@ -102,6 +102,8 @@ static void kfgo_string_free(uintptr_t s) { kf_string_free((char*)s); }
 %ignore kf_segment_info;
 %ignore kf_segmentation_get;
 %ignore kf_segment_to_text;
+%ignore kf_fusion_value;
+%ignore kf_value_shape;
 %ignore kf_segment_cuda_source;
 %ignore kf_execute_segment;
 %ignore kf_allocator;

@@ -69,6 +69,8 @@ static void kfj_throw(JNIEnv* env, int code, const char* message) {
 %ignore kf_segment_info;
 %ignore kf_segmentation_get;
 %ignore kf_segment_to_text;
+%ignore kf_fusion_value;
+%ignore kf_value_shape;
 %ignore kf_segment_cuda_source;
 %ignore kf_execute_segment;
 

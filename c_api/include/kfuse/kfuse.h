@@ -251,6 +251,10 @@ KF_API kf_status kf_fusion_num_outputs(kf_fusion f, size_t* out);
 KF_API kf_status kf_fusion_input(kf_fusion f, size_t index, kf_value_info* info);
 KF_API kf_status kf_fusion_output(kf_fusion f, size_t index, kf_value_info* info);
 
+/* Any value of the definition by id (inputs, constants, intermediates): what
+ * a caller coordinating segments needs to allocate intermediates. */
+KF_API kf_status kf_fusion_value(kf_fusion f, int64_t id, kf_value_info* info);
+
 /* Text form (docs/text-format.md). *out: owned by the caller, free with
  * kf_string_free. */
 KF_API kf_status kf_fusion_to_text(kf_fusion f, char** out);
@@ -376,6 +380,12 @@ KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTen
  * kf_execute_into). shape: room for the output's rank. */
 KF_API kf_status kf_output_shape(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
                                  size_t index, int64_t* shape, size_t rank);
+
+/* Sizes of any value (by id) for these inputs, e.g. an intermediate that a
+ * caller running segments one by one must allocate. shape: room for the
+ * value's rank. */
+KF_API kf_status kf_value_shape(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                int64_t value, int64_t* shape, size_t rank);
 
 #ifdef __cplusplus
 }
