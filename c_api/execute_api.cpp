@@ -239,13 +239,14 @@ KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTen
 
 namespace {
 
+// `what` and `number` name the value in messages ("output 0", "value 3").
 void value_shape(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs, int64_t value,
-                 int64_t* shape, size_t rank, const char* fn) {
+                 int64_t* shape, size_t rank, const char* fn, const char* what, int64_t number) {
   kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
   kf::Binding b = kf::bind_inputs(*fusion, inputs, num_inputs, nullptr);
   const kf::Sizes& sizes = b.sizes[static_cast<size_t>(value)];
   if (rank != sizes.size())
-    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": rank is ", rank, ", value ", value, " has rank ",
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": rank is ", rank, ", ", what, " ", number, " has rank ",
              sizes.size());
   if (rank > 0) require(shape, fn, "shape");
   for (size_t d = 0; d < rank; ++d) shape[d] = sizes[d];
@@ -261,7 +262,8 @@ KF_API kf_status kf_output_shape(kf_fusion f, const DLTensor* const* inputs, siz
     if (index >= fusion->outputs.size())
       kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (",
                fusion->outputs.size(), " outputs)");
-    value_shape(f, inputs, num_inputs, fusion->outputs[index].value, shape, rank, fn);
+    value_shape(f, inputs, num_inputs, fusion->outputs[index].value, shape, rank, fn, "output",
+                static_cast<int64_t>(index));
   });
 }
 
@@ -273,7 +275,7 @@ KF_API kf_status kf_value_shape(kf_fusion f, const DLTensor* const* inputs, size
     if (value < 0 || value >= static_cast<int64_t>(fusion->values.size()))
       kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": value id ", value, " is out of range [0, ",
                fusion->values.size(), ")");
-    value_shape(f, inputs, num_inputs, value, shape, rank, fn);
+    value_shape(f, inputs, num_inputs, value, shape, rank, fn, "value", value);
   });
 }
 

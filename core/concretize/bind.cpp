@@ -69,6 +69,7 @@ Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t 
   if (key != nullptr) {
     std::vector<int64_t>& w = key->words;
     w.clear();
+    w.reserve(3 + 2 * fusion.inputs.size() + fusion.values.size());
     w.push_back(static_cast<int64_t>(b.device.kind));
     w.push_back(b.device.id);
     w.push_back(b.index32);
@@ -80,14 +81,9 @@ Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t 
           w.push_back(std::bit_cast<int64_t>(m.scalar));
         continue;
       }
-      InputLayout l = analyze_layout(m);
-      uint64_t order = 0, contiguity = 0;  // 4 bits per dim: ranks <= 16 fit
-      for (size_t d = 0; d < l.stride_order.size(); ++d) {
-        order |= static_cast<uint64_t>(l.stride_order[d]) << (4 * d);
-        contiguity |= static_cast<uint64_t>(l.contiguous[d]) << d;
-      }
-      w.push_back(static_cast<int64_t>(order));
-      w.push_back(static_cast<int64_t>(contiguity | (static_cast<uint64_t>(l.alignment) << 20) |
+      const LayoutCode l = encode_layout(m);
+      w.push_back(static_cast<int64_t>(l.order));
+      w.push_back(static_cast<int64_t>(l.contiguous | (static_cast<uint64_t>(m.alignment) << 20) |
                                        (static_cast<uint64_t>(m.device.kind) << 28)));
     }
     for (const Sizes& s : b.sizes) w.push_back(pack_classes(s));

@@ -25,6 +25,10 @@ std::optional<DeviceKind> device_kind(const DLDevice& d) {
   }
 }
 
+std::ostream& operator<<(std::ostream& os, const InputName& n) {
+  return os << "input " << n.index << " (value " << n.fusion.inputs[n.index] << ")";
+}
+
 std::string input_name(const Fusion& fusion, size_t index) {
   return "input " + std::to_string(index) + " (value " + std::to_string(fusion.inputs[index]) + ")";
 }
@@ -33,7 +37,7 @@ namespace {
 
 constexpr int64_t kMaxElements = int64_t{1} << 62;
 
-Device device_of(const DLTensor* t, const std::string& name) {
+Device device_of(const DLTensor* t, const InputName& name) {
   std::optional<DeviceKind> kind = device_kind(t->device);
   if (!kind)
     fail(KF_ERR_UNSUPPORTED, name, ": device type ", device_type_code(t->device),
@@ -41,7 +45,7 @@ Device device_of(const DLTensor* t, const std::string& name) {
   return {*kind, *kind == DeviceKind::CPU ? 0 : t->device.device_id};
 }
 
-void check_dtype(const Value& v, const DLTensor* t, const std::string& name) {
+void check_dtype(const Value& v, const DLTensor* t, const InputName& name) {
   if (t->dtype.lanes != 1)
     fail(KF_ERR_UNSUPPORTED, name, ": DLPack lanes ", t->dtype.lanes,
          " (vector types) are not supported, expected 1");
@@ -62,7 +66,7 @@ int alignment_of(uintptr_t address) {
 
 InputMeta read_input(const Fusion& fusion, size_t index, const DLTensor* t) {
   const Value& v = fusion.value(fusion.inputs[index]);
-  const std::string name = input_name(fusion, index);
+  const InputName name{fusion, index};
   if (t == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": tensor pointer is NULL");
   InputMeta m;
   m.device = device_of(t, name);

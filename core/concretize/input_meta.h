@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include <dlpack/dlpack.h>
@@ -50,5 +52,13 @@ std::vector<InputMeta> read_inputs(const Fusion& fusion, const DLTensor* const* 
 
 // "input 1 (value 3)"
 std::string input_name(const Fusion& fusion, size_t index);
+
+// The same name, streamed only when a message is built: checks on the hot
+// path must not allocate.
+struct InputName {
+  const Fusion& fusion;
+  size_t index;
+};
+std::ostream& operator<<(std::ostream& os, const InputName& n);
 
 }  // namespace kf

@@ -1,38 +1,47 @@
 #include "core/concretize/layout.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <set>
 
 namespace kf {
 
-InputLayout analyze_layout(const InputMeta& input) {
+LayoutCode encode_layout(const InputMeta& input) {
   const size_t r = input.sizes.size();
-  InputLayout l;
-  l.alignment = input.alignment;
   // Dims of size <= 1 have meaningless strides: they keep their place, and
   // the others are sorted by stride (largest first, ties by index).
-  std::vector<int> positions, dims;
-  for (size_t d = 0; d < r; ++d)
-    if (input.sizes[d] > 1) {
-      positions.push_back(static_cast<int>(d));
-      dims.push_back(static_cast<int>(d));
-    }
-  std::stable_sort(dims.begin(), dims.end(), [&](int a, int b) {
+  std::array<int, 16> order{}, positions{}, dims{};
+  size_t n = 0;
+  for (size_t d = 0; d < r; ++d) {
+    order[d] = static_cast<int>(d);
+    if (input.sizes[d] > 1) positions[n] = dims[n] = static_cast<int>(d), ++n;
+  }
+  std::stable_sort(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(n), [&](int a, int b) {
     return input.strides[static_cast<size_t>(a)] > input.strides[static_cast<size_t>(b)];
   });
-  l.stride_order.resize(r);
-  std::iota(l.stride_order.begin(), l.stride_order.end(), 0);
-  for (size_t k = 0; k < positions.size(); ++k)
-    l.stride_order[static_cast<size_t>(positions[k])] = dims[k];
-  l.contiguous.assign(r, true);
+  for (size_t k = 0; k < n; ++k) order[static_cast<size_t>(positions[k])] = dims[k];
+  LayoutCode code;
+  for (size_t d = 0; d < r; ++d) code.order |= static_cast<uint64_t>(order[d]) << (4 * d);
   int64_t expected = 1;
   for (size_t k = r; k > 0; --k) {
-    size_t d = static_cast<size_t>(l.stride_order[k - 1]);
+    size_t d = static_cast<size_t>(order[k - 1]);
+    if (input.sizes[d] <= 1 || input.strides[d] == expected) code.contiguous |= 1u << d;
     if (input.sizes[d] <= 1) continue;
-    l.contiguous[d] = input.strides[d] == expected;
     // Wild strides may overflow: then no outer dim can be contiguous.
     if (__builtin_mul_overflow(input.strides[d], input.sizes[d], &expected)) expected = -1;
+  }
+  return code;
+}
+
+InputLayout analyze_layout(const InputMeta& input) {
+  const size_t r = input.sizes.size();
+  const LayoutCode code = encode_layout(input);
+  InputLayout l;
+  l.alignment = input.alignment;
+  for (size_t d = 0; d < r; ++d) {
+    l.stride_order.push_back(static_cast<int>((code.order >> (4 * d)) & 0xf));
+    l.contiguous.push_back((code.contiguous >> d) & 1u);
   }
   return l;
 }

@@ -9,6 +9,14 @@
 
 namespace kf {
 
+// An input's stride order (4 bits per dim, outermost first) and contiguity
+// (1 bit per dim), computed without allocating: it is part of every key.
+struct LayoutCode {
+  uint64_t order = 0;
+  uint32_t contiguous = 0;
+};
+LayoutCode encode_layout(const InputMeta& input);
+
 InputLayout analyze_layout(const InputMeta& input);
 
 // Fills c.stride_orders for every value (needs c.input_layouts and
