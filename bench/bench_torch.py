@@ -259,16 +259,21 @@ def main():
     p.add_argument("--rows", type=int, default=32768)
     p.add_argument("--cols", type=int, default=8192)
     p.add_argument("--out", default="")
+    p.add_argument("--sweep-rows", default="16,512,2048,8192,32768")
+    p.add_argument("--sweep-cols", default="768,1024,4096,8192,16384,16392")
+    p.add_argument("--sweep-dtypes", default="bfloat16,float32")
+    p.add_argument("--sweep-cases", default="softmax,layernorm,rmsnorm,gelu_bias,inner_sum")
     a = p.parse_args()
     kf = Kfuse(a.lib)
     ceiling = copy_ceiling_gbs(a.iters)
     configs = []
     cases = a.cases.split(",")
     if a.sweep:
-        for name in ("softmax", "layernorm", "rmsnorm", "gelu_bias", "inner_sum"):
-            for m in (16, 512, 2048, 8192, 32768):
-                for n in (768, 1024, 4096, 8192, 16384, 16392):
-                    for dt in (torch.bfloat16, torch.float32):
+        dtypes = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+        for name in a.sweep_cases.split(","):
+            for m in (int(x) for x in a.sweep_rows.split(",")):
+                for n in (int(x) for x in a.sweep_cols.split(",")):
+                    for dt in (dtypes[x] for x in a.sweep_dtypes.split(",")):
                         if m * n * (4 if dt == torch.float32 else 2) <= 2 ** 31:
                             configs.append((name, m, n, dt))
     else:
