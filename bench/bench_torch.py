@@ -213,6 +213,9 @@ def run_case(kf, name, m, n, dtype, iters, ceiling):
     moved = sum(t.numel() * t.element_size() for t in inputs) + out.numel() * out.element_size()
     kf_ms = median_ms(run, iters)
     eager_ms = median_ms(lambda: fn(*inputs), iters)
+    # A fresh compile per configuration: torch.compile keys its cache on the
+    # function's code, and past the recompile limit it silently runs eager.
+    torch._dynamo.reset()
     t0 = time.perf_counter()
     compiled = torch.compile(fn, dynamic=False)
     compiled(*inputs)
