@@ -654,21 +654,26 @@ std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& 
   return cond;
 }
 
+// The product of the domain's extents over `dims` as a hoisted long long
+// (`one` when every extent is 1).
+std::string extent_product(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims,
+                           const char* one) {
+  std::string p;
+  for (size_t d : dims) {
+    const std::string e = w.extent(dom, d);
+    if (e == "1") continue;
+    p = p.empty() ? "(long long)" + e : p + " * " + e;
+  }
+  return p.empty() ? std::string(one) : w.hoist("long long", "n", p);
+}
+
 // Returns the elements per thread of the cached-row path (0: none).
 int row_kernel(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, const Task& task) {
   const int64_t dom = s.domain;
   const size_t r = w.rank(dom);
   std::vector<size_t> kept, red;
   for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
-  auto product = [&](const std::vector<size_t>& dims) {
-    std::string p;
-    for (size_t d : dims) {
-      const std::string e = w.extent(dom, d);
-      if (e == "1") continue;
-      p = p.empty() ? "(long long)" + e : p + " * " + e;
-    }
-    return p.empty() ? std::string("1") : w.hoist("long long", "n", p);
-  };
+  auto product = [&](const std::vector<size_t>& dims) { return extent_product(w, dom, dims, "1"); };
   const std::string rows = product(kept);
   const std::string row_len = product(red);
   w.reduced = s.reduced;
@@ -735,15 +740,7 @@ int column_partials(KernelWriter& w, const RowSchedule& s, const ExtentSets& set
   const size_t r = w.rank(dom), last = r - 1;
   std::vector<size_t> kept, red;
   for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
-  auto product = [&](const std::vector<size_t>& dims) {
-    std::string p;
-    for (size_t d : dims) {
-      const std::string e = w.extent(dom, d);
-      if (e == "1") continue;
-      p = p.empty() ? "(long long)" + e : p + " * " + e;
-    }
-    return p.empty() ? std::string("1LL") : w.hoist("long long", "n", p);
-  };
+  auto product = [&](const std::vector<size_t>& dims) { return extent_product(w, dom, dims, "1LL"); };
   const std::string cols = product(kept), rlen = product(red);
   w.reduced = s.reduced;
   w.vector_inputs.clear();
@@ -872,15 +869,7 @@ void column_finish(KernelWriter& w, const RowSchedule& s) {
   const size_t r = w.rank(dom);
   std::vector<size_t> kept, red;
   for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
-  auto product = [&](const std::vector<size_t>& dims) {
-    std::string p;
-    for (size_t d : dims) {
-      const std::string e = w.extent(dom, d);
-      if (e == "1") continue;
-      p = p.empty() ? "(long long)" + e : p + " * " + e;
-    }
-    return p.empty() ? std::string("1LL") : w.hoist("long long", "n", p);
-  };
+  auto product = [&](const std::vector<size_t>& dims) { return extent_product(w, dom, dims, "1LL"); };
   const std::string cols = product(kept);
   bool mean = false;  // only a mean reads the row length (an unused local is a warning)
   for (int64_t ei : s.phases[0]) mean = mean || f.exprs[static_cast<size_t>(ei)].op == Op::MEAN;
