@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "test_util.h"
+#include "gpu/dl_values.h"
 #include "gpu/gpu_util.h"
 
 #define MAX_RANK 6
@@ -34,126 +35,6 @@ static const kf_dtype kAll[] = {KF_FLOAT64, KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16,
 
 static int is_float_dtype(kf_dtype t) {
   return t == KF_FLOAT64 || t == KF_FLOAT32 || t == KF_FLOAT16 || t == KF_BFLOAT16;
-}
-
-static int dtype_bytes(kf_dtype t) {
-  switch (t) {
-    case KF_FLOAT64: case KF_INT64: return 8;
-    case KF_FLOAT32: case KF_INT32: return 4;
-    case KF_FLOAT16: case KF_BFLOAT16: return 2;
-    default: return 1;
-  }
-}
-
-static DLDataType dl_of(kf_dtype t) {
-  DLDataType d = {kDLFloat, 32, 1};
-  switch (t) {
-    case KF_FLOAT64: d.bits = 64; break;
-    case KF_FLOAT32: break;
-    case KF_FLOAT16: d.bits = 16; break;
-    case KF_BFLOAT16: d.code = kDLBfloat; d.bits = 16; break;
-    case KF_INT64: d.code = kDLInt; d.bits = 64; break;
-    case KF_INT32: d.code = kDLInt; d.bits = 32; break;
-    default: d.code = KF_DLPACK_BOOL_CODE; d.bits = 8; break;
-  }
-  return d;
-}
-
-/* kfuse dtype of a DLPack type (outputs). */
-static kf_dtype dtype_of_dl(DLDataType d) {
-  if (d.code == kDLFloat) return d.bits == 64 ? KF_FLOAT64 : d.bits == 32 ? KF_FLOAT32 : KF_FLOAT16;
-  if (d.code == kDLBfloat) return KF_BFLOAT16;
-  if (d.code == kDLInt) return d.bits == 64 ? KF_INT64 : d.bits == 32 ? KF_INT32 : KF_BOOL;
-  return KF_BOOL;
-}
-
-static double tolerance(kf_dtype t) {
-  switch (t) {
-    case KF_FLOAT64: return 1e-12;
-    case KF_FLOAT32: return 1e-5;
-    case KF_FLOAT16: return 1e-2;
-    case KF_BFLOAT16: return 2e-2;
-    default: return 0;
-  }
-}
-
-static uint16_t f32_to_half(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) {
-    if (exp < -10) return (uint16_t)sign;
-    mant |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - exp);
-    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return (uint16_t)(sign | h);
-  }
-  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13), rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
-  return (uint16_t)(sign | h);
-}
-
-static float half_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, x;
-  if (exp == 0) {
-    float v = ldexpf((float)mant, -24);
-    return sign ? -v : v;
-  }
-  if (exp == 31) x = sign | 0x7f800000u | (mant << 13);
-  else x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-static void store(kf_dtype t, void* p, double v) {
-  switch (t) {
-    case KF_FLOAT64: memcpy(p, &v, 8); break;
-    case KF_FLOAT32: { float f = (float)v; memcpy(p, &f, 4); break; }
-    case KF_FLOAT16: { uint16_t h = f32_to_half((float)v); memcpy(p, &h, 2); break; }
-    case KF_BFLOAT16: { uint16_t h = f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
-    case KF_INT64: { int64_t i = (int64_t)v; memcpy(p, &i, 8); break; }
-    case KF_INT32: { int32_t i = (int32_t)v; memcpy(p, &i, 4); break; }
-    default: *(uint8_t*)p = v != 0; break;
-  }
-}
-
-static double load_f(kf_dtype t, const void* p) {
-  switch (t) {
-    case KF_FLOAT64: { double d; memcpy(&d, p, 8); return d; }
-    case KF_FLOAT32: { float f; memcpy(&f, p, 4); return f; }
-    case KF_FLOAT16: { uint16_t h; memcpy(&h, p, 2); return half_to_f32(h); }
-    case KF_BFLOAT16: { uint16_t h; memcpy(&h, p, 2); return bf16_to_f32(h); }
-    default: return 0;
-  }
-}
-
-static int64_t load_i(kf_dtype t, const void* p) {
-  switch (t) {
-    case KF_INT64: { int64_t i; memcpy(&i, p, 8); return i; }
-    case KF_INT32: { int32_t i; memcpy(&i, p, 4); return i; }
-    default: return *(const uint8_t*)p != 0;
-  }
 }
 
 /* ---- inputs ------------------------------------------------------------ */
@@ -257,23 +138,6 @@ static DLTensor view(const tin* t, void* data, int cuda) {
   d.strides = t->strided ? (int64_t*)t->strides : NULL;
   d.byte_offset = (uint64_t)(t->offset * dtype_bytes(t->dtype));
   return d;
-}
-
-static int64_t stride_at(const DLTensor* t, int d) {
-  if (t->strides) return t->strides[d];
-  int64_t s = 1;
-  for (int k = t->ndim - 1; k > d; --k) s *= t->shape[k];
-  return s;
-}
-
-/* Elements from element 0 to the last one the tensor touches. */
-static int64_t span_of(const DLTensor* t) {
-  int64_t last = 0;
-  for (int d = 0; d < t->ndim; ++d) {
-    if (t->shape[d] == 0) return 0;
-    last += (t->shape[d] - 1) * stride_at(t, d);
-  }
-  return last + 1;
 }
 
 /* Compares the CPU result `a` with the GPU result `b` (whose elements were

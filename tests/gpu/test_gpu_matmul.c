@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "test_util.h"
+#include "gpu/dl_values.h"
 #include "gpu/gpu_util.h"
 
 #define MAX_RANK 6
@@ -29,66 +30,6 @@ static int g_failures;
 /* ---- dtypes ------------------------------------------------------------- */
 
 static const kf_dtype kFloats[] = {KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16, KF_FLOAT64};
-
-static int bytes_of(kf_dtype t) {
-  return t == KF_FLOAT64 ? 8 : t == KF_FLOAT32 ? 4 : 2;
-}
-
-static DLDataType dl_of(kf_dtype t) {
-  DLDataType d = {kDLFloat, (uint8_t)(8 * bytes_of(t)), 1};
-  if (t == KF_BFLOAT16) d.code = kDLBfloat;
-  return d;
-}
-
-static kf_dtype dtype_of_dl(DLDataType d) {
-  if (d.code == kDLBfloat) return KF_BFLOAT16;
-  return d.bits == 64 ? KF_FLOAT64 : d.bits == 32 ? KF_FLOAT32 : KF_FLOAT16;
-}
-
-static double tol_of(kf_dtype t) {
-  return t == KF_FLOAT64 ? 1e-12 : t == KF_FLOAT32 ? 1e-5 : t == KF_FLOAT16 ? 1e-2 : 2e-2;
-}
-
-/* Values on the 1/16 grid in [-1, 1] are exact in every float dtype, so
- * only the conversions below (exact for them) are needed. */
-static void store(kf_dtype t, void* p, double v) {
-  if (t == KF_FLOAT64) {
-    memcpy(p, &v, 8);
-  } else {
-    float f = (float)v;
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if (t == KF_FLOAT32) {
-      memcpy(p, &f, 4);
-    } else if (t == KF_BFLOAT16) {
-      uint16_t h = (uint16_t)(x >> 16); /* exact: grid values have short mantissas */
-      memcpy(p, &h, 2);
-    } else {
-      uint16_t h;
-      if (f == 0) h = (uint16_t)((x >> 16) & 0x8000u);
-      else h = (uint16_t)(((x >> 16) & 0x8000u) | ((((x >> 23) & 0xff) - 112) << 10) | ((x >> 13) & 0x3ffu));
-      memcpy(p, &h, 2);
-    }
-  }
-}
-
-static double half_to_double(uint16_t h) {
-  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-static double load(kf_dtype t, const void* p) {
-  if (t == KF_FLOAT64) { double d; memcpy(&d, p, 8); return d; }
-  if (t == KF_FLOAT32) { float f; memcpy(&f, p, 4); return f; }
-  uint16_t h;
-  memcpy(&h, p, 2);
-  if (t == KF_FLOAT16) return half_to_double(h);
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
 
 /* ---- inputs ------------------------------------------------------------- */
 
@@ -145,7 +86,7 @@ static tin transposed_view(kf_dtype dt, int64_t rows, int64_t cols) {
 }
 
 static void fill(tin* t) {
-  size_t e = (size_t)bytes_of(t->dtype);
+  size_t e = (size_t)dtype_bytes(t->dtype);
   t->host = calloc((size_t)(t->storage > 0 ? t->storage : 1), e);
   for (int64_t i = 0; i < t->storage; ++i) store(t->dtype, (char*)t->host + (size_t)i * e, grid_value());
 }
@@ -159,24 +100,8 @@ static DLTensor view(const tin* t, void* data, int cuda) {
   d.dtype = dl_of(t->dtype);
   d.shape = (int64_t*)t->shape;
   d.strides = t->strided ? (int64_t*)t->strides : NULL;
-  d.byte_offset = (uint64_t)(t->offset * bytes_of(t->dtype));
+  d.byte_offset = (uint64_t)(t->offset * dtype_bytes(t->dtype));
   return d;
-}
-
-static int64_t stride_at(const DLTensor* t, int d) {
-  if (t->strides) return t->strides[d];
-  int64_t s = 1;
-  for (int k = t->ndim - 1; k > d; --k) s *= t->shape[k];
-  return s;
-}
-
-static int64_t span_of(const DLTensor* t) {
-  int64_t last = 0;
-  for (int d = 0; d < t->ndim; ++d) {
-    if (t->shape[d] == 0) return 0;
-    last += (t->shape[d] - 1) * stride_at(t, d);
-  }
-  return last + 1;
 }
 
 /* ---- comparing ---------------------------------------------------------- */
@@ -199,8 +124,8 @@ static int compare(const DLTensor* a, const DLTensor* b, const void* bhost, doub
     }
     n *= a->shape[d];
   }
-  const size_t e = (size_t)bytes_of(t);
-  const double tol = tol_of(t), floor_ = sqrt(k > 1 ? k : 1);
+  const size_t e = (size_t)dtype_bytes(t);
+  const double tol = tolerance(t), floor_ = sqrt(k > 1 ? k : 1);
   int bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     int64_t rest = i, oa = 0, ob = 0;
@@ -210,8 +135,8 @@ static int compare(const DLTensor* a, const DLTensor* b, const void* bhost, doub
       oa += idx * stride_at(a, d);
       ob += idx * stride_at(b, d);
     }
-    double va = load(t, (const char*)a->data + a->byte_offset + (size_t)oa * e);
-    double vb = load(t, (const char*)bhost + (size_t)ob * e);
+    double va = load_f(t, (const char*)a->data + a->byte_offset + (size_t)oa * e);
+    double vb = load_f(t, (const char*)bhost + (size_t)ob * e);
     if (!(fabs(va - vb) <= tol * (fabs(va) + floor_))) {
       if (bad < 5) printf("MISMATCH %s: element %lld: cpu %.17g gpu %.17g\n", what, (long long)i, va, vb);
       ++bad;
@@ -231,7 +156,7 @@ static void run_case(kf_fusion f, tin* in, size_t nin, double k, const int64_t* 
   const DLTensor* gpu_p[MAX_IO];
   void* dev[MAX_IO] = {0};
   for (size_t i = 0; i < nin; ++i) {
-    size_t bytes = (size_t)in[i].storage * (size_t)bytes_of(in[i].dtype);
+    size_t bytes = (size_t)in[i].storage * (size_t)dtype_bytes(in[i].dtype);
     dev[i] = gpu_alloc(bytes);
     gpu_to_device(dev[i], in[i].host, bytes);
     cpu_t[i] = view(&in[i], in[i].host, 0);
@@ -253,7 +178,7 @@ static void run_case(kf_fusion f, tin* in, size_t nin, double k, const int64_t* 
     KF_CHECK(kf_output_shape(f, cpu_p, nin, 0, oshape, (size_t)vi.rank));
     tin o = make(vi.dtype, vi.rank, oshape);
     set_strides(&o, out_strides, 0);
-    size_t bytes = (size_t)o.storage * (size_t)bytes_of(vi.dtype);
+    size_t bytes = (size_t)o.storage * (size_t)dtype_bytes(vi.dtype);
     cpu_buf = calloc(bytes ? bytes : 1, 1);
     gpu_buf = gpu_alloc(bytes);
     cpu_into = view(&o, cpu_buf, 0);
@@ -277,7 +202,7 @@ static void run_case(kf_fusion f, tin* in, size_t nin, double k, const int64_t* 
     ++g_failures;
   } else {
     GPU_CHECK(gpu.stream_sync(g_stream));
-    size_t bytes = (size_t)span_of(b) * (size_t)bytes_of(dtype_of_dl(b->dtype));
+    size_t bytes = (size_t)span_of(b) * (size_t)dtype_bytes(dtype_of_dl(b->dtype));
     void* host = malloc(bytes ? bytes : 1);
     gpu_to_host(host, (const char*)b->data + b->byte_offset, bytes);
     if (compare(a, b, host, k, what)) ++g_failures;
@@ -597,7 +522,7 @@ static void test_layernorm_mlp(void** state) {
     DLTensor t[7];
     const DLTensor* p[7];
     for (int i = 0; i < 7; ++i) {
-      dev[i] = gpu_alloc((size_t)in[i].storage * (size_t)bytes_of(dt));
+      dev[i] = gpu_alloc((size_t)in[i].storage * (size_t)dtype_bytes(dt));
       t[i] = view(&in[i], dev[i], 1);
       p[i] = &t[i];
     }
