@@ -654,6 +654,20 @@ std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& 
   return cond;
 }
 
+// Writes each row-shaped output once per row (keepdim: reduced dims at 0).
+void store_row_outputs(KernelWriter& w, const RowSchedule& s, size_t r,
+                       const std::vector<size_t>& kept) {
+  for (int64_t o : s.row_outputs) {
+    std::vector<std::string> idx;
+    if (w.rank(o) == r) {
+      for (size_t d = 0; d < r; ++d) idx.push_back(s.reduced[d] ? "0" : w.row_index[d]);
+    } else {
+      for (size_t d : kept) idx.push_back(w.row_index[d]);
+    }
+    w.store(o, idx, w.value_at(o, idx));
+  }
+}
+
 // The product of the domain's extents over `dims` as a hoisted long long
 // (`one` when every extent is 1).
 std::string extent_product(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims,
@@ -701,15 +715,7 @@ int row_kernel(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, co
   }
   if (!s.row_outputs.empty()) {
     w.open("if (threadIdx.x == 0)");
-    for (int64_t o : s.row_outputs) {
-      std::vector<std::string> idx;
-      if (w.rank(o) == r) {
-        for (size_t d = 0; d < r; ++d) idx.push_back(s.reduced[d] ? "0" : w.row_index[d]);
-      } else {
-        for (size_t d : kept) idx.push_back(w.row_index[d]);
-      }
-      w.store(o, idx, w.value_at(o, idx));
-    }
+    store_row_outputs(w, s, r, kept);
     w.close();
   }
   w.close();
@@ -893,15 +899,7 @@ void column_finish(KernelWriter& w, const RowSchedule& s) {
     w.line("for (long long sp = 1; sp < splits; ++sp) " + v + " = " + combine_op(e, acc) + "(" + v + ", " + p + "[sp * " + cols + " + c]);");
     finish_results(w, e, acc, v, rlen);
   }
-  for (int64_t o : s.row_outputs) {
-    std::vector<std::string> idx;
-    if (w.rank(o) == r) {
-      for (size_t d = 0; d < r; ++d) idx.push_back(s.reduced[d] ? "0" : w.row_index[d]);
-    } else {
-      for (size_t d : kept) idx.push_back(w.row_index[d]);
-    }
-    w.store(o, idx, w.value_at(o, idx));
-  }
+  store_row_outputs(w, s, r, kept);
   w.close();
 }
 
