@@ -68,6 +68,7 @@ const char* kThread = "(long long)blockIdx.x * blockDim.x + threadIdx.x";
 
 struct VectorPlan {
   int width = 0;  // elements per lane group; 0: no vector loop
+  size_t dim = 0;  // the domain dim the lanes run along
   std::vector<int64_t> outputs;
 };
 
@@ -75,39 +76,77 @@ bool same_classes(const KernelWriter& w, int64_t a, int64_t b) {
   return w.concrete().size_classes[static_cast<size_t>(a)] == w.concrete().size_classes[static_cast<size_t>(b)];
 }
 
-// Inputs and outputs that can move as whole vectors: the domain's sizes,
-// or fewer dims broadcast over the leading ones (a bias row), last dim of
-// class >1 and innermost in memory (checked again at run time, with
-// alignment). `outs`: candidate vector outputs.
-VectorPlan plan_vectors(KernelWriter& w, const Task& task, const std::vector<int64_t>& outs, int64_t dom) {
+using LoadLog = std::vector<std::pair<int64_t, std::vector<std::string>>>;
+
+// For each dim of input `v`, the domain dim whose index it reads (-1: a
+// size-1 dim read at 0). Without a load log, v is right-aligned with the
+// domain (broadcast over the leading dims); with one (loads recorded at
+// the domain's plain index names "i<d>"), every load of v must read
+// plain names in one arrangement (a permuted input). Empty: no mapping.
+std::vector<int> domain_dims(const KernelWriter& w, int64_t v, size_t rd, const LoadLog* log) {
+  const size_t rv = w.rank(v);
+  std::vector<int> dims(rv, -1);
+  if (log == nullptr) {
+    if (rv > rd) return {};
+    for (size_t j = 0; j < rv; ++j)
+      if (w.size_class(v, j) != SizeClass::One) dims[j] = static_cast<int>(rd - rv + j);
+    return dims;
+  }
+  bool seen = false;
+  for (const auto& [value, vidx] : *log) {
+    if (value != v) continue;
+    std::vector<int> these(rv, -1);
+    for (size_t j = 0; j < rv && j < vidx.size(); ++j) {
+      if (vidx[j] == "0" && w.size_class(v, j) == SizeClass::One) continue;
+      if (vidx[j].size() < 2 || vidx[j][0] != 'i' || vidx[j].find_first_not_of("0123456789", 1) != std::string::npos) return {};
+      these[j] = std::stoi(vidx[j].substr(1));
+    }
+    if (vidx.size() != rv || (seen && these != dims)) return {};
+    dims = these;
+    seen = true;
+  }
+  return seen ? dims : std::vector<int>{};
+}
+
+// Inputs and outputs that can move as whole vectors along domain dim
+// `dim` (the last dim, or the outputs' fast dim in a tile): inputs whose
+// dim read by `dim` is of class >1 and innermost in memory, every other
+// dim a domain dim or broadcast (checked again at run time, with
+// alignment); outputs of the domain's sizes with `dim` innermost. `log`:
+// see domain_dims.
+VectorPlan plan_vectors(KernelWriter& w, const Task& task, const std::vector<int64_t>& outs, int64_t dom, size_t dim,
+                        const LoadLog* log = nullptr) {
   VectorPlan p;
+  p.dim = dim;
   const ConcreteFusion& c = w.concrete();
   const Fusion& f = w.fusion();
   const size_t r = w.rank(dom);
-  if (r == 0 || w.size_class(dom, r - 1) != SizeClass::Many) return p;
+  if (dim >= r || w.size_class(dom, dim) != SizeClass::Many) return p;
   int widest = 1;
-  auto innermost_last = [](const std::vector<int>& order, size_t rank) {
-    return !order.empty() && order.back() == static_cast<int>(rank - 1);
-  };
   for (int64_t v : task.inputs) {
     const Value& val = f.value(v);
-    const size_t rv = w.rank(v);
-    if (val.is_scalar || rv == 0 || rv > r || w.size_class(v, rv - 1) != SizeClass::Many) continue;
-    bool fits = true;  // each dim broadcast (class 1) or of the domain's class
-    for (size_t j = 0; j < rv; ++j)
-      if (w.size_class(v, j) != SizeClass::One && w.size_class(v, j) != w.size_class(dom, r - rv + j)) fits = false;
+    if (val.is_scalar) continue;
+    const std::vector<int> dims = domain_dims(w, v, r, log);
+    auto lane_dim = std::find(dims.begin(), dims.end(), static_cast<int>(dim));
+    if (lane_dim == dims.end() || w.size_class(v, static_cast<size_t>(lane_dim - dims.begin())) != SizeClass::Many) continue;
+    const int pv = static_cast<int>(lane_dim - dims.begin());
+    bool fits = true;  // each dim broadcast or of its domain dim's class
+    for (size_t j = 0; j < dims.size(); ++j)
+      if (dims[j] >= 0 && w.size_class(v, j) != w.size_class(dom, static_cast<size_t>(dims[j]))) fits = false;
     if (!fits) continue;
     if (val.kind == ValueKind::TensorInput) {
       const InputLayout& l = c.input_layouts[static_cast<size_t>(val.input_index)];
-      if (!innermost_last(l.stride_order, rv) || l.alignment < kVectorBytes / 2) continue;
-    } else if (!innermost_last(c.stride_orders[static_cast<size_t>(v)], rv)) {
-      continue;
+      if (l.stride_order.empty() || l.stride_order.back() != pv || l.alignment < kVectorBytes / 2) continue;
+    } else {
+      const auto& order = c.stride_orders[static_cast<size_t>(v)];
+      if (order.empty() || order.back() != pv) continue;
     }
-    w.vector_inputs.push_back(v);
+    w.vector_inputs[v] = dims;
     widest = std::max(widest, dtype_size(val.dtype));
   }
   for (int64_t o : outs) {
-    if (!same_classes(w, o, dom) || !innermost_last(c.stride_orders[static_cast<size_t>(o)], r)) continue;
+    const auto& order = c.stride_orders[static_cast<size_t>(o)];
+    if (!same_classes(w, o, dom) || order.empty() || order.back() != static_cast<int>(dim)) continue;
     p.outputs.push_back(o);
     widest = std::max(widest, dtype_size(f.value(o).dtype));
   }
@@ -116,21 +155,24 @@ VectorPlan plan_vectors(KernelWriter& w, const Task& task, const std::vector<int
   return p;
 }
 
-// Run-time conditions for moving `v` (right-aligned with the domain) as
-// vectors of `width` elements.
-void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width,
+// Run-time conditions for moving `v` as vectors of `width` elements along
+// domain dim `dim` (v: a vector input, or an output in domain order).
+void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
                        std::vector<std::string>* conds) {
   const size_t r = w.rank(v), rd = w.rank(dom);
+  auto vi = w.vector_inputs.find(v);
+  const std::vector<int> dims = vi != w.vector_inputs.end() ? vi->second : domain_dims(w, v, rd, nullptr);
+  const size_t pv = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(dim)) - dims.begin());
   const int bytes = width * dtype_size(w.fusion().value(v).dtype);
   conds->push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)");
-  conds->push_back(w.stride(v, r - 1) + " == 1");
-  for (size_t d = 0; d + 1 < r; ++d)
-    if (w.size_class(v, d) == SizeClass::Many)
+  conds->push_back(w.stride(v, pv) + " == 1");
+  for (size_t d = 0; d < r; ++d)
+    if (d != pv && w.size_class(v, d) == SizeClass::Many)
       conds->push_back(w.stride(v, d) + " % " + std::to_string(width) + " == 0");
   for (size_t d = 0; d < r; ++d) {
-    const size_t dd = rd - r + d;
-    if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, static_cast<int>(dd)))
-      conds->push_back(w.extent(v, d) + " == " + w.extent(dom, dd));
+    if (dims[d] < 0) continue;
+    if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, dims[d]))
+      conds->push_back(w.extent(v, d) + " == " + w.extent(dom, static_cast<size_t>(dims[d])));
   }
 }
 
@@ -157,6 +199,7 @@ constexpr int kTile = 64;  // kTile x kTile elements per tile, 256 threads
 struct TilePlan {
   std::vector<std::pair<int64_t, std::vector<std::string>>> inputs;  // input, its index in the tile
   size_t da = 0, db = 0;  // tiled inputs are contiguous along da, the outputs along db
+  LoadLog loads;          // every load of the outputs' evaluation at the plain names "i<d>"
 };
 
 // Inputs of the loop whose innermost memory dim follows the domain's
@@ -181,7 +224,7 @@ TilePlan plan_tiles(const ConcreteFusion& c, const Task& task, const std::vector
   tp.da = tp.db == r - 1 ? r - 2 : r - 1;
   std::vector<std::string> idx(r);
   for (size_t d = 0; d < r; ++d) idx[d] = probe.size_class(dom, d) == SizeClass::Many ? "i" + std::to_string(d) : "0";
-  std::vector<std::pair<int64_t, std::vector<std::string>>> log;
+  LoadLog& log = tp.loads;
   probe.load_log = &log;
   for (int64_t o : outs) probe.value_at(o, idx);
   const std::string along_a = idx[tp.da];
@@ -206,20 +249,176 @@ TilePlan plan_tiles(const ConcreteFusion& c, const Task& task, const std::vector
   return tp;
 }
 
+// Computes the outputs at each lane of one vector group (lane 0 at `idx`,
+// lanes along domain dim vp.dim) and stores them: vector outputs as
+// one 16-byte store, the others element by element. `on_lane` runs before
+// each lane is evaluated (tiles point their shared-memory reads at it).
+void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
+                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane) {
+  const Fusion& f = w.fusion();
+  const size_t d = vp.dim;
+  std::vector<std::string> ov;
+  for (int64_t o : vp.outputs) {
+    ov.push_back(w.fresh("ov"));
+    w.line("kf_vec<" + std::string(storage_type(f.value(o).dtype)) + ", " + std::to_string(vp.width) + "> " + ov.back() + ";");
+  }
+  w.lane_base = idx;
+  for (int lane = 0; lane < vp.width; ++lane) {
+    w.lane = lane;
+    w.lane_index = idx;
+    if (lane > 0) w.lane_index[d] = "(" + idx[d] + " + " + std::to_string(lane) + ")";
+    on_lane(lane);
+    for (int64_t o : outs) {
+      const std::string reg = w.value_at(o, w.lane_index);
+      auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
+      if (it == vp.outputs.end())
+        w.store(o, w.lane_index, reg);
+      else
+        w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " +
+               store_form(f.value(o).dtype, reg) + ";");
+    }
+  }
+  w.lane = -1;
+  for (size_t k = 0; k < vp.outputs.size(); ++k) {
+    const int64_t o = vp.outputs[k];
+    const std::string vt = "kf_vec<" + std::string(storage_type(f.value(o).dtype)) + ", " + std::to_string(vp.width) + ">";
+    w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, idx) + ") = " + ov[k] + ";");
+  }
+}
+
+// Joins run-time conditions with &&.
+std::string all_of(const std::vector<std::string>& conds) {
+  std::string cond;
+  for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
+  return cond.empty() ? "true" : cond;
+}
+
 // Tiles of the last two dims (a, b): the transposed inputs are read with
 // threads along a (coalesced for them) into shared memory, then the
 // outputs are computed with threads along b. The shared rows are padded by
-// one element so both phases are free of bank conflicts.
-void tile_loop(KernelWriter& w, const TilePlan& tp, const std::vector<int64_t>& outs) {
+// one element. Where strides and alignment allow (checked at run time),
+// both phases move 16-byte vectors: a warp then reads and writes whole
+// 128-byte lines instead of 64-byte halves with 2-byte elements, and
+// issues a quarter of the memory instructions (docs/PERF.md).
+struct TileNames {
+  std::string ea, eb, ia, ib;       // extents and index names of dims a and b
+  std::vector<std::string> shared;  // one tile per tiled input
+};
+
+// Phase 1, scalar: thread (k, lx) reads element (a0 + lx, b0 + k).
+void tile_fill(KernelWriter& w, const TilePlan& tp, const TileNames& n) {
+  const Fusion& f = w.fusion();
+  const std::string& t = w.index_type();
+  w.line("#pragma unroll");
+  w.open("for (int kk = 0; kk < " + std::to_string(kTile) + "; kk += " + std::to_string(kBlock / kTile) + ")");
+  w.line("const int k = kk + (int)(threadIdx.x / " + std::to_string(kTile) + "), lx = threadIdx.x % " + std::to_string(kTile) + ";");
+  w.line("const " + t + " " + n.ia + " = a0 + lx, " + n.ib + " = b0 + k;");
+  w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+  for (size_t q = 0; q < tp.inputs.size(); ++q) {
+    const int64_t v = tp.inputs[q].first;
+    w.line(n.shared[q] + "[k][lx] = " + load_form(f.value(v).dtype, w.pointer(v) + "[" + w.offset(v, tp.inputs[q].second) + "]") + ";");
+  }
+  w.close();
+  w.close();
+}
+
+// Phase 1, vectors: each thread reads 16 bytes along a per step. Appends
+// the run-time conditions to `conds`.
+void tile_fill_vectors(KernelWriter& w, const TilePlan& tp, const TileNames& n, std::vector<std::string>* conds) {
+  const Fusion& f = w.fusion();
+  const ConcreteFusion& c = w.concrete();
+  const std::string& t = w.index_type();
+  for (size_t q = 0; q < tp.inputs.size(); ++q) {
+    const int64_t v = tp.inputs[q].first;
+    const Value& val = f.value(v);
+    const int V = kVectorBytes / dtype_size(val.dtype), lanes_per_row = kTile / V;
+    const std::vector<int>& order = val.kind == ValueKind::TensorInput
+                                        ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
+                                        : c.stride_orders[static_cast<size_t>(v)];
+    const size_t inner = static_cast<size_t>(order.back());
+    conds->push_back(n.ea + " % " + std::to_string(V) + " == 0");
+    conds->push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(kVectorBytes) + " == 0)");
+    conds->push_back(w.stride(v, inner) + " == 1");
+    for (size_t d = 0; d < w.rank(v); ++d)
+      if (d != inner && w.size_class(v, d) == SizeClass::Many) conds->push_back(w.stride(v, d) + " % " + std::to_string(V) + " == 0");
+    const std::string vt = "kf_vec<" + std::string(storage_type(val.dtype)) + ", " + std::to_string(V) + ">";
+    w.line("#pragma unroll");
+    w.open("for (int kk = 0; kk < " + std::to_string(kTile) + "; kk += " + std::to_string(kBlock / lanes_per_row) + ")");
+    w.line("const int k = kk + (int)(threadIdx.x / " + std::to_string(lanes_per_row) + "), ga = (int)(threadIdx.x % " +
+           std::to_string(lanes_per_row) + ") * " + std::to_string(V) + ";");
+    w.line("const " + t + " " + n.ia + " = a0 + ga, " + n.ib + " = b0 + k;");
+    w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+    const std::string reg = w.fresh("tv");
+    w.line("const " + vt + " " + reg + " = *(const " + vt + "*)(" + w.pointer(v) + " + " + w.offset(v, tp.inputs[q].second) + ");");
+    for (int j = 0; j < V; ++j)
+      w.line(n.shared[q] + "[k][ga + " + std::to_string(j) + "] = " + load_form(val.dtype, reg + ".v[" + std::to_string(j) + "]") + ";");
+    w.close();
+    w.close();
+  }
+}
+
+// Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
+void tile_compute(KernelWriter& w, const TilePlan& tp, const TileNames& n, const std::vector<int64_t>& outs,
+                  const std::vector<std::string>& idx) {
+  const std::string& t = w.index_type();
+  w.line("#pragma unroll 4");  // a full unroll measured slower (docs/PERF.md)
+  w.open("for (int kk = 0; kk < " + std::to_string(kTile) + "; kk += " + std::to_string(kBlock / kTile) + ")");
+  w.line("const int k = kk + (int)(threadIdx.x / " + std::to_string(kTile) + "), lx = threadIdx.x % " + std::to_string(kTile) + ";");
+  w.line("const " + t + " " + n.ia + " = a0 + k, " + n.ib + " = b0 + lx;");
+  w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+  for (size_t q = 0; q < tp.inputs.size(); ++q) w.tile_reads[tp.inputs[q].first] = {tp.inputs[q].second, n.shared[q] + "[lx][k]"};
+  for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
+  w.tile_reads.clear();
+  w.close();
+  w.close();
+}
+
+// Phase 2, vectors along b (the domain's last dim): thread (k, gb)
+// computes V consecutive outputs at (a0 + k, b0 + gb ...).
+void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TilePlan& tp, const TileNames& n,
+                          const VectorPlan& vp, const std::vector<int64_t>& outs, const std::vector<std::string>& idx,
+                          std::vector<std::string>* conds) {
+  const std::string& t = w.index_type();
+  const int64_t dom = outs[0];
+  const int V = vp.width, lanes_per_row = kTile / V;
+  w.line("#pragma unroll");
+  w.open("for (int kk = 0; kk < " + std::to_string(kTile) + "; kk += " + std::to_string(kBlock / lanes_per_row) + ")");
+  w.line("const int k = kk + (int)(threadIdx.x / " + std::to_string(lanes_per_row) + "), gb = (int)(threadIdx.x % " +
+         std::to_string(lanes_per_row) + ") * " + std::to_string(V) + ";");
+  w.line("const " + t + " " + n.ia + " = a0 + k, " + n.ib + " = b0 + gb;");
+  w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+  const std::string tag = w.fresh("KFTILELOADS");
+  w.line(tag);
+  w.section = 0;
+  w.group = 0;
+  vector_group(w, vp, outs, idx, [&](int lane) {
+    for (size_t q = 0; q < tp.inputs.size(); ++q) {
+      std::vector<std::string> at = tp.inputs[q].second;
+      for (std::string& e : at)
+        if (e == n.ib && lane > 0) e = "(" + n.ib + " + " + std::to_string(lane) + ")";
+      w.tile_reads[tp.inputs[q].first] = {at, n.shared[q] + "[gb + " + std::to_string(lane) + "][k]"};
+    }
+  });
+  w.tile_reads.clear();
+  w.replace(tag, vector_loads(w, V, 0, {}));
+  w.close();
+  w.close();
+  conds->push_back(n.eb + " % " + std::to_string(V) + " == 0");
+  for (const auto& [key, vr] : w.vector_regs) vector_conditions(w, sets, key.first, dom, V, vp.dim, conds);
+  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, vp.dim, conds);
+}
+
+void tile_loop(KernelWriter& w, const ExtentSets& sets, const Task& task, const TilePlan& tp,
+               const std::vector<int64_t>& outs) {
   const Fusion& f = w.fusion();
   const int64_t dom = outs[0];
   const size_t r = w.rank(dom);
   const std::string& t = w.index_type();
   const std::string T = std::to_string(kTile);
   const size_t da = tp.da, db = tp.db;
-  const std::string ea = w.extent(dom, da), eb = w.extent(dom, db);
-  const std::string ta = w.hoist("long long", "n", "((long long)" + ea + " + " + T + " - 1) / " + T);
-  const std::string tb = w.hoist("long long", "n", "((long long)" + eb + " + " + T + " - 1) / " + T);
+  TileNames n{w.extent(dom, da), w.extent(dom, db), "i" + std::to_string(da), "i" + std::to_string(db), {}};
+  const std::string ta = w.hoist("long long", "n", "((long long)" + n.ea + " + " + T + " - 1) / " + T);
+  const std::string tb = w.hoist("long long", "n", "((long long)" + n.eb + " + " + T + " - 1) / " + T);
   std::string outer;
   std::vector<size_t> outer_dims;
   for (size_t d = 0; d < r; ++d) {
@@ -229,12 +428,17 @@ void tile_loop(KernelWriter& w, const TilePlan& tp, const std::vector<int64_t>& 
     if (e != "1") outer = outer.empty() ? "(long long)" + e : outer + " * " + e;
   }
   const std::string tiles = w.hoist("long long", "n", (outer.empty() ? "" : outer + " * ") + ta + " * " + tb);
-  std::vector<std::string> shared;
   for (const auto& in : tp.inputs) {
-    shared.push_back(w.fresh("kf_tile"));
-    w.line("__shared__ " + std::string(reg_type(f.value(in.first).dtype)) + " " + shared.back() + "[" + T + "][" + T + " + 1];");
+    n.shared.push_back(w.fresh("kf_tile"));
+    w.line("__shared__ " + std::string(reg_type(f.value(in.first).dtype)) + " " + n.shared.back() + "[" + T + "][" + T + " + 1];");
   }
-  const std::string ia = "i" + std::to_string(da), ib = "i" + std::to_string(db);
+  // Vector candidates of phase 2 (the tiled inputs come from shared memory).
+  w.vector_inputs.clear();
+  w.vector_regs.clear();
+  VectorPlan vp;
+  vp = plan_vectors(w, task, outs, dom, db, &tp.loads);
+  for (const auto& in : tp.inputs)
+    w.vector_inputs.erase(in.first);
   w.open("for (long long tile = blockIdx.x; tile < " + tiles + "; tile += gridDim.x)");
   // Diagonal order: blocks in flight together differ in both tile
   // coordinates. In row order they would share a0 (or b0), and with
@@ -244,32 +448,24 @@ void tile_loop(KernelWriter& w, const TilePlan& tp, const std::vector<int64_t>& 
   std::vector<std::string> idx(r);
   const std::vector<std::string> o_idx = unravel(w, dom, outer_dims, "tile / (" + ta + " * " + tb + ")");
   for (size_t k = 0; k < outer_dims.size(); ++k) idx[outer_dims[k]] = o_idx[k];
-  idx[da] = ia;
-  idx[db] = ib;
+  idx[da] = n.ia;
+  idx[db] = n.ib;
   w.line("const " + t + " a0 = (" + t + ")(ta_ * " + T + "), b0 = (" + t + ")(tb_ * " + T + ");");
-  w.line("const int lx = threadIdx.x & " + std::to_string(kTile - 1) + ";");
   w.line("__syncthreads();  // the previous tile is consumed");
-  w.line("#pragma unroll");
-  w.open("for (int kk = 0; kk < " + T + "; kk += 4)");
-  w.line("const int k = kk + (int)(threadIdx.x >> 6);");
-  w.line("const " + t + " " + ia + " = a0 + lx, " + ib + " = b0 + k;");
-  w.open("if (" + ia + " < " + ea + " && " + ib + " < " + eb + ")");
-  for (size_t q = 0; q < tp.inputs.size(); ++q) {
-    const int64_t v = tp.inputs[q].first;
-    w.line(shared[q] + "[k][lx] = " + load_form(f.value(v).dtype, w.pointer(v) + "[" + w.offset(v, tp.inputs[q].second) + "]") + ";");
-  }
-  w.close();
-  w.close();
+  const std::string tag = w.fresh("KFTILECOND");
+  w.open("if (" + tag + ")");  // uniform over the block: the barriers inside are safe
+  std::vector<std::string> conds;
+  tile_fill_vectors(w, tp, n, &conds);
   w.line("__syncthreads();");
-  w.line("#pragma unroll 4");  // a full unroll measured slower (docs/PERF.md)
-  w.open("for (int kk = 0; kk < " + T + "; kk += 4)");
-  w.line("const int k = kk + (int)(threadIdx.x >> 6);");
-  w.line("const " + t + " " + ia + " = a0 + k, " + ib + " = b0 + lx;");
-  w.open("if (" + ia + " < " + ea + " && " + ib + " < " + eb + ")");
-  for (size_t q = 0; q < tp.inputs.size(); ++q) w.tile_reads[tp.inputs[q].first] = {tp.inputs[q].second, shared[q] + "[lx][k]"};
-  for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
-  w.tile_reads.clear();
-  w.close();
+  if (vp.width > 0)
+    tile_compute_vectors(w, sets, tp, n, vp, outs, idx, &conds);
+  else
+    tile_compute(w, tp, n, outs, idx);
+  w.replace(tag, all_of(conds));
+  w.close_open("else");
+  tile_fill(w, tp, n);
+  w.line("__syncthreads();");
+  tile_compute(w, tp, n, outs, idx);
   w.close();
   w.close();
 }
@@ -282,7 +478,7 @@ void pointwise_loop(KernelWriter& w, const ExtentSets& sets, const Task& task,
   const std::vector<size_t> dims = all_dims(r);
   w.vector_inputs.clear();
   w.vector_regs.clear();
-  VectorPlan vp = plan_vectors(w, task, outs, dom);
+  VectorPlan vp = plan_vectors(w, task, outs, dom, r - 1);
   *width_out = std::max(*width_out, vp.width * kPointwiseUnroll);
   if (vp.width > 0) {
     const std::string tag = w.fresh("");
@@ -309,44 +505,16 @@ void pointwise_loop(KernelWriter& w, const ExtentSets& sets, const Task& task,
     for (int u = 0; u < U; ++u) {
       const std::vector<std::string>& idx = base[static_cast<size_t>(u)];
       w.open(u == 0 ? std::string() : "if (" + ok[static_cast<size_t>(u)] + ")");
-      std::vector<std::string> ov;
-      for (int64_t o : vp.outputs) {
-        ov.push_back(w.fresh("ov"));
-        w.line("kf_vec<" + std::string(storage_type(w.fusion().value(o).dtype)) + ", " + std::to_string(V) + "> " + ov.back() + ";");
-      }
       w.group = u;
-      w.lane_base = idx;
-      for (int lane = 0; lane < V; ++lane) {
-        w.lane = lane;
-        w.lane_index = idx;
-        if (lane > 0) w.lane_index[r - 1] = "(" + idx[r - 1] + " + " + std::to_string(lane) + ")";
-        for (int64_t o : outs) {
-          const std::string reg = w.value_at(o, w.lane_index);
-          auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
-          if (it == vp.outputs.end()) {
-            w.store(o, w.lane_index, reg);
-          } else {
-            const DType dt = w.fusion().value(o).dtype;
-            w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " + store_form(dt, reg) + ";");
-          }
-        }
-      }
-      w.lane = -1;
-      for (size_t k = 0; k < vp.outputs.size(); ++k) {
-        const int64_t o = vp.outputs[k];
-        const std::string vt = "kf_vec<" + std::string(storage_type(w.fusion().value(o).dtype)) + ", " + std::to_string(V) + ">";
-        w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, idx) + ") = " + ov[k] + ";");
-      }
+      vector_group(w, vp, outs, idx, [](int) {});
       w.close();
     }
     std::vector<std::string> conds = {w.extent(dom, r - 1) + " % " + std::to_string(V) + " == 0"};
     for (const auto& [key, vr] : w.vector_regs)
-      if (key.second == 0) vector_conditions(w, sets, key.first, dom, V, &conds);
-    for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, &conds);
+      if (key.second == 0) vector_conditions(w, sets, key.first, dom, V, r - 1, &conds);
+    for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, r - 1, &conds);
     w.replace("KFVECLOADS" + tag, vector_loads(w, V, 0, ok));
-    std::string cond;
-    for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
-    w.replace("KFVECCOND" + tag, cond);
+    w.replace("KFVECCOND" + tag, all_of(conds));
     w.close();
     w.close_open("else");
   } else {
@@ -646,12 +814,10 @@ std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& 
   for (const auto& [key, vr] : w.vector_regs) {
     if (std::find(seen.begin(), seen.end(), key.first) != seen.end()) continue;
     seen.push_back(key.first);
-    vector_conditions(w, sets, key.first, dom, V, &conds);
+    vector_conditions(w, sets, key.first, dom, V, last, &conds);
   }
-  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, &conds);
-  std::string cond;
-  for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
-  return cond;
+  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, last, &conds);
+  return all_of(conds);
 }
 
 // Writes each row-shaped output once per row (keepdim: reduced dims at 0).
@@ -696,7 +862,7 @@ int row_kernel(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, co
   w.vector_inputs.clear();
   w.vector_regs.clear();
   if (r > 0 && s.reduced[r - 1] && w.size_class(dom, r - 1) == SizeClass::Many)
-    vp = plan_vectors(w, task, s.domain_outputs, dom);
+    vp = plan_vectors(w, task, s.domain_outputs, dom, r - 1);
   w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
   std::vector<std::string> kept_idx = unravel(w, dom, kept, "row");
   w.row_index.assign(r, "0");
@@ -751,7 +917,7 @@ int column_partials(KernelWriter& w, const RowSchedule& s, const ExtentSets& set
   w.reduced = s.reduced;
   w.vector_inputs.clear();
   w.vector_regs.clear();
-  const VectorPlan vp = plan_vectors(w, task, {}, dom);
+  const VectorPlan vp = plan_vectors(w, task, {}, dom, w.rank(dom) - 1);
   const int V = vp.width > 0 ? vp.width : 4;
   const std::string Vs = std::to_string(V), tile = std::to_string(kColThreads * V);
   w.line("const long long splits = (long long)args.a[KFSPLITS];");
@@ -815,7 +981,7 @@ int column_partials(KernelWriter& w, const RowSchedule& s, const ExtentSets& set
     for (const auto& [key, vr] : w.vector_regs) {
       if (std::find(seen.begin(), seen.end(), key.first) != seen.end()) continue;
       seen.push_back(key.first);
-      vector_conditions(w, sets, key.first, dom, V, &conds);
+      vector_conditions(w, sets, key.first, dom, V, last, &conds);
     }
     std::string cond;
     for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
@@ -963,7 +1129,7 @@ KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task) {
     const ExtentSets& sets = extent_sets_of(c);
     const TilePlan tp = s.loops.size() == 1 ? plan_tiles(c, task, s.loops[0]) : TilePlan{};
     if (!tp.inputs.empty()) {
-      tile_loop(w, tp, s.loops[0]);
+      tile_loop(w, sets, task, tp, s.loops[0]);
       width = kTile * kTile / kBlock;  // one tile per block
     } else {
       for (const auto& loop : s.loops) pointwise_loop(w, sets, task, loop, &width);

@@ -194,15 +194,14 @@ std::string KernelWriter::load_input(int64_t value, const std::vector<std::strin
   if (load_log != nullptr) load_log->push_back({value, idx});
   if (auto tr = tile_reads.find(value); tr != tile_reads.end() && tr->second.first == idx)
     return define(t, tr->second.second);
-  if (lane >= 0 && std::find(vector_inputs.begin(), vector_inputs.end(), value) != vector_inputs.end()) {
-    // Right-aligned match with the lane's index (size-1 dims read 0).
-    const size_t r = lane_index.size(), rv = idx.size();
-    bool match = rv <= r && rv > 0;
-    std::vector<std::string> base(rv);
-    for (size_t j = 0; match && j < rv; ++j) {
-      const bool one = size_class(value, j) == SizeClass::One;
-      match = idx[j] == (one ? "0" : lane_index[r - rv + j]);
-      base[j] = one ? "0" : lane_base[r - rv + j];
+  if (auto vi = vector_inputs.find(value); lane >= 0 && vi != vector_inputs.end()) {
+    const std::vector<int>& dims = vi->second;
+    bool match = idx.size() == dims.size() && !dims.empty();
+    std::vector<std::string> base(idx.size());
+    for (size_t j = 0; match && j < idx.size(); ++j) {
+      const int d = dims[j];
+      match = idx[j] == (d < 0 ? "0" : lane_index[static_cast<size_t>(d)]);
+      base[j] = d < 0 ? "0" : lane_base[static_cast<size_t>(d)];
     }
     if (match) {
       auto it = vector_regs.find({value, group});

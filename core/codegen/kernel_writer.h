@@ -62,9 +62,10 @@ class KernelWriter {
   std::map<int64_t, std::string> row_results;
 
   // Vector lanes (vector loops): while `lane` >= 0, a load of a vector
-  // input at `lane_index` (right-aligned: a lower-rank input broadcast over
-  // the leading dims matches too) reads lane `lane` of the vector register
-  // of (input, `group`), loaded at `lane_base` (lane 0's index). A kernel
+  // input at the lane's index (each input dim d reads domain index
+  // lane_index[dims[d]], or 0 where dims[d] is -1: a broadcast dim) reads
+  // lane `lane` of the vector register of (input, `group`), loaded at the
+  // same mapping of `lane_base` (lane 0's index). A kernel
   // may hold several groups at once (rows cached in registers); `section`
   // records where a register was first needed, so its load goes there.
   int lane = -1;
@@ -72,7 +73,7 @@ class KernelWriter {
   int section = 0;
   std::vector<std::string> lane_index;
   std::vector<std::string> lane_base;
-  std::vector<int64_t> vector_inputs;  // candidates
+  std::map<int64_t, std::vector<int>> vector_inputs;  // candidate -> its dims' domain dims
   struct VectorReg {
     std::string reg;
     std::vector<std::string> base;  // the input's own index of lane 0
