@@ -275,7 +275,7 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
         w.store(o, w.lane_index, reg);
       else
         w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " +
-               store_form(f.value(o).dtype, reg) + ";");
+               w.stored(f.value(o).dtype, reg) + ";");
     }
   }
   w.lane = -1;
@@ -539,7 +539,7 @@ struct Accumulator {
   std::string name;
   DType acc;
   const Expr* expr;
-  std::string sum, count;  // cached rows: Welford as sum/count then squared deviations
+  std::string sum;  // cached rows: variance in two passes, the row sum (then the mean) here
 };
 
 bool is_welford(const Expr& e) { return e.op == Op::VAR || e.op == Op::VAR_MEAN; }
@@ -625,12 +625,11 @@ std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t
   std::vector<Accumulator> accs;
   for (int64_t ei : phase) {
     const Expr& e = f.exprs[static_cast<size_t>(ei)];
-    Accumulator a{w.fresh("acc"), accumulator_dtype(f.value(e.inputs[0]).dtype), &e, "", ""};
+    Accumulator a{w.fresh("acc"), accumulator_dtype(f.value(e.inputs[0]).dtype), &e, ""};
     const std::string at = reg_type(a.acc);
     if (is_welford(e) && split_welford) {
       a.sum = w.fresh("ws");
-      a.count = w.fresh("wn");
-      w.line(at + " " + a.sum + " = 0, " + a.count + " = 0, " + a.name + " = 0;");
+      w.line(at + " " + a.sum + " = 0, " + a.name + " = 0;");
     } else if (is_welford(e)) {
       w.line("kf_welford<" + at + "> " + a.name + " = {0, 0, 0};");
     } else {
@@ -648,12 +647,13 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
     const std::string red = w.fresh("red");
     const std::string red_type = is_welford(e) ? "kf_welford<" + at + ">" : at;
     std::string v = a.name;
-    if (!a.sum.empty()) {  // this thread's (count, mean, M2)
-      const std::string m = w.fresh("wm");
-      w.line("const kf_welford<" + at + "> " + m + " = {" + a.count + ", " + a.sum + ", " + a.name + "};");
-      v = m;
+    if (!a.sum.empty()) {  // two passes: the row's mean, this thread's squared deviations from it
+      const std::string m2 = w.fresh("m2");
+      w.line("const " + at + " " + m2 + " = kf_block_reduce(" + a.name + ", kf_sum_op());");
+      w.line("const " + red_type + " " + red + " = {(" + at + ")" + row_len + ", " + a.sum + ", " + m2 + "};");
+    } else {
+      w.line("const " + red_type + " " + red + " = kf_block_reduce(" + v + ", " + combine_op(e, a.acc) + ");");
     }
-    w.line("const " + red_type + " " + red + " = kf_block_reduce(" + v + ", " + combine_op(e, a.acc) + ");");
     finish_results(w, e, a.acc, red, row_len);
   }
 }
@@ -690,6 +690,18 @@ void row_streaming(KernelWriter& w, const RowSchedule& s, const std::vector<size
   }
 }
 
+// Whether `v` is a task input seen through casts and shape ops only.
+bool plain_read(const Fusion& f, const Task& task, int64_t v) {
+  while (std::find(task.inputs.begin(), task.inputs.end(), v) == task.inputs.end()) {
+    const Value& val = f.value(v);
+    if (val.producer < 0) return true;  // a constant or scalar
+    const Expr& e = f.exprs[static_cast<size_t>(val.producer)];
+    if (e.op != Op::CAST && op_info(e.op).category != OpCategory::Shape) return false;
+    v = e.inputs[0];
+  }
+  return true;
+}
+
 // 16-byte vectors per thread in the cached row. Measured on an H200
 // (docs/PERF.md): 2 (more threads per row) and 6 or 8 (register spills
 // under the 64-register cap of 1024-thread blocks) are all slower than 4.
@@ -701,7 +713,7 @@ int row_vectors() { return kRowVectors; }
 // then every phase and the output pass read the registers. Inputs first
 // needed in a later phase (layernorm's weight and bias) are loaded there.
 // Returns the condition under which it applies (placeholders resolved).
-std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, const VectorPlan& vp,
+std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, const VectorPlan& vp, const Task& task,
                        const std::vector<size_t>& red, const std::string& row_len) {
   const Fusion& f = w.fusion();
   const int64_t dom = s.domain;
@@ -719,11 +731,9 @@ std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& 
   }
   const std::string tag = w.fresh("");
   auto section_mark = [&](size_t p) { return "KFSEC" + tag + "_" + std::to_string(p); };
-  // body(lane index) for each lane of each valid vector.
-  auto lanes = [&](int k, const std::function<void(const std::vector<std::string>&)>& body) {
+  // body(lane index) for each lane of vector k, in the current scope.
+  auto each_lane = [&](int k, const std::function<void(const std::vector<std::string>&)>& body) {
     const auto& b = base[static_cast<size_t>(k)];
-    w.open("if (" + ok[static_cast<size_t>(k)] + ")");
-    if (w.section > static_cast<int>(s.phases.size())) w.line(section_mark(static_cast<size_t>(w.section)));
     w.group = k;
     w.lane_base = b;
     for (int lane = 0; lane < V; ++lane) {
@@ -735,6 +745,12 @@ std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& 
     }
     w.lane = -1;
   };
+  // body(lane index) for each lane of vector k when it is in the row.
+  auto lanes = [&](int k, const std::function<void(const std::vector<std::string>&)>& body) {
+    w.open("if (" + ok[static_cast<size_t>(k)] + ")");
+    if (w.section > static_cast<int>(s.phases.size())) w.line(section_mark(static_cast<size_t>(w.section)));
+    each_lane(k, body);
+  };
   w.line(section_mark(0));
   for (size_t p = 0; p < s.phases.size(); ++p) {
     w.section = static_cast<int>(p);
@@ -744,21 +760,33 @@ std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& 
       return convert(f.value(in).dtype, a.acc, w.value_at(in, idx));
     };
     for (int k = 0; k < K; ++k) {
+      // Computed inputs of the reductions (softmax's exp) are evaluated
+      // outside the lane guard, so later phases and the output pass find
+      // them in registers instead of computing them again. Plain reads of
+      // the row stay inside: holding their float forms across phases
+      // would cost registers that the packed vectors already hold.
+      each_lane(k, [&](const std::vector<std::string>& idx) {
+        for (const Accumulator& a : accs)
+          if (!plain_read(f, task, a.expr->inputs[0])) input_of(a, idx);
+      });
       lanes(k, [&](const std::vector<std::string>& idx) {
         for (const Accumulator& a : accs) {
           const std::string x = input_of(a, idx);
-          if (!a.sum.empty()) w.line(a.sum + " += " + x + "; " + a.count + " += 1;");
+          if (!a.sum.empty()) w.line(a.sum + " += " + x + ";");
           else w.line(acc_step(*a.expr, a.acc, a.name, x));
         }
       });
       w.close();
     }
-    // Welford: squared deviations from this thread's mean, from the registers.
+    // Variance, second pass: squared deviations from the row's mean, read
+    // from the registers (two block sums instead of a Welford merge tree,
+    // whose every step divides).
     bool second = false;
     for (const Accumulator& a : accs) {
       if (a.sum.empty()) continue;
       second = true;
-      w.line(a.sum + " = " + a.count + " > 0 ? " + a.sum + " / " + a.count + " : 0;");
+      w.line(a.sum + " = " + row_len + " > 0 ? kf_block_reduce(" + a.sum + ", kf_sum_op()) / (" +
+             reg_type(a.acc) + ")" + row_len + " : 0;");
     }
     if (second) {
       for (int k = 0; k < K; ++k) {
@@ -795,7 +823,7 @@ std::string row_cached(KernelWriter& w, const RowSchedule& s, const ExtentSets& 
           w.store(o, idx, reg);
         else
           w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(w.lane) + "] = " +
-                 store_form(f.value(o).dtype, reg) + ";");
+                 w.stored(f.value(o).dtype, reg) + ";");
       }
     });
     for (size_t q = 0; q < vp.outputs.size() && !ov.empty(); ++q) {
@@ -871,7 +899,7 @@ int row_kernel(KernelWriter& w, const RowSchedule& s, const ExtentSets& sets, co
   if (vp.width > 0) {
     const std::string tag = w.fresh("KFROWCOND");
     w.open("if (" + tag + ")");
-    const std::string cond = row_cached(w, s, sets, vp, red, row_len);
+    const std::string cond = row_cached(w, s, sets, vp, task, red, row_len);
     w.replace(tag, cond);
     w.close_open("else");
     row_streaming(w, s, red, row_len);

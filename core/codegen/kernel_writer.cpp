@@ -20,6 +20,16 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 
 [[noreturn]] void unsupported(const std::string& why) { fail(KF_ERR_UNSUPPORTED, "codegen: ", why); }
 
+// Whether the parenthesis at `open` closes at the end of `s` (so s is one call).
+bool balanced(const std::string& s, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < s.size(); ++i) {
+    depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+    if (depth == 0) return i + 1 == s.size();
+  }
+  return false;
+}
+
 }  // namespace
 
 KernelWriter::KernelWriter(const ConcreteFusion& c, const Task& task)
@@ -142,8 +152,24 @@ void KernelWriter::remember(const std::string& key, const std::string& reg) { sc
 
 std::string KernelWriter::define(DType t, const std::string& expr) {
   const std::string name = fresh("v");
+  // A half/bfloat16 result keeps its float before rounding in a register
+  // of its own: a store converts that one (one rounding instead of two,
+  // and conversions are quarter-rate instructions).
+  const std::string round = t == DType::BF16 ? "kf_rbf(" : t == DType::F16 ? "kf_rh(" : "";
+  if (!round.empty() && expr.starts_with(round) && expr.ends_with(")") && balanced(expr, round.size() - 1)) {
+    const std::string raw = fresh("u");
+    line("const float " + raw + " = " + expr.substr(round.size(), expr.size() - round.size() - 1) + ";");
+    line("const float " + name + " = " + round + raw + ");");
+    unrounded_[name] = raw;
+    return name;
+  }
   line("const " + std::string(reg_type(t)) + " " + name + " = " + expr + ";");
   return name;
+}
+
+std::string KernelWriter::stored(DType t, const std::string& reg) const {
+  auto it = unrounded_.find(reg);
+  return store_form(t, it != unrounded_.end() ? it->second : reg);
 }
 
 std::string KernelWriter::offset(int64_t value, const std::vector<std::string>& idx) {
@@ -158,7 +184,7 @@ std::string KernelWriter::offset(int64_t value, const std::vector<std::string>& 
 
 void KernelWriter::store(int64_t value, const std::vector<std::string>& idx, const std::string& reg) {
   const DType t = f_.value(value).dtype;
-  line(pointer(value) + "[" + offset(value, idx) + "] = " + store_form(t, reg) + ";");
+  line(pointer(value) + "[" + offset(value, idx) + "] = " + stored(t, reg) + ";");
 }
 
 std::string KernelWriter::value_at(int64_t value, const std::vector<std::string>& idx) {

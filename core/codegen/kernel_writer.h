@@ -54,6 +54,9 @@ class KernelWriter {
   // Element offset sum(idx[d] * stride[d]) of a task input or output.
   std::string offset(int64_t value, const std::vector<std::string>& idx);
   void store(int64_t value, const std::vector<std::string>& idx, const std::string& reg);
+  // The storage form of register `reg` of dtype t (store_form, from the
+  // unrounded float where `reg` is a rounded half/bfloat16 result).
+  std::string stored(DType t, const std::string& reg) const;
 
   // Rows (PerRow kernels): the index of the current row per domain dim, and
   // the registers holding finished reduction results.
@@ -121,6 +124,7 @@ class KernelWriter {
   int depth_ = 1;
   int counter_ = 0;
   std::vector<std::map<std::string, std::string>> scopes_;
+  std::map<std::string, std::string> unrounded_;  // rounded half/bfloat16 register -> its float before rounding
 };
 
 }  // namespace kf

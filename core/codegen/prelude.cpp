@@ -163,10 +163,12 @@ KF_DEV double kf_normal_f64(kf_u4 w, double mean, double std) {
 template <class T, int N> struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
 
 // ---- reductions ----
-KF_DEV float kf_max_acc(float a, float b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
+// NaN-propagating max/min in one instruction (sm_80+; the result of a NaN
+// operand is the canonical NaN, which tests compare as NaN).
+KF_DEV float kf_max_acc(float a, float b) { float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
 KF_DEV double kf_max_acc(double a, double b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
 KF_DEV long long kf_max_acc(long long a, long long b) { return b > a ? b : a; }
-KF_DEV float kf_min_acc(float a, float b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+KF_DEV float kf_min_acc(float a, float b) { float r; asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
 KF_DEV double kf_min_acc(double a, double b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
 KF_DEV long long kf_min_acc(long long a, long long b) { return b < a ? b : a; }
 
