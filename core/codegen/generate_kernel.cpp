@@ -6,6 +6,7 @@
 // writing the row-shaped ones. docs/codegen.md describes the kernels.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "core/codegen/kernel_plan.h"
@@ -23,6 +24,19 @@ namespace {
 constexpr int kBlock = 256;
 constexpr int kVectorBytes = 16;
 constexpr int kPointwiseUnroll = 2;  // 16-byte vectors per thread and step
+
+// KFUSE_TUNE_* environment variables override a few scheduler constants,
+// to measure the heuristics on a GPU without rebuilding (docs/PERF.md);
+// they are read once and are not part of the API.
+int tuned(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  const int n = v != nullptr ? std::atoi(v) : 0;
+  return n > 0 ? n : fallback;
+}
+int pointwise_unroll() {
+  static const int u = tuned("KFUSE_TUNE_POINTWISE_UNROLL", kPointwiseUnroll);
+  return u;
+}
 
 // Unravels `linear` over `dims` of `dom` (outermost first) into locals
 // i<d>; returns one index expression per listed dim ("0" for size-1 dims).
@@ -479,7 +493,7 @@ void pointwise_loop(KernelWriter& w, const ExtentSets& sets, const Task& task,
   w.vector_inputs.clear();
   w.vector_regs.clear();
   VectorPlan vp = plan_vectors(w, task, outs, dom, r - 1);
-  *width_out = std::max(*width_out, vp.width * kPointwiseUnroll);
+  *width_out = std::max(*width_out, vp.width * pointwise_unroll());
   if (vp.width > 0) {
     const std::string tag = w.fresh("");
     const int V = vp.width;
@@ -487,7 +501,7 @@ void pointwise_loop(KernelWriter& w, const ExtentSets& sets, const Task& task,
     // U vectors per thread and step, all loaded before any is used: more
     // bytes in flight per thread (vector u of a step is u * blockDim.x
     // vectors after the first, so each load stays coalesced).
-    const int U = kPointwiseUnroll;
+    const int U = pointwise_unroll();
     const std::string nv = w.hoist("long long", "n", n + " / " + std::to_string(V));
     w.open("for (long long q = (long long)blockIdx.x * blockDim.x * " + std::to_string(U) + " + threadIdx.x; q < " + nv +
            "; q += (long long)gridDim.x * blockDim.x * " + std::to_string(U) + ")");
@@ -595,6 +609,10 @@ void declare_results(KernelWriter& w, const RowSchedule& s) {
         const std::string reg = w.fresh("r");
         w.line(std::string(reg_type(f.value(o).dtype)) + " " + reg + ";");
         w.row_results[o] = reg;
+        if (f.value(o).dtype == DType::F32) {  // unused ones cost nothing: the compiler drops them
+          w.reciprocals[reg] = reg + "_rcp";
+          w.line("[[maybe_unused]] float " + reg + "_rcp;");
+        }
       }
 }
 
@@ -603,7 +621,10 @@ void finish_results(KernelWriter& w, const Expr& e, DType acc, const std::string
   const Fusion& f = w.fusion();
   const std::string at = reg_type(acc);
   auto finish = [&](int64_t out, const std::string& expr) {
-    w.line(w.row_results.at(out) + " = " + convert(acc, f.value(out).dtype, expr) + ";");
+    const std::string& reg = w.row_results.at(out);
+    w.line(reg + " = " + convert(acc, f.value(out).dtype, expr) + ";");
+    if (auto rcp = w.reciprocals.find(reg); rcp != w.reciprocals.end())
+      w.line(rcp->second + " = kf_rcp_for_div(" + reg + ");");
   };
   const std::string n = "(" + at + ")" + row_len;
   switch (e.op) {
@@ -706,7 +727,10 @@ bool plain_read(const Fusion& f, const Task& task, int64_t v) {
 // (docs/PERF.md): 2 (more threads per row) and 6 or 8 (register spills
 // under the 64-register cap of 1024-thread blocks) are all slower than 4.
 constexpr int kRowVectors = 4;
-int row_vectors() { return kRowVectors; }
+int row_vectors() {
+  static const int k = tuned("KFUSE_TUNE_ROW_VECTORS", kRowVectors);
+  return k;
+}
 
 // The row held in registers: each thread loads K vectors of V elements
 // (vector k at element (k * blockDim.x + threadIdx.x) * V of the row) once,

@@ -298,6 +298,9 @@ std::string KernelWriter::pointwise(const Expr& e, const std::vector<std::string
     operands[k] = convert(dtypes[k], (e.op == Op::WHERE && k == 0) ? DType::Bool : cd, operands[k]);
   DType rd;
   std::string expr = pointwise_form(e.op, cd, operands, &rd);
+  if (auto rcp = reciprocals.find(operands.size() == 2 ? operands[1] : ""); e.op == Op::DIV && cd == DType::F32 &&
+                                                                           rcp != reciprocals.end())
+    expr = "kf_div_by(" + operands[0] + ", " + operands[1] + ", " + rcp->second + ")";
   if (rd == out_t && (out_t == DType::F16 || out_t == DType::BF16))
     expr = (out_t == DType::F16 ? "kf_rh(" : "kf_rbf(") + expr + ")";
   else

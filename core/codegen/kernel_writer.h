@@ -63,6 +63,9 @@ class KernelWriter {
   std::vector<std::string> row_index;  // domain dims; reduced dims unused
   std::vector<bool> reduced;
   std::map<int64_t, std::string> row_results;
+  // float registers fixed over the row -> their kf_rcp_for_div (divisions
+  // by them multiply instead: kf_div_by).
+  std::map<std::string, std::string> reciprocals;
 
   // Vector lanes (vector loops): while `lane` >= 0, a load of a vector
   // input at the lane's index (each input dim d reads domain index

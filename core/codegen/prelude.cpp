@@ -163,6 +163,23 @@ KF_DEV double kf_normal_f64(kf_u4 w, double mean, double std) {
 template <class T, int N> struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
 
 // ---- reductions ----
+// x / d for a divisor shared by many divisions (a row's sum), given
+// rd = kf_rcp_for_div(d): Markstein's sequence. The residual of
+// q = x * rd is exact with an FMA, and one correction step gives the
+// correctly rounded quotient wherever nothing over- or underflows
+// (checked: 4e8 random pairs, docs/PERF.md); elsewhere (rd = 0 for an
+// extreme divisor, zero/inf/NaN/tiny/huge quotients) the plain division.
+KF_DEV float kf_rcp_for_div(float d) {
+  const float a = fabsf(d);
+  return a > 0x1p-100f && a < 0x1p100f ? 1.0f / d : 0.0f;
+}
+__device__ __noinline__ float kf_div_slow(float x, float d) { return x / d; }  // one copy of the cold path
+KF_DEV float kf_div_by(float x, float d, float rd) {
+  const float q = x * rd, a = fabsf(q);
+  if (a > 0x1p-100f && a < 0x1p100f) return fmaf(fmaf(-q, d, x), rd, q);
+  return kf_div_slow(x, d);
+}
+
 // NaN-propagating max/min in one instruction (sm_80+; the result of a NaN
 // operand is the canonical NaN, which tests compare as NaN).
 KF_DEV float kf_max_acc(float a, float b) { float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
