@@ -1,6 +1,7 @@
 // Concretize, segment and execute: the run-time half of the C API.
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "core/ir/text_printer.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/outputs.h"
+#include "core/segment/matmul_pattern.h"
 #include "core/segment/segment_text.h"
 
 using kf::capi::guard;
@@ -151,6 +153,28 @@ KF_API kf_status kf_segmentation_get(kf_segmentation s, size_t index, kf_segment
     info->num_outputs = seg.task.outputs.size();
     info->dead_after = seg.dead_after.data();
     info->num_dead_after = seg.dead_after.size();
+    if (info->struct_size >= offsetof(kf_segment_info, num_children) + sizeof(size_t))
+      info->num_children = seg.task.children.size();
+  });
+}
+
+KF_API kf_status kf_segment_child(kf_segmentation s, size_t index, size_t child, kf_task_info* info) {
+  return guard([&] {
+    const char* fn = "kf_segment_child";
+    auto* h = kf::capi::segmentation_of(s, fn);
+    kf::capi::require_struct(info, sizeof(kf_task_info), fn, "info");
+    const kf::Segment& seg = segment_at(h, index, fn);
+    if (child >= seg.task.children.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": child ", child, " is out of range (segment ", index,
+               " has ", seg.task.children.size(), " nested tasks)");
+    const kf::Task& task = seg.task.children[child];
+    const std::optional<kf::MatmulPattern> p = kf::describe_matmul_pattern(*h->concrete, task);
+    if (!p) kf::fail(KF_ERR_INTERNAL, fn, ": nested task ", child, " of segment ", index, " is no known pattern");
+    info->pattern = kf::matmul_pattern_name(*h->concrete->fusion, *p).data();
+    info->inputs = task.inputs.data();
+    info->num_inputs = task.inputs.size();
+    info->outputs = task.outputs.data();
+    info->num_outputs = task.outputs.size();
   });
 }
 

@@ -1,6 +1,8 @@
 // `kfuse explain`: what kfuse makes of a fusion file, stage by stage: the
 // definition, its concretization for the given shapes, the segments in run
-// order and (with --cuda) the CUDA C++ generated for each segment.
+// order with their nested tasks (recognized patterns such as linear + bias
+// + gelu_tanh, run as one library call) and (with --cuda) the CUDA C++
+// generated for each segment.
 #include <cstdio>
 #include <map>
 
@@ -90,6 +92,14 @@ int explain_command(const Options& options) {
     std::printf("  inputs:     %s\n", id_list(info.inputs, info.num_inputs, names).c_str());
     std::printf("  outputs:    %s\n", id_list(info.outputs, info.num_outputs, names).c_str());
     std::printf("  dead after: %s\n", id_list(info.dead_after, info.num_dead_after, names).c_str());
+    for (size_t child = 0; child < info.num_children; ++child) {
+      kf_task_info task{};
+      task.struct_size = sizeof task;
+      check(kf_segment_child(seg.s, k, child, &task), "kf_segment_child");
+      std::printf("  nested task %zu: %s\n", child, task.pattern);
+      std::printf("    inputs:   %s\n", id_list(task.inputs, task.num_inputs, names).c_str());
+      std::printf("    outputs:  %s\n", id_list(task.outputs, task.num_outputs, names).c_str());
+    }
     OwnedString text;
     check(kf_segment_to_text(seg.s, k, &text.s), "kf_segment_to_text");
     std::printf("  text:\n");

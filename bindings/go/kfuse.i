@@ -101,6 +101,8 @@ static void kfgo_string_free(uintptr_t s) { kf_string_free((char*)s); }
 %ignore kf_segmentation_count;
 %ignore kf_segment_info;
 %ignore kf_segmentation_get;
+%ignore kf_task_info;
+%ignore kf_segment_child;
 %ignore kf_segment_to_text;
 %ignore kf_fusion_value;
 %ignore kf_value_shape;

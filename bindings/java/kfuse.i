@@ -68,6 +68,8 @@ static void kfj_throw(JNIEnv* env, int code, const char* message) {
 %ignore kf_segmentation_count;
 %ignore kf_segment_info;
 %ignore kf_segmentation_get;
+%ignore kf_task_info;
+%ignore kf_segment_child;
 %ignore kf_segment_to_text;
 %ignore kf_fusion_value;
 %ignore kf_value_shape;

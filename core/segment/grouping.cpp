@@ -6,6 +6,8 @@
 #include <set>
 #include <tuple>
 
+#include "core/segment/matmul_pattern.h"
+
 namespace kf {
 
 namespace {
@@ -60,6 +62,7 @@ class Grouper {
   }
 
   std::vector<std::vector<int64_t>> run() {
+    find_library_groups();
     top_down();
     shatter_cycles();
     build_graph();
@@ -83,16 +86,45 @@ class Grouper {
     }
   }
 
-  // 1 + 2: connected groups per stage, library exprs alone; shatter the
+  // Each live library op heads a library group: the op alone, or the
+  // matmul pattern that starts at it when the scheduler accepts that.
+  void find_library_groups() {
+    SoleReaders sole(f_.values.size(), -1);
+    std::vector<int> reads(f_.values.size(), 0);
+    for (size_t i = 0; i < f_.exprs.size(); ++i) {
+      if (!live_[i]) continue;
+      for (int64_t in : f_.exprs[i].inputs)
+        if (reads[static_cast<size_t>(in)]++ == 0) sole[static_cast<size_t>(in)] = static_cast<int64_t>(i);
+    }
+    for (size_t v = 0; v < sole.size(); ++v)
+      if (reads[v] != 1) sole[v] = -1;
+    for (const Output& o : f_.outputs) sole[static_cast<size_t>(o.value)] = -1;
+    library_head_.assign(f_.exprs.size(), -1);
+    for (size_t i = 0; i < f_.exprs.size(); ++i) {
+      if (!live_[i] || !is_library(f_.exprs[i])) continue;
+      const auto e = static_cast<int64_t>(i);
+      std::vector<int64_t> pattern = match_matmul_pattern(c_, e, sole);
+      if (pattern.size() == 1 || !accepts_(pattern)) pattern = {e};
+      for (int64_t m : pattern) library_head_[static_cast<size_t>(m)] = e;
+    }
+  }
+
+  bool in_library_group(int64_t expr) const { return library_head_[static_cast<size_t>(expr)] >= 0; }
+
+  // 1 + 2: connected groups per stage, library groups alone; shatter the
   // groups no scheduler accepts.
   void top_down() {
     const size_t n = f_.exprs.size();
     UnionFind uf(n);
     for (size_t i = 0; i < n; ++i) {
-      if (!live_[i] || is_library(f_.exprs[i])) continue;
+      if (!live_[i]) continue;
+      if (in_library_group(static_cast<int64_t>(i))) {
+        uf.unite(library_head_[i], static_cast<int64_t>(i));
+        continue;
+      }
       for (int64_t in : f_.exprs[i].inputs) {
         int64_t p = producer_[static_cast<size_t>(in)];
-        if (p >= 0 && !is_library(f_.exprs[static_cast<size_t>(p)]) && stage_[static_cast<size_t>(p)] == stage_[i])
+        if (p >= 0 && !in_library_group(p) && stage_[static_cast<size_t>(p)] == stage_[i])
           uf.unite(p, static_cast<int64_t>(i));
       }
     }
@@ -108,7 +140,7 @@ class Grouper {
     }
     std::vector<std::vector<int64_t>> kept;
     for (auto& g : groups_) {
-      if (g.size() == 1 || accepts_(g)) kept.push_back(std::move(g));
+      if (g.size() == 1 || in_library_group(g.front()) || accepts_(g)) kept.push_back(std::move(g));
       else for (int64_t e : g) kept.push_back({e});
     }
     groups_ = std::move(kept);
@@ -135,7 +167,11 @@ class Grouper {
   }
 
   // A group that sits on a cycle of the group graph (possible when two parts
-  // of one connected group talk through a library op) is shattered.
+  // of one connected group talk through a library op) is shattered. Library
+  // groups stay whole: no input of one depends on its output (its library
+  // op's arguments come earlier in the fusion, and a pattern's bias cannot
+  // depend on the product, whose chain of values each have one reader), so
+  // no cycle passes through one once the other groups are single exprs.
   void shatter_cycles() {
     auto succ = successors();
     const size_t n = groups_.size();
@@ -184,7 +220,8 @@ class Grouper {
     }
     std::vector<std::vector<int64_t>> kept;
     for (size_t g = 0; g < n; ++g) {
-      if (comp_size[static_cast<size_t>(comp[g])] == 1) kept.push_back(std::move(groups_[g]));
+      if (comp_size[static_cast<size_t>(comp[g])] == 1 || in_library_group(groups_[g].front()))
+        kept.push_back(std::move(groups_[g]));
       else for (int64_t e : groups_[g]) kept.push_back({e});
     }
     groups_ = std::move(kept);
@@ -206,11 +243,10 @@ class Grouper {
   }
 
   bool mergeable(int64_t a, int64_t b) const {
-    const Expr& ea = f_.exprs[static_cast<size_t>(groups_[static_cast<size_t>(a)].front())];
-    const Expr& eb = f_.exprs[static_cast<size_t>(groups_[static_cast<size_t>(b)].front())];
-    return !is_library(ea) && !is_library(eb) &&
-           stage_[static_cast<size_t>(groups_[static_cast<size_t>(a)].front())] ==
-               stage_[static_cast<size_t>(groups_[static_cast<size_t>(b)].front())];
+    const int64_t ea = groups_[static_cast<size_t>(a)].front();
+    const int64_t eb = groups_[static_cast<size_t>(b)].front();
+    return !in_library_group(ea) && !in_library_group(eb) &&
+           stage_[static_cast<size_t>(ea)] == stage_[static_cast<size_t>(eb)];
   }
 
   // Bytes that stop being materialized when a and b (a -> b) merge.
@@ -334,6 +370,7 @@ class Grouper {
   const Fusion& f_;
   const AcceptsGroup& accepts_;
   std::vector<int64_t> stage_, producer_, group_of_;
+  std::vector<int64_t> library_head_;  // per expr: the library op heading its group, or -1
   std::vector<std::vector<int64_t>> groups_;
   std::vector<std::set<int64_t>> succ_, pred_;
   std::vector<bool> alive_, live_;

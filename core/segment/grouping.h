@@ -1,9 +1,11 @@
 // Grouping of exprs into segments, the heart of segmentation:
 //  1. top-down: cut the fusion only at segment_set edges (stages) and around
-//     ops that must run alone (library matmul/linear); each remaining
+//     library groups: a matmul/linear alone, or the matmul pattern that
+//     starts at it (matmul_pattern.h: bias add and activation run in the
+//     library call's epilogue) when the scheduler accepts it; each remaining
 //     connected group is kept when a scheduler accepts it;
 //  2. groups that no scheduler accepts (or that would close a cycle through
-//     a library op) are shattered into single exprs;
+//     a library group) are shattered into single exprs;
 //  3. bottom-up: neighbouring groups (producer -> consumer, same stage) merge
 //     when a scheduler accepts the merged group and the segment graph stays
 //     acyclic, trying first the edges that carry the largest intermediates.
@@ -19,7 +21,8 @@
 
 namespace kf {
 
-// accepts(exprs): whether a scheduler takes this set of exprs as one segment.
+// accepts(exprs): whether a scheduler takes this set of exprs as one segment
+// (asked for library patterns too).
 using AcceptsGroup = std::function<bool(const std::vector<int64_t>& exprs)>;
 
 // Returns groups of expr indices, each sorted, in run order.

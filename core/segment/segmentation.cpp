@@ -52,6 +52,10 @@ std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete) {
     Segment s;
     s.task = task_of_group(f, consumers, g);
     s.scheduler = classify_task(f, s.task);
+    if (s.scheduler == SchedulerKind::Library && s.task.exprs.size() > 1) {
+      Task pattern = s.task;  // the whole segment is the pattern
+      s.task.children.push_back(std::move(pattern));
+    }
     std::set<int64_t> extents;
     for (int64_t ei : s.task.exprs)
       for (int64_t out : f.exprs[static_cast<size_t>(ei)].outputs)

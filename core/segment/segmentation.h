@@ -25,6 +25,8 @@ struct KernelSlot {
 };
 
 struct Segment {
+  // A library segment that holds a matmul pattern has that pattern as its
+  // one child (task.children[0]): the segment's outputs are the pattern's.
   Task task;
   SchedulerKind scheduler = SchedulerKind::Pointwise;
   // task.inputs, then the input extents (negative ids) its sizes depend on.
@@ -45,8 +47,8 @@ class Segmentation {
 // The segmentation cached with `c` (built on first use, thread-safe).
 std::shared_ptr<const Segmentation> segmentation_of(const std::shared_ptr<ConcreteFusion>& c);
 
-// Whether the GPU schedulers take `task` as one segment (library ops run
-// alone and are accepted as single-op segments).
+// Whether the GPU schedulers take `task` as one segment (a library op is
+// accepted alone, or as a matmul pattern whose epilogue a kernel can run).
 bool scheduler_accepts(const ConcreteFusion& c, const Task& task);
 
 // Builds the segmentation (no caching).

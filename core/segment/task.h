@@ -1,8 +1,10 @@
 // A Task is a view of part of one Fusion: a set of its exprs (in a valid
 // run order) with the values it reads from outside and the values it hands
 // out. The whole fusion is the root Task, a segment is a Task, and a
-// recognized pattern inside a segment can be a child Task. Nothing here
-// copies IR: schedulers and codegen analyse a Task against its Fusion.
+// recognized pattern inside a segment is a child Task (so far: a library
+// segment's matmul pattern, core/segment/matmul_pattern.h, which a backend
+// may run as one library call). Nothing here copies IR: schedulers and
+// codegen analyse a Task against its Fusion.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@ struct Task {
   std::vector<int64_t> exprs;    // expr indices, in run order
   std::vector<int64_t> inputs;   // value ids read from outside (constants excluded)
   std::vector<int64_t> outputs;  // value ids used outside or fusion outputs
-  std::vector<Task> children;    // nested patterns
+  std::vector<Task> children;    // recognized patterns nested in this task
 };
 
 // Builds a Task from a set of exprs: inputs are the non-constant values

@@ -1,7 +1,8 @@
 // The segmentation algorithm (core/segment/grouping.h) with scheduler
 // predicates written in the test, so each rule is checked on its own:
 // top-down keeping, shattering, bottom-up merging order, acyclicity around
-// library ops, and segment_set boundaries.
+// library ops, matmul patterns as library groups, and segment_set
+// boundaries.
 #include <memory>
 #include <vector>
 
@@ -101,6 +102,56 @@ void test_library_op_alone_and_no_cycle(void**) {
   assert_true(g == expected);
 }
 
+// y = neg(relu(linear(x, w, bias))): linear + relu is a matmul pattern,
+// one library group that takes no other expr.
+std::shared_ptr<kf::Fusion> linear_relu_neg() {
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32);
+  int64_t w = b.tensor_input(2, kf::DType::F32);
+  int64_t bias = b.tensor_input(1, kf::DType::F32);
+  int64_t l = b.op(kf::Op::LINEAR, {x, w, bias}, {})[0];
+  int64_t r = b.op(kf::Op::RELU, {l}, {})[0];
+  b.output(b.op(kf::Op::NEG, {r}, {})[0], {}, -1);
+  return b.finalize();
+}
+
+void test_matmul_pattern_is_one_library_group(void**) {
+  auto c = concretize_8x8(linear_relu_neg());
+  Groups g = kf::group_exprs(*c, [](const std::vector<int64_t>&) { return true; });
+  Groups expected = {{0, 1}, {2}};
+  assert_true(g == expected);
+}
+
+void test_refused_pattern_leaves_the_library_op_alone(void**) {
+  // A scheduler that refuses the pattern: the linear runs alone and relu
+  // merges with neg as usual.
+  auto c = concretize_8x8(linear_relu_neg());
+  Groups g = kf::group_exprs(*c, [&](const std::vector<int64_t>& e) {
+    for (int64_t i : e)
+      if (c->fusion->exprs[static_cast<size_t>(i)].op == kf::Op::LINEAR) return e.size() == 1;
+    return true;
+  });
+  Groups expected = {{0}, {1, 2}};
+  assert_true(g == expected);
+}
+
+void test_pattern_around_a_cycle(void**) {
+  // a = neg(x); l = relu(linear(a, w)); y = add(a, l): {neg, add} would be
+  // one connected group around the pattern {linear, relu}, which stays
+  // whole while the other group is shattered.
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32);
+  int64_t w = b.tensor_input(2, kf::DType::F32);
+  int64_t a = b.op(kf::Op::NEG, {x}, {})[0];
+  int64_t l = b.op(kf::Op::LINEAR, {a, w}, {})[0];
+  int64_t r = b.op(kf::Op::RELU, {l}, {})[0];
+  b.output(b.op(kf::Op::ADD, {a, r}, {})[0], {}, -1);
+  auto c = concretize_8x8(b.finalize());
+  Groups g = kf::group_exprs(*c, [](const std::vector<int64_t>&) { return true; });
+  Groups expected = {{0}, {1, 2}, {3}};
+  assert_true(g == expected);
+}
+
 void test_never_merges_across_segment_set(void**) {
   kf::Builder b;
   int64_t x = b.tensor_input(2, kf::DType::F32);
@@ -152,6 +203,9 @@ int main() {
       cmocka_unit_test(test_shatter_then_merge_in_order),
       cmocka_unit_test(test_merge_prefers_largest_intermediate),
       cmocka_unit_test(test_library_op_alone_and_no_cycle),
+      cmocka_unit_test(test_matmul_pattern_is_one_library_group),
+      cmocka_unit_test(test_refused_pattern_leaves_the_library_op_alone),
+      cmocka_unit_test(test_pattern_around_a_cycle),
       cmocka_unit_test(test_never_merges_across_segment_set),
       cmocka_unit_test(test_independent_branches_stay_separate_groups),
       cmocka_unit_test(test_dead_exprs_are_dropped),

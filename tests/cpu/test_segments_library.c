@@ -5,12 +5,19 @@
  *
  * Expected minimal counts (the segmenter must reach them):
  *   layernorm -> linear -> gelu -> linear        4: normalization, library,
- *                                                   pointwise, library
+ *                                                   pointwise, library (erf
+ *                                                   gelu is not absorbed)
  *   sum over dim 0 and sum over dim 1 of x      2 (two reductions, both outputs)
  *   sum(x, 1) -> broadcast -> + x -> sum(., 0)  2
  *   matmul -> matmul                            2 library
- *   matmul -> relu -> matmul                    3: library, pointwise, library
- *   neg -> segment_set -> relu                  2 */
+ *   matmul -> relu -> matmul                    2 library (relu absorbed)
+ *   neg -> segment_set -> relu                  2
+ *
+ * Matmul patterns (a library segment with a nested task, its outputs the
+ * activation's): linear -> gelu_tanh -> linear with every id written out;
+ * matmul + bias add + relu; the bfloat16 form with casts to float32 and
+ * back; and the cases that must stay apart: an intermediate read twice, a
+ * fusion output in the middle, a bias that is not a row vector. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,6 +134,54 @@ static kf_fusion neg_set_relu(void) {
   return finish(b);
 }
 
+static kf_fusion from_text(const char* text) {
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  return f;
+}
+
+/* Ids: x 0, w1 1, b1 2, w2 3, b2 4, h 5, g 6, y 7. */
+static const char* const kMlpGeluTanh =
+    "input x: tensor<float32, 2>\ninput w1: tensor<float32, 2>\ninput b1: tensor<float32, 1>\n"
+    "input w2: tensor<float32, 2>\ninput b2: tensor<float32, 1>\n"
+    "h = linear(x, w1, b1)\ng = gelu_tanh(h)\ny = linear(g, w2, b2)\noutput y\n";
+
+/* relu(bias + x @ w), the bias the add's first operand. */
+static const char* const kMatmulBiasRelu =
+    "input x: tensor<float32, 2>\ninput w: tensor<float32, 2>\ninput c: tensor<float32, 1>\n"
+    "h = matmul(x, w)\ns = add(c, h)\ny = relu(s)\noutput y\n";
+
+/* Patterns the segmenter must not form; inputs x, w, c (shapes in
+ * test_not_a_pattern). */
+static const char* const kNotAPattern[] = {
+    /* h read twice */
+    "input x: tensor<float32, 2>\ninput w: tensor<float32, 2>\ninput c: tensor<float32, 1>\n"
+    "h = linear(x, w, c)\ng = gelu_tanh(h)\ny = add(g, h)\noutput y\n",
+    /* h is an output */
+    "input x: tensor<float32, 2>\ninput w: tensor<float32, 2>\ninput c: tensor<float32, 1>\n"
+    "h = linear(x, w, c)\ny = relu(h)\noutput h\noutput y\n",
+    /* c [M,1] is no row vector */
+    "input x: tensor<float32, 2>\ninput w: tensor<float32, 2>\ninput c: tensor<float32, 2>\n"
+    "h = matmul(x, w)\ns = add(h, c)\ny = relu(s)\noutput y\n",
+    /* x @ v with a 1-D v has no N dim: c [M] runs along the rows */
+    "input x: tensor<float32, 2>\ninput v: tensor<float32, 1>\ninput c: tensor<float32, 1>\n"
+    "h = matmul(x, v)\ns = add(h, c)\ny = relu(s)\noutput y\n",
+};
+
+/* Mixed precision: float32 inputs cast to `dt`, h = linear in dt, then in
+ * float32 gelu_tanh(cast(h) + cast(bias)), cast back to dt (without `back`
+ * the float32 result is the output, which no pattern covers). */
+static kf_fusion cast_pattern(const char* dt, int back) {
+  char text[640];
+  snprintf(text, sizeof text,
+           "input x: tensor<float32, 2>\ninput w: tensor<float32, 2>\ninput c: tensor<float32, 1>\n"
+           "xd = cast(x) {dtype=%s}\nwd = cast(w) {dtype=%s}\ncd = cast(c) {dtype=%s}\n"
+           "h = linear(xd, wd)\nhf = cast(h) {dtype=float32}\ncf = cast(cd) {dtype=float32}\n"
+           "s = add(hf, cf)\ng = gelu_tanh(s)\n%s%s%s\n",
+           dt, dt, dt, back ? "y = cast(g) {dtype=" : "output g", back ? dt : "", back ? "}\noutput y" : "");
+  return from_text(text);
+}
+
 /* ---- inputs ------------------------------------------------------------- */
 
 typedef struct {
@@ -192,6 +247,51 @@ static void assert_same(const DLTensor* a, const DLTensor* b, size_t elem, const
   }
 }
 
+/* The segmentation of `f` for `in` (release it and *c). */
+static kf_segmentation segment_for(kf_fusion f, host_in* in, size_t nin, kf_concrete* c) {
+  const DLTensor* pin[8];
+  for (size_t i = 0; i < nin; ++i) pin[i] = &in[i].t;
+  kf_segmentation s;
+  KF_CHECK(kf_concretize(f, pin, nin, c));
+  KF_CHECK(kf_segment(*c, &s));
+  return s;
+}
+
+static void expect_ids(const int64_t* got, size_t n, const int64_t* want, size_t wn,
+                       const char* what) {
+  if (n != wn) fail_msg("%s: %zu ids, expected %zu", what, n, wn);
+  for (size_t i = 0; i < n; ++i)
+    if (got[i] != want[i])
+      fail_msg("%s: id %zu is %lld, expected %lld", what, i, (long long)got[i], (long long)want[i]);
+}
+
+/* The number of nested tasks of each segment, and the pattern of each
+ * segment's first one ("" without). */
+static size_t nested_tasks(kf_fusion f, host_in* in, size_t nin, size_t* children,
+                           const char** patterns, size_t max) {
+  kf_concrete c;
+  kf_segmentation s = segment_for(f, in, nin, &c);
+  size_t count = 0;
+  KF_CHECK(kf_segmentation_count(s, &count));
+  assert_true(count <= max);
+  for (size_t i = 0; i < count; ++i) {
+    kf_segment_info info;
+    info.struct_size = sizeof info;
+    KF_CHECK(kf_segmentation_get(s, i, &info));
+    children[i] = info.num_children;
+    patterns[i] = "";
+    if (info.num_children) {
+      kf_task_info t;
+      t.struct_size = sizeof t;
+      KF_CHECK(kf_segment_child(s, i, 0, &t));
+      patterns[i] = t.pattern; /* static */
+    }
+  }
+  kf_segmentation_release(s);
+  kf_concrete_release(c);
+  return count;
+}
+
 typedef struct {
   int64_t id;
   int64_t shape[MAX_RANK];
@@ -212,10 +312,8 @@ static void check_fusion(kf_fusion f, host_in* in, size_t nin, size_t expected_c
   KF_CHECK(kf_execute(f, pin, nin, whole, nout, NULL));
 
   kf_concrete c;
-  kf_segmentation s;
+  kf_segmentation s = segment_for(f, in, nin, &c);
   size_t count = 0;
-  KF_CHECK(kf_concretize(f, pin, nin, &c));
-  KF_CHECK(kf_segment(c, &s));
   KF_CHECK(kf_segmentation_count(s, &count));
   if (count != expected_count) {
     for (size_t i = 0; i < count; ++i) {
@@ -315,6 +413,10 @@ static void test_layernorm_mlp(void** state) {
   make_in(&in[5], 2, sw2);
   make_in(&in[6], 1, so);
   check_fusion(f, in, 7, 4, expected, "layernorm -> linear -> gelu -> linear");
+  size_t children[4];
+  const char* patterns[4];
+  assert_int_equal(nested_tasks(f, in, 7, children, patterns, 4), 4);
+  for (int i = 0; i < 4; ++i) assert_int_equal(children[i], 0); /* erf gelu stays apart */
   free_in(in, 7);
   kf_fusion_release(f);
 }
@@ -344,7 +446,7 @@ static void test_reduce_broadcast_reduce(void** state) {
 static void test_matmul_chains(void** state) {
   (void)state;
   static const char* const plain[] = {"library", "library"};
-  static const char* const relu[] = {"library", "pointwise", "library"};
+  static const char* const relu[] = {"library", "library"};
   const int64_t sx[2] = {5, 8}, s1[2] = {8, 7}, s2[2] = {7, 3};
   for (int r = 0; r <= 1; ++r) {
     kf_fusion f = matmul_chain(r);
@@ -352,7 +454,13 @@ static void test_matmul_chains(void** state) {
     make_in(&in[0], 2, sx);
     make_in(&in[1], 2, s1);
     make_in(&in[2], 2, s2);
-    check_fusion(f, in, 3, r ? 3 : 2, r ? relu : plain, r ? "matmul -> relu -> matmul" : "matmul -> matmul");
+    check_fusion(f, in, 3, 2, r ? relu : plain, r ? "matmul -> relu -> matmul" : "matmul -> matmul");
+    size_t children[2];
+    const char* patterns[2];
+    assert_int_equal(nested_tasks(f, in, 3, children, patterns, 2), 2);
+    assert_int_equal(children[0], (size_t)r);
+    assert_string_equal(patterns[0], r ? "matmul+relu" : "");
+    assert_int_equal(children[1], 0);
     free_in(in, 3);
     kf_fusion_release(f);
   }
@@ -370,6 +478,148 @@ static void test_neg_segment_set_relu(void** state) {
   kf_fusion_release(f);
 }
 
+static void test_linear_gelu_tanh_linear(void** state) {
+  (void)state;
+  static const char* const expected[] = {"library", "library"};
+  kf_fusion f = from_text(kMlpGeluTanh);
+  const int64_t sx[2] = {7, 16}, sw1[2] = {24, 16}, sb1[1] = {24}, sw2[2] = {5, 24}, sb2[1] = {5};
+  host_in in[5];
+  make_in(&in[0], 2, sx);
+  make_in(&in[1], 2, sw1);
+  make_in(&in[2], 1, sb1);
+  make_in(&in[3], 2, sw2);
+  make_in(&in[4], 1, sb2);
+  check_fusion(f, in, 5, 2, expected, "linear -> gelu_tanh -> linear");
+
+  kf_concrete c;
+  kf_segmentation s = segment_for(f, in, 5, &c);
+  kf_segment_info info;
+  info.struct_size = sizeof info;
+  kf_task_info task;
+  task.struct_size = sizeof task;
+  /* Segment 0: linear + bias + gelu_tanh as one library segment; h (5) is
+   * not materialized, g (6) is its output. Extents: x -1 -2, w1 -3 -4,
+   * b1 -5, w2 -6 -7, b2 -8. */
+  KF_CHECK(kf_segmentation_get(s, 0, &info));
+  const int64_t in0[] = {0, 1, 2, -1, -2, -3, -4, -5}, out0[] = {6};
+  expect_ids(info.inputs, info.num_inputs, in0, 8, "segment 0 inputs");
+  expect_ids(info.outputs, info.num_outputs, out0, 1, "segment 0 outputs");
+  expect_ids(info.dead_after, info.num_dead_after, NULL, 0, "segment 0 dead after");
+  assert_int_equal(info.num_children, 1);
+  KF_CHECK(kf_segment_child(s, 0, 0, &task));
+  assert_string_equal(task.pattern, "linear+bias+gelu_tanh");
+  const int64_t tin[] = {0, 1, 2}, tout[] = {6};
+  expect_ids(task.inputs, task.num_inputs, tin, 3, "nested task inputs");
+  expect_ids(task.outputs, task.num_outputs, tout, 1, "nested task outputs");
+  char* text;
+  KF_CHECK(kf_segment_to_text(s, 0, &text));
+  assert_non_null(strstr(text, "gelu_tanh("));
+  kf_string_free(text);
+  /* Segment 1: the second linear alone (no activation after it). */
+  KF_CHECK(kf_segmentation_get(s, 1, &info));
+  const int64_t in1[] = {6, 3, 4, -1, -2, -3, -4, -5, -6, -7, -8}, out1[] = {7}, dead1[] = {6};
+  expect_ids(info.inputs, info.num_inputs, in1, 11, "segment 1 inputs");
+  expect_ids(info.outputs, info.num_outputs, out1, 1, "segment 1 outputs");
+  expect_ids(info.dead_after, info.num_dead_after, dead1, 1, "segment 1 dead after");
+  assert_int_equal(info.num_children, 0);
+  /* Errors: no such nested task; a struct too small. */
+  KF_EXPECT_ERROR(kf_segment_child(s, 1, 0, &task), KF_ERR_INVALID_ARGUMENT, "out of range");
+  task.struct_size = 8;
+  KF_EXPECT_ERROR(kf_segment_child(s, 0, 0, &task), KF_ERR_INVALID_ARGUMENT, "struct_size");
+  /* A caller built against the shorter kf_segment_info still works. */
+  info.struct_size = offsetof(kf_segment_info, num_children);
+  info.num_children = 99;
+  KF_CHECK(kf_segmentation_get(s, 0, &info));
+  assert_int_equal(info.num_children, 99);
+  kf_segmentation_release(s);
+  kf_concrete_release(c);
+  free_in(in, 5);
+  kf_fusion_release(f);
+}
+
+static void test_matmul_bias_relu(void** state) {
+  (void)state;
+  static const char* const expected[] = {"library"};
+  kf_fusion f = from_text(kMatmulBiasRelu);
+  const int64_t sx[2] = {5, 8}, sw[2] = {8, 7}, sb[1] = {7};
+  host_in in[3];
+  make_in(&in[0], 2, sx);
+  make_in(&in[1], 2, sw);
+  make_in(&in[2], 1, sb);
+  check_fusion(f, in, 3, 1, expected, "relu(bias + x @ w)");
+  size_t children[1];
+  const char* patterns[1];
+  assert_int_equal(nested_tasks(f, in, 3, children, patterns, 1), 1);
+  assert_int_equal(children[0], 1);
+  assert_string_equal(patterns[0], "matmul+bias+relu");
+  /* A bias of one element broadcast to every column is a row vector too. */
+  free(in[2].data);
+  const int64_t one[1] = {1};
+  make_in(&in[2], 1, one);
+  check_fusion(f, in, 3, 1, expected, "relu(bias[1] + x @ w)");
+  free_in(in, 3);
+  kf_fusion_release(f);
+}
+
+static void test_cast_pattern(void** state) {
+  (void)state;
+  /* With the cast back: three casts of the inputs (one pointwise segment
+   * each), then the library segment: linear + bias + gelu_tanh with both
+   * casts to float32 and the cast back absorbed. Without it, the linear
+   * runs alone and the bias's cast joins the float32 tail. */
+  static const char* const closed[] = {"pointwise", "pointwise", "pointwise", "library"};
+  static const char* const open_end[] = {"pointwise", "pointwise", "library", "pointwise"};
+  const char* const dts[2] = {"bfloat16", "float16"};
+  const int64_t sx[2] = {5, 8}, sw[2] = {7, 8}, sb[1] = {7};
+  for (int d = 0; d < 2; ++d) {
+    for (int back = 0; back <= 1; ++back) {
+      kf_fusion f = cast_pattern(dts[d], back);
+      host_in in[3];
+      make_in(&in[0], 2, sx);
+      make_in(&in[1], 2, sw);
+      make_in(&in[2], 1, sb);
+      check_fusion(f, in, 3, 4, back ? closed : open_end,
+                   back ? "cast pattern" : "cast pattern without the cast back");
+      size_t children[4];
+      const char* patterns[4];
+      assert_int_equal(nested_tasks(f, in, 3, children, patterns, 4), 4);
+      const size_t library = back ? 3 : 2;
+      assert_int_equal(children[library], (size_t)back);
+      assert_string_equal(patterns[library], back ? "linear+bias+gelu_tanh" : "");
+      free_in(in, 3);
+      kf_fusion_release(f);
+    }
+  }
+}
+
+static void test_not_a_pattern(void** state) {
+  (void)state;
+  static const char* const expected[] = {"library", "pointwise"};
+  static const char* const names[] = {"intermediate read twice", "intermediate is an output",
+                                      "bias [M,1]", "matmul without an N dim"};
+  for (int kind = 0; kind < 4; ++kind) {
+    kf_fusion f = from_text(kNotAPattern[kind]);
+    const int64_t sx[2] = {5, 8}, sw_nk[2] = {7, 8}, sw_kn[2] = {8, 7}, sv[1] = {8}, sn[1] = {7},
+                  sc_m1[2] = {5, 1}, sc_m[1] = {5};
+    host_in in[3];
+    make_in(&in[0], 2, sx);
+    if (kind <= 1) make_in(&in[1], 2, sw_nk);
+    else if (kind == 2) make_in(&in[1], 2, sw_kn);
+    else make_in(&in[1], 1, sv);
+    if (kind <= 1) make_in(&in[2], 1, sn);
+    else if (kind == 2) make_in(&in[2], 2, sc_m1);
+    else make_in(&in[2], 1, sc_m);
+    check_fusion(f, in, 3, 2, expected, names[kind]);
+    size_t children[2];
+    const char* patterns[2];
+    assert_int_equal(nested_tasks(f, in, 3, children, patterns, 2), 2);
+    assert_int_equal(children[0], 0);
+    assert_int_equal(children[1], 0);
+    free_in(in, 3);
+    kf_fusion_release(f);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_layernorm_mlp),
@@ -377,6 +627,10 @@ int main(void) {
       cmocka_unit_test(test_reduce_broadcast_reduce),
       cmocka_unit_test(test_matmul_chains),
       cmocka_unit_test(test_neg_segment_set_relu),
+      cmocka_unit_test(test_linear_gelu_tanh_linear),
+      cmocka_unit_test(test_matmul_bias_relu),
+      cmocka_unit_test(test_cast_pattern),
+      cmocka_unit_test(test_not_a_pattern),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,8 +5,15 @@
  * operand views (CUBLAS_OP_T, compact scratch copies, unaligned pointers);
  * strided and column-major outputs (kf_execute_into); linear with and
  * without bias (epilogue; broadcast and strided bias through the fill
- * path); empty dims; and layernorm -> linear -> gelu -> linear with its four
- * segments. Inputs lie on a 1/16 grid in [-1, 1]; the tolerance is
+ * path); empty dims; layernorm -> linear -> gelu -> linear with its four
+ * segments; and matmul patterns (bias and relu/gelu_tanh in the cuBLASLt
+ * epilogue, fp32/fp16/bf16/fp64, the cast-to-float32 form), fused, through
+ * their natural fallbacks (strided or broadcast bias, K = 0) and with the
+ * fallback forced (KFUSE_EPILOGUE_FALLBACK=1). The epilogue does not round
+ * between the product and the activation while the CPU reference does
+ * (docs/semantics.md), which these tolerances cover; gelu_tanh cases use
+ * at least 2e-3 (cuBLASLt's GELU may use a fast tanh). Inputs lie on a 1/16
+ * grid in [-1, 1]; the tolerance is
  * tol(dtype) * (|cpu| + sqrt(K)) with tol f64 1e-12, f32 1e-5, f16 1e-2,
  * bf16 2e-2. Every mismatch is printed; a test fails at its end if any case
  * failed. Exits 77 without a CUDA device. */
@@ -26,6 +33,9 @@
 
 static gpu_stream g_stream;
 static int g_failures;
+/* A floor under tolerance(dtype), for cases where cuBLASLt computes a
+ * function less exactly than the CPU reference (its GELU epilogue). */
+static double g_min_tol;
 
 /* ---- dtypes ------------------------------------------------------------- */
 
@@ -125,7 +135,7 @@ static int compare(const DLTensor* a, const DLTensor* b, const void* bhost, doub
     n *= a->shape[d];
   }
   const size_t e = (size_t)dtype_bytes(t);
-  const double tol = tolerance(t), floor_ = sqrt(k > 1 ? k : 1);
+  const double tol = fmax(tolerance(t), g_min_tol), floor_ = sqrt(k > 1 ? k : 1);
   int bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     int64_t rest = i, oa = 0, ob = 0;
@@ -257,6 +267,145 @@ static kf_fusion linear_fusion(kf_dtype dt, int rx, int rw, int bias_rank) {
   KF_CHECK(kf_builder_finalize(b, &f));
   kf_builder_destroy(b);
   return f;
+}
+
+/* Matmul patterns (one library segment with a nested task). */
+typedef enum {
+  LINEAR_BIAS,     /* act(linear(x [M,K], w [N,K], bias [N])) */
+  LINEAR_NO_BIAS,  /* act(linear(x, w)) */
+  MATMUL_BIAS_ADD, /* act(x [M,K] @ w [K,N] + bias [N]) */
+  LINEAR_CAST_F32, /* cast(act(cast(linear(x, w), f32) + cast(bias, f32)), dt) */
+} pattern_kind;
+
+/* act: KF_OP_RELU, KF_OP_GELU_TANH, or -1 (none: MATMUL_BIAS_ADD only). */
+static kf_fusion pattern_fusion(kf_dtype dt, pattern_kind kind, int act) {
+  kf_builder b;
+  int64_t x, w, bias = -1, h, y;
+  KF_CHECK(kf_builder_create(&b));
+  KF_CHECK(kf_define_tensor(b, 2, dt, &x));
+  KF_CHECK(kf_define_tensor(b, 2, dt, &w));
+  if (kind != LINEAR_NO_BIAS) KF_CHECK(kf_define_tensor(b, 1, dt, &bias));
+  if (kind == MATMUL_BIAS_ADD) {
+    KF_CHECK(kf_matmul(b, x, w, &h));
+    KF_CHECK(kf_binary(b, KF_OP_ADD, h, bias, &h));
+  } else {
+    KF_CHECK(kf_linear(b, x, w, kind == LINEAR_BIAS ? bias : -1, &h));
+  }
+  if (kind == LINEAR_CAST_F32) {
+    int64_t hf, bf;
+    KF_CHECK(kf_cast(b, h, KF_FLOAT32, &hf));
+    KF_CHECK(kf_cast(b, bias, KF_FLOAT32, &bf));
+    KF_CHECK(kf_binary(b, KF_OP_ADD, hf, bf, &h));
+  }
+  y = h;
+  if (act >= 0) KF_CHECK(kf_unary(b, (kf_op)act, h, &y));
+  if (kind == LINEAR_CAST_F32) KF_CHECK(kf_cast(b, y, dt, &y));
+  KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
+  kf_fusion f;
+  KF_CHECK(kf_builder_finalize(b, &f));
+  kf_builder_destroy(b);
+  return f;
+}
+
+/* Asserts that `f`, for GPU tensors like `in`, is one library segment whose
+ * nested task is `pattern` (concretization reads metadata only, so host
+ * buffers stand in for device memory). */
+static void expect_pattern(kf_fusion f, tin* in, size_t nin, const char* pattern) {
+  DLTensor t[MAX_IO];
+  const DLTensor* p[MAX_IO];
+  for (size_t i = 0; i < nin; ++i) {
+    t[i] = view(&in[i], in[i].host, 1);
+    p[i] = &t[i];
+  }
+  kf_concrete c;
+  kf_segmentation seg;
+  size_t count = 0;
+  KF_CHECK(kf_concretize(f, p, nin, &c));
+  KF_CHECK(kf_segment(c, &seg));
+  KF_CHECK(kf_segmentation_count(seg, &count));
+  assert_int_equal(count, 1);
+  kf_segment_info info;
+  info.struct_size = sizeof info;
+  KF_CHECK(kf_segmentation_get(seg, 0, &info));
+  assert_string_equal(info.scheduler, "library");
+  assert_int_equal(info.num_children, 1);
+  kf_task_info task;
+  task.struct_size = sizeof task;
+  KF_CHECK(kf_segment_child(seg, 0, 0, &task));
+  assert_string_equal(task.pattern, pattern);
+  kf_segmentation_release(seg);
+  kf_concrete_release(c);
+}
+
+/* One pattern case: M x K by N, fresh inputs; `bias_shape`/`bias_stride`
+ * for the bias ([N] compact when 0); `out_strides` as in run_case. */
+static void run_pattern(kf_dtype dt, pattern_kind kind, int act, int64_t M, int64_t K, int64_t N,
+                        int64_t bias_len, int64_t bias_stride, const int64_t* out_strides,
+                        const char* name) {
+  static const char* const names[] = {"linear+bias", "linear", "matmul+bias", "linear+bias"};
+  char pattern[64], what[200];
+  snprintf(pattern, sizeof pattern, "%s%s", names[kind],
+           act == KF_OP_RELU ? "+relu" : act == KF_OP_GELU_TANH ? "+gelu_tanh" : "");
+  kf_fusion f = pattern_fusion(dt, kind, act);
+  const int64_t sx[2] = {M, K}, sw_nk[2] = {N, K}, sw_kn[2] = {K, N}, sb[1] = {bias_len ? bias_len : N};
+  tin in[3] = {make(dt, 2, sx), make(dt, 2, kind == MATMUL_BIAS_ADD ? sw_kn : sw_nk), make(dt, 1, sb)};
+  if (bias_stride) set_strides(&in[2], &bias_stride, 0);
+  const size_t nin = kind == LINEAR_NO_BIAS ? 2 : 3;
+  for (size_t i = 0; i < nin; ++i) fill(&in[i]);
+  expect_pattern(f, in, nin, pattern);
+  snprintf(what, sizeof what, "%s %s %lldx%lldx%lld%s%s", pattern, kf_dtype_name(dt), (long long)M,
+           (long long)K, (long long)N, kind == LINEAR_CAST_F32 ? " via float32" : "", name);
+  /* cuBLASLt's GELU epilogue may use a fast tanh (tanh.approx.f32: about
+   * 2^-11 relative error), far above fp32/fp64 rounding. */
+  g_min_tol = act == KF_OP_GELU_TANH ? 2e-3 : 0;
+  run_case(f, in, nin, (double)(K ? K : 1), out_strides, what);
+  g_min_tol = 0;
+  kf_fusion_release(f);
+}
+
+/* Every pattern kind x activation x dtype at odd sizes, then layouts where
+ * cuBLASLt cannot apply the activation and the library segment falls back
+ * by itself (product into a temporary, the rest as a generated kernel). */
+static void pattern_cases(void) {
+  static const int acts[2] = {KF_OP_RELU, KF_OP_GELU_TANH};
+  for (size_t d = 0; d < 4; ++d) {
+    const kf_dtype dt = kFloats[d];
+    for (int a = 0; a < 2; ++a) {
+      for (int kind = LINEAR_BIAS; kind <= LINEAR_CAST_F32; ++kind) {
+        if (kind == LINEAR_CAST_F32 && dt != KF_FLOAT16 && dt != KF_BFLOAT16) continue;
+        run_pattern(dt, (pattern_kind)kind, acts[a], 33, 65, 17, 0, 0, NULL, "");
+        run_pattern(dt, (pattern_kind)kind, acts[a], 128, 256, 64, 0, 0, NULL, "");
+      }
+      /* no bias, column-major output: the activation still fuses */
+      const int64_t cm[2] = {1, 33};
+      run_pattern(dt, LINEAR_NO_BIAS, acts[a], 33, 65, 17, 0, 0, cm, ", column-major output");
+      /* the bias cannot be an epilogue vector: fallback */
+      run_pattern(dt, MATMUL_BIAS_ADD, acts[a], 33, 65, 17, 0, 2, NULL, ", strided bias (fallback)");
+      run_pattern(dt, MATMUL_BIAS_ADD, acts[a], 33, 65, 17, 1, 0, NULL, ", bias [1] (fallback)");
+      run_pattern(dt, LINEAR_BIAS, acts[a], 33, 65, 17, 0, 0, cm, ", column-major output (fallback)");
+      /* K = 0: no GEMM at all, act(bias) */
+      run_pattern(dt, LINEAR_BIAS, acts[a], 4, 0, 17, 0, 0, NULL, ", K = 0 (fallback)");
+    }
+    /* a bias add alone: the BIAS epilogue, or fill + accumulate */
+    run_pattern(dt, MATMUL_BIAS_ADD, -1, 33, 65, 17, 0, 0, NULL, "");
+    run_pattern(dt, MATMUL_BIAS_ADD, -1, 33, 65, 17, 0, 2, NULL, ", strided bias");
+  }
+}
+
+static void test_epilogues(void** state) {
+  (void)state;
+  pattern_cases();
+  end_test("epilogues");
+}
+
+/* The same cases with every pattern run unfused (a forced fallback: what
+ * happens where cuBLASLt has no algorithm for an epilogue). */
+static void test_epilogue_fallback_forced(void** state) {
+  (void)state;
+  setenv("KFUSE_EPILOGUE_FALLBACK", "1", 1);
+  pattern_cases();
+  unsetenv("KFUSE_EPILOGUE_FALLBACK");
+  end_test("epilogues, fallback forced");
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -586,7 +735,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matmul_shapes), cmocka_unit_test(test_matmul_layouts),
       cmocka_unit_test(test_linear),        cmocka_unit_test(test_layernorm_mlp),
-      cmocka_unit_test(test_rejections),
+      cmocka_unit_test(test_rejections),    cmocka_unit_test(test_epilogues),
+      cmocka_unit_test(test_epilogue_fallback_forced),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   gpu.stream_destroy(g_stream);

@@ -2,8 +2,11 @@
  * kf_execute_segment (intermediates allocated by the caller, shapes from
  * kf_value_shape) gives exactly the bits of a plain kf_execute, for every
  * multi-segment example: segment_set, a reduction whose epilogue needs its
- * own segment, two reductions over different axes, and
- * layernorm -> linear -> gelu -> linear (library segments). */
+ * own segment, two reductions over different axes,
+ * layernorm -> linear -> gelu -> linear (library segments), and
+ * linear -> gelu_tanh / relu -> linear, whose activations run in the first
+ * library segment (a matmul pattern: cuBLASLt epilogue), also with that
+ * epilogue forced onto its fallback (KFUSE_EPILOGUE_FALLBACK=1). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -174,6 +177,28 @@ static void test_layernorm_mlp(void** state) {
   assert_int_equal(n, 4);
 }
 
+/* linear + bias + activation, then linear: two library segments. */
+static size_t check_mlp(const char* act) {
+  const int64_t shapes[5][4] = {{37, 64}, {96, 64}, {96}, {33, 96}, {33}};
+  const int ranks[5] = {2, 2, 1, 2, 1};
+  char text[512];
+  snprintf(text, sizeof text,
+           "input x: tensor<float32, 2>\ninput w1: tensor<float32, 2>\ninput b1: tensor<float32, 1>\n"
+           "input w2: tensor<float32, 2>\ninput b2: tensor<float32, 1>\nh = linear(x, w1, b1)\n"
+           "g = %s(h)\ny = linear(g, w2, b2)\noutput y\n", act);
+  return check(text, shapes, ranks, 5);
+}
+
+static void test_matmul_patterns(void** state) {
+  (void)state;
+  assert_int_equal(check_mlp("gelu_tanh"), 2);
+  assert_int_equal(check_mlp("relu"), 2);
+  setenv("KFUSE_EPILOGUE_FALLBACK", "1", 1);
+  assert_int_equal(check_mlp("gelu_tanh"), 2);
+  assert_int_equal(check_mlp("relu"), 2);
+  unsetenv("KFUSE_EPILOGUE_FALLBACK");
+}
+
 int main(void) {
   GPU_REQUIRE_DEVICE();
   const struct CMUnitTest tests[] = {
@@ -181,6 +206,7 @@ int main(void) {
       cmocka_unit_test(test_reduction_epilogue),
       cmocka_unit_test(test_two_reductions_two_axes),
       cmocka_unit_test(test_layernorm_mlp),
+      cmocka_unit_test(test_matmul_patterns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

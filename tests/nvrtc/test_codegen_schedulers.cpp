@@ -3,8 +3,11 @@
 // indexing, misaligned pointers) and fusions (layernorm, softmax, rmsnorm,
 // gelu+bias, transpose+add): the scheduler chosen, the launch rule, the
 // vector path where it applies, and a clean NVRTC compile for sm_80/sm_90.
+// Also the kernels a matmul pattern falls back to (its bias add, casts and
+// activation, when cuBLASLt has no algorithm for the epilogue).
 #include "core/define/builder.h"
 #include "core/codegen/kernel_plan.h"
+#include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
 
 #include <stdarg.h>
@@ -276,6 +279,52 @@ void test_rejections(void** /*state*/) {
   assert_true(contains(why, "codegen:"));
 }
 
+// Each fusion is one library segment holding a matmul pattern; its
+// epilogue task becomes a pointwise kernel (the fallback).
+void test_matmul_epilogue_kernels(void** /*state*/) {
+  struct Case {
+    DType t;
+    bool cast;  // through float32 and back
+    Op act;
+    const char* pattern;
+  };
+  const Case cases[] = {{DType::F32, false, Op::GELU_TANH, "linear+bias+gelu_tanh"},
+                        {DType::F16, false, Op::RELU, "linear+bias+relu"},
+                        {DType::BF16, true, Op::GELU_TANH, "linear+bias+gelu_tanh"},
+                        {DType::F64, false, Op::RELU, "linear+bias+relu"}};
+  for (const Case& k : cases) {
+    Builder b;
+    const int64_t x = b.tensor_input(2, k.t), w = b.tensor_input(2, k.t), bias = b.tensor_input(1, k.t);
+    int64_t h = b.op(Op::LINEAR, {x, w}, {})[0];
+    int64_t c = bias;
+    if (k.cast) {
+      h = b.op(Op::CAST, {h}, {static_cast<int64_t>(DType::F32)})[0];
+      c = b.op(Op::CAST, {bias}, {static_cast<int64_t>(DType::F32)})[0];
+    }
+    int64_t y = b.op(k.act, {b.op(Op::ADD, {h, c}, {})[0]}, {})[0];
+    if (k.cast) y = b.op(Op::CAST, {y}, {static_cast<int64_t>(k.t)})[0];
+    b.output(y, {}, -1);
+    auto f = b.finalize();
+    Inputs in;
+    in.push_back(kftest::tensor(k.t, {33, 64}));
+    in.push_back(kftest::tensor(k.t, {48, 64}));
+    in.push_back(kftest::tensor(k.t, {48}));
+    auto concrete = kftest::concretize(f, in);
+    auto seg = segment_fusion(*concrete);
+    assert_int_equal(seg->segments.size(), 1);
+    const Task& pattern = seg->segments[0].task.children.at(0);
+    const auto p = describe_matmul_pattern(*concrete, pattern);
+    assert_true(p.has_value());
+    assert_string_equal(std::string(matmul_pattern_name(*f, *p)).c_str(), k.pattern);
+    const Task epilogue = matmul_epilogue_task(*f, pattern, *p);
+    assert_true(epilogue.inputs == std::vector<int64_t>({p->product, p->bias}) ||
+                epilogue.inputs == std::vector<int64_t>({p->bias, p->product}));
+    KernelPlan plan = generate_kernel(*concrete, epilogue);
+    assert_int_equal(static_cast<int>(plan.scheduler), static_cast<int>(SchedulerKind::Pointwise));
+    batch().add(plan);
+  }
+}
+
 void test_compile(void** /*state*/) {
   const std::string err = batch().compile_all();
   if (!err.empty()) fail_msg("%zu kernels: %s", batch().size(), err.substr(0, 4000).c_str());
@@ -293,6 +342,7 @@ int main() {
       cmocka_unit_test(test_fusions),
       cmocka_unit_test(test_fast_paths),
       cmocka_unit_test(test_rejections),
+      cmocka_unit_test(test_matmul_epilogue_kernels),
       cmocka_unit_test(test_compile),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

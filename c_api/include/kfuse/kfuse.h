@@ -324,11 +324,33 @@ typedef struct kf_segment_info {
   /* intermediates (produced by earlier segments) whose last use is here */
   const int64_t* dead_after;
   size_t num_dead_after;
+  /* Nested tasks: recognized patterns the segment runs as one call (a
+   * library segment's matmul + bias + activation); see kf_segment_child.
+   * Filled when struct_size covers it. */
+  size_t num_children;
 } kf_segment_info;
 
 /* info->struct_size must be set by the caller. Segments are numbered in run
  * order. */
 KF_API kf_status kf_segmentation_get(kf_segmentation s, size_t index, kf_segment_info* info);
+
+/* A task nested in a segment: a recognized pattern. */
+typedef struct kf_task_info {
+  size_t struct_size;
+  /* What the pattern computes, e.g. "linear+bias+gelu_tanh" or
+   * "matmul+relu"; static. */
+  const char* pattern;
+  /* Value ids it reads and hands out; owned by the segmentation. */
+  const int64_t* inputs;
+  size_t num_inputs;
+  const int64_t* outputs;
+  size_t num_outputs;
+} kf_task_info;
+
+/* Nested task `child` (< kf_segment_info.num_children) of segment `index`.
+ * info->struct_size must be set by the caller. */
+KF_API kf_status kf_segment_child(kf_segmentation s, size_t index, size_t child, kf_task_info* info);
+
 /* The segment as a standalone fusion in the text form; its inputs are the
  * segment's value inputs (>= 0) in the order of info.inputs. */
 KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out);

@@ -1,7 +1,8 @@
 // matmul / linear segments through cuBLASLt (see cublaslt.h).
 //
 // Every problem is first described in logical row-major terms:
-//   D[batch..., M, N] = A[batch..., M, K] @ B[batch..., K, N] (+ bias[N])
+//   D[batch..., M, N] = act(A[batch..., M, K] @ B[batch..., K, N] (+ bias[N]))
+// (act: a matmul pattern's relu or gelu_tanh, or none)
 // with per-matrix element strides (rows, columns, each batch dim; a
 // broadcast batch dim has stride 0). Then: batch dims are collapsed where
 // all three matrices allow it; a batch that only A and D carry (B shared)
@@ -17,12 +18,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "core/runtime/cuda/driver.h"
+#include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
 
 namespace kf::cuda {
@@ -287,8 +291,17 @@ struct Gemm {
   int64_t count = 1, sa = 0, sb = 0, sd = 0;  // strided batch
   uint32_t al_a = 256, al_b = 256, al_d = 256;
   const void* bias = nullptr;               // epilogue bias (length m)
+  Activation activation = Activation::None; // epilogue activation
   bool accumulate = false;                  // beta = 1, C = D
 };
+
+// CUBLASLT_EPILOGUE_DEFAULT, or the bias and activation epilogue.
+uint32_t epilogue_of(const Gemm& g) {
+  uint32_t e = g.bias ? CUBLASLT_EPILOGUE_BIAS : 0;
+  if (g.activation == Activation::Relu) e |= CUBLASLT_EPILOGUE_RELU;
+  if (g.activation == Activation::GeluTanh) e |= CUBLASLT_EPILOGUE_GELU;  // tanh approximation
+  return e ? e : static_cast<uint32_t>(CUBLASLT_EPILOGUE_DEFAULT);
+}
 
 void make_layout(Layout& l, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
                  int64_t count, int64_t stride) {
@@ -315,7 +328,7 @@ struct Prepared {
 };
 
 // Builds descriptors; returns false when no algorithm fits (only asked
-// with `may_fail`, for the bias epilogue, which has a fallback).
+// with `may_fail`, where the caller has another way).
 bool prepare(const Gemm& g, int device, Prepared& p, Algo& algo, bool may_fail) {
   const Lt& L = lt();
   const cudaDataType_t type = cuda_type(g.dtype);
@@ -329,11 +342,9 @@ bool prepare(const Gemm& g, int device, Prepared& p, Algo& algo, bool may_fail) 
   const int32_t ta = g.op_a, tb = g.op_b;
   set(CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
   set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-  if (g.bias) {
-    const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
-    set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-    set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
-  }
+  const uint32_t epi = epilogue_of(g);
+  if (epi != CUBLASLT_EPILOGUE_DEFAULT) set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+  if (g.bias) set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
   const bool ta_n = g.op_a == CUBLAS_OP_N, tb_n = g.op_b == CUBLAS_OP_N;
   make_layout(p.a, type, ta_n ? g.m : g.k, ta_n ? g.k : g.m, g.lda, g.count, g.sa);
   make_layout(p.b, type, tb_n ? g.k : g.n, tb_n ? g.n : g.k, g.ldb, g.count, g.sb);
@@ -342,7 +353,7 @@ bool prepare(const Gemm& g, int device, Prepared& p, Algo& algo, bool may_fail) 
   const std::vector<int64_t> key = {device, static_cast<int64_t>(g.dtype), ta, tb, g.m, g.n, g.k,
                                     g.lda, g.ldb, g.ldd, g.count, g.sa, g.sb, g.sd, g.al_a, g.al_b,
                                     g.al_d, g.bias ? alignment_of(reinterpret_cast<uintptr_t>(g.bias)) : 0,
-                                    g.accumulate};
+                                    epi, g.accumulate};
   {
     std::lock_guard lock(algo_mutex);
     if (auto it = algo_cache.find(key); it != algo_cache.end() && (it->second.found || may_fail)) {
@@ -392,12 +403,17 @@ struct Problem {
   Mat a, b, d;
   const DLTensor* bias = nullptr;  // a vector along D's columns
   int64_t bias_stride = 0;         // 0: one value for every column
+  Activation activation = Activation::None;
 };
 
-void gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
+// Enqueues the problem. Returns false, having written nothing to D, when it
+// has an activation that cuBLASLt cannot apply here (no epilogue algorithm,
+// a bias that is not an epilogue vector, K = 0).
+bool gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
   const int elem = dtype_size(p.dtype);
   const int64_t M = p.d.rows, N = p.d.cols, K = p.a.cols;
-  if (M == 0 || N == 0 || numel(p.batch) == 0) return;
+  if (M == 0 || N == 0 || numel(p.batch) == 0) return true;
+  const bool activation = p.activation != Activation::None;
   int64_t ld = 0;
 
   // D that cuBLASLt cannot write (or that shares memory with an operand)
@@ -428,12 +444,13 @@ void gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
   const Mat d_full = p.d;
   const std::vector<int64_t> batch_full = p.batch;
   auto finish = [&] {
-    if (!d_scratch) return;
+    if (!d_scratch) return true;
     MatView s(d_full, batch_full, p.dtype, device, false), t(d_out, batch_full, p.dtype, device, false);
     scratch.backend.copy(s.t, t.t, scratch.options);
+    return true;
   };
-  bool accumulate = false;
   if (K == 0) {  // an empty sum: D = bias or 0
+    if (activation) return false;
     fill(p.d, p.batch, p.dtype, p.bias, p.bias_stride, scratch, stream);
     return finish();
   }
@@ -488,12 +505,10 @@ void gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
   }
   // The bias goes into the epilogue when cuBLASLt can read it as a
   // contiguous vector along the rows of (transposed) D; otherwise D is
-  // filled with it first and the product accumulated onto it (beta = 1).
-  const bool epilogue = p.bias && transpose && (p.bias_stride == 1 || N == 1);
-  if (p.bias && !epilogue) {
-    fill(d_full, batch_full, p.dtype, p.bias, p.bias_stride, scratch, stream);
-    accumulate = true;
-  }
+  // filled with it first and the product accumulated onto it (beta = 1),
+  // which is not combined with an activation.
+  const bool bias_vector = p.bias && transpose && (p.bias_stride == 1 || N == 1);
+  if (activation && p.bias && !bias_vector) return false;
   if (!col_ok(D, &g.ldd)) fail(KF_ERR_INTERNAL, "cuBLASLt: output layout not column-major");
   auto operand = [&](Mat& m, cublasOperation_t& op, int64_t& ldm) {
     if (col_ok(m, &ldm)) op = CUBLAS_OP_N;
@@ -509,7 +524,7 @@ void gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
   g.m = D.rows;
   g.n = D.cols;
   g.k = A.cols;
-  g.accumulate = accumulate;
+  g.activation = p.activation;
 
   // Innermost batch dim: strided batch (chunked to int32); the rest: a loop.
   const size_t nb = p.batch.size();
@@ -520,7 +535,6 @@ void gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
     g.sb = B.bs[nb - 1];
     g.sd = D.bs[nb - 1];
   }
-  g.count = chunk;
   auto align = [&](const Mat& m) {
     uint32_t a = alignment_of(m.ptr);
     for (int64_t s : m.bs) a = std::min(a, alignment_of(static_cast<uintptr_t>(s * elem)));
@@ -528,9 +542,6 @@ void gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
       a = std::min(a, alignment_of(static_cast<uintptr_t>(m.bs.back() * chunk * elem)));
     return a;
   };
-  g.al_a = align(A);
-  g.al_b = align(B);
-  g.al_d = align(D);
 
   auto prep = std::make_unique<Prepared>();
   Algo algo;
@@ -538,28 +549,31 @@ void gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
     prep = std::make_unique<Prepared>();
     return prepare(g, device, *prep, algo, may_fail);
   };
-  bool ok = false;
-  if (epilogue) {
-    g.bias = reinterpret_cast<const void*>(base_of(*p.bias));
-    ok = try_prepare(true);
-    if (!ok) {
-      // No epilogue kernel for this case (e.g. fp64): fill + accumulate.
-      g.bias = nullptr;
-      fill(d_full, batch_full, p.dtype, p.bias, p.bias_stride, scratch, stream);
-      g.accumulate = true;
-    }
-  }
-  if (!ok) ok = try_prepare(chunk > 1);
-  if (!ok) {
-    // No strided-batch kernel for these strides (e.g. a stride-0 batch):
-    // one call per matrix instead.
-    chunk = 1;
-    g.count = 1;
+  auto try_config = [&](int64_t count, bool bias_in_epilogue) {
+    chunk = count;
+    g.count = count;
     g.al_a = align(A);
     g.al_b = align(B);
     g.al_d = align(D);
-    try_prepare(false);
+    g.bias = bias_in_epilogue ? reinterpret_cast<const void*>(base_of(*p.bias)) : nullptr;
+    g.accumulate = p.bias && !bias_in_epilogue;
+    return try_prepare(true);
+  };
+  // Best first: a strided batch, else one call per matrix (no strided-batch
+  // kernel for these strides, e.g. a stride-0 batch); the bias in the
+  // epilogue, else (no epilogue kernel, e.g. fp64; never with an
+  // activation) filled into D.
+  bool ok = false;
+  for (const int64_t count : {chunk, int64_t{1}}) {
+    if (bias_vector) ok = try_config(count, true);
+    if (!ok && !(activation && p.bias)) ok = try_config(count, false);
+    if (ok || count == 1) break;
   }
+  if (!ok) {
+    if (activation) return false;
+    try_prepare(false);  // fails with the problem in the message
+  }
+  if (g.accumulate) fill(d_full, batch_full, p.dtype, p.bias, p.bias_stride, scratch, stream);
   size_t workspace_size = algo.workspace;
   void* workspace = workspace_size ? scratch.get(workspace_size) : nullptr;
 
@@ -604,7 +618,7 @@ void gemm(Problem p, int device, Scratch& scratch, CUstream stream) {
       idx[i] = 0;
     }
   }
-  finish();
+  return finish();
 }
 
 }  // namespace
@@ -615,28 +629,45 @@ bool cublaslt_available(std::string* why) {
   return l.error.empty();
 }
 
-void run_library_segment(Backend& backend, const ConcreteFusion& c, const Segmentation& s,
-                         size_t index, const DLTensor* const* inputs, DLTensor* const* outputs,
-                         const ExecOptions& options) {
+namespace {
+
+// Whether $KFUSE_EPILOGUE_FALLBACK asks to run every matmul pattern unfused
+// (tests use it to reach the fallback).
+bool fallback_forced() {
+  const char* v = std::getenv("KFUSE_EPILOGUE_FALLBACK");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// Runs the library op of segment `index` into `out`: with the segment's
+// matmul pattern (bias, activation) unless `product_only`. Returns what
+// gemm returns.
+bool run_library(Backend& backend, const ConcreteFusion& c, const Segmentation& s, size_t index,
+                 const DLTensor* const* inputs, const DLTensor& out, bool product_only,
+                 const ExecOptions& options) {
   const Segment& seg = s.segments[index];
   const Fusion& f = *c.fusion;
-  if (seg.task.exprs.size() != 1)
-    fail(KF_ERR_INTERNAL, "segment ", index, ": a library segment must hold one op, holds ",
-         seg.task.exprs.size());
-  const Expr& e = f.exprs.at(static_cast<size_t>(seg.task.exprs[0]));
+  MatmulPattern pattern;
+  if (!seg.task.children.empty()) {
+    const std::optional<MatmulPattern> described = describe_matmul_pattern(c, seg.task.children[0]);
+    if (!described) fail(KF_ERR_INTERNAL, "segment ", index, ": its nested task is no matmul pattern");
+    pattern = *described;
+  } else if (seg.task.exprs.size() == 1) {
+    pattern.product_expr = seg.task.exprs[0];
+  } else {
+    fail(KF_ERR_INTERNAL, "segment ", index, ": a library segment holds one op or a matmul pattern, holds ",
+         seg.task.exprs.size(), " ops");
+  }
+  const Expr& e = f.exprs.at(static_cast<size_t>(pattern.product_expr));
   const char* op = e.op == Op::MATMUL ? "matmul" : "linear";
   if (e.op != Op::MATMUL && e.op != Op::LINEAR)
     fail(KF_ERR_INTERNAL, "segment ", index, ": ", op_name(e.op), " is not a library op");
-  auto input = [&](size_t arg) -> const DLTensor& {
+  auto value = [&](int64_t id, const char* what) -> const DLTensor& {
     const auto& in = seg.task.inputs;
-    auto it = std::find(in.begin(), in.end(), e.inputs[arg]);
-    if (it == in.end()) fail(KF_ERR_INTERNAL, "segment ", index, ": ", op, " argument ", arg, " is not a segment input");
+    auto it = std::find(in.begin(), in.end(), id);
+    if (it == in.end()) fail(KF_ERR_INTERNAL, "segment ", index, ": ", op, " ", what, " is not a segment input");
     return *inputs[it - in.begin()];
   };
-  const auto& outs = seg.task.outputs;
-  auto out_it = std::find(outs.begin(), outs.end(), e.outputs[0]);
-  if (out_it == outs.end()) fail(KF_ERR_INTERNAL, "segment ", index, ": ", op, " result is not a segment output");
-  const DLTensor& out = *outputs[out_it - outs.begin()];
+  auto input = [&](size_t arg) -> const DLTensor& { return value(e.inputs[arg], "argument"); };
 
   const DType dtype = f.value(e.outputs[0]).dtype;
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16 && dtype != DType::F64)
@@ -649,13 +680,27 @@ void run_library_segment(Backend& backend, const ConcreteFusion& c, const Segmen
            "result dtype ", dtype_name(dtype), "; argument ", i, " is ", dtype_name(t),
            " (cast it first)");
   }
-  for (size_t i = 0; i < e.inputs.size(); ++i)
-    if (input(i).device.device_type != kDLCUDA && input(i).device.device_type != kDLCUDAManaged)
-      fail(KF_ERR_DEVICE_MISMATCH, "segment ", index, ": ", op, " argument ", i,
-           " is not in CUDA device memory (device type ", int(input(i).device.device_type), ")");
+  auto on_device = [&](const DLTensor& t, const char* what, size_t i) {
+    if (t.device.device_type != kDLCUDA && t.device.device_type != kDLCUDAManaged)
+      fail(KF_ERR_DEVICE_MISMATCH, "segment ", index, ": ", op, " ", what, " ", i,
+           " is not in CUDA device memory (device type ", int(t.device.device_type), ")");
+  };
+  for (size_t i = 0; i < e.inputs.size(); ++i) on_device(input(i), "argument", i);
+  // The pattern's bias: linear's own or that of a bias add (same dtype).
+  const DLTensor* bias = nullptr;
+  if (e.inputs.size() == 3) bias = &input(2);
+  if (!product_only && pattern.bias_added) {
+    bias = &value(pattern.bias, "bias");
+    on_device(*bias, "bias", 0);
+  }
 
   Problem p;
   p.dtype = dtype;
+  if (!product_only) p.activation = pattern.activation;
+  if (bias) {
+    p.bias = bias;
+    p.bias_stride = bias->ndim == 1 && bias->shape[0] != 1 ? stride_of(*bias, 0) : 0;
+  }
   const DLTensor& x = input(0);
   const DLTensor& y = input(1);
   // A from x: a 1-D operand is one row.
@@ -686,11 +731,6 @@ void run_library_segment(Backend& backend, const ConcreteFusion& c, const Segmen
     p.b.rs = stride_of(y, y.ndim - 1);
     p.b.cs = w1 ? 0 : stride_of(y, 0);
     n_dim = !w1;
-    if (e.inputs.size() == 3) {
-      const DLTensor& bias = input(2);
-      p.bias = &bias;
-      p.bias_stride = bias.ndim == 1 && bias.shape[0] != 1 ? stride_of(bias, 0) : 0;
-    }
   }
   // Batch dims: torch.matmul broadcasting, right-aligned.
   const int nb = std::max(xb, yb);
@@ -717,7 +757,25 @@ void run_library_segment(Backend& backend, const ConcreteFusion& c, const Segmen
 
   const int device = c.device.id;
   Scratch scratch{backend, device, options, {}};
-  gemm(std::move(p), device, scratch, static_cast<CUstream>(options.stream));
+  return gemm(std::move(p), device, scratch, static_cast<CUstream>(options.stream));
+}
+
+}  // namespace
+
+bool run_library_segment(Backend& backend, const ConcreteFusion& c, const Segmentation& s,
+                         size_t index, const DLTensor* const* inputs, DLTensor* const* outputs,
+                         const ExecOptions& options) {
+  const Segment& seg = s.segments[index];
+  if (seg.task.outputs.size() != 1)
+    fail(KF_ERR_INTERNAL, "segment ", index, ": a library segment has one output, has ", seg.task.outputs.size());
+  if (!seg.task.children.empty() && fallback_forced()) return false;
+  return run_library(backend, c, s, index, inputs, *outputs[0], false, options);
+}
+
+void run_library_product(Backend& backend, const ConcreteFusion& c, const Segmentation& s,
+                         size_t index, const DLTensor* const* inputs, const DLTensor& product,
+                         const ExecOptions& options) {
+  run_library(backend, c, s, index, inputs, product, true, options);
 }
 
 }  // namespace kf::cuda

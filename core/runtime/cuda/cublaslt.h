@@ -1,4 +1,5 @@
-// Library segments (one matmul or linear) on the GPU through cuBLASLt.
+// Library segments (one matmul or linear, or a matmul pattern: matmul or
+// linear + bias + relu/gelu_tanh) on the GPU through cuBLASLt.
 // cuBLASLt is loaded with dlopen on first use (libcublasLt.so.13,
 // libcublasLt.so, then both under $CUDA_HOME/lib64 and
 // /usr/local/cuda/lib64); kfuse never links it, so libkfuse still loads
@@ -6,8 +7,10 @@
 //
 // Semantics follow the CPU backend (torch.matmul, F.linear): fp32, fp16 and
 // bf16 compute and accumulate in fp32 (CUBLAS_COMPUTE_32F: no TF32), fp64
-// in fp64. See docs/cuda-runtime.md, "Library segments", for what is
-// supported and what is rejected.
+// in fp64; a pattern's epilogue adds the bias and applies the activation
+// before the one rounding, where the CPU rounds after every op
+// (docs/semantics.md). See docs/cuda-runtime.md, "Library segments", for
+// what is supported and what is rejected.
 #pragma once
 
 #include <cstddef>
@@ -22,11 +25,24 @@
 
 namespace kf::cuda {
 
-// Runs library segment `index` of `s` on the caller's stream. The caller
-// has made the device's context current. `backend` (the CUDA backend)
-// provides stream-ordered scratch memory and strided copies.
-void run_library_segment(Backend& backend, const ConcreteFusion& c, const Segmentation& s,
+// Runs library segment `index` of `s` on the caller's stream: its matmul
+// or linear and, when the segment holds a matmul pattern (its nested Task),
+// the pattern's bias and activation in the same cuBLASLt call (epilogue).
+// Returns false, having written no output, when cuBLASLt cannot apply that
+// activation (no algorithm for the epilogue, a bias that must be filled
+// into D, K = 0), or for any pattern when $KFUSE_EPILOGUE_FALLBACK is 1:
+// the caller then runs run_library_product into a temporary and the rest of
+// the pattern as a generated kernel. The caller has made the device's
+// context current. `backend` (the CUDA backend) provides stream-ordered
+// scratch memory and strided copies.
+bool run_library_segment(Backend& backend, const ConcreteFusion& c, const Segmentation& s,
                          size_t index, const DLTensor* const* inputs, DLTensor* const* outputs,
+                         const ExecOptions& options);
+
+// Runs only the product of library segment `index` (its matmul or linear,
+// with linear's own bias) into `product`, a tensor of its shape and dtype.
+void run_library_product(Backend& backend, const ConcreteFusion& c, const Segmentation& s,
+                         size_t index, const DLTensor* const* inputs, const DLTensor& product,
                          const ExecOptions& options);
 
 // Whether cuBLASLt can be loaded (and, if not, why), without throwing.

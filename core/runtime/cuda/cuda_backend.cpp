@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/codegen/kernel_plan.h"
@@ -15,6 +16,7 @@
 #include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/launch.h"
 #include "core/runtime/cuda/strided_copy.h"
+#include "core/segment/matmul_pattern.h"
 #include "core/segment/task_sizes.h"
 #include "core/util/error.h"
 
@@ -26,6 +28,8 @@ using namespace kf::cuda;
 
 // What a KernelSlot holds for the CUDA backend.
 struct LoadedSegment {
+  Task task;  // what the kernel computes (a library segment: its pattern's epilogue)
+  int64_t product = -1;  // a library segment: the product, an input of `task`
   KernelPlan plan;
   std::vector<SlotSource> sources;
   CUfunction function = nullptr;
@@ -58,13 +62,30 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
          block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
 }
 
+// The task a segment's kernel computes: the segment's, or for a library
+// segment with a matmul pattern the pattern's epilogue (run unfused when
+// cuBLASLt cannot apply it).
+void set_kernel_task(const ConcreteFusion& c, const Segment& seg, LoadedSegment& k) {
+  if (seg.scheduler != SchedulerKind::Library) {
+    k.task = seg.task;
+    return;
+  }
+  if (seg.task.children.empty()) fail(KF_ERR_INTERNAL, "a library segment without a pattern has no kernel");
+  const Task& pattern = seg.task.children[0];
+  const std::optional<MatmulPattern> p = describe_matmul_pattern(c, pattern);
+  if (!p) fail(KF_ERR_INTERNAL, "a library segment's nested task is no matmul pattern");
+  k.task = matmul_epilogue_task(*c.fusion, pattern, *p);
+  k.product = p->product;
+}
+
 const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg) {
   KernelSlot& slot = *seg.kernel_slot;
   std::lock_guard lock(slot.mutex);
   if (!slot.kernel) {
     auto k = std::make_shared<LoadedSegment>();
-    k->plan = generate_kernel(c, seg.task);
-    k->sources = resolve_slots(*c.fusion, seg.task, k->plan.args);
+    set_kernel_task(c, seg, *k);
+    k->plan = generate_kernel(c, k->task);
+    k->sources = resolve_slots(*c.fusion, k->task, k->plan.args);
     k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
     if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);
     const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
@@ -127,36 +148,13 @@ class CudaBackend final : public Backend {
                    const ExecOptions& options) override {
     ScopedContext context(c.device.id);  // first, so a missing GPU is reported as such
     const Segment& seg = s.segments[index];
-    if (seg.scheduler == SchedulerKind::Library)  // matmul/linear: cuBLASLt
-      return run_library_segment(*this, c, s, index, inputs, outputs, options);
-    if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
-    const LoadedSegment& k = loaded_segment(c, seg);
-    const std::vector<Sizes> sizes = task_sizes(*c.fusion, seg.task, inputs);
-    const LaunchDims dims = launch_dims(k.plan.launch, sizes, context.info().max_grid_x);
-    if (dims.grid == 0) return;  // empty domain
-    std::vector<int64_t> args(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
-    fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
-    if (k.plan.launch.kind == LaunchRule::Kind::ColumnReduce) {
-      // Partials into a stream-ordered scratch buffer, then the finishing
-      // kernel; the buffer is released in stream order behind it.
-      const size_t n = k.plan.args.size();
-      const size_t bytes = static_cast<size_t>(dims.scratch_bytes);
-      void* scratch = allocate(bytes, c.device.id, options);
-      args[n] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scratch));
-      args[n + 1] = dims.grid_y;
-      try {
-        launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, 0, stream_of(options), args.data(), dims.grid_y);
-        launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
-               stream_of(options), args.data());
-      } catch (...) {
-        release(scratch, bytes, c.device.id, options);
-        throw;
-      }
-      release(scratch, bytes, c.device.id, options);
+    if (seg.scheduler == SchedulerKind::Library) {  // matmul/linear (+ epilogue): cuBLASLt
+      if (!run_library_segment(*this, c, s, index, inputs, outputs, options))
+        run_pattern_unfused(c, s, index, inputs, outputs, options, context);
       return;
     }
-    launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes,
-           stream_of(options), args.data());
+    if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
+    run_kernel(c, loaded_segment(c, seg), inputs, outputs, options, context);
   }
 
   void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions& options) override {
@@ -203,6 +201,75 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Launches a loaded kernel; inputs and outputs follow k.task.
+  void run_kernel(const ConcreteFusion& c, const LoadedSegment& k, const DLTensor* const* inputs,
+                  DLTensor* const* outputs, const ExecOptions& options, ScopedContext& context) {
+    const std::vector<Sizes> sizes = task_sizes(*c.fusion, k.task, inputs);
+    const LaunchDims dims = launch_dims(k.plan.launch, sizes, context.info().max_grid_x);
+    if (dims.grid == 0) return;  // empty domain
+    std::vector<int64_t> args(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
+    fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
+    if (k.plan.launch.kind == LaunchRule::Kind::ColumnReduce) {
+      // Partials into a stream-ordered scratch buffer, then the finishing
+      // kernel; the buffer is released in stream order behind it.
+      const size_t n = k.plan.args.size();
+      const size_t bytes = static_cast<size_t>(dims.scratch_bytes);
+      void* scratch = allocate(bytes, c.device.id, options);
+      args[n] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scratch));
+      args[n + 1] = dims.grid_y;
+      try {
+        launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, 0, stream_of(options), args.data(), dims.grid_y);
+        launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
+               stream_of(options), args.data());
+      } catch (...) {
+        release(scratch, bytes, c.device.id, options);
+        throw;
+      }
+      release(scratch, bytes, c.device.id, options);
+      return;
+    }
+    launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes,
+           stream_of(options), args.data());
+  }
+
+  // A matmul pattern that cuBLASLt cannot run as one call: the product into
+  // a compact temporary (it has the result's shape), then the rest of the
+  // pattern (bias add, casts, activation) as a generated kernel.
+  void run_pattern_unfused(const ConcreteFusion& c, const Segmentation& s, size_t index,
+                           const DLTensor* const* inputs, DLTensor* const* outputs,
+                           const ExecOptions& options, ScopedContext& context) {
+    const Segment& seg = s.segments[index];
+    const LoadedSegment& k = loaded_segment(c, seg);
+    const int64_t product = k.product;
+    const DLTensor& out = *outputs[0];
+    DLTensor temp = out;
+    temp.strides = nullptr;
+    temp.byte_offset = 0;
+    temp.dtype = to_dlpack(c.fusion->value(product).dtype);
+    size_t bytes = static_cast<size_t>(dtype_size(c.fusion->value(product).dtype));
+    for (int d = 0; d < out.ndim; ++d) bytes *= static_cast<size_t>(out.shape[d]);
+    temp.data = allocate(bytes, c.device.id, options);
+    try {
+      run_library_product(*this, c, s, index, inputs, temp, options);
+      std::vector<const DLTensor*> ins;
+      for (int64_t id : k.task.inputs) {
+        if (id == product) {
+          ins.push_back(&temp);
+          continue;
+        }
+        const auto& in = seg.task.inputs;
+        const auto it = std::find(in.begin(), in.end(), id);
+        if (it == in.end()) fail(KF_ERR_INTERNAL, "segment ", index, ": its epilogue reads value ", id, ", no segment input");
+        ins.push_back(inputs[it - in.begin()]);
+      }
+      run_kernel(c, k, ins.data(), outputs, options, context);
+    } catch (...) {
+      release(temp.data, bytes, c.device.id, options);
+      throw;
+    }
+    release(temp.data, bytes, c.device.id, options);
+  }
+
   static bool overlaps(const CopyLayout& l, uintptr_t src, uintptr_t dst, int element) {
     auto span = [&](const std::vector<int64_t>& strides) {
       uintptr_t last = 0;
