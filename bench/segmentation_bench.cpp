@@ -1,9 +1,11 @@
 // Cost of define + concretize + segment on generated fusions of 100, 1000
-// and 5000 ops: chains (each op reads the previous one), DAGs (each op reads
-// two earlier values, with a reduction over the last axis every 50 ops: one
-// normalization kernel takes it whole), and "mixed" DAGs whose reductions
-// alternate between the two axes, which no single kernel takes: the fusion
-// is shattered and merged back bottom-up. Prints the median of 5 runs.
+// and 5000 ops, kept whole top-down: chains (each op reads the previous
+// one) and DAGs (each op reads the previous value and a random earlier one,
+// with a reduction over the last axis every 50 ops: one normalization kernel
+// takes it whole); and shattered: "mixed-chain" and "mixed" (DAG), whose
+// reductions every 50 ops alternate between the two axes, which no single
+// kernel takes, so the fusion is shattered and merged back bottom-up.
+// Prints the median of 5 runs per case, all cases in one run:
 //   build/bench/segmentation_bench
 #include <algorithm>
 #include <chrono>
@@ -22,6 +24,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Shape {
+  const char* name;
+  bool dag, mixed;
+};
+constexpr Shape kShapes[] = {{"chain", false, false}, {"dag", true, false}, {"mixed-chain", false, true}, {"mixed", true, true}};
+
 std::shared_ptr<kf::Fusion> define(int n, bool dag, bool mixed) {
   kf::Builder b;
   int64_t x = b.tensor_input(2, kf::DType::F32);
@@ -30,7 +38,7 @@ std::shared_ptr<kf::Fusion> define(int n, bool dag, bool mixed) {
   for (int i = 0; i < n; ++i) {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     int64_t a = vals.back();
-    if (dag && i % 50 == 49) {
+    if ((dag || mixed) && i % 50 == 49) {
       int64_t axis = mixed && (i / 50) % 2 ? 0 : 1;
       int64_t s = b.op(kf::Op::SUM, {a}, {1, axis})[0];
       vals.push_back(b.op(kf::Op::SUB, {a, s}, {})[0]);
@@ -69,16 +77,15 @@ double run_once(int n, bool dag, bool mixed, size_t* segments) {
 int main(int argc, char** argv) {
   const std::string only_shape = argc > 1 ? argv[1] : "";
   const int only_ops = argc > 2 ? std::atoi(argv[2]) : 0;
-  std::printf("%-6s %6s %10s %12s\n", "shape", "ops", "segments", "median ms");
-  for (int shape = 0; shape < 3; ++shape)
+  std::printf("%-11s %6s %10s %12s\n", "shape", "ops", "segments", "median ms");
+  for (const Shape& shape : kShapes)
     for (int n : {100, 1000, 5000}) {
-      const char* name = shape == 0 ? "chain" : shape == 1 ? "dag" : "mixed";
-      if ((!only_shape.empty() && only_shape != name) || (only_ops && only_ops != n)) continue;
+      if ((!only_shape.empty() && only_shape != shape.name) || (only_ops && only_ops != n)) continue;
       std::vector<double> ms;
       size_t segments = 0;
-      for (int r = 0; r < 5; ++r) ms.push_back(run_once(n, shape > 0, shape == 2, &segments));
+      for (int r = 0; r < 5; ++r) ms.push_back(run_once(n, shape.dag, shape.mixed, &segments));
       std::sort(ms.begin(), ms.end());
-      std::printf("%-6s %6d %10zu %12.2f\n", name, n, segments, ms[ms.size() / 2]);
+      std::printf("%-11s %6d %10zu %12.2f\n", shape.name, n, segments, ms[ms.size() / 2]);
     }
   return 0;
 }

@@ -5,6 +5,9 @@
 #include <queue>
 #include <set>
 #include <tuple>
+#include <unordered_map>
+
+#include "core/segment/group_graph.h"
 
 #include "core/segment/matmul_pattern.h"
 
@@ -152,17 +155,21 @@ class Grouper {
       for (int64_t e : groups_[g]) group_of_[static_cast<size_t>(e)] = static_cast<int64_t>(g);
   }
 
-  // Group-level successor sets from value flow.
-  std::vector<std::set<int64_t>> successors() {
+  // Group-level successor lists from value flow, sorted.
+  std::vector<std::vector<int64_t>> successors() {
     assign_group_of();
-    std::vector<std::set<int64_t>> succ(groups_.size());
+    std::vector<std::vector<int64_t>> succ(groups_.size());
     for (size_t i = 0; i < f_.exprs.size(); ++i)
       for (int64_t in : f_.exprs[i].inputs) {
         int64_t p = producer_[static_cast<size_t>(in)];
         if (p < 0) continue;
         int64_t a = group_of_[static_cast<size_t>(p)], b = group_of_[i];
-        if (a >= 0 && b >= 0 && a != b) succ[static_cast<size_t>(a)].insert(b);
+        if (a >= 0 && b >= 0 && a != b) succ[static_cast<size_t>(a)].push_back(b);
       }
+    for (auto& s : succ) {
+      std::sort(s.begin(), s.end());
+      s.erase(std::unique(s.begin(), s.end()), s.end());
+    }
     return succ;
   }
 
@@ -182,19 +189,19 @@ class Grouper {
     std::vector<size_t> comp_size;
     for (size_t root = 0; root < n; ++root) {
       if (index[root] >= 0) continue;
-      std::vector<std::pair<size_t, std::set<int64_t>::iterator>> work{{root, succ[root].begin()}};
+      std::vector<std::pair<size_t, size_t>> work{{root, 0}};  // (group, next successor)
       index[root] = low[root] = counter++;
       stack.push_back(static_cast<int64_t>(root));
       on_stack[root] = true;
       while (!work.empty()) {
-        auto& [v, it] = work.back();
-        if (it != succ[v].end()) {
-          size_t w = static_cast<size_t>(*it++);
+        auto& [v, next] = work.back();
+        if (next < succ[v].size()) {
+          size_t w = static_cast<size_t>(succ[v][next++]);
           if (index[w] < 0) {
             index[w] = low[w] = counter++;
             stack.push_back(static_cast<int64_t>(w));
             on_stack[w] = true;
-            work.emplace_back(w, succ[w].begin());
+            work.emplace_back(w, 0);
           } else if (on_stack[w]) {
             low[v] = std::min(low[v], index[w]);
           }
@@ -228,18 +235,15 @@ class Grouper {
   }
 
   void build_graph() {
-    succ_ = successors();
-    pred_.assign(groups_.size(), {});
-    for (size_t a = 0; a < succ_.size(); ++a)
-      for (int64_t b : succ_[a]) pred_[static_cast<size_t>(b)].insert(static_cast<int64_t>(a));
+    graph_ = GroupGraph(successors());
     alive_.assign(groups_.size(), true);
     min_expr_.resize(groups_.size());
-    max_expr_.resize(groups_.size());
     for (size_t g = 0; g < groups_.size(); ++g) {
       std::sort(groups_[g].begin(), groups_[g].end());
       min_expr_[g] = groups_[g].front();
-      max_expr_[g] = groups_[g].back();
     }
+    value_mark_.assign(f_.values.size(), 0);
+    in_weight_.assign(groups_.size(), 0);
   }
 
   bool mergeable(int64_t a, int64_t b) const {
@@ -249,61 +253,61 @@ class Grouper {
            stage_[static_cast<size_t>(ea)] == stage_[static_cast<size_t>(eb)];
   }
 
-  // Bytes that stop being materialized when a and b (a -> b) merge.
-  double edge_weight(int64_t a, int64_t b) const {
-    double w = 0;
-    std::set<int64_t> seen;
+  // For every predecessor p of b, the bytes that stop being materialized
+  // when p and b merge, into in_weight_[p]: one pass over b, however many
+  // predecessors it has. The caller zeroes the entries.
+  void in_weights(int64_t b) {
+    // Each value counts once; marks by generation, no clearing per call.
+    const uint64_t mark = ++value_generation_;
     for (int64_t e : groups_[static_cast<size_t>(b)])
       for (int64_t in : f_.exprs[static_cast<size_t>(e)].inputs) {
         int64_t p = producer_[static_cast<size_t>(in)];
-        if (p >= 0 && group_of_[static_cast<size_t>(p)] == a && seen.insert(in).second) w += value_weight(c_, in);
+        if (p < 0 || value_mark_[static_cast<size_t>(in)] == mark) continue;
+        int64_t g = group_of_[static_cast<size_t>(p)];
+        if (g < 0 || g == b) continue;
+        value_mark_[static_cast<size_t>(in)] = mark;
+        in_weight_[static_cast<size_t>(g)] += value_weight(c_, in);
       }
-    return w;
-  }
-
-  // Whether a path a -> x -> ... -> b exists besides the direct edge.
-  bool other_path(int64_t a, int64_t b) {
-    // Visit marks by generation: no clearing between calls.
-    if (visit_mark_.size() < groups_.size()) visit_mark_.resize(groups_.size(), 0);
-    const uint64_t mark = ++visit_generation_;
-    work_.clear();
-    for (int64_t s : succ_[static_cast<size_t>(a)])
-      if (s != b) work_.push_back(s);
-    while (!work_.empty()) {
-      int64_t g = work_.back();
-      work_.pop_back();
-      if (g == b) return true;
-      // Every edge goes from a lower expr index to a higher one, so a group
-      // that starts after b ends cannot lead to b.
-      if (min_expr_[static_cast<size_t>(g)] > max_expr_[static_cast<size_t>(b)] ||
-          visit_mark_[static_cast<size_t>(g)] == mark)
-        continue;
-      visit_mark_[static_cast<size_t>(g)] = mark;
-      for (int64_t s : succ_[static_cast<size_t>(g)]) work_.push_back(s);
-    }
-    return false;
   }
 
   void merge_bottom_up() {
     using Candidate = std::tuple<double, int64_t, int64_t>;  // weight, -a, -b: deterministic order
     std::priority_queue<Candidate> queue;
-    auto push_edges_of = [&](int64_t g) {
-      for (int64_t s : succ_[static_cast<size_t>(g)])
-        if (mergeable(g, s)) queue.emplace(edge_weight(g, s), -g, -s);
-      for (int64_t p : pred_[static_cast<size_t>(g)])
-        if (mergeable(p, g)) queue.emplace(edge_weight(p, g), -p, -g);
+    // A merge re-queues every edge of the merged group, mostly unchanged. An
+    // entry equal to one still queued is left out: equal entries pop in a
+    // row, and the repeat would meet the same graph and decide the same way.
+    // An edge's weight only grows, so its newest entry is the one to compare.
+    struct Newest {
+      double weight;
+      bool queued;
     };
-    for (size_t g = 0; g < groups_.size(); ++g)
-      for (int64_t s : succ_[g])
-        if (mergeable(static_cast<int64_t>(g), s)) queue.emplace(edge_weight(static_cast<int64_t>(g), s), -static_cast<int64_t>(g), -s);
+    std::unordered_map<uint64_t, Newest> newest;  // by edge
+    auto edge_key = [&](int64_t a, int64_t b) { return static_cast<uint64_t>(a) * groups_.size() + static_cast<uint64_t>(b); };
+    auto push = [&](double w, int64_t a, int64_t b) {
+      Newest& n = newest[edge_key(a, b)];
+      if (n.queued && n.weight == w) return;
+      n = {w, true};
+      queue.emplace(w, -a, -b);
+    };
+    // Queues the edges into g, or only the one from `only`.
+    auto push_into = [&](int64_t g, int64_t only) {
+      in_weights(g);
+      for (int64_t p : graph_.predecessors(g)) {
+        if ((only < 0 || p == only) && mergeable(p, g)) push(in_weight_[static_cast<size_t>(p)], p, g);
+        in_weight_[static_cast<size_t>(p)] = 0;
+      }
+    };
+    for (size_t g = 0; g < groups_.size(); ++g) push_into(static_cast<int64_t>(g), -1);
     std::set<std::pair<int64_t, int64_t>> rejected;
     while (!queue.empty()) {
       auto [w, na, nb] = queue.top();
       queue.pop();
       int64_t a = -na, b = -nb;
+      Newest& n = newest[edge_key(a, b)];
+      if (n.weight == w) n.queued = false;
       if (!alive_[static_cast<size_t>(a)] || !alive_[static_cast<size_t>(b)]) continue;
-      if (!succ_[static_cast<size_t>(a)].count(b) || rejected.count({a, b})) continue;
-      if (other_path(a, b)) continue;
+      if (!graph_.has_edge(a, b) || rejected.count({a, b})) continue;
+      if (graph_.other_path(a, b)) continue;
       std::vector<int64_t> merged = groups_[static_cast<size_t>(a)];
       merged.insert(merged.end(), groups_[static_cast<size_t>(b)].begin(), groups_[static_cast<size_t>(b)].end());
       std::sort(merged.begin(), merged.end());
@@ -312,7 +316,8 @@ class Grouper {
         continue;
       }
       absorb(a, b, std::move(merged));
-      push_edges_of(a);
+      for (int64_t s : graph_.successors(a)) push_into(s, a);
+      push_into(a, -1);
     }
   }
 
@@ -324,26 +329,7 @@ class Grouper {
     alive_[ub] = false;
     for (int64_t e : groups_[ua]) group_of_[static_cast<size_t>(e)] = a;
     min_expr_[ua] = groups_[ua].front();
-    max_expr_[ua] = groups_[ua].back();
-    for (int64_t s : succ_[ub]) {
-      pred_[static_cast<size_t>(s)].erase(b);
-      if (s != a) {
-        pred_[static_cast<size_t>(s)].insert(a);
-        succ_[ua].insert(s);
-      }
-    }
-    for (int64_t p : pred_[ub]) {
-      succ_[static_cast<size_t>(p)].erase(b);
-      if (p != a) {
-        succ_[static_cast<size_t>(p)].insert(a);
-        pred_[ua].insert(p);
-      }
-    }
-    succ_[ua].erase(b);
-    succ_[ua].erase(a);
-    pred_[ua].erase(a);
-    succ_[ub].clear();
-    pred_[ub].clear();
+    graph_.contract(a, b);
   }
 
   // Kahn's algorithm, ties broken by the first expr of each group.
@@ -352,7 +338,7 @@ class Grouper {
     std::priority_queue<std::pair<int64_t, int64_t>> ready;  // (-min expr, group)
     for (size_t g = 0; g < groups_.size(); ++g) {
       if (!alive_[g]) continue;
-      indegree[g] = static_cast<int64_t>(pred_[g].size());
+      indegree[g] = static_cast<int64_t>(graph_.predecessors(static_cast<int64_t>(g)).size());
       if (indegree[g] == 0) ready.emplace(-min_expr_[g], static_cast<int64_t>(g));
     }
     std::vector<std::vector<int64_t>> order;
@@ -360,7 +346,7 @@ class Grouper {
       int64_t g = ready.top().second;
       ready.pop();
       order.push_back(groups_[static_cast<size_t>(g)]);
-      for (int64_t s : succ_[static_cast<size_t>(g)])
+      for (int64_t s : graph_.successors(g))
         if (--indegree[static_cast<size_t>(s)] == 0) ready.emplace(-min_expr_[static_cast<size_t>(s)], s);
     }
     return order;
@@ -372,12 +358,12 @@ class Grouper {
   std::vector<int64_t> stage_, producer_, group_of_;
   std::vector<int64_t> library_head_;  // per expr: the library op heading its group, or -1
   std::vector<std::vector<int64_t>> groups_;
-  std::vector<std::set<int64_t>> succ_, pred_;
+  GroupGraph graph_;
   std::vector<bool> alive_, live_;
-  std::vector<uint64_t> visit_mark_;
-  uint64_t visit_generation_ = 0;
-  std::vector<int64_t> work_;
-  std::vector<int64_t> min_expr_, max_expr_;
+  std::vector<uint64_t> value_mark_;
+  std::vector<double> in_weight_;
+  uint64_t value_generation_ = 0;
+  std::vector<int64_t> min_expr_;
 };
 
 }  // namespace

@@ -195,6 +195,31 @@ void test_dead_exprs_are_dropped(void**) {
   assert_true(g == expected);
 }
 
+void test_no_cycle_through_a_merged_group(void**) {
+  // e0 = sum(x) [8,1]; e1 = exp(x); e2 = e0 + e1; e3 = neg(e0); e4 = e1 + e3.
+  // The scheduler takes {e1, e4} (merged first: the heaviest edge) and
+  // {e0, e2}. Merging e0 and e2 after {e1, e4} exists would close the cycle
+  // {e0, e2} -> e3 -> {e1, e4} -> {e0, e2}: the path from e0 to e2 runs
+  // through e3, which starts after e2 ends. A search that skipped such
+  // groups merged them, and the run order then lost every group on the
+  // cycle (here all of them).
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32);
+  int64_t e0 = b.op(kf::Op::SUM, {x}, {1, 1})[0];
+  int64_t e1 = b.op(kf::Op::EXP, {x}, {})[0];
+  int64_t e2 = b.op(kf::Op::ADD, {e0, e1}, {})[0];
+  int64_t e3 = b.op(kf::Op::NEG, {e0}, {})[0];
+  int64_t e4 = b.op(kf::Op::ADD, {e1, e3}, {})[0];
+  b.output(e2, {}, -1);
+  b.output(e4, {}, -1);
+  auto c = concretize_8x8(b.finalize());
+  Groups g = kf::group_exprs(*c, [](const std::vector<int64_t>& e) {
+    return e == std::vector<int64_t>{1, 4} || e == std::vector<int64_t>{0, 2};
+  });
+  Groups expected = {{0}, {3}, {1, 4}, {2}};
+  assert_true(g == expected);
+}
+
 }  // namespace
 
 int main() {
@@ -209,6 +234,7 @@ int main() {
       cmocka_unit_test(test_never_merges_across_segment_set),
       cmocka_unit_test(test_independent_branches_stay_separate_groups),
       cmocka_unit_test(test_dead_exprs_are_dropped),
+      cmocka_unit_test(test_no_cycle_through_a_merged_group),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
