@@ -371,6 +371,19 @@ void tile_fill_vectors(KernelWriter& w, const TilePlan& tp, const TileNames& n, 
   }
 }
 
+// A tiled input's index in terms of the probe's names "i<d>", renamed to
+// the loop's index expressions `idx` (domain order).
+std::vector<std::string> tile_index(const std::vector<std::string>& probe_idx, const std::vector<std::string>& idx) {
+  std::vector<std::string> at = probe_idx;
+  for (std::string& e : at)
+    for (size_t d = 0; d < idx.size(); ++d)
+      if (e == "i" + std::to_string(d)) {
+        e = idx[d];
+        break;
+      }
+  return at;
+}
+
 // Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
 void tile_compute(KernelWriter& w, const TilePlan& tp, const TileNames& n, const std::vector<int64_t>& outs,
                   const std::vector<std::string>& idx) {
@@ -380,45 +393,64 @@ void tile_compute(KernelWriter& w, const TilePlan& tp, const TileNames& n, const
   w.line("const int k = kk + (int)(threadIdx.x / " + std::to_string(kTile) + "), lx = threadIdx.x % " + std::to_string(kTile) + ";");
   w.line("const " + t + " " + n.ia + " = a0 + k, " + n.ib + " = b0 + lx;");
   w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
-  for (size_t q = 0; q < tp.inputs.size(); ++q) w.tile_reads[tp.inputs[q].first] = {tp.inputs[q].second, n.shared[q] + "[lx][k]"};
+  for (size_t q = 0; q < tp.inputs.size(); ++q)
+    w.tile_reads[tp.inputs[q].first] = {tile_index(tp.inputs[q].second, idx), n.shared[q] + "[lx][k]"};
   for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
   w.tile_reads.clear();
   w.close();
   w.close();
 }
 
-// Phase 2, vectors along b (the domain's last dim): thread (k, gb)
-// computes V consecutive outputs at (a0 + k, b0 + gb ...).
-void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TilePlan& tp, const TileNames& n,
-                          const VectorPlan& vp, const std::vector<int64_t>& outs, const std::vector<std::string>& idx,
-                          std::vector<std::string>* conds) {
+// Phase 2, vectors along b (the outputs' fast dim): thread (k, gb) of
+// group u computes V consecutive outputs at (a0 + u * rows + k, b0 + gb ...).
+// The groups' vector loads are written at `loads_tag`, placed before
+// phase 1: they are in flight together with the tile's (one memory round
+// trip per tile instead of two).
+struct TileGroups {
+  std::vector<std::vector<std::string>> idx;  // per group: the domain index of lane 0
+  std::vector<std::string> ok, k;             // per group: in range; row in the tile
+};
+
+TileGroups tile_groups(KernelWriter& w, const TileNames& n, const VectorPlan& vp, const std::vector<std::string>& idx,
+                       size_t da, size_t db) {
   const std::string& t = w.index_type();
+  const int V = vp.width, lanes_per_row = kTile / V, rows = kBlock / lanes_per_row;
+  TileGroups g;
+  w.line("const int gb = (int)(threadIdx.x % " + std::to_string(lanes_per_row) + ") * " + std::to_string(V) + ";");
+  for (int u = 0; u * rows < kTile; ++u) {
+    const std::string k = w.fresh("tk"), ia = w.fresh("ta"), ib = w.fresh("tb");
+    w.line("const int " + k + " = " + std::to_string(u * rows) + " + (int)(threadIdx.x / " + std::to_string(lanes_per_row) + ");");
+    w.line("const " + t + " " + ia + " = a0 + " + k + ", " + ib + " = b0 + gb;");
+    std::vector<std::string> gi = idx;
+    gi[da] = ia;
+    gi[db] = ib;
+    g.idx.push_back(gi);
+    g.ok.push_back(ia + " < " + n.ea + " && " + ib + " < " + n.eb);
+    g.k.push_back(k);
+  }
+  return g;
+}
+
+void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TilePlan& tp, const TileNames& n,
+                          const VectorPlan& vp, const TileGroups& g, const std::vector<int64_t>& outs,
+                          std::vector<std::string>* conds) {
   const int64_t dom = outs[0];
-  const int V = vp.width, lanes_per_row = kTile / V;
-  w.line("#pragma unroll");
-  w.open("for (int kk = 0; kk < " + std::to_string(kTile) + "; kk += " + std::to_string(kBlock / lanes_per_row) + ")");
-  w.line("const int k = kk + (int)(threadIdx.x / " + std::to_string(lanes_per_row) + "), gb = (int)(threadIdx.x % " +
-         std::to_string(lanes_per_row) + ") * " + std::to_string(V) + ";");
-  w.line("const " + t + " " + n.ia + " = a0 + k, " + n.ib + " = b0 + gb;");
-  w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
-  const std::string tag = w.fresh("KFTILELOADS");
-  w.line(tag);
+  const int V = vp.width;
   w.section = 0;
-  w.group = 0;
-  vector_group(w, vp, outs, idx, [&](int lane) {
-    for (size_t q = 0; q < tp.inputs.size(); ++q) {
-      std::vector<std::string> at = tp.inputs[q].second;
-      for (std::string& e : at)
-        if (e == n.ib && lane > 0) e = "(" + n.ib + " + " + std::to_string(lane) + ")";
-      w.tile_reads[tp.inputs[q].first] = {at, n.shared[q] + "[gb + " + std::to_string(lane) + "][k]"};
-    }
-  });
-  w.tile_reads.clear();
-  w.replace(tag, vector_loads(w, V, 0, {}));
-  w.close();
-  w.close();
+  for (size_t u = 0; u < g.idx.size(); ++u) {
+    w.open("if (" + g.ok[u] + ")");
+    w.group = static_cast<int>(u);
+    vector_group(w, vp, outs, g.idx[u], [&](int lane) {
+      for (size_t q = 0; q < tp.inputs.size(); ++q)
+        w.tile_reads[tp.inputs[q].first] = {tile_index(tp.inputs[q].second, w.lane_index),
+                                            n.shared[q] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "]"};
+    });
+    w.tile_reads.clear();
+    w.close();
+  }
   conds->push_back(n.eb + " % " + std::to_string(V) + " == 0");
-  for (const auto& [key, vr] : w.vector_regs) vector_conditions(w, sets, key.first, dom, V, vp.dim, conds);
+  for (const auto& [key, vr] : w.vector_regs)
+    if (key.second == 0) vector_conditions(w, sets, key.first, dom, V, vp.dim, conds);
   for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, V, vp.dim, conds);
 }
 
@@ -469,12 +501,20 @@ void tile_loop(KernelWriter& w, const ExtentSets& sets, const Task& task, const 
   const std::string tag = w.fresh("KFTILECOND");
   w.open("if (" + tag + ")");  // uniform over the block: the barriers inside are safe
   std::vector<std::string> conds;
+  TileGroups groups;
+  const std::string loads = w.fresh("KFTILELOADS");
+  if (vp.width > 0) {
+    groups = tile_groups(w, n, vp, idx, da, db);
+    w.line(loads);
+  }
   tile_fill_vectors(w, tp, n, &conds);
   w.line("__syncthreads();");
-  if (vp.width > 0)
-    tile_compute_vectors(w, sets, tp, n, vp, outs, idx, &conds);
-  else
+  if (vp.width > 0) {
+    tile_compute_vectors(w, sets, tp, n, vp, groups, outs, &conds);
+    w.replace(loads, vector_loads(w, vp.width, 0, groups.ok));
+  } else {
     tile_compute(w, tp, n, outs, idx);
+  }
   w.replace(tag, all_of(conds));
   w.close_open("else");
   tile_fill(w, tp, n);
