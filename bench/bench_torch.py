@@ -11,6 +11,10 @@ measured by this script on the same GPU.
 
     python3 bench/bench_torch.py --lib build/libkfuse.so            # headline cases
     python3 bench/bench_torch.py --lib build/libkfuse.so --sweep    # robustness sweep
+
+The case texts and input shapes come from bench/cases/ (bench/kfuse_cases.py),
+the same files `kfuse bench` runs. With --kfuse-table FILE (a `kfuse bench
+--out` table) it also writes one table of both: bench/run_all.sh does that.
 """
 import argparse
 import ctypes
@@ -21,6 +25,8 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+from kfuse_cases import case_text, input_shapes, suite
 
 # ---------------------------------------------------------------------------
 # libkfuse through ctypes
@@ -71,57 +77,8 @@ class Kfuse:
 
 
 # ---------------------------------------------------------------------------
-# The cases: kfuse text, torch function, inputs, outputs.
-
-def cast_in(names):
-    """Math in float32 whatever the storage (a float32 -> float32 cast is free)."""
-    return "".join(f"{n}f = cast({n}) {{dtype=float32}}\n" for n in names)
-
-
-def header(inputs, storage):
-    return "".join(f"input {n}: tensor<{storage}, {r}>\n" for n, r in inputs)
-
-
-def store(value, storage):
-    return f"y = cast({value}) {{dtype={storage}}}\noutput y\n"
-
-
-def case_text(name, storage):
-    s = storage
-    if name == "gelu_bias":
-        return (header([("x", 2), ("b", 1)], s) + cast_in(["x", "b"]) +
-                "t = add(xf, bf)\ng = gelu_tanh(t)\n" + store("g", s))
-    if name == "add_relu_mul":
-        return (header([("a", 2), ("b", 2), ("c", 2)], s) + cast_in(["a", "b", "c"]) +
-                "t = add(af, bf)\nr = relu(t)\nm = mul(r, cf)\n" + store("m", s))
-    if name == "silu_mul":
-        return (header([("g", 2), ("u", 2)], s) + cast_in(["g", "u"]) +
-                "t = silu(gf)\nm = mul(t, uf)\n" + store("m", s))
-    if name == "softmax":
-        return (header([("x", 2)], s) + cast_in(["x"]) +
-                "m = max(xf) {axes=[1], keepdim=true}\nd = sub(xf, m)\ne = exp(d)\n"
-                "z = sum(e) {axes=[1], keepdim=true}\np = div(e, z)\n" + store("p", s))
-    if name == "layernorm":
-        return (header([("x", 2), ("w", 1), ("b", 1)], s) + cast_in(["x", "w", "b"]) +
-                "const eps: float32 = 1e-5\n"
-                "v, mu = var_mean(xf) {axes=[1], keepdim=true, correction=0}\n"
-                "xc = sub(xf, mu)\nve = add(v, eps)\nr = rsqrt(ve)\nn = mul(xc, r)\n"
-                "nw = mul(n, wf)\no = add(nw, bf)\n" + store("o", s))
-    if name == "rmsnorm":
-        return (header([("x", 2), ("w", 1)], s) + cast_in(["x", "w"]) +
-                "const eps: float32 = 1e-6\nsq = mul(xf, xf)\nms = mean(sq) {axes=[1], keepdim=true}\n"
-                "me = add(ms, eps)\nr = rsqrt(me)\nn = mul(xf, r)\no = mul(n, wf)\n" + store("o", s))
-    if name == "inner_sum":
-        return (header([("x", 2)], s) + cast_in(["x"]) +
-                "y = sum(xf) {axes=[1], keepdim=false}\noutput y\n")
-    if name == "outer_sum":
-        return (header([("x", 2)], s) + cast_in(["x"]) +
-                "y = sum(xf) {axes=[0], keepdim=false}\noutput y\n")
-    if name == "transpose_add":
-        return (header([("x", 2), ("z", 2)], s) + cast_in(["x", "z"]) +
-                "xt = permute(xf) {perm=[1, 0]}\nt = add(xt, zf)\n" + store("t", s))
-    raise ValueError(name)
-
+# The cases: kfuse text and input shapes from bench/cases/ (shared with
+# `kfuse bench`), torch function, inputs.
 
 def torch_fn(name):
     if name == "gelu_bias":
@@ -148,24 +105,10 @@ def torch_fn(name):
 
 def make_inputs(name, m, n, dtype):
     g = torch.Generator(device="cuda").manual_seed(0)
-    r = lambda *shape: torch.randn(*shape, device="cuda", dtype=torch.float32, generator=g).to(dtype)
-    if name in ("gelu_bias",):
-        return [r(m, n), r(n)]
-    if name in ("add_relu_mul",):
-        return [r(m, n), r(m, n), r(m, n)]
-    if name == "silu_mul":
-        return [r(m, n), r(m, n)]
-    if name == "layernorm":
-        return [r(m, n), r(n), r(n)]
-    if name == "rmsnorm":
-        return [r(m, n), r(n)]
-    if name == "transpose_add":
-        return [r(n, m), r(m, n)]
-    return [r(m, n)]
+    return [torch.randn(*shape, device="cuda", dtype=torch.float32, generator=g).to(dtype)
+            for shape in input_shapes(name, m, n)]
 
 
-CASES = ["gelu_bias", "add_relu_mul", "silu_mul", "softmax", "layernorm", "rmsnorm",
-         "inner_sum", "outer_sum", "transpose_add"]
 STORAGE = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float16: "float16"}
 
 
@@ -231,7 +174,7 @@ def run_case(kf, name, m, n, dtype, iters, ceiling):
     }
 
 
-def print_table(rows, ceiling, out):
+def table_text(rows, ceiling):
     lines = [f"copy ceiling: {ceiling:.0f} GB/s (device-to-device, read + write)", "",
              "| case | shape | dtype | check | kfuse ms | kfuse GB/s | % SOL | eager GB/s | compile GB/s | kfuse/compile |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -244,13 +187,79 @@ def print_table(rows, ceiling, out):
                      f"| {r['compile_gbs']:.0f} | {r['speedup']:.2f} |")
     speedups = [r["speedup"] for r in rows if "speedup" in r]
     if speedups:
-        geo = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
-        lines += ["", f"geometric mean kfuse/torch.compile speedup: {geo:.3f} over {len(speedups)} cases"]
-    text = "\n".join(lines)
+        lines += ["", f"geometric mean kfuse/torch.compile speedup: {geomean(speedups):.3f} over {len(speedups)} cases"]
+    return "\n".join(lines)
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def write(text, out):
     print(text)
     if out:
         with open(out, "w") as fh:
             fh.write(text + "\n")
+
+
+# ---------------------------------------------------------------------------
+# One table with `kfuse bench` (the C++ driver) and torch
+
+def read_kfuse_table(path):
+    """The header lines and the rows (dicts by column name) of a `kfuse bench --out` file."""
+    header, rows, columns = [], {}, None
+    for line in open(path).read().splitlines():
+        if not line.startswith("|"):
+            if columns is None and line.strip():
+                header.append(line.strip())
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if columns is None:
+            columns = cells
+        elif not set(cells[0]) <= set("- "):
+            row = dict(zip(columns, cells))
+            rows[(row["case"], row["shape"], row["dtype"])] = row
+    return header, rows
+
+
+def combined_text(torch_rows, torch_ceiling, kfuse_header, kfuse_rows):
+    lines = ["kfuse columns: `kfuse bench`, the C++ driver:"] + [f"- {h}" for h in kfuse_header] + [
+             f"torch columns and kfuse via ctypes: bench_torch.py, copy ceiling {torch_ceiling:.0f} GB/s",
+             "kfuse/compile: torch.compile time / `kfuse bench` time", "",
+             "| case | shape | dtype | scheduler | check (CPU / torch) | kfuse ms | kfuse GB/s | % SOL "
+             "| kfuse via ctypes GB/s | eager GB/s | compile GB/s | kfuse/compile |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    ratios = []
+    seen = set()
+    for r in torch_rows:
+        key = (r["case"], r["shape"], r["dtype"])
+        seen.add(key)
+        k = kfuse_rows.get(key, {})
+        t_check = ("ERROR: " + r["error"]) if "error" in r else ("ok" if r["ok"] else "MISMATCH %.3g" % r["err"])
+        ratio = ""
+        try:
+            if "compile_ms" in r:
+                x = r["compile_ms"] / float(k["ms"])
+                ratios.append(x)
+                ratio = f"{x:.2f}"
+        except (KeyError, ValueError, ZeroDivisionError):
+            pass
+        fmt = lambda key_: f"{r[key_]:.0f}" if key_ in r else ""
+        lines.append(f"| {r['case']} | {r['shape']} | {r['dtype']} | {k.get('scheduler', '')} "
+                     f"| {k.get('check', 'not run')} / {t_check} | {k.get('ms', '')} | {k.get('GB/s', '')} "
+                     f"| {k.get('% SOL', '')} | {fmt('kf_gbs')} | {fmt('eager_gbs')} | {fmt('compile_gbs')} | {ratio} |")
+    for key, k in kfuse_rows.items():  # configurations torch did not run
+        if key not in seen:
+            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {k.get('scheduler', '')} | {k.get('check', '')} / not run "
+                         f"| {k.get('ms', '')} | {k.get('GB/s', '')} | {k.get('% SOL', '')} | | | | |")
+    if ratios:
+        lines += ["", f"geometric mean kfuse (C++ driver) / torch.compile speedup: {geomean(ratios):.3f} "
+                      f"over {len(ratios)} cases"]
+    return "\n".join(lines)
+
+
+def int_list(text):
+    return [int(x) for x in text.split(",")]
 
 
 def main():
@@ -258,10 +267,13 @@ def main():
     p.add_argument("--lib", default="build/libkfuse.so")
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--sweep", action="store_true")
-    p.add_argument("--cases", default=",".join(CASES))
-    p.add_argument("--rows", type=int, default=32768)
-    p.add_argument("--cols", type=int, default=8192)
+    p.add_argument("--cases", default=",".join(suite()))
+    p.add_argument("--rows", default="32768", help="comma list")
+    p.add_argument("--cols", default="8192", help="comma list")
+    p.add_argument("--dtype", default="bfloat16", help="comma list of bfloat16, float32, float16")
     p.add_argument("--out", default="")
+    p.add_argument("--kfuse-table", default="", help="a `kfuse bench --out` file to merge with")
+    p.add_argument("--combined", default="", help="where to write the merged table (with --kfuse-table)")
     p.add_argument("--sweep-rows", default="16,512,2048,8192,32768")
     p.add_argument("--sweep-cols", default="768,1024,4096,8192,16384,16392")
     p.add_argument("--sweep-dtypes", default="bfloat16,float32")
@@ -269,18 +281,18 @@ def main():
     a = p.parse_args()
     kf = Kfuse(a.lib)
     ceiling = copy_ceiling_gbs(a.iters)
+    dtypes = {v: k for k, v in STORAGE.items()}
     configs = []
-    cases = a.cases.split(",")
     if a.sweep:
-        dtypes = {"bfloat16": torch.bfloat16, "float32": torch.float32}
         for name in a.sweep_cases.split(","):
-            for m in (int(x) for x in a.sweep_rows.split(",")):
-                for n in (int(x) for x in a.sweep_cols.split(",")):
+            for m in int_list(a.sweep_rows):
+                for n in int_list(a.sweep_cols):
                     for dt in (dtypes[x] for x in a.sweep_dtypes.split(",")):
                         if m * n * (4 if dt == torch.float32 else 2) <= 2 ** 31:
                             configs.append((name, m, n, dt))
     else:
-        configs = [(c, a.rows, a.cols, torch.bfloat16) for c in cases]
+        configs = [(c, m, n, dtypes[d]) for c in a.cases.split(",") for d in a.dtype.split(",")
+                   for m in int_list(a.rows) for n in int_list(a.cols)]
     rows = []
     for name, m, n, dt in configs:
         try:
@@ -289,7 +301,11 @@ def main():
             rows.append({"case": name, "shape": f"{m}x{n}", "dtype": STORAGE[dt], "error": str(e)[:200]})
         torch.cuda.empty_cache()
         print(rows[-1], file=sys.stderr, flush=True)
-    print_table(rows, ceiling, a.out)
+    write(table_text(rows, ceiling), a.out)
+    if a.kfuse_table:
+        header, kfuse_rows = read_kfuse_table(a.kfuse_table)
+        print()
+        write(combined_text(rows, ceiling, header, kfuse_rows), a.combined)
 
 
 if __name__ == "__main__":

@@ -8,5 +8,7 @@ namespace kfcli {
 
 int run_command(const Options& options);
 int explain_command(const Options& options);
+// `kfuse bench ARGS...`: parses its own options (argv after "bench").
+int bench_command(int argc, char** argv);
 
 }  // namespace kfcli

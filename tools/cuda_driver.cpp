@@ -13,6 +13,8 @@ using CUresult = int;
 using CUdevice = int;
 using CUcontext = void*;
 using CUdeviceptr = unsigned long long;
+using CUstream = void*;
+using CUevent = void*;
 constexpr CUresult kSuccess = 0;
 constexpr CUresult kStubLibrary = 34;  // CUDA_ERROR_STUB_LIBRARY
 }  // namespace
@@ -31,6 +33,16 @@ struct CudaDriver::Api {
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t);
   CUresult (*ctx_synchronize)();
   CUresult (*get_error_name)(CUresult, const char**);
+  CUresult (*device_get_attribute)(int*, int, CUdevice);
+  CUresult (*stream_create)(CUstream*, unsigned);
+  CUresult (*stream_destroy)(CUstream);
+  CUresult (*stream_synchronize)(CUstream);
+  CUresult (*event_create)(CUevent*, unsigned);
+  CUresult (*event_destroy)(CUevent);
+  CUresult (*event_record)(CUevent, CUstream);
+  CUresult (*event_elapsed_time)(float*, CUevent, CUevent);
+  CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
 };
 
 namespace {
@@ -69,7 +81,17 @@ std::unique_ptr<CudaDriver> CudaDriver::open(std::string* why) {
             resolve(library, &a.memcpy_htod, "cuMemcpyHtoD", "cuMemcpyHtoD_v2") &&
             resolve(library, &a.memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2") &&
             resolve(library, &a.ctx_synchronize, "cuCtxSynchronize") &&
-            resolve(library, &a.get_error_name, "cuGetErrorName");
+            resolve(library, &a.get_error_name, "cuGetErrorName") &&
+            resolve(library, &a.device_get_attribute, "cuDeviceGetAttribute") &&
+            resolve(library, &a.stream_create, "cuStreamCreate") &&
+            resolve(library, &a.stream_destroy, "cuStreamDestroy", "cuStreamDestroy_v2") &&
+            resolve(library, &a.stream_synchronize, "cuStreamSynchronize") &&
+            resolve(library, &a.event_create, "cuEventCreate") &&
+            resolve(library, &a.event_destroy, "cuEventDestroy", "cuEventDestroy_v2") &&
+            resolve(library, &a.event_record, "cuEventRecord") &&
+            resolve(library, &a.event_elapsed_time, "cuEventElapsedTime", "cuEventElapsedTime_v2") &&
+            resolve(library, &a.memcpy_dtod_async, "cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2") &&
+            resolve(library, &a.memset_d8_async, "cuMemsetD8Async");
   if (!ok) {
     *why = "libcuda.so.1 lacks a driver function the CLI needs";
     return nullptr;
@@ -132,5 +154,58 @@ void CudaDriver::to_host(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaDriver::synchronize() { check(api_->ctx_synchronize(), "cuCtxSynchronize"); }
+
+namespace {
+CUdeviceptr device_address(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
+}  // namespace
+
+int CudaDriver::attribute(int attribute) {
+  int value = 0;
+  check(api_->device_get_attribute(&value, attribute, device_), "cuDeviceGetAttribute");
+  return value;
+}
+
+void* CudaDriver::create_stream() {
+  CUstream s = nullptr;
+  check(api_->stream_create(&s, 0), "cuStreamCreate");
+  return s;
+}
+
+void CudaDriver::destroy_stream(void* stream) {
+  if (stream != nullptr) api_->stream_destroy(stream);
+}
+
+void CudaDriver::synchronize_stream(void* stream) {
+  check(api_->stream_synchronize(stream), "cuStreamSynchronize");
+}
+
+void* CudaDriver::create_event() {
+  CUevent e = nullptr;
+  check(api_->event_create(&e, 0), "cuEventCreate");  // CU_EVENT_DEFAULT: timing on
+  return e;
+}
+
+void CudaDriver::destroy_event(void* event) {
+  if (event != nullptr) api_->event_destroy(event);
+}
+
+void CudaDriver::record_event(void* event, void* stream) {
+  check(api_->event_record(event, stream), "cuEventRecord");
+}
+
+float CudaDriver::elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  check(api_->event_elapsed_time(&ms, start, end), "cuEventElapsedTime");
+  return ms;
+}
+
+void CudaDriver::copy_async(void* dst, const void* src, size_t bytes, void* stream) {
+  check(api_->memcpy_dtod_async(device_address(dst), device_address(src), bytes, stream),
+        "cuMemcpyDtoDAsync");
+}
+
+void CudaDriver::fill_async(void* dst, unsigned char byte, size_t bytes, void* stream) {
+  check(api_->memset_d8_async(device_address(dst), byte, bytes, stream), "cuMemsetD8Async");
+}
 
 }  // namespace kfcli

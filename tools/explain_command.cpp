@@ -13,21 +13,6 @@ namespace kfcli {
 
 namespace {
 
-struct OwnedString {
-  char* s = nullptr;
-  ~OwnedString() { kf_string_free(s); }
-};
-
-struct Concrete {
-  kf_concrete c = nullptr;
-  ~Concrete() { kf_concrete_release(c); }
-};
-
-struct Segmentation {
-  kf_segmentation s = nullptr;
-  ~Segmentation() { kf_segmentation_release(s); }
-};
-
 std::string id_list(const int64_t* ids, size_t n, const std::map<int64_t, std::string>& names) {
   if (n == 0) return "(none)";
   std::string s;

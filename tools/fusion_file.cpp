@@ -1,5 +1,6 @@
 #include "fusion_file.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -81,6 +82,7 @@ FusionFile load_fusion_file(const std::string& path) {
       const std::string value = trim(directive.substr(colon + 1));
       if (key == "shapes") file.shapes = value;
       else if (key == "scalars") file.scalars = value;
+      file.directives[key] = value;
       continue;
     }
     // `input NAME: ...` names inputs for messages; the parser is the judge.
@@ -94,7 +96,8 @@ FusionFile load_fusion_file(const std::string& path) {
   return file;
 }
 
-std::string float64_text(const std::string& text) {
+std::string replace_words(const std::string& text, const std::vector<std::string>& from,
+                          const std::string& to) {
   std::string out;
   out.reserve(text.size());
   bool comment = false;
@@ -110,10 +113,14 @@ std::string float64_text(const std::string& text) {
     size_t end = i;
     while (end < text.size() && is_word_char(text[end])) ++end;
     const std::string word = text.substr(i, end - i);
-    out += (word == "float32" || word == "float16" || word == "bfloat16") ? "float64" : word;
+    out += std::find(from.begin(), from.end(), word) != from.end() ? to : word;
     i = end;
   }
   return out;
+}
+
+std::string float64_text(const std::string& text) {
+  return replace_words(text, {"float32", "float16", "bfloat16"}, "float64");
 }
 
 Fusion::Fusion(const std::string& text) { check(kf_fusion_from_text(text.c_str(), &f_), "kf_fusion_from_text"); }

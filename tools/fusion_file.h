@@ -44,9 +44,14 @@ struct FusionFile {
   std::optional<std::string> shapes;   // from `#! shapes: ...`
   std::optional<std::string> scalars;  // from `#! scalars: ...`
   std::vector<std::string> input_names;  // from `input NAME: ...`, in order
+  std::map<std::string, std::string> directives;  // every `#! KEY: VALUE` line
 };
 
 FusionFile load_fusion_file(const std::string& path);
+
+// The text with every whole word in `from` spelled `to`, comments left alone.
+std::string replace_words(const std::string& text, const std::vector<std::string>& from,
+                          const std::string& to);
 
 // The text with every floating dtype (float32, float16, bfloat16) spelled
 // float64, comments left alone: the independent reference of `kfuse run`.
@@ -66,6 +71,22 @@ class Fusion {
 
  private:
   kf_fusion f_ = nullptr;
+};
+
+// Owning holders of C API results, released (or freed) on scope exit.
+struct OwnedString {
+  char* s = nullptr;
+  ~OwnedString() { kf_string_free(s); }
+};
+
+struct Concrete {
+  kf_concrete c = nullptr;
+  ~Concrete() { kf_concrete_release(c); }
+};
+
+struct Segmentation {
+  kf_segmentation s = nullptr;
+  ~Segmentation() { kf_segmentation_release(s); }
 };
 
 // Host inputs for `fusion` in input order: tensor inputs get the shapes of

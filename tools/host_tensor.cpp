@@ -1,5 +1,6 @@
 #include "host_tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -217,6 +218,15 @@ HostTensor random_tensor(kf_dtype dtype, const std::vector<int64_t>& shape, Layo
   return t;
 }
 
+HostTensor zeros(kf_dtype dtype, const std::vector<int64_t>& shape) {
+  HostTensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = compact_strides(shape);
+  t.storage.assign(static_cast<size_t>(std::max<int64_t>(t.numel(), 1)) * dtype_bytes(dtype), std::byte{0});
+  return t;
+}
+
 HostTensor scalar_tensor(kf_dtype dtype, double value) {
   HostTensor t;
   t.dtype = dtype;
@@ -226,12 +236,8 @@ HostTensor scalar_tensor(kf_dtype dtype, double value) {
 }
 
 HostTensor convert(const HostTensor& t, kf_dtype dtype) {
-  HostTensor c;
-  c.dtype = dtype;
-  c.shape = t.shape;
-  c.strides = compact_strides(t.shape);
+  HostTensor c = zeros(dtype, t.shape);
   const int64_t n = t.numel();
-  c.storage.assign(static_cast<size_t>(std::max<int64_t>(n, 1)) * dtype_bytes(dtype), std::byte{0});
   for (int64_t i = 0; i < n; ++i) store_element(dtype, c.storage.data() + i * dtype_bytes(dtype), t.get(i));
   return c;
 }

@@ -60,6 +60,8 @@ struct HostTensor {
 // integers in [0, 4) (valid as small indices), bools 0/1.
 HostTensor random_tensor(kf_dtype dtype, const std::vector<int64_t>& shape, Layout layout,
                          Rng& rng);
+// A compact row-major tensor of zeros.
+HostTensor zeros(kf_dtype dtype, const std::vector<int64_t>& shape);
 // A 0-dim tensor holding `value`.
 HostTensor scalar_tensor(kf_dtype dtype, double value);
 // The same logical values, compact row-major, stored as `dtype`.

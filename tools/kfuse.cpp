@@ -1,10 +1,11 @@
 // The `kfuse` command line: run and check a fusion file, explain what kfuse
-// makes of it, print the version. Uses libkfuse through its C API only.
+// makes of it, benchmark the suite on a GPU, print the version. Uses libkfuse through its C API only.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "args.h"
 #include "commands.h"
 
 namespace {
@@ -14,6 +15,9 @@ constexpr const char* kUsage = R"USAGE(usage:
                                 against a float64 evaluation on the CPU
   kfuse explain FILE [options]  print the definition, its concretization and
                                 its segments (--cuda: their CUDA C++ too)
+  kfuse bench [options]         time the benchmark suite on the GPU (kfuse
+                                bench --help lists its options; exit status
+                                3 when there is no GPU)
   kfuse version                 print the library's API version
   kfuse --help                  this text
 
@@ -61,23 +65,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options.command == "version" || options.command == "--version") return version();
+  if (options.command == "bench") return kfcli::bench_command(argc - 2, argv + 2);
   if (options.command != "run" && options.command != "explain")
     return usage_error("unknown command '" + options.command + "'");
 
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
-      value = arg.substr(arg.find('=') + 1);
-      arg = arg.substr(0, arg.find('='));
-      has_value = true;
-    }
-    auto next = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) throw std::string("option " + arg + " needs a value");
-      return argv[++i];
-    };
+  kfcli::ArgReader args(argc, argv, 2);
+  while (args.next()) {
+    const std::string arg = args.name();
+    auto next = [&] { return args.value(); };
+    const bool has_value = args.has_value();
     try {
       if (arg == "--shapes") options.shapes = next();
       else if (arg == "--scalars") options.scalars = next();
@@ -100,7 +96,7 @@ int main(int argc, char** argv) {
         std::fputs(kUsage, stdout);
         return 0;
       } else if (arg.rfind("-", 0) == 0 || !options.file.empty()) {
-        return usage_error("unexpected argument '" + std::string(argv[i]) + "'");
+        return usage_error("unexpected argument '" + args.raw() + "'");
       } else {
         options.file = arg;
       }
