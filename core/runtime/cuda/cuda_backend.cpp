@@ -15,8 +15,8 @@
 #include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/launch.h"
 #include "core/runtime/cuda/strided_copy.h"
-#include "core/segment/task_sizes.h"
 #include "core/util/error.h"
+#include "core/util/scratch.h"
 
 namespace kf {
 
@@ -60,6 +60,7 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
 
 const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg) {
   KernelSlot& slot = *seg.kernel_slot;
+  if (const void* k = slot.ready.load(std::memory_order_acquire)) return *static_cast<const LoadedSegment*>(k);
   std::lock_guard lock(slot.mutex);
   if (!slot.kernel) {
     auto k = std::make_shared<LoadedSegment>();
@@ -78,6 +79,7 @@ const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg)
             "cuFuncSetAttribute");
     }
     slot.kernel = k;
+    slot.ready.store(k.get(), std::memory_order_release);
   }
   return *static_cast<const LoadedSegment*>(slot.kernel.get());
 }
@@ -123,7 +125,7 @@ class CudaBackend final : public Backend {
   }
 
   void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
-                   const DLTensor* const* inputs, DLTensor* const* outputs,
+                   const ValueSizes& sizes, const DLTensor* const* inputs, DLTensor* const* outputs,
                    const ExecOptions& options) override {
     ScopedContext context(c.device.id);  // first, so a missing GPU is reported as such
     const Segment& seg = s.segments[index];
@@ -131,10 +133,11 @@ class CudaBackend final : public Backend {
       return run_library_segment(*this, c, s, index, inputs, outputs, options);
     if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
     const LoadedSegment& k = loaded_segment(c, seg);
-    const std::vector<Sizes> sizes = task_sizes(*c.fusion, seg.task, inputs);
-    const LaunchDims dims = launch_dims(k.plan.launch, sizes, context.info().max_grid_x);
+    const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x);
     if (dims.grid == 0) return;  // empty domain
-    std::vector<int64_t> args(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
+    Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
+    std::vector<int64_t>& args = *arg_block;
+    args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
     if (k.plan.launch.kind == LaunchRule::Kind::ColumnReduce) {
       // Partials into a stream-ordered scratch buffer, then the finishing
