@@ -20,10 +20,10 @@
 namespace kf {
 
 // Where a backend keeps what it compiled for a segment (the CUDA backend:
-// its loaded kernel). Filled once, under the mutex; `ready` then points to
-// the kernel, so later calls read it without locking.
+// its loaded kernel). Filled once, under the segmentation's kernels_mutex;
+// `ready` then points to the kernel, so later calls read it without
+// locking.
 struct KernelSlot {
-  std::mutex mutex;
   std::shared_ptr<const void> kernel;
   std::atomic<const void*> ready{nullptr};
 };
@@ -45,6 +45,8 @@ class Segmentation {
   const ConcreteFusion* concrete = nullptr;
   std::vector<Segment> segments;
   RunPlan run_plan;
+  // Held by a backend while it fills kernel slots (all segments at once).
+  mutable std::mutex kernels_mutex;
 };
 
 // The segmentation cached with `c` (built on first use, thread-safe).

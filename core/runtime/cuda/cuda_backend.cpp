@@ -1,8 +1,9 @@
 // The CUDA backend: stream-ordered memory, copies, and segments run as
-// generated kernels. A segment's kernel is generated, compiled (kernel
-// cache) and loaded on first use and kept in its KernelSlot; later calls
-// only fill the argument block and launch on the caller's stream. Nothing
-// here synchronizes the device.
+// generated kernels. The first run of a segmentation generates and
+// compiles the kernels of all its segments on a bounded pool of threads
+// (kernel cache), loads them and keeps each in its segment's KernelSlot;
+// later calls only fill the argument block and launch on the caller's
+// stream. Nothing here synchronizes the device.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "core/runtime/cuda/driver.h"
 #include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/launch.h"
+#include "core/runtime/cuda/segment_kernels.h"
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/util/error.h"
 #include "core/util/scratch.h"
@@ -58,19 +60,35 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
          block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
 }
 
-const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg) {
-  KernelSlot& slot = *seg.kernel_slot;
-  if (const void* k = slot.ready.load(std::memory_order_acquire)) return *static_cast<const LoadedSegment*>(k);
-  std::lock_guard lock(slot.mutex);
-  if (!slot.kernel) {
+bool has_kernel(const Segment& seg) {
+  return seg.scheduler != SchedulerKind::Library && !seg.task.exprs.empty();
+}
+
+// Fills the kernel slot of every generated segment of `s` that has none:
+// the first run of a segmentation generates and compiles all its kernels
+// on the compile pool (segment_kernels.h), then loads them in run order.
+void load_segments(const ConcreteFusion& c, const Segmentation& s) {
+  std::lock_guard lock(s.kernels_mutex);
+  std::vector<size_t> missing;
+  for (size_t k = 0; k < s.segments.size(); ++k)
+    if (has_kernel(s.segments[k]) && s.segments[k].kernel_slot->ready.load(std::memory_order_acquire) == nullptr)
+      missing.push_back(k);
+  if (missing.empty()) return;
+  const int device = c.device.id;
+  std::vector<SegmentKernel> kernels = make_segment_kernels(
+      c, s, missing, device_info(device).sm, [&](const Digest& key) { return kernel_loaded(device, key); });
+  for (size_t i = 0; i < missing.size(); ++i) {
+    const Segment& seg = s.segments[missing[i]];
+    SegmentKernel& made = kernels[i];
     auto k = std::make_shared<LoadedSegment>();
-    k->plan = generate_kernel(c, seg.task);
-    k->sources = resolve_slots(*c.fusion, seg.task, k->plan.args);
-    k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
-    if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);
+    k->sources = resolve_slots(*c.fusion, seg.task, made.plan.args);
+    k->function = load_kernel(device, made.key, made.plan.source, made.plan.name, made.image.get());
+    if (!made.plan.finish_name.empty())
+      k->finish = load_kernel(device, made.key, made.plan.source, made.plan.finish_name, made.image.get());
+    k->plan = std::move(made.plan);
     const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
     if (shared > kDefaultSharedLimit) {
-      ScopedContext context(c.device.id);
+      ScopedContext context(device);
       if (shared > static_cast<uint32_t>(context.info().max_shared_optin))
         fail(KF_ERR_UNSUPPORTED, "kernel ", k->plan.name, " needs ", shared,
              " bytes of shared memory; the device allows ", context.info().max_shared_optin);
@@ -78,10 +96,20 @@ const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg)
                                          static_cast<int>(shared)),
             "cuFuncSetAttribute");
     }
+    KernelSlot& slot = *seg.kernel_slot;
     slot.kernel = k;
     slot.ready.store(k.get(), std::memory_order_release);
   }
-  return *static_cast<const LoadedSegment*>(slot.kernel.get());
+}
+
+const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segmentation& s, size_t index) {
+  const KernelSlot& slot = *s.segments[index].kernel_slot;
+  const void* k = slot.ready.load(std::memory_order_acquire);
+  if (k == nullptr) {
+    load_segments(c, s);
+    k = slot.ready.load(std::memory_order_acquire);
+  }
+  return *static_cast<const LoadedSegment*>(k);
 }
 
 class CudaBackend final : public Backend {
@@ -132,7 +160,7 @@ class CudaBackend final : public Backend {
     if (seg.scheduler == SchedulerKind::Library)  // matmul/linear: cuBLASLt
       return run_library_segment(*this, c, s, index, inputs, outputs, options);
     if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
-    const LoadedSegment& k = loaded_segment(c, seg);
+    const LoadedSegment& k = loaded_segment(c, s, index);
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x);
     if (dims.grid == 0) return;  // empty domain
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
