@@ -8,7 +8,11 @@
 //    pointwise fusion and a layernorm, with an empty kernel cache directory,
 //    and again in a new process with that cache warm.
 // Runs on the GPU when the driver finds one (add --cpu to force the CPU).
-//   build/bench/host_latency_bench [--cpu] [--calls N]
+// --dry-run: the CPU backend dispatches segments without computing them
+// (KFUSE_CPU_DRY_RUN=1), so the figures are those of the host path shared
+// with the GPU (binding, concretization lookup, executor), measurable
+// without a GPU.
+//   build/bench/host_latency_bench [--cpu | --dry-run] [--calls N]
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -117,13 +121,15 @@ double cold_start_ms(const char* text, const std::vector<int>& ranks, DLDevice d
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool force_cpu = false, child = false;
+  bool force_cpu = false, dry_run = false, child = false;
   long calls = 100000;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--cpu")) force_cpu = true;
+    else if (!std::strcmp(argv[i], "--dry-run")) force_cpu = dry_run = true;
     else if (!std::strcmp(argv[i], "--calls") && i + 1 < argc) calls = std::atol(argv[++i]);
     else if (!std::strcmp(argv[i], "--cold-child")) child = true;
   }
+  if (dry_run) setenv("KFUSE_CPU_DRY_RUN", "1", 1);
   std::string why;
   std::unique_ptr<kfcli::CudaDriver> gpu = force_cpu ? nullptr : kfcli::CudaDriver::open(&why);
   DLDevice dev = gpu ? DLDevice{kDLCUDA, 0} : DLDevice{kDLCPU, 0};
@@ -137,7 +143,9 @@ int main(int argc, char** argv) {
                 cold_start_ms(kLayernorm, {2, 1, 1}, dev, gpu.get(), alloc));
     return 0;
   }
-  std::printf("backend: %s\n", gpu ? ("cuda:0 (" + gpu->device_name() + ")").c_str() : "cpu");
+  std::printf("backend: %s\n", gpu       ? ("cuda:0 (" + gpu->device_name() + ")").c_str()
+                               : dry_run ? "cpu, dry run (host path only)"
+                                         : "cpu");
 
   // Cold start with an empty kernel cache directory.
   char dir[] = "/tmp/kfuse-latency-XXXXXX";
@@ -147,7 +155,7 @@ int main(int argc, char** argv) {
               cold_start_ms(kPointwise, {2, 2, 2}, dev, gpu.get(), alloc),
               cold_start_ms(kLayernorm, {2, 1, 1}, dev, gpu.get(), alloc));
   std::fflush(stdout);
-  std::string cmd = std::string("\"") + argv[0] + "\" --cold-child" + (force_cpu ? " --cpu" : "");
+  std::string cmd = std::string("\"") + argv[0] + "\" --cold-child" + (dry_run ? " --dry-run" : force_cpu ? " --cpu" : "");
   if (std::system(cmd.c_str()) != 0) return 1;
 
   kf_fusion f;
@@ -168,16 +176,18 @@ int main(int argc, char** argv) {
   before.struct_size = after.struct_size = sizeof(kf_cache_stats);
   check(kf_cache_get_stats(&before), "stats");
   long n = calls / 10;
+  long a0 = g_allocations.load();
   auto t0 = Clock::now();
   for (long i = 0; i < n; ++i) {
     kf_execute_into(f, in_a.data(), 3, out_a, 1, nullptr);
     kf_execute_into(f, in_b.data(), 3, out_b, 1, nullptr);
   }
   double per = us_since(t0) / static_cast<double>(2 * n);
+  double allocs_per = static_cast<double>(g_allocations.load() - a0) / static_cast<double>(2 * n);
   if (gpu) gpu->synchronize();
   check(kf_cache_get_stats(&after), "stats");
-  std::printf("alternating shapes in one class: %.2f us per call, %llu new concretizations\n", per,
-              static_cast<unsigned long long>(after.concretizations - before.concretizations));
+  std::printf("alternating shapes in one class: %.2f us per call, %.2f heap allocations per call, %llu new concretizations\n",
+              per, allocs_per, static_cast<unsigned long long>(after.concretizations - before.concretizations));
   kf_fusion_release(f);
   return 0;
 }

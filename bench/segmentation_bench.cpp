@@ -61,9 +61,8 @@ double run_once(int n, bool dag, bool mixed, size_t* segments) {
   int64_t shape[2] = {64, 64};
   DLTensor t{data, {kDLCPU, 0}, 2, kf::to_dlpack(kf::DType::F32), shape, nullptr, 0};
   const DLTensor* in[1] = {&t};
-  kf::ConcreteKey key;
-  kf::Binding bind = kf::bind_inputs(*f, in, 1, &key);
-  auto c = kf::concretize(f, bind, key);
+  kf::Binding bind = kf::bind_inputs(*f, in, 1);
+  auto c = kf::concretize(f, bind);
   auto s = kf::segmentation_of(c);
   auto t1 = Clock::now();
   *segments = s->segments.size();

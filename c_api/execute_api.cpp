@@ -13,6 +13,7 @@
 #include "core/runtime/outputs.h"
 #include "core/segment/matmul_pattern.h"
 #include "core/segment/segment_text.h"
+#include "core/util/scratch.h"
 
 using kf::capi::guard;
 using kf::capi::require;
@@ -49,13 +50,13 @@ const kf::Segment& segment_at(const kf_segmentation_s* h, size_t index, const ch
   return segs[index];
 }
 
-// Binds the inputs and returns the concrete fusion (cached) for them.
+// Binds the inputs into `b` (this thread's, see Scratch) and returns the
+// concrete fusion (cached) for them.
 std::shared_ptr<kf::ConcreteFusion> bind(kf_fusion f, const DLTensor* const* inputs,
-                                         size_t num_inputs, const char* fn, kf::Binding* b) {
+                                         size_t num_inputs, const char* fn, kf::Binding& b) {
   kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
-  kf::ConcreteKey key;
-  *b = kf::bind_inputs(*fusion, inputs, num_inputs, &key);
-  return kf::concretize(fusion->shared_from_this(), *b, key);
+  kf::bind_inputs(*fusion, inputs, num_inputs, &b);
+  return kf::concretize(fusion->shared_from_this(), b);
 }
 
 void check_output_count(const kf::Fusion& f, size_t n, const char* fn) {
@@ -97,8 +98,8 @@ KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_
                                kf_concrete* out) {
   return guard([&] {
     require(out, "kf_concretize", "out");
-    kf::Binding b;
-    auto c = bind(f, inputs, num_inputs, "kf_concretize", &b);
+    kf::Scratch<kf::Binding> b;
+    auto c = bind(f, inputs, num_inputs, "kf_concretize", *b);
     c->retain_external();
     *out = c.get();
   });
@@ -212,18 +213,18 @@ KF_API kf_status kf_execute(kf_fusion f, const DLTensor* const* inputs, size_t n
   return guard([&] {
     const char* fn = "kf_execute";
     kf::ExecOptions opts = options_of(options, fn);
-    kf::Binding b;
-    auto c = bind(f, inputs, num_inputs, fn, &b);
+    kf::Scratch<kf::Binding> b;
+    auto c = bind(f, inputs, num_inputs, fn, *b);
     check_output_count(*c->fusion, num_outputs, fn);
     if (num_outputs > 0) require(outputs, fn, "outputs");
     auto seg = kf::segmentation_of(c);
     std::vector<DLManagedTensor*> made;
     try {
       for (size_t i = 0; i < num_outputs; ++i)
-        made.push_back(kf::allocate_output(*c, b, i, inputs, opts));
+        made.push_back(kf::allocate_output(*c, *b, i, inputs, opts));
       std::vector<DLTensor*> dl;
       for (auto* m : made) dl.push_back(&m->dl_tensor);
-      kf::execute(*c, *seg, b, inputs, dl.data(), opts);
+      kf::execute(*c, *seg, *b, inputs, dl.data(), opts);
     } catch (...) {
       for (auto* m : made) m->deleter(m);
       throw;
@@ -238,12 +239,12 @@ KF_API kf_status kf_execute_into(kf_fusion f, const DLTensor* const* inputs, siz
   return guard([&] {
     const char* fn = "kf_execute_into";
     kf::ExecOptions opts = options_of(options, fn);
-    kf::Binding b;
-    auto c = bind(f, inputs, num_inputs, fn, &b);
+    kf::Scratch<kf::Binding> b;
+    auto c = bind(f, inputs, num_inputs, fn, *b);
     check_output_count(*c->fusion, num_outputs, fn);
     if (num_outputs > 0) require(outputs, fn, "outputs");
-    for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*c, b, i, outputs[i]);
-    kf::execute(*c, *kf::segmentation_of(c), b, inputs, outputs, opts);
+    for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*c, *b, i, outputs[i]);
+    kf::execute(*c, *kf::segmentation_of(c), *b, inputs, outputs, opts);
   });
 }
 
@@ -267,8 +268,9 @@ namespace {
 void value_shape(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs, int64_t value,
                  int64_t* shape, size_t rank, const char* fn, const char* what, int64_t number) {
   kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
-  kf::Binding b = kf::bind_inputs(*fusion, inputs, num_inputs, nullptr);
-  const kf::Sizes& sizes = b.sizes[static_cast<size_t>(value)];
+  kf::Scratch<kf::Binding> b;
+  kf::bind_inputs(*fusion, inputs, num_inputs, b.get(), false);
+  const std::span<const int64_t> sizes = b->sizes[value];
   if (rank != sizes.size())
     kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": rank is ", rank, ", ", what, " ", number, " has rank ",
              sizes.size());

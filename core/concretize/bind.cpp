@@ -1,6 +1,6 @@
 // bind_inputs: one call's inputs -> sizes of every value and the
 // concretization key. This runs on every execute, so it only reads
-// metadata and does arithmetic.
+// metadata and does arithmetic, into storage the Binding already has.
 #include <bit>
 
 #include "core/concretize/concrete_fusion.h"
@@ -24,7 +24,7 @@ uint64_t hash_words(const std::vector<int64_t>& words) {
 }
 
 // Rank (<= 16) in the low byte, then 2 bits of size class per dim.
-int64_t pack_classes(const Sizes& sizes) {
+int64_t pack_classes(std::span<const int64_t> sizes) {
   uint64_t w = sizes.size();
   for (size_t d = 0; d < sizes.size(); ++d)
     w |= static_cast<uint64_t>(size_class(sizes[d])) << (8 + 2 * d);
@@ -33,41 +33,31 @@ int64_t pack_classes(const Sizes& sizes) {
 
 }  // namespace
 
-Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
-                    ConcreteKey* key) {
-  Binding b;
-  b.inputs = read_inputs(fusion, inputs, num_inputs, &b.device);
-  b.sizes.assign(fusion.values.size(), {});
-  for (size_t i = 0; i < fusion.inputs.size(); ++i)
-    b.sizes[static_cast<size_t>(fusion.inputs[i])] = b.inputs[i].sizes;
-
-  SizeContext ctx;
-  ctx.sizes_of = [&](int64_t id) -> const Sizes& { return b.sizes[static_cast<size_t>(id)]; };
-  ctx.scalar_of = [&](int64_t id) -> double {
-    const Value& v = fusion.value(id);
-    if (v.kind == ValueKind::Constant) return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
-    if (v.kind == ValueKind::ScalarInput) return b.inputs[static_cast<size_t>(v.input_index)].scalar;
-    fail(KF_ERR_INTERNAL, "value ", id, " is not a constant or scalar input");
-  };
-  for (const Expr& e : fusion.exprs) {
-    std::vector<Sizes> outs = infer_expr_sizes(fusion, e, ctx);
-    for (size_t k = 0; k < e.outputs.size(); ++k)
-      b.sizes[static_cast<size_t>(e.outputs[k])] = std::move(outs[k]);
+void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
+                 Binding* binding, bool with_key) {
+  Binding& b = *binding;
+  read_inputs(fusion, inputs, num_inputs, &b.inputs, &b.device);
+  b.sizes.reset(fusion);
+  for (size_t i = 0; i < fusion.inputs.size(); ++i) {
+    const int64_t id = fusion.inputs[i];
+    b.sizes.set(id, b.inputs[i].sizes);
+    b.sizes.set_scalar(id, b.inputs[i].scalar);
   }
+  infer_sizes(fusion, b.sizes);
 
   b.index32 = true;
   for (const InputMeta& m : b.inputs)
     if (m.max_offset >= kIndex32Limit) b.index32 = false;
-  for (size_t id = 0; id < b.sizes.size(); ++id) {
+  for (size_t id = 0; id < fusion.values.size(); ++id) {
     int64_t count = 1;
-    for (int64_t e : b.sizes[id])
+    for (int64_t e : b.sizes[static_cast<int64_t>(id)])
       if (__builtin_mul_overflow(count, e, &count) || count > (int64_t{1} << 62))
         fail(KF_ERR_SHAPE_MISMATCH, "value ", id, ": element count overflows int64");
     if (count >= kIndex32Limit) b.index32 = false;
   }
 
-  if (key != nullptr) {
-    std::vector<int64_t>& w = key->words;
+  if (with_key) {
+    std::vector<int64_t>& w = b.key.words;
     w.clear();
     w.reserve(3 + 2 * fusion.inputs.size() + fusion.values.size());
     w.push_back(static_cast<int64_t>(b.device.kind));
@@ -86,9 +76,14 @@ Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t 
       w.push_back(static_cast<int64_t>(l.contiguous | (static_cast<uint64_t>(m.alignment) << 20) |
                                        (static_cast<uint64_t>(m.device.kind) << 28)));
     }
-    for (const Sizes& s : b.sizes) w.push_back(pack_classes(s));
-    key->hash = hash_words(w);
+    for (size_t id = 0; id < fusion.values.size(); ++id) w.push_back(pack_classes(b.sizes[static_cast<int64_t>(id)]));
+    b.key.hash = hash_words(w);
   }
+}
+
+Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs) {
+  Binding b;
+  bind_inputs(fusion, inputs, num_inputs, &b);
   return b;
 }
 

@@ -32,17 +32,16 @@ std::shared_ptr<const void> ConcreteFusion::external_anchor() const {
 
 namespace {
 
-std::shared_ptr<ConcreteFusion> build(const std::shared_ptr<const Fusion>& fusion,
-                                      const Binding& b, const ConcreteKey& key) {
+std::shared_ptr<ConcreteFusion> build(const std::shared_ptr<const Fusion>& fusion, const Binding& b) {
   auto c = std::make_shared<ConcreteFusion>();
   c->fusion = fusion.get();
-  c->key = key;
+  c->key = b.key;
   c->device = b.device;
   c->index32 = b.index32;
   for (size_t i = 0; i < fusion->inputs.size(); ++i) c->input_layouts.push_back(analyze_layout(b.inputs[i]));
   c->size_classes.resize(fusion->values.size());
   for (size_t id = 0; id < fusion->values.size(); ++id)
-    for (int64_t e : b.sizes[id]) c->size_classes[id].push_back(size_class(e));
+    for (int64_t e : b.sizes[static_cast<int64_t>(id)]) c->size_classes[id].push_back(size_class(e));
   propagate_layouts(*c);
   propagate_extent_deps(*c);
   return c;
@@ -51,7 +50,8 @@ std::shared_ptr<ConcreteFusion> build(const std::shared_ptr<const Fusion>& fusio
 }  // namespace
 
 std::shared_ptr<ConcreteFusion> concretize(const std::shared_ptr<const Fusion>& fusion,
-                                           const Binding& binding, const ConcreteKey& key) {
+                                           const Binding& binding) {
+  const ConcreteKey& key = binding.key;
   ConcreteCache& cache = *fusion->concrete_cache;
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto it = cache.index.find(key);
@@ -60,7 +60,7 @@ std::shared_ptr<ConcreteFusion> concretize(const std::shared_ptr<const Fusion>& 
     ++g_hits;
     return *it->second;
   }
-  auto c = build(fusion, binding, key);
+  auto c = build(fusion, binding);
   ++g_built;
   cache.lru.push_front(c);
   cache.index.emplace(key, cache.lru.begin());

@@ -40,12 +40,16 @@ struct InputLayout {
   int alignment = 16;
 };
 
-// What one call binds: sizes of every value and scalar input values.
+// What one call binds: the inputs' metadata, the sizes of every value and
+// the concretization key. Its storage is reused: bind_inputs refills a
+// Binding without freeing, so one kept per thread (core/util/scratch.h)
+// stops allocating after its first call.
 struct Binding {
-  std::vector<InputMeta> inputs;
-  std::vector<Sizes> sizes;  // per value id
+  std::vector<InputMeta> inputs;  // per input
+  ValueSizes sizes;               // per value id
   Device device;
   bool index32 = true;
+  ConcreteKey key;  // filled when bind_inputs is asked for it
 };
 
 class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusion> {
@@ -62,7 +66,8 @@ class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusio
   // Per value id: the ids its extents depend on (input extents < 0, shape
   // scalars >= 0), sorted and unique.
   std::vector<std::vector<int64_t>> extent_deps;
-  std::shared_ptr<const Segmentation> segmentation;
+  std::shared_ptr<const Segmentation> segmentation;  // set once, under segmentation_once
+  mutable std::once_flag segmentation_once;
   // An analysis a later stage computes once per concrete fusion (the
   // schedulers' extent sets), type-erased to keep this stage below it.
   mutable std::once_flag analysis_once;
@@ -74,14 +79,18 @@ class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusio
   std::shared_ptr<const void> external_anchor() const override;
 };
 
-// Binds one call: checks the inputs, infers every value's sizes and builds
-// the key. Throws kf::Error for inputs that contradict the definition.
-Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
-                    ConcreteKey* key);
+// Binds one call into `b`: checks the inputs, infers every value's sizes
+// and, when with_key, builds b->key. Throws kf::Error for inputs that
+// contradict the definition. Allocates only where `b` has not held a
+// binding of this size before.
+void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
+                 Binding* b, bool with_key = true);
+// The same into a new Binding (tools and tests).
+Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs);
 
-// The cached ConcreteFusion for `key`, built from `binding` on a miss.
+// The cached ConcreteFusion for binding.key, built from `binding` on a miss.
 std::shared_ptr<ConcreteFusion> concretize(const std::shared_ptr<const Fusion>& fusion,
-                                           const Binding& binding, const ConcreteKey& key);
+                                           const Binding& binding);
 
 struct ConcreteStats {
   uint64_t built = 0, hits = 0;

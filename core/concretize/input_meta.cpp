@@ -64,12 +64,15 @@ int alignment_of(uintptr_t address) {
 
 }  // namespace
 
-InputMeta read_input(const Fusion& fusion, size_t index, const DLTensor* t) {
+void read_input(const Fusion& fusion, size_t index, const DLTensor* t, InputMeta* meta) {
   const Value& v = fusion.value(fusion.inputs[index]);
   const InputName name{fusion, index};
   if (t == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": tensor pointer is NULL");
-  InputMeta m;
+  InputMeta& m = *meta;
   m.device = device_of(t, name);
+  m.max_offset = 0;
+  m.scalar = 0;
+  m.scalar_i64 = 0;
   if (t->ndim != v.rank)
     fail(KF_ERR_SHAPE_MISMATCH, name, ": expected rank ", v.rank, ", got rank ", t->ndim);
   check_dtype(v, t, name);
@@ -128,24 +131,23 @@ InputMeta read_input(const Fusion& fusion, size_t index, const DLTensor* t) {
       case DType::Bool: { m.scalar_i64 = *reinterpret_cast<const uint8_t*>(p) != 0; m.scalar = static_cast<double>(m.scalar_i64); break; }
     }
   }
-  return m;
 }
 
-std::vector<InputMeta> read_inputs(const Fusion& fusion, const DLTensor* const* inputs,
-                                   size_t num_inputs, Device* device) {
+void read_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
+                 std::vector<InputMeta>* out, Device* device) {
   if (num_inputs != fusion.inputs.size())
     fail(KF_ERR_INVALID_ARGUMENT, "inputs: expected ", fusion.inputs.size(), " inputs, got ",
          num_inputs);
   if (num_inputs > 0 && inputs == nullptr)
     fail(KF_ERR_INVALID_ARGUMENT, "inputs: array is NULL for ", num_inputs, " inputs");
-  std::vector<InputMeta> metas;
-  metas.reserve(num_inputs);
+  std::vector<InputMeta>& metas = *out;
+  metas.resize(num_inputs);
   bool have_device = false;
   size_t device_input = 0;
   Device dev;
   for (size_t i = 0; i < num_inputs; ++i) {
-    metas.push_back(read_input(fusion, i, inputs[i]));
-    const InputMeta& m = metas.back();
+    read_input(fusion, i, inputs[i], &metas[i]);
+    const InputMeta& m = metas[i];
     // 0-dim CPU tensors may accompany GPU tensors (they are passed by value).
     if (m.sizes.empty() && m.device.kind == DeviceKind::CPU) continue;
     if (!have_device) {
@@ -160,7 +162,6 @@ std::vector<InputMeta> read_inputs(const Fusion& fusion, const DLTensor* const* 
     }
   }
   *device = dev;
-  return metas;
 }
 
 }  // namespace kf

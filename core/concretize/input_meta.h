@@ -33,8 +33,8 @@ std::optional<DeviceKind> device_kind(const DLDevice& d);
 
 struct InputMeta {
   Device device;
-  Sizes sizes;
-  std::vector<int64_t> strides;  // elements; filled in when DLPack's are NULL
+  Extents sizes;
+  Extents strides;               // elements; filled in when DLPack's are NULL
   std::byte* data = nullptr;     // data + byte_offset
   int alignment = 16;            // largest power of two <= 16 dividing the address
   int64_t max_offset = 0;        // largest element offset reached
@@ -42,13 +42,13 @@ struct InputMeta {
   int64_t scalar_i64 = 0;
 };
 
-// Checks one input; `what` names it in messages ("input 1 (value 3)").
-InputMeta read_input(const Fusion& fusion, size_t index, const DLTensor* t);
+// Checks input `index` and writes its metadata into `m` (every field).
+void read_input(const Fusion& fusion, size_t index, const DLTensor* t, InputMeta* m);
 
-// Checks all inputs (count, each one, one device) and returns their metadata
-// and the device the fusion runs on.
-std::vector<InputMeta> read_inputs(const Fusion& fusion, const DLTensor* const* inputs,
-                                   size_t num_inputs, Device* device);
+// Checks all inputs (count, each one, one device) and writes their metadata
+// into `metas` (its storage is reused) and the device the fusion runs on.
+void read_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
+                 std::vector<InputMeta>* metas, Device* device);
 
 // "input 1 (value 3)"
 std::string input_name(const Fusion& fusion, size_t index);

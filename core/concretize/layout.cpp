@@ -17,9 +17,15 @@ LayoutCode encode_layout(const InputMeta& input) {
     order[d] = static_cast<int>(d);
     if (input.sizes[d] > 1) positions[n] = dims[n] = static_cast<int>(d), ++n;
   }
-  std::stable_sort(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(n), [&](int a, int b) {
-    return input.strides[static_cast<size_t>(a)] > input.strides[static_cast<size_t>(b)];
-  });
+  // Insertion sort: stable, and unlike std::stable_sort it never asks the
+  // heap for a buffer (this runs on every execute).
+  for (size_t k = 1; k < n; ++k) {
+    const int d = dims[k];
+    size_t j = k;
+    for (; j > 0 && input.strides[static_cast<size_t>(dims[j - 1])] < input.strides[static_cast<size_t>(d)]; --j)
+      dims[j] = dims[j - 1];
+    dims[j] = d;
+  }
   for (size_t k = 0; k < n; ++k) order[static_cast<size_t>(positions[k])] = dims[k];
   LayoutCode code;
   for (size_t d = 0; d < r; ++d) code.order |= static_cast<uint64_t>(order[d]) << (4 * d);

@@ -1,26 +1,47 @@
 #include "core/concretize/shape_inference.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "core/util/error.h"
 
 namespace kf {
 
-int64_t numel(const Sizes& s) {
+int64_t numel(std::span<const int64_t> s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;
 }
 
-Sizes broadcast_sizes(const std::vector<const Sizes*>& operands,
-                      const std::vector<int64_t>& operand_ids, const char* who, int64_t value_id) {
+void ValueSizes::reset(const Fusion& fusion) {
+  fusion_ = &fusion;
+  extents_.assign(fusion.size_table_length, 0);
+  scalars_.assign(fusion.values.size(), 0);
+}
+
+void ValueSizes::set(int64_t id, std::span<const int64_t> sizes) {
+  const size_t rank = static_cast<size_t>(fusion_->values[static_cast<size_t>(id)].rank);
+  if (sizes.size() != rank)
+    fail(KF_ERR_INTERNAL, "value ", id, " has rank ", rank, ", its size rule gave ", sizes.size(),
+         " sizes");
+  std::copy(sizes.begin(), sizes.end(), extents_.begin() + fusion_->size_offsets[static_cast<size_t>(id)]);
+}
+
+double ValueSizes::scalar_of(int64_t id) const {
+  const Value& v = fusion_->value(id);
+  if (v.kind == ValueKind::Constant) return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
+  return scalars_[static_cast<size_t>(id)];
+}
+
+Extents broadcast_sizes(std::span<const std::span<const int64_t>> operands,
+                        std::span<const int64_t> operand_ids, const char* who, int64_t value_id) {
   size_t rank = 0;
-  for (const Sizes* s : operands) rank = std::max(rank, s->size());
-  Sizes out(rank, 1);
-  std::vector<int64_t> from(rank, -1);
+  for (std::span<const int64_t> s : operands) rank = std::max(rank, s.size());
+  Extents out(rank, 1);
+  Extents from(rank, -1);
   for (size_t k = 0; k < operands.size(); ++k) {
-    const Sizes& s = *operands[k];
+    std::span<const int64_t> s = operands[k];
     for (size_t j = 0; j < s.size(); ++j) {
       size_t d = rank - s.size() + j;
       int64_t e = s[j];
@@ -67,33 +88,35 @@ int64_t shape_value(const SizeContext& ctx, int64_t id, const char* who, size_t 
 
 }  // namespace
 
-std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext& ctx) {
+Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext& ctx) {
   const OpInfo& info = op_info(e.op);
   const char* who = info.name.data();
   const int64_t out_id = e.outputs.at(0);
-  auto in = [&](size_t i) -> const Sizes& { return ctx.sizes_of(e.inputs[i]); };
+  auto in = [&](size_t i) { return ctx.sizes_of(e.inputs[i]); };
   switch (info.category) {
     case OpCategory::Unary:
     case OpCategory::Binary:
     case OpCategory::Ternary:
     case OpCategory::Cast: {
-      std::vector<const Sizes*> ops;
-      std::vector<int64_t> ids;
+      std::array<std::span<const int64_t>, 3> ops;  // at most ternary
+      std::array<int64_t, 3> ids;
+      size_t n = 0;
       for (int64_t id : e.inputs) {
         if (fusion.value(id).is_scalar) continue;
-        ops.push_back(&ctx.sizes_of(id));
-        ids.push_back(id);
+        if (n == ops.size()) fail(KF_ERR_INTERNAL, who, ": more than ", ops.size(), " tensor operands");
+        ops[n] = ctx.sizes_of(id);
+        ids[n++] = id;
       }
-      return {broadcast_sizes(ops, ids, who, out_id)};
+      return broadcast_sizes(std::span(ops.data(), n), std::span(ids.data(), n), who, out_id);
     }
-    case OpCategory::Hint: return {in(0)};
+    case OpCategory::Hint: return Extents(in(0));
     case OpCategory::Reduction: {
-      const Sizes& a = in(0);
+      const std::span<const int64_t> a = in(0);
       bool keepdim = e.attrs[0] != 0;
       size_t first_axis = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
-      std::vector<bool> reduced(a.size(), false);
+      std::array<bool, kMaxRank> reduced{};
       for (size_t i = first_axis; i < e.attrs.size(); ++i) reduced[static_cast<size_t>(e.attrs[i])] = true;
-      Sizes out;
+      Extents out;
       for (size_t d = 0; d < a.size(); ++d) {
         if (reduced[d]) {
           if (a[d] == 0 && (e.op == Op::MAX || e.op == Op::MIN))
@@ -104,62 +127,62 @@ std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const S
           out.push_back(a[d]);
         }
       }
-      return std::vector<Sizes>(e.outputs.size(), out);
+      return out;
     }
     case OpCategory::Shape: break;
     case OpCategory::Indexing: {
-      const Sizes& a = in(0);
-      const Sizes& index = in(1);
+      const std::span<const int64_t> a = in(0);
+      const std::span<const int64_t> index = in(1);
       size_t dim = static_cast<size_t>(e.attrs[0]);
       if (e.op == Op::INDEX_SELECT) {
-        Sizes out = a;
+        Extents out(a);
         out[dim] = index[0];
-        return {out};
+        return out;
       }
       for (size_t d = 0; d < a.size(); ++d)
         if (d != dim && index[d] > a[d])
           fail(KF_ERR_SHAPE_MISMATCH, "gather (value ", out_id, "): index size ", index[d],
                " exceeds input size ", a[d], " in dim ", d);
-      return {index};
+      return Extents(index);
     }
     case OpCategory::Creation: {
       if (e.op == Op::IOTA) {
         int64_t n = shape_value(ctx, e.inputs[0], who, 0);
         if (n < 0) fail(KF_ERR_SHAPE_MISMATCH, "iota: length is ", n, ", expected >= 0");
-        return {{n}};
+        return Extents{n};
       }
       size_t n = e.op == Op::FULL ? e.inputs.size() - 1 : e.inputs.size() - 4;
-      Sizes out(n);
+      Extents out(n, 0);
       int64_t total = 1;
       for (size_t i = 0; i < n; ++i) {
         out[i] = shape_value(ctx, e.inputs[i], who, i);
         if (out[i] < 0) fail(KF_ERR_SHAPE_MISMATCH, who, ": size ", i, " is -1, expected >= 0");
         total = checked_mul(total, out[i], who, out_id);
       }
-      return {out};
+      return out;
     }
     case OpCategory::Library: {
-      const Sizes& a = in(0);
-      const Sizes& b = in(1);
+      const std::span<const int64_t> a = in(0);
+      const std::span<const int64_t> b = in(1);
       if (e.op == Op::LINEAR) {
         int64_t k = a.back();
         int64_t wk = b.back();
         if (k != wk)
           fail(KF_ERR_SHAPE_MISMATCH, "linear (value ", out_id, "): x has ", k,
                " features (last dim), w has ", wk);
-        Sizes out(a.begin(), a.end() - 1);
+        Extents out(a.begin(), a.end() - 1);
         if (b.size() == 2) out.push_back(b[0]);
         if (e.inputs.size() == 3) {
-          const Sizes& bias = in(2);
+          const std::span<const int64_t> bias = in(2);
           int64_t n = b.size() == 2 ? b[0] : 1;
           if (bias.size() == 1 && bias[0] != n && bias[0] != 1)
             fail(KF_ERR_SHAPE_MISMATCH, "linear (value ", out_id, "): bias has ", bias[0],
                  " entries, expected ", n);
         }
-        return {out};
+        return out;
       }
       // matmul, torch semantics.
-      Sizes A = a, B = b;
+      Extents A(a), B(b);
       bool a1 = A.size() == 1, b1 = B.size() == 1;
       if (a1) A.insert(A.begin(), 1);
       if (b1) B.push_back(1);
@@ -167,20 +190,22 @@ std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const S
       if (k != k2)
         fail(KF_ERR_SHAPE_MISMATCH, "matmul (value ", out_id, "): inner sizes differ: ", k,
              " (value ", e.inputs[0], ") vs ", k2, " (value ", e.inputs[1], ")");
-      Sizes ba(A.begin(), A.end() - 2), bb(B.begin(), B.end() - 2);
-      Sizes out = broadcast_sizes({&ba, &bb}, {e.inputs[0], e.inputs[1]}, "matmul", out_id);
+      const std::array<std::span<const int64_t>, 2> batches = {std::span(A.begin(), A.end() - 2),
+                                                              std::span(B.begin(), B.end() - 2)};
+      const std::array<int64_t, 2> ids = {e.inputs[0], e.inputs[1]};
+      Extents out = broadcast_sizes(batches, ids, "matmul", out_id);
       if (!a1) out.push_back(m);
       if (!b1) out.push_back(n);
-      return {out};
+      return out;
     }
   }
 
   // Shape ops.
-  const Sizes& a = in(0);
+  const std::span<const int64_t> a = in(0);
   switch (e.op) {
     case Op::BROADCAST_IN_DIM: {
       size_t r = e.inputs.size() - 1;
-      Sizes out(r);
+      Extents out(r, 0);
       for (size_t i = 0; i < r; ++i) out[i] = shape_value(ctx, e.inputs[i + 1], who, i);
       for (size_t j = 0; j < a.size(); ++j) {
         size_t d = static_cast<size_t>(e.attrs[j]);
@@ -192,11 +217,11 @@ std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const S
       for (size_t i = 0; i < r; ++i)
         if (out[i] < 0)
           fail(KF_ERR_SHAPE_MISMATCH, "broadcast_in_dim: size ", i, " is -1 for a new dim");
-      return {out};
+      return out;
     }
     case Op::EXPAND: {
       size_t r = e.inputs.size() - 1;
-      Sizes out(r);
+      Extents out(r, 0);
       size_t lead = r - a.size();
       for (size_t i = 0; i < r; ++i) {
         int64_t s = shape_value(ctx, e.inputs[i + 1], who, i);
@@ -212,11 +237,11 @@ std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const S
                " (value ", e.inputs[0], "), cannot expand to ", s);
         out[i] = s;
       }
-      return {out};
+      return out;
     }
     case Op::RESHAPE: {
       size_t r = e.inputs.size() - 1;
-      Sizes out(r);
+      Extents out(r, 0);
       int64_t known = 1, infer_at = -1;
       for (size_t i = 0; i < r; ++i) {
         out[i] = shape_value(ctx, e.inputs[i + 1], who, i);
@@ -238,15 +263,15 @@ std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const S
         fail(KF_ERR_SHAPE_MISMATCH, "reshape (value ", out_id, "): input has ", total,
              " elements (value ", e.inputs[0], "), target shape has ", known);
       }
-      return {out};
+      return out;
     }
     case Op::PERMUTE: {
-      Sizes out(a.size());
+      Extents out(a.size(), 0);
       for (size_t i = 0; i < a.size(); ++i) out[i] = a[static_cast<size_t>(e.attrs[i])];
-      return {out};
+      return out;
     }
     case Op::SQUEEZE: {
-      Sizes out;
+      Extents out;
       size_t k = 0;
       for (size_t d = 0; d < a.size(); ++d) {
         if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
@@ -258,39 +283,54 @@ std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const S
         }
         out.push_back(a[d]);
       }
-      return {out};
+      return out;
     }
     case Op::UNSQUEEZE: {
-      Sizes out = a;
+      Extents out(a);
       out.insert(out.begin() + e.attrs[0], 1);
-      return {out};
+      return out;
     }
     case Op::SLICE: {
-      Sizes out = a;
+      Extents out(a);
       size_t d = static_cast<size_t>(e.attrs[0]);
       out[d] = slice_range(a[d], e.attrs[1], e.attrs[2], e.attrs[3]).length;
-      return {out};
+      return out;
     }
     case Op::PAD: {
-      Sizes out = a;
+      Extents out(a);
       for (size_t d = 0; d < a.size(); ++d) out[d] += e.attrs[2 * d] + e.attrs[2 * d + 1];
-      return {out};
+      return out;
     }
     case Op::CAT: {
       size_t dim = static_cast<size_t>(e.attrs[0]);
-      Sizes out = a;
+      Extents out(a);
       out[dim] = 0;
       for (size_t i = 0; i < e.inputs.size(); ++i) {
-        const Sizes& s = in(i);
+        const std::span<const int64_t> s = in(i);
         for (size_t d = 0; d < s.size(); ++d)
           if (d != dim && s[d] != a[d])
             fail(KF_ERR_SHAPE_MISMATCH, "cat (value ", out_id, "): input ", i, " (value ",
                  e.inputs[i], ") has size ", s[d], " in dim ", d, ", expected ", a[d]);
         out[dim] += s[dim];
       }
-      return {out};
+      return out;
     }
     default: fail(KF_ERR_INTERNAL, "no size rule for ", who);
+  }
+}
+
+void infer_sizes(const Fusion& fusion, std::span<const int64_t> exprs, ValueSizes& sizes) {
+  for (int64_t ei : exprs) {
+    const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
+    const Extents out = infer_expr_sizes(fusion, e, sizes);
+    for (int64_t id : e.outputs) sizes.set(id, out);
+  }
+}
+
+void infer_sizes(const Fusion& fusion, ValueSizes& sizes) {
+  for (const Expr& e : fusion.exprs) {
+    const Extents out = infer_expr_sizes(fusion, e, sizes);
+    for (int64_t id : e.outputs) sizes.set(id, out);
   }
 }
 

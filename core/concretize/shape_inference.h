@@ -1,33 +1,75 @@
 // Sizes of every value from the sizes of the inputs and the values of shape
 // scalars: one Expr at a time, so the same rules serve a whole fusion
 // (concretization) and a single segment (kf_execute_segment). Errors name
-// the op, the value ids and the sizes that disagree.
+// the op, the value ids and the sizes that disagree. Nothing here allocates:
+// binding runs it on every execute.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <span>
 #include <vector>
 
 #include "core/ir/fusion.h"
+#include "core/util/fixed_vector.h"
 
 namespace kf {
 
 using Sizes = std::vector<int64_t>;
+// One value's sizes (or strides) without the heap.
+using Extents = FixedVector<int64_t, kMaxRank>;
 
-// sizes_of(id): sizes of an already known value. scalar_of(id): value of an
-// integer/float scalar (inputs and constants; shape args are integers).
-struct SizeContext {
-  std::function<const Sizes&(int64_t)> sizes_of;
-  std::function<double(int64_t)> scalar_of;
+// What the size rules read: sizes of already known values, and values of
+// integer/float scalars (inputs and constants; shape args are integers).
+class SizeContext {
+ public:
+  virtual std::span<const int64_t> sizes_of(int64_t id) const = 0;
+  virtual double scalar_of(int64_t id) const = 0;
+
+ protected:
+  ~SizeContext() = default;
 };
 
-// Sizes of each output of `e`, in e.outputs order.
-std::vector<Sizes> infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext& ctx);
+// The sizes of every value of one fusion for one call, in one flat table:
+// value v's extents start at fusion.size_offsets[v] (ranks are fixed by the
+// definition), so filling it only writes numbers. reset() keeps the
+// storage: a ValueSizes reused across calls allocates only on the first.
+class ValueSizes final : public SizeContext {
+ public:
+  // Sized for `fusion`; extents and scalars are then unset (zero).
+  void reset(const Fusion& fusion);
+  const Fusion& fusion() const { return *fusion_; }
+
+  std::span<const int64_t> operator[](int64_t id) const {
+    return {extents_.data() + fusion_->size_offsets[static_cast<size_t>(id)],
+            static_cast<size_t>(fusion_->values[static_cast<size_t>(id)].rank)};
+  }
+  // Sets value id's sizes; their count must be its rank.
+  void set(int64_t id, std::span<const int64_t> sizes);
+  // A scalar input's value (constants are read from the fusion).
+  void set_scalar(int64_t id, double value) { scalars_[static_cast<size_t>(id)] = value; }
+
+  std::span<const int64_t> sizes_of(int64_t id) const override { return (*this)[id]; }
+  double scalar_of(int64_t id) const override;
+
+ private:
+  const Fusion* fusion_ = nullptr;
+  std::vector<int64_t> extents_;
+  std::vector<double> scalars_;  // per value id
+};
+
+// Sizes of the outputs of `e` (all outputs of an expr have the same sizes).
+Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext& ctx);
+
+// Sizes of the outputs of every expr of `exprs` (indices into
+// fusion.exprs, in run order), written into `sizes`.
+void infer_sizes(const Fusion& fusion, std::span<const int64_t> exprs, ValueSizes& sizes);
+// The same over all of the fusion's exprs.
+void infer_sizes(const Fusion& fusion, ValueSizes& sizes);
 
 // Right-aligned broadcast of operand sizes, as PyTorch does; `who` names the
-// op for messages.
-Sizes broadcast_sizes(const std::vector<const Sizes*>& operands,
-                      const std::vector<int64_t>& operand_ids, const char* who, int64_t value_id);
+// op for messages, operand_ids the operands' values.
+Extents broadcast_sizes(std::span<const std::span<const int64_t>> operands,
+                        std::span<const int64_t> operand_ids, const char* who, int64_t value_id);
 
 // Python slice on an extent: the (start, length) it selects.
 struct SliceRange {
@@ -35,6 +77,6 @@ struct SliceRange {
 };
 SliceRange slice_range(int64_t extent, int64_t start, int64_t stop, int64_t step);
 
-int64_t numel(const Sizes& s);
+int64_t numel(std::span<const int64_t> s);
 
 }  // namespace kf

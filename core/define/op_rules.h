@@ -11,9 +11,6 @@
 
 namespace kf {
 
-// Largest rank of any value (inputs and results).
-constexpr int kMaxRank = 16;
-
 struct OutputType {
   DType dtype;
   int rank;

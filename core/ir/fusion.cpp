@@ -34,6 +34,13 @@ void Fusion::finish() {
     }
   }
   std::sort(shape_scalars.begin(), shape_scalars.end());
+
+  size_offsets.resize(values.size());
+  size_table_length = 0;
+  for (size_t id = 0; id < values.size(); ++id) {
+    size_offsets[id] = static_cast<uint32_t>(size_table_length);
+    size_table_length += static_cast<size_t>(values[id].rank);
+  }
 }
 
 }  // namespace kf

@@ -24,6 +24,10 @@ struct kf_fusion_s {};  // the C handle type: a Fusion is one
 
 namespace kf {
 
+// Largest rank of any value (inputs and results): the builder and the op
+// rules check it, so per-call shape work can use fixed-size storage.
+constexpr int kMaxRank = 16;
+
 enum class ValueKind : uint8_t { TensorInput, ScalarInput, Constant, Computed };
 
 struct Value {
@@ -71,6 +75,10 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   std::vector<int64_t> shape_scalars;
   // For each value, the index of the last Expr that reads it (-1: none).
   std::vector<int64_t> last_use;
+  // Per value: where its extents start in a flat table of every value's
+  // sizes (ValueSizes); size_table_length is the table's length.
+  std::vector<uint32_t> size_offsets;
+  size_t size_table_length = 0;
 
   std::shared_ptr<ConcreteCache> concrete_cache;
 
@@ -78,8 +86,8 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   int64_t extent_id(size_t input_index, int dim) const {
     return -1 - (first_extent_index[input_index] + dim);
   }
-  // Fills the derived tables (last_use, extents, shape_scalars) after the
-  // records were applied.
+  // Fills the derived tables (last_use, extents, shape_scalars, size
+  // offsets) after the records were applied.
   void finish();
 };
 

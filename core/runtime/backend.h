@@ -22,11 +22,12 @@ class Backend {
   virtual void* allocate(size_t bytes, int device, const ExecOptions& options) = 0;
   virtual void release(void* ptr, size_t bytes, int device, const ExecOptions& options) = 0;
   // inputs: one tensor per task.inputs entry (0-dim CPU tensors for
-  // scalars); outputs: one per task.outputs entry. Shapes are checked by
-  // the caller; the backend may assume they agree with the segment.
+  // scalars); outputs: one per task.outputs entry; sizes: this call's sizes
+  // of (at least) every value of the segment. Shapes are checked by the
+  // caller; the backend may assume they agree with the segment.
   virtual void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
-                           const DLTensor* const* inputs, DLTensor* const* outputs,
-                           const ExecOptions& options) = 0;
+                           const ValueSizes& sizes, const DLTensor* const* inputs,
+                           DLTensor* const* outputs, const ExecOptions& options) = 0;
   // dst = src, same sizes and dtype, any strides.
   virtual void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions& options) = 0;
 };

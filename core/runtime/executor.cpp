@@ -1,12 +1,13 @@
 #include "core/runtime/executor.h"
 
 #include <algorithm>
-#include <memory>
-#include <unordered_map>
+#include <vector>
 
 #include "core/runtime/backend.h"
 #include "core/runtime/cpu/tensor_view.h"
+#include "core/segment/task_sizes.h"
 #include "core/util/error.h"
+#include "core/util/scratch.h"
 
 namespace kf {
 
@@ -15,46 +16,53 @@ namespace {
 // A compact intermediate tensor owned by the executor for one call.
 struct Intermediate {
   DLTensor tensor{};
-  Sizes shape;
-  std::vector<int64_t> strides;
+  Extents shape, strides;
   size_t bytes = 0;
+  bool live = false;
 };
 
-class IntermediatePool {
+// Per-call state of execute(), kept per thread (Scratch) so that its
+// storage is reused.
+struct RunState {
+  std::vector<Intermediate> intermediates;  // per RunPlan slot
+  std::vector<const DLTensor*> ins;
+  std::vector<DLTensor*> outs;
+};
+
+// Releases the intermediates still live when a run ends (also by an exception).
+class IntermediateGuard {
  public:
-  IntermediatePool(Backend& backend, Device device, const ExecOptions& options)
-      : backend_(backend), device_(device), options_(options) {}
-  ~IntermediatePool() {
-    for (auto& [id, t] : live_) free_one(*t);
+  IntermediateGuard(Backend& backend, Device device, const ExecOptions& options,
+                    std::vector<Intermediate>& slots)
+      : backend_(backend), device_(device), options_(options), slots_(slots) {}
+  ~IntermediateGuard() {
+    for (Intermediate& t : slots_) release(t);
   }
-  DLTensor* make(int64_t id, DType dtype, const Sizes& sizes, const std::vector<int>& order) {
-    auto t = std::make_unique<Intermediate>();
-    t->shape = sizes;
-    t->strides = cpu::compact_strides(sizes, order);
-    t->bytes = static_cast<size_t>(std::max<int64_t>(numel(sizes), 1)) * static_cast<size_t>(dtype_size(dtype));
-    t->tensor.data = backend_.allocate(t->bytes, device_.id, options_);
-    t->tensor.device = device_.kind == DeviceKind::CPU ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, device_.id};
-    t->tensor.ndim = static_cast<int>(sizes.size());
-    t->tensor.dtype = to_dlpack(dtype);
-    t->tensor.shape = t->shape.data();
-    t->tensor.strides = t->strides.data();
-    DLTensor* p = &t->tensor;
-    live_[id] = std::move(t);
-    return p;
+  DLTensor* make(Intermediate& t, DType dtype, std::span<const int64_t> sizes, const std::vector<int>& order) {
+    t.shape.assign(sizes.begin(), sizes.end());
+    t.strides = cpu::compact_strides_inline(sizes, order);
+    t.bytes = static_cast<size_t>(std::max<int64_t>(numel(sizes), 1)) * static_cast<size_t>(dtype_size(dtype));
+    t.tensor.data = backend_.allocate(t.bytes, device_.id, options_);
+    t.live = true;
+    t.tensor.device = device_.kind == DeviceKind::CPU ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, device_.id};
+    t.tensor.ndim = static_cast<int>(sizes.size());
+    t.tensor.dtype = to_dlpack(dtype);
+    t.tensor.shape = t.shape.data();
+    t.tensor.strides = t.strides.data();
+    t.tensor.byte_offset = 0;
+    return &t.tensor;
   }
-  void drop(int64_t id) {
-    auto it = live_.find(id);
-    if (it == live_.end()) return;
-    free_one(*it->second);
-    live_.erase(it);
+  void release(Intermediate& t) {
+    if (!t.live) return;
+    t.live = false;
+    backend_.release(t.tensor.data, t.bytes, device_.id, options_);
   }
 
  private:
-  void free_one(Intermediate& t) { backend_.release(t.tensor.data, t.bytes, device_.id, options_); }
   Backend& backend_;
   Device device_;
-  ExecOptions options_;
-  std::unordered_map<int64_t, std::unique_ptr<Intermediate>> live_;
+  const ExecOptions& options_;
+  std::vector<Intermediate>& slots_;
 };
 
 }  // namespace
@@ -62,54 +70,41 @@ class IntermediatePool {
 void execute(const ConcreteFusion& c, const Segmentation& s, const Binding& b,
              const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options) {
   const Fusion& f = *c.fusion;
+  const RunPlan& plan = s.run_plan;
   Backend& backend = backend_for(c.device.kind);
-  IntermediatePool pool(backend, c.device, options);
-  std::vector<const DLTensor*> where(f.values.size(), nullptr);
-  for (size_t i = 0; i < f.inputs.size(); ++i) where[static_cast<size_t>(f.inputs[i])] = inputs[i];
-
-  // Outputs aliasing an input that a later segment still reads are computed
-  // into a temporary and copied over the input at the end.
-  std::vector<int64_t> last_read_segment(f.values.size(), -1);
-  for (size_t k = 0; k < s.segments.size(); ++k)
-    for (int64_t in : s.segments[k].task.inputs) last_read_segment[static_cast<size_t>(in)] = static_cast<int64_t>(k);
-  std::vector<int64_t> producer_segment(f.values.size(), -1);
-  for (size_t k = 0; k < s.segments.size(); ++k)
-    for (int64_t out : s.segments[k].task.outputs) producer_segment[static_cast<size_t>(out)] = static_cast<int64_t>(k);
-
-  std::vector<bool> direct_output(f.values.size(), false);
-  for (size_t i = 0; i < f.outputs.size(); ++i) {
-    const Output& o = f.outputs[i];
-    size_t id = static_cast<size_t>(o.value);
-    if (direct_output[id] || f.value(o.value).is_input()) continue;  // copied below
-    if (o.alias_input >= 0) {
-      int64_t aliased = f.inputs[static_cast<size_t>(o.alias_input)];
-      if (last_read_segment[static_cast<size_t>(aliased)] >= producer_segment[id]) continue;
+  Scratch<RunState> state;
+  state->intermediates.assign(plan.intermediates.size(), Intermediate{});
+  IntermediateGuard guard(backend, c.device, options, state->intermediates);
+  auto tensor = [&](TensorRef r) -> DLTensor* {
+    switch (r.kind) {
+      case TensorRef::Kind::Input: return const_cast<DLTensor*>(inputs[r.index]);
+      case TensorRef::Kind::Output: return outputs[r.index];
+      case TensorRef::Kind::Intermediate: break;
     }
-    where[id] = outputs[i];
-    direct_output[id] = true;
-  }
+    return &state->intermediates[r.index].tensor;
+  };
 
   for (size_t k = 0; k < s.segments.size(); ++k) {
-    const Segment& seg = s.segments[k];
-    std::vector<const DLTensor*> ins;
-    for (int64_t in : seg.task.inputs) ins.push_back(where[static_cast<size_t>(in)]);
-    std::vector<DLTensor*> outs;
-    for (int64_t out : seg.task.outputs) {
-      size_t id = static_cast<size_t>(out);
-      if (!direct_output[id]) {
-        const Value& v = f.value(out);
-        where[id] = pool.make(out, v.dtype, b.sizes[id], c.stride_orders[id]);
+    const SegmentRun& run = plan.segments[k];
+    state->ins.clear();
+    for (TensorRef r : run.inputs) state->ins.push_back(tensor(r));
+    state->outs.clear();
+    for (TensorRef r : run.outputs) {
+      if (r.kind == TensorRef::Kind::Intermediate) {
+        const int64_t id = plan.intermediates[r.index];
+        state->outs.push_back(guard.make(state->intermediates[r.index], f.value(id).dtype, b.sizes[id],
+                                         c.stride_orders[static_cast<size_t>(id)]));
+      } else {
+        state->outs.push_back(tensor(r));
       }
-      outs.push_back(const_cast<DLTensor*>(where[id]));
     }
-    backend.run_segment(c, s, k, ins.data(), outs.data(), options);
-    for (int64_t dead : seg.dead_after) pool.drop(dead);
+    backend.run_segment(c, s, k, b.sizes, state->ins.data(), state->outs.data(), options);
+    for (uint32_t slot : run.release_after) guard.release(state->intermediates[slot]);
   }
 
   // Outputs that are inputs, repeated outputs, and deferred aliased outputs.
   for (size_t i = 0; i < f.outputs.size(); ++i) {
-    const Output& o = f.outputs[i];
-    const DLTensor* src = where[static_cast<size_t>(o.value)];
+    const DLTensor* src = tensor(plan.final_values[i]);
     if (src != outputs[i]) backend.copy(*src, *outputs[i], options);
   }
 }
@@ -150,7 +145,9 @@ void execute_segment(const ConcreteFusion& c, const Segmentation& s, size_t inde
   };
   for (size_t k = 0; k < num_inputs; ++k) check(inputs[k], seg.task.inputs[k], "input", k);
   for (size_t k = 0; k < num_outputs; ++k) check(outputs[k], seg.task.outputs[k], "output", k);
-  backend_for(c.device.kind).run_segment(c, s, index, inputs, outputs, options);
+  Scratch<ValueSizes> sizes;
+  task_sizes(f, seg.task, inputs, sizes.get());
+  backend_for(c.device.kind).run_segment(c, s, index, *sizes, inputs, outputs, options);
 }
 
 }  // namespace kf

@@ -24,8 +24,8 @@ std::ostream& operator<<(std::ostream& os, const OutputName& n) {
 }
 
 // [first, last) byte range a tensor touches.
-std::pair<uintptr_t, uintptr_t> byte_range(const std::byte* data, const Sizes& sizes,
-                                           const std::vector<int64_t>& strides, int elem) {
+std::pair<uintptr_t, uintptr_t> byte_range(const std::byte* data, std::span<const int64_t> sizes,
+                                           std::span<const int64_t> strides, int elem) {
   int64_t hi = 0;
   for (size_t d = 0; d < sizes.size(); ++d) hi += (sizes[d] - 1) * strides[d];
   auto base = reinterpret_cast<uintptr_t>(data);
@@ -54,8 +54,8 @@ void delete_owned(DLManagedTensor* m) {
 
 // Whether no element is reached twice (sufficient test: sorted by stride,
 // each dim's stride covers the dims inside it).
-bool no_self_overlap(const Sizes& sizes, const std::vector<int64_t>& strides) {
-  int64_t order[16];
+bool no_self_overlap(std::span<const int64_t> sizes, std::span<const int64_t> strides) {
+  int64_t order[kMaxRank];
   size_t n = 0;
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == 0) return true;
@@ -71,7 +71,7 @@ bool no_self_overlap(const Sizes& sizes, const std::vector<int64_t>& strides) {
   return true;
 }
 
-void check_no_self_overlap(const Sizes& sizes, const std::vector<int64_t>& strides,
+void check_no_self_overlap(std::span<const int64_t> sizes, std::span<const int64_t> strides,
                            const std::string& name) {
   std::vector<size_t> dims;
   for (size_t d = 0; d < sizes.size(); ++d) {
@@ -102,7 +102,7 @@ void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const
   if (!((dt && *dt == v.dtype) || (v.dtype == DType::Bool && accepts_as_bool(t->dtype))))
     fail(KF_ERR_DTYPE_MISMATCH, name, ": expected ", dtype_name(v.dtype), ", got ",
          describe_dlpack(t->dtype));
-  const Sizes& sizes = b.sizes[static_cast<size_t>(o.value)];
+  const std::span<const int64_t> sizes = b.sizes[o.value];
   if (v.rank > 0 && t->shape == nullptr)
     fail(KF_ERR_INVALID_ARGUMENT, name, ": shape is NULL for rank ", v.rank);
   for (int d = 0; d < v.rank; ++d)
@@ -115,8 +115,8 @@ void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const
   if (!same)
     fail(KF_ERR_DEVICE_MISMATCH, name, ": expected a tensor on ",
          c.device.kind == DeviceKind::CPU ? "cpu" : "cuda", " where the inputs are");
-  std::vector<int64_t> strides = t->strides ? std::vector<int64_t>(t->strides, t->strides + v.rank)
-                                            : cpu::compact_strides(sizes);
+  const Extents strides = t->strides ? Extents(t->strides, t->strides + v.rank)
+                                     : cpu::compact_strides_inline(sizes);
   for (int64_t s : strides)
     if (s < 0) fail(KF_ERR_UNSUPPORTED, name, ": negative strides are not supported");
   const int64_t n = numel(sizes);
@@ -142,11 +142,11 @@ DLManagedTensor* allocate_output(const ConcreteFusion& c, const Binding& b, size
   const Output& o = f.outputs[index];
   const Value& v = f.value(o.value);
   auto owned = std::make_unique<OwnedTensor>();
-  owned->shape = b.sizes[static_cast<size_t>(o.value)];
+  owned->shape.assign(b.sizes[o.value].begin(), b.sizes[o.value].end());
   DLTensor& t = owned->managed.dl_tensor;
   if (o.alias_input >= 0) {
     const InputMeta& m = b.inputs[static_cast<size_t>(o.alias_input)];
-    owned->strides = m.strides;
+    owned->strides = m.strides.to_vector();
     t.data = inputs[o.alias_input]->data;
     t.byte_offset = inputs[o.alias_input]->byte_offset;
     t.device = inputs[o.alias_input]->device;

@@ -21,7 +21,7 @@ DLManagedTensor* allocate_output(const ConcreteFusion& c, const Binding& b, size
                                  const DLTensor* const* inputs, const ExecOptions& options);
 
 // Throws unless a tensor with these sizes/strides touches no element twice.
-void check_no_self_overlap(const Sizes& sizes, const std::vector<int64_t>& strides,
+void check_no_self_overlap(std::span<const int64_t> sizes, std::span<const int64_t> strides,
                            const std::string& name);
 
 }  // namespace kf

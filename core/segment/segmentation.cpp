@@ -72,13 +72,13 @@ std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete) {
     if (!produced_by_segment[id] || consumers.is_output[id] || last_reader[id] < 0) continue;
     seg->segments[static_cast<size_t>(last_reader[id])].dead_after.push_back(static_cast<int64_t>(id));
   }
+  seg->run_plan = plan_run(f, seg->segments);
   return seg;
 }
 
 std::shared_ptr<const Segmentation> segmentation_of(const std::shared_ptr<ConcreteFusion>& c) {
-  static std::mutex mutex;  // segmentation is built once per concrete fusion
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!c->segmentation) c->segmentation = segment_fusion(*c);
+  // Built once per concrete fusion; a failed build is tried again next time.
+  std::call_once(c->segmentation_once, [&] { c->segmentation = segment_fusion(*c); });
   return c->segmentation;
 }
 

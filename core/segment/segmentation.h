@@ -5,6 +5,7 @@
 // CPU run shows what a GPU run would do.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -13,15 +14,18 @@
 
 #include "core/concretize/concrete_fusion.h"
 #include "core/schedule/scheduler_kind.h"
+#include "core/segment/run_plan.h"
 #include "core/segment/task.h"
 
 namespace kf {
 
 // Where a backend keeps what it compiled for a segment (the CUDA backend:
-// its loaded kernel). Filled once, under the mutex.
+// its loaded kernel). Filled once, under the segmentation's kernels_mutex;
+// `ready` then points to the kernel, so later calls read it without
+// locking.
 struct KernelSlot {
-  std::mutex mutex;
   std::shared_ptr<const void> kernel;
+  std::atomic<const void*> ready{nullptr};
 };
 
 struct Segment {
@@ -42,6 +46,9 @@ class Segmentation {
  public:
   const ConcreteFusion* concrete = nullptr;
   std::vector<Segment> segments;
+  RunPlan run_plan;
+  // Held by a backend while it fills kernel slots (all segments at once).
+  mutable std::mutex kernels_mutex;
 };
 
 // The segmentation cached with `c` (built on first use, thread-safe).

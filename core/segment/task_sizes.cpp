@@ -20,28 +20,15 @@ double read_scalar(const DLTensor& t, DType dtype) {
   return 0;
 }
 
-std::vector<Sizes> task_sizes(const Fusion& fusion, const Task& task, const DLTensor* const* inputs) {
-  std::vector<Sizes> sizes(fusion.values.size());
-  std::vector<double> scalars(fusion.values.size(), 0);
+void task_sizes(const Fusion& fusion, const Task& task, const DLTensor* const* inputs, ValueSizes* sizes) {
+  sizes->reset(fusion);
   for (size_t k = 0; k < task.inputs.size(); ++k) {
     const Value& v = fusion.value(task.inputs[k]);
     const DLTensor& t = *inputs[k];
-    sizes[static_cast<size_t>(v.id)].assign(t.shape, t.shape + t.ndim);
-    if (v.is_scalar) scalars[static_cast<size_t>(v.id)] = read_scalar(t, v.dtype);
+    sizes->set(v.id, std::span<const int64_t>(t.shape, static_cast<size_t>(t.ndim)));
+    if (v.is_scalar) sizes->set_scalar(v.id, read_scalar(t, v.dtype));
   }
-  SizeContext ctx;
-  ctx.sizes_of = [&](int64_t id) -> const Sizes& { return sizes[static_cast<size_t>(id)]; };
-  ctx.scalar_of = [&](int64_t id) -> double {
-    const Value& v = fusion.value(id);
-    if (v.kind == ValueKind::Constant) return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
-    return scalars[static_cast<size_t>(id)];
-  };
-  for (int64_t ei : task.exprs) {
-    const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
-    auto outs = infer_expr_sizes(fusion, e, ctx);
-    for (size_t k = 0; k < e.outputs.size(); ++k) sizes[static_cast<size_t>(e.outputs[k])] = std::move(outs[k]);
-  }
-  return sizes;
+  infer_sizes(fusion, task.exprs, *sizes);
 }
 
 }  // namespace kf

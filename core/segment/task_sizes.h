@@ -14,8 +14,9 @@
 namespace kf {
 
 // inputs: one DLTensor per task.inputs entry (scalars: 0-dim CPU tensors).
-// Returns sizes indexed by value id (values outside the task stay empty).
-std::vector<Sizes> task_sizes(const Fusion& fusion, const Task& task, const DLTensor* const* inputs);
+// Writes the sizes of the task's values into `sizes` (values outside the
+// task stay zero); reuses its storage.
+void task_sizes(const Fusion& fusion, const Task& task, const DLTensor* const* inputs, ValueSizes* sizes);
 
 // Value of a 0-dim CPU tensor holding a scalar of `dtype`, as double.
 double read_scalar(const DLTensor& t, DType dtype);

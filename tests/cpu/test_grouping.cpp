@@ -41,9 +41,8 @@ std::shared_ptr<kf::ConcreteFusion> concretize_8x8(const std::shared_ptr<kf::Fus
     t.byte_offset = 0;
     ptrs.push_back(&t);
   }
-  kf::ConcreteKey key;
-  kf::Binding b = kf::bind_inputs(*f, ptrs.data(), ptrs.size(), &key);
-  return kf::concretize(f, b, key);
+  kf::Binding b = kf::bind_inputs(*f, ptrs.data(), ptrs.size());
+  return kf::concretize(f, b);
 }
 
 std::shared_ptr<kf::Fusion> chain(int n) {

@@ -165,9 +165,8 @@ inline std::shared_ptr<kf::ConcreteFusion> concretize(const std::shared_ptr<kf::
                                                       const Inputs& inputs) {
   std::vector<const DLTensor*> ptrs;
   for (const auto& in : inputs) ptrs.push_back(&in->t);
-  kf::ConcreteKey key;
-  kf::Binding b = kf::bind_inputs(*fusion, ptrs.data(), ptrs.size(), &key);
-  return kf::concretize(fusion, b, key);
+  kf::Binding b = kf::bind_inputs(*fusion, ptrs.data(), ptrs.size());
+  return kf::concretize(fusion, b);
 }
 
 // The plan for the whole fusion as one task (independent of how the

@@ -146,24 +146,21 @@ void test_launch_dims(void**) {
   r.domain_value = 0;
   r.block = 128;
   r.items_per_thread = 4;
-  LaunchDims d = launch_dims(r, sizes, 1 << 30);
+  LaunchDims d = launch_dims(r, sizes[0], 1 << 30);
   assert_int_equal(d.grid, (3000 + 511) / 512);
   assert_int_equal(d.block, 128);
   r.max_blocks = 2;
-  assert_int_equal(launch_dims(r, sizes, 1 << 30).grid, 2);
+  assert_int_equal(launch_dims(r, sizes[0], 1 << 30).grid, 2);
   r.max_blocks = 1 << 20;
-  assert_int_equal(launch_dims(r, sizes, 3).grid, 3);  // the device's grid limit
-  r.domain_value = 1;  // empty domain: nothing to launch
-  assert_int_equal(launch_dims(r, sizes, 1 << 30).grid, 0);
+  assert_int_equal(launch_dims(r, sizes[0], 3).grid, 3);  // the device's grid limit
+  // An empty domain: nothing to launch.
+  assert_int_equal(launch_dims(r, sizes[1], 1 << 30).grid, 0);
   r.kind = LaunchRule::Kind::PerRow;
-  r.domain_value = 2;
   r.reduced_dims = {false, true, false};
-  assert_int_equal(launch_dims(r, sizes, 1 << 30).grid, 36);
+  assert_int_equal(launch_dims(r, sizes[2], 1 << 30).grid, 36);
   // Rows exist but the reduced dim is empty: still launched (identity values).
-  sizes.push_back({6, 0});
-  r.domain_value = 3;
   r.reduced_dims = {false, true};
-  assert_int_equal(launch_dims(r, sizes, 1 << 30).grid, 6);
+  assert_int_equal(launch_dims(r, Sizes{6, 0}, 1 << 30).grid, 6);
 }
 
 // x (f32, rank 2) * s (f32 scalar) -> y
@@ -188,9 +185,10 @@ void test_fill_arguments(void**) {
   DLTensor ty{ys, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
   const DLTensor* ins[2] = {&tx, &ts};
   DLTensor* outs[1] = {&ty};
-  std::vector<Sizes> sizes(f->values.size());
-  sizes[static_cast<size_t>(x)] = {3, 4};
-  sizes[static_cast<size_t>(y)] = {3, 4};
+  ValueSizes sizes;
+  sizes.reset(*f);
+  sizes.set(x, shape);
+  sizes.set(y, shape);
   int64_t args[7];
   fill_arguments(*f, slots, sources, sizes, ins, outs, args);
   assert_int_equal(args[0], reinterpret_cast<intptr_t>(ys));
@@ -231,9 +229,8 @@ void test_no_driver_reports_no_device(void**) {
   const DLTensor* ins[1] = {&tx};
   DLTensor* outs[1] = {&ty};
   try {
-    ConcreteKey key;
-    Binding binding = bind_inputs(*f, ins, 1, &key);
-    auto c = concretize(f, binding, key);
+    Binding binding = bind_inputs(*f, ins, 1);
+    auto c = concretize(f, binding);
     execute(*c, *segmentation_of(c), binding, ins, outs, ExecOptions{});
     fail_msg("expected KF_ERR_NO_DEVICE");
   } catch (const kf::Error& e) {

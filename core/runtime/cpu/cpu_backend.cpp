@@ -1,5 +1,10 @@
 // The CPU backend: host memory, and segments run by the reference
 // interpreter (eval.h) one expr at a time.
+//
+// KFUSE_CPU_DRY_RUN=1 (read once) makes it dispatch segments and copies
+// without computing them: outputs keep their contents. It exists to measure
+// the shared host path (binding, concretization lookup, executor) without a
+// GPU: bench/host_latency_bench --dry-run and the instruction budget test.
 #include <cstdlib>
 #include <cstring>
 
@@ -10,6 +15,14 @@
 namespace kf {
 
 namespace {
+
+bool dry_run() {
+  static const bool on = [] {
+    const char* v = std::getenv("KFUSE_CPU_DRY_RUN");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
 
 cpu::TensorView view_of(const DLTensor& t, DType dtype) {
   cpu::TensorView v;
@@ -31,9 +44,10 @@ class CpuBackend final : public Backend {
   }
   void release(void* ptr, size_t, int, const ExecOptions&) override { std::free(ptr); }
 
-  void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
+  void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index, const ValueSizes&,
                    const DLTensor* const* inputs, DLTensor* const* outputs,
                    const ExecOptions&) override {
+    if (dry_run()) return;
     const Fusion& f = *c.fusion;
     const Segment& seg = s.segments[index];
     cpu::Env env(f.values.size());
@@ -66,6 +80,7 @@ class CpuBackend final : public Backend {
   }
 
   void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions&) override {
+    if (dry_run()) return;
     auto s = from_dlpack(src.dtype).value_or(DType::Bool);
     auto d = from_dlpack(dst.dtype).value_or(DType::Bool);
     cpu::TensorView sv = view_of(src, s);

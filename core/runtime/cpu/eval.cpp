@@ -4,15 +4,15 @@
 
 namespace kf::cpu {
 
-SizeContext env_size_context(const Fusion& fusion, const Env& env) {
-  return {[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; },
-          [&fusion, &env](int64_t id) {
-            const Value& v = fusion.value(id);
-            if (v.kind == ValueKind::Constant)
-              return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
-            const TensorView& t = env.get(id);
-            return load_f64(t.dtype, t.data);
-          }};
+double EnvSizes::scalar_of(int64_t id) const {
+  const Value& v = fusion_.value(id);
+  if (v.kind == ValueKind::Constant) return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
+  const TensorView& t = env_.get(id);
+  return load_f64(t.dtype, t.data);
+}
+
+Sizes output_sizes(const Fusion& fusion, const Expr& e, const Env& env) {
+  return infer_expr_sizes(fusion, e, EnvSizes(fusion, env)).to_vector();
 }
 
 TensorView constant_view(const Value& v) {

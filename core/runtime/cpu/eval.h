@@ -32,7 +32,19 @@ void eval_expr(const Fusion& fusion, const Expr& e, Env& env);
 
 // Size rules' context over env: sizes of ready values; scalar values from
 // constants or the scalar inputs' 0-dim views.
-SizeContext env_size_context(const Fusion& fusion, const Env& env);
+class EnvSizes final : public SizeContext {
+ public:
+  EnvSizes(const Fusion& fusion, const Env& env) : fusion_(fusion), env_(env) {}
+  std::span<const int64_t> sizes_of(int64_t id) const override { return env_.get(id).sizes; }
+  double scalar_of(int64_t id) const override;
+
+ private:
+  const Fusion& fusion_;
+  const Env& env_;
+};
+
+// The sizes of e's outputs (size rules over env).
+Sizes output_sizes(const Fusion& fusion, const Expr& e, const Env& env);
 
 // A 0-dim tensor holding a constant's value.
 TensorView constant_view(const Value& v);

@@ -45,7 +45,7 @@ void random(Op op, double a, double b, uint64_t seed, uint64_t offset, const Ten
 }  // namespace
 
 void eval_creation(const Fusion& fusion, const Expr& e, Env& env) {
-  const Sizes sizes = infer_expr_sizes(fusion, e, env_size_context(fusion, env))[0];
+  const Sizes sizes = output_sizes(fusion, e, env);
   TensorView out = allocate(fusion.value(e.outputs[0]).dtype, sizes);
   auto arg = [&](size_t i) -> const TensorView& { return env.get(e.inputs[i]); };
   const size_t n = e.inputs.size();

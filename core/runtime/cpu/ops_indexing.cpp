@@ -44,8 +44,7 @@ void gather(const TensorView& a, const TensorView& index, size_t dim, const Tens
 }  // namespace
 
 void eval_indexing(const Fusion& fusion, const Expr& e, Env& env) {
-  const SizeContext ctx{[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; }, {}};
-  const Sizes sizes = infer_expr_sizes(fusion, e, ctx)[0];
+  const Sizes sizes = output_sizes(fusion, e, env);
   const TensorView& a = env.get(e.inputs[0]);
   const TensorView& index = env.get(e.inputs[1]);
   const size_t dim = static_cast<size_t>(e.attrs[0]);

@@ -61,7 +61,9 @@ TensorView matmul(const TensorView& a_in, const TensorView& b_in, DType dtype, c
   const TensorView b = b_in.rank() == 1 ? with_unit_dim(b_in, 1) : b_in;
   const size_t ra = a.sizes.size(), rb = b.sizes.size();
   Sizes batch_a(a.sizes.begin(), a.sizes.end() - 2), batch_b(b.sizes.begin(), b.sizes.end() - 2);
-  Sizes full = broadcast_sizes({&batch_a, &batch_b}, {0, 1}, "matmul", 0);
+  const std::span<const int64_t> batches[2] = {batch_a, batch_b};
+  const int64_t ids[2] = {0, 1};
+  Sizes full = broadcast_sizes(batches, ids, "matmul", 0).to_vector();
   Sizes sa = full, sb = full;
   full.insert(full.end(), {a.sizes[ra - 2], b.sizes[rb - 1]});
   sa.insert(sa.end(), {a.sizes[ra - 2], a.sizes[ra - 1]});
@@ -110,8 +112,7 @@ TensorView linear(const TensorView& x, const TensorView& w_in, const TensorView*
 }  // namespace
 
 void eval_library(const Fusion& fusion, const Expr& e, Env& env) {
-  const SizeContext ctx{[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; }, {}};
-  const Sizes sizes = infer_expr_sizes(fusion, e, ctx)[0];
+  const Sizes sizes = output_sizes(fusion, e, env);
   const DType dtype = fusion.value(e.outputs[0]).dtype;
   const TensorView& a = env.get(e.inputs[0]);
   const TensorView& b = env.get(e.inputs[1]);

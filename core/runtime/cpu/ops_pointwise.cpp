@@ -291,8 +291,7 @@ void eval_int(const IntContext& c, const std::vector<TensorView>& in, const Tens
 }  // namespace
 
 void eval_pointwise(const Fusion& fusion, const Expr& e, Env& env) {
-  const SizeContext ctx{[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; }, {}};
-  const Sizes sizes = infer_expr_sizes(fusion, e, ctx)[0];
+  const Sizes sizes = output_sizes(fusion, e, env);
   const int64_t out_id = e.outputs[0];
   TensorView out = allocate(fusion.value(out_id).dtype, sizes);
   std::vector<TensorView> in;

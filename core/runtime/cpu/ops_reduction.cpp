@@ -109,8 +109,7 @@ Moments moments(const Split& s, const std::byte* base, int64_t correction) {
 }  // namespace
 
 void eval_reduction(const Fusion& fusion, const Expr& e, Env& env) {
-  const SizeContext ctx{[&env](int64_t id) -> const Sizes& { return env.get(id).sizes; }, {}};
-  const Sizes sizes = infer_expr_sizes(fusion, e, ctx)[0];
+  const Sizes sizes = output_sizes(fusion, e, env);
   const TensorView& a = env.get(e.inputs[0]);
   const bool is_var = e.op == Op::VAR || e.op == Op::VAR_MEAN;
   const Split s = split_axes(a, e.attrs, is_var ? 2 : 1);

@@ -113,7 +113,7 @@ TensorView cat(const std::vector<TensorView>& ins, DType dtype, const Sizes& siz
 }  // namespace
 
 void eval_shape(const Fusion& fusion, const Expr& e, Env& env) {
-  const Sizes sizes = infer_expr_sizes(fusion, e, env_size_context(fusion, env))[0];
+  const Sizes sizes = output_sizes(fusion, e, env);
   const TensorView& a = env.get(e.inputs[0]);
   TensorView out;
   switch (e.op) {

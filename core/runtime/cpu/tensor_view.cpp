@@ -8,21 +8,20 @@
 
 namespace kf::cpu {
 
-std::vector<int64_t> compact_strides(const Sizes& sizes, const std::vector<int>& order) {
+Extents compact_strides_inline(std::span<const int64_t> sizes, std::span<const int> order) {
   const size_t r = sizes.size();
-  std::vector<int> ord(order.begin(), order.end());
-  if (ord.empty()) {
-    ord.resize(r);
-    std::iota(ord.begin(), ord.end(), 0);
-  }
-  std::vector<int64_t> strides(r, 1);
+  Extents strides(r, 1);
   int64_t s = 1;
   for (size_t k = r; k > 0; --k) {
-    size_t d = static_cast<size_t>(ord[k - 1]);
+    const size_t d = order.empty() ? k - 1 : static_cast<size_t>(order[k - 1]);
     strides[d] = s;
     s *= std::max<int64_t>(sizes[d], 1);
   }
   return strides;
+}
+
+std::vector<int64_t> compact_strides(std::span<const int64_t> sizes, std::span<const int> order) {
+  return compact_strides_inline(sizes, order).to_vector();
 }
 
 TensorView allocate(DType dtype, const Sizes& sizes, const std::vector<int>& order) {

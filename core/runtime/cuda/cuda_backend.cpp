@@ -1,8 +1,9 @@
 // The CUDA backend: stream-ordered memory, copies, and segments run as
-// generated kernels. A segment's kernel is generated, compiled (kernel
-// cache) and loaded on first use and kept in its KernelSlot; later calls
-// only fill the argument block and launch on the caller's stream. Nothing
-// here synchronizes the device.
+// generated kernels. The first run of a segmentation generates and
+// compiles the kernels of all its segments on a bounded pool of threads
+// (kernel cache), loads them and keeps each in its segment's KernelSlot;
+// later calls only fill the argument block and launch on the caller's
+// stream. Nothing here synchronizes the device.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -15,10 +16,11 @@
 #include "core/runtime/cuda/driver.h"
 #include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/launch.h"
+#include "core/runtime/cuda/segment_kernels.h"
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/segment/matmul_pattern.h"
-#include "core/segment/task_sizes.h"
 #include "core/util/error.h"
+#include "core/util/scratch.h"
 
 namespace kf {
 
@@ -28,12 +30,12 @@ using namespace kf::cuda;
 
 // What a KernelSlot holds for the CUDA backend.
 struct LoadedSegment {
-  Task task;  // what the kernel computes (a library segment: its pattern's epilogue)
-  int64_t product = -1;  // a library segment: the product, an input of `task`
   KernelPlan plan;
   std::vector<SlotSource> sources;
   CUfunction function = nullptr;
   CUfunction finish = nullptr;  // ColumnReduce: the second kernel
+  int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
+  Task task;             // a matmul pattern's epilogue: what the kernel computes
 };
 
 constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
@@ -62,35 +64,35 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
          block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
 }
 
-// The task a segment's kernel computes: the segment's, or for a library
-// segment with a matmul pattern the pattern's epilogue (run unfused when
-// cuBLASLt cannot apply it).
-void set_kernel_task(const ConcreteFusion& c, const Segment& seg, LoadedSegment& k) {
-  if (seg.scheduler != SchedulerKind::Library) {
-    k.task = seg.task;
-    return;
-  }
-  if (seg.task.children.empty()) fail(KF_ERR_INTERNAL, "a library segment without a pattern has no kernel");
-  const Task& pattern = seg.task.children[0];
-  const std::optional<MatmulPattern> p = describe_matmul_pattern(c, pattern);
-  if (!p) fail(KF_ERR_INTERNAL, "a library segment's nested task is no matmul pattern");
-  k.task = matmul_epilogue_task(*c.fusion, pattern, *p);
-  k.product = p->product;
+bool has_kernel(const Segment& seg) {
+  return seg.scheduler != SchedulerKind::Library && !seg.task.exprs.empty();
 }
 
-const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg) {
-  KernelSlot& slot = *seg.kernel_slot;
-  std::lock_guard lock(slot.mutex);
-  if (!slot.kernel) {
+// Fills the kernel slot of every generated segment of `s` that has none:
+// the first run of a segmentation generates and compiles all its kernels
+// on the compile pool (segment_kernels.h), then loads them in run order.
+void load_segments(const ConcreteFusion& c, const Segmentation& s) {
+  std::lock_guard lock(s.kernels_mutex);
+  std::vector<size_t> missing;
+  for (size_t k = 0; k < s.segments.size(); ++k)
+    if (has_kernel(s.segments[k]) && s.segments[k].kernel_slot->ready.load(std::memory_order_acquire) == nullptr)
+      missing.push_back(k);
+  if (missing.empty()) return;
+  const int device = c.device.id;
+  std::vector<SegmentKernel> kernels = make_segment_kernels(
+      c, s, missing, device_info(device).sm, [&](const Digest& key) { return kernel_loaded(device, key); });
+  for (size_t i = 0; i < missing.size(); ++i) {
+    const Segment& seg = s.segments[missing[i]];
+    SegmentKernel& made = kernels[i];
     auto k = std::make_shared<LoadedSegment>();
-    set_kernel_task(c, seg, *k);
-    k->plan = generate_kernel(c, k->task);
-    k->sources = resolve_slots(*c.fusion, k->task, k->plan.args);
-    k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
-    if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);
+    k->sources = resolve_slots(*c.fusion, seg.task, made.plan.args);
+    k->function = load_kernel(device, made.key, made.plan.source, made.plan.name, made.image.get());
+    if (!made.plan.finish_name.empty())
+      k->finish = load_kernel(device, made.key, made.plan.source, made.plan.finish_name, made.image.get());
+    k->plan = std::move(made.plan);
     const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
     if (shared > kDefaultSharedLimit) {
-      ScopedContext context(c.device.id);
+      ScopedContext context(device);
       if (shared > static_cast<uint32_t>(context.info().max_shared_optin))
         fail(KF_ERR_UNSUPPORTED, "kernel ", k->plan.name, " needs ", shared,
              " bytes of shared memory; the device allows ", context.info().max_shared_optin);
@@ -98,9 +100,45 @@ const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segment& seg)
                                          static_cast<int>(shared)),
             "cuFuncSetAttribute");
     }
+    KernelSlot& slot = *seg.kernel_slot;
     slot.kernel = k;
+    slot.ready.store(k.get(), std::memory_order_release);
   }
-  return *static_cast<const LoadedSegment*>(slot.kernel.get());
+}
+
+const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segmentation& s, size_t index) {
+  const KernelSlot& slot = *s.segments[index].kernel_slot;
+  const void* k = slot.ready.load(std::memory_order_acquire);
+  if (k == nullptr) {
+    load_segments(c, s);
+    k = slot.ready.load(std::memory_order_acquire);
+  }
+  return *static_cast<const LoadedSegment*>(k);
+}
+
+// The kernel of a matmul pattern's epilogue (bias, casts, activation),
+// for a library segment that cuBLASLt cannot run as one call: generated
+// and loaded on first use, kept in the segment's slot.
+const LoadedSegment& loaded_pattern_kernel(const ConcreteFusion& c, const Segmentation& s, size_t index) {
+  const Segment& seg = s.segments[index];
+  KernelSlot& slot = *seg.kernel_slot;
+  if (const void* k = slot.ready.load(std::memory_order_acquire)) return *static_cast<const LoadedSegment*>(k);
+  std::lock_guard lock(s.kernels_mutex);
+  if (const void* k = slot.ready.load(std::memory_order_acquire)) return *static_cast<const LoadedSegment*>(k);
+  if (seg.task.children.empty()) fail(KF_ERR_INTERNAL, "a library segment without a pattern has no kernel");
+  const Task& pattern = seg.task.children[0];
+  const std::optional<MatmulPattern> p = describe_matmul_pattern(c, pattern);
+  if (!p) fail(KF_ERR_INTERNAL, "a library segment's nested task is no matmul pattern");
+  auto k = std::make_shared<LoadedSegment>();
+  k->task = matmul_epilogue_task(*c.fusion, pattern, *p);
+  k->product = p->product;
+  k->plan = generate_kernel(c, k->task);
+  k->sources = resolve_slots(*c.fusion, k->task, k->plan.args);
+  k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
+  if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);
+  slot.kernel = k;
+  slot.ready.store(k.get(), std::memory_order_release);
+  return *k;
 }
 
 class CudaBackend final : public Backend {
@@ -144,17 +182,89 @@ class CudaBackend final : public Backend {
   }
 
   void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
-                   const DLTensor* const* inputs, DLTensor* const* outputs,
+                   const ValueSizes& sizes, const DLTensor* const* inputs, DLTensor* const* outputs,
                    const ExecOptions& options) override {
     ScopedContext context(c.device.id);  // first, so a missing GPU is reported as such
     const Segment& seg = s.segments[index];
     if (seg.scheduler == SchedulerKind::Library) {  // matmul/linear (+ epilogue): cuBLASLt
       if (!run_library_segment(*this, c, s, index, inputs, outputs, options))
-        run_pattern_unfused(c, s, index, inputs, outputs, options, context);
+        run_pattern_unfused(c, s, index, sizes, inputs, outputs, options, context);
       return;
     }
     if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
-    run_kernel(c, loaded_segment(c, seg), inputs, outputs, options, context);
+    run_kernel(c, loaded_segment(c, s, index), sizes, inputs, outputs, options, context);
+  }
+
+  // Launches a loaded kernel on tensors in the order of its task's inputs
+  // and outputs.
+  void run_kernel(const ConcreteFusion& c, const LoadedSegment& k, const ValueSizes& sizes,
+                  const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options,
+                  ScopedContext& context) {
+    const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x);
+    if (dims.grid == 0) return;  // empty domain
+    Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
+    std::vector<int64_t>& args = *arg_block;
+    args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
+    fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
+    if (k.plan.launch.kind == LaunchRule::Kind::ColumnReduce) {
+      // Partials into a stream-ordered scratch buffer, then the finishing
+      // kernel; the buffer is released in stream order behind it.
+      const size_t n = k.plan.args.size();
+      const size_t bytes = static_cast<size_t>(dims.scratch_bytes);
+      void* scratch = allocate(bytes, c.device.id, options);
+      args[n] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scratch));
+      args[n + 1] = dims.grid_y;
+      try {
+        launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, 0, stream_of(options), args.data(), dims.grid_y);
+        launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
+               stream_of(options), args.data());
+      } catch (...) {
+        release(scratch, bytes, c.device.id, options);
+        throw;
+      }
+      release(scratch, bytes, c.device.id, options);
+      return;
+    }
+    launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes,
+           stream_of(options), args.data());
+  }
+
+  // A matmul pattern that cuBLASLt cannot run as one call: the product into
+  // a compact temporary (it has the result's shape), then the rest of the
+  // pattern (bias add, casts, activation) as a generated kernel.
+  void run_pattern_unfused(const ConcreteFusion& c, const Segmentation& s, size_t index, const ValueSizes& sizes,
+                           const DLTensor* const* inputs, DLTensor* const* outputs,
+                           const ExecOptions& options, ScopedContext& context) {
+    const Segment& seg = s.segments[index];
+    const LoadedSegment& k = loaded_pattern_kernel(c, s, index);
+    const int64_t product = k.product;
+    const DLTensor& out = *outputs[0];
+    DLTensor temp = out;
+    temp.strides = nullptr;
+    temp.byte_offset = 0;
+    temp.dtype = to_dlpack(c.fusion->value(product).dtype);
+    size_t bytes = static_cast<size_t>(dtype_size(c.fusion->value(product).dtype));
+    for (int d = 0; d < out.ndim; ++d) bytes *= static_cast<size_t>(out.shape[d]);
+    temp.data = allocate(bytes, c.device.id, options);
+    try {
+      run_library_product(*this, c, s, index, inputs, temp, options);
+      std::vector<const DLTensor*> ins;
+      for (int64_t id : k.task.inputs) {
+        if (id == product) {
+          ins.push_back(&temp);
+          continue;
+        }
+        const auto& in = seg.task.inputs;
+        const auto it = std::find(in.begin(), in.end(), id);
+        if (it == in.end()) fail(KF_ERR_INTERNAL, "segment ", index, ": its epilogue reads value ", id, ", no segment input");
+        ins.push_back(inputs[it - in.begin()]);
+      }
+      run_kernel(c, k, sizes, ins.data(), outputs, options, context);
+    } catch (...) {
+      release(temp.data, bytes, c.device.id, options);
+      throw;
+    }
+    release(temp.data, bytes, c.device.id, options);
   }
 
   void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions& options) override {
@@ -201,75 +311,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Launches a loaded kernel; inputs and outputs follow k.task.
-  void run_kernel(const ConcreteFusion& c, const LoadedSegment& k, const DLTensor* const* inputs,
-                  DLTensor* const* outputs, const ExecOptions& options, ScopedContext& context) {
-    const std::vector<Sizes> sizes = task_sizes(*c.fusion, k.task, inputs);
-    const LaunchDims dims = launch_dims(k.plan.launch, sizes, context.info().max_grid_x);
-    if (dims.grid == 0) return;  // empty domain
-    std::vector<int64_t> args(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
-    fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
-    if (k.plan.launch.kind == LaunchRule::Kind::ColumnReduce) {
-      // Partials into a stream-ordered scratch buffer, then the finishing
-      // kernel; the buffer is released in stream order behind it.
-      const size_t n = k.plan.args.size();
-      const size_t bytes = static_cast<size_t>(dims.scratch_bytes);
-      void* scratch = allocate(bytes, c.device.id, options);
-      args[n] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scratch));
-      args[n + 1] = dims.grid_y;
-      try {
-        launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, 0, stream_of(options), args.data(), dims.grid_y);
-        launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
-               stream_of(options), args.data());
-      } catch (...) {
-        release(scratch, bytes, c.device.id, options);
-        throw;
-      }
-      release(scratch, bytes, c.device.id, options);
-      return;
-    }
-    launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes,
-           stream_of(options), args.data());
-  }
-
-  // A matmul pattern that cuBLASLt cannot run as one call: the product into
-  // a compact temporary (it has the result's shape), then the rest of the
-  // pattern (bias add, casts, activation) as a generated kernel.
-  void run_pattern_unfused(const ConcreteFusion& c, const Segmentation& s, size_t index,
-                           const DLTensor* const* inputs, DLTensor* const* outputs,
-                           const ExecOptions& options, ScopedContext& context) {
-    const Segment& seg = s.segments[index];
-    const LoadedSegment& k = loaded_segment(c, seg);
-    const int64_t product = k.product;
-    const DLTensor& out = *outputs[0];
-    DLTensor temp = out;
-    temp.strides = nullptr;
-    temp.byte_offset = 0;
-    temp.dtype = to_dlpack(c.fusion->value(product).dtype);
-    size_t bytes = static_cast<size_t>(dtype_size(c.fusion->value(product).dtype));
-    for (int d = 0; d < out.ndim; ++d) bytes *= static_cast<size_t>(out.shape[d]);
-    temp.data = allocate(bytes, c.device.id, options);
-    try {
-      run_library_product(*this, c, s, index, inputs, temp, options);
-      std::vector<const DLTensor*> ins;
-      for (int64_t id : k.task.inputs) {
-        if (id == product) {
-          ins.push_back(&temp);
-          continue;
-        }
-        const auto& in = seg.task.inputs;
-        const auto it = std::find(in.begin(), in.end(), id);
-        if (it == in.end()) fail(KF_ERR_INTERNAL, "segment ", index, ": its epilogue reads value ", id, ", no segment input");
-        ins.push_back(inputs[it - in.begin()]);
-      }
-      run_kernel(c, k, ins.data(), outputs, options, context);
-    } catch (...) {
-      release(temp.data, bytes, c.device.id, options);
-      throw;
-    }
-    release(temp.data, bytes, c.device.id, options);
-  }
-
   static bool overlaps(const CopyLayout& l, uintptr_t src, uintptr_t dst, int element) {
     auto span = [&](const std::vector<int64_t>& strides) {
       uintptr_t last = 0;

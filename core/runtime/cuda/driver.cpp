@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -131,14 +132,16 @@ const DeviceInfo& device_info(int device) {
   if (device < 0 || device >= d.device_count)
     fail(KF_ERR_NO_DEVICE, "no CUDA device ", device, ": the driver reports ", d.device_count,
          " device(s)");
-  // One slot per device, filled once; entries are never freed (contexts
-  // stay retained for the life of the process).
+  // One slot per device, filled once under the mutex and then read without
+  // it (every launch asks); entries are never freed (contexts stay retained
+  // for the life of the process).
   static std::mutex mutex;
-  static std::vector<std::unique_ptr<DeviceInfo>> infos;
+  static const std::unique_ptr<std::atomic<const DeviceInfo*>[]> infos(
+      new std::atomic<const DeviceInfo*>[static_cast<size_t>(d.device_count)]());
+  std::atomic<const DeviceInfo*>& slot = infos[static_cast<size_t>(device)];
+  if (const DeviceInfo* known = slot.load(std::memory_order_acquire)) return *known;
   std::lock_guard lock(mutex);
-  if (infos.size() < static_cast<size_t>(d.device_count)) infos.resize(static_cast<size_t>(d.device_count));
-  auto& slot = infos[static_cast<size_t>(device)];
-  if (slot) return *slot;
+  if (const DeviceInfo* known = slot.load(std::memory_order_acquire)) return *known;
   auto info = std::make_unique<DeviceInfo>();
   check(d.cuDeviceGet_(&info->device, device), "cuDeviceGet");
   auto attribute = [&](CUdevice_attribute a) {
@@ -153,8 +156,8 @@ const DeviceInfo& device_info(int device) {
   info->max_shared_optin = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   info->memory_pools = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
   check(d.cuDevicePrimaryCtxRetain_(&info->context, info->device), "cuDevicePrimaryCtxRetain");
-  slot = std::move(info);
-  return *slot;
+  slot.store(info.get(), std::memory_order_release);
+  return *info.release();
 }
 
 ScopedContext::ScopedContext(int device) : info_(device_info(device)) {

@@ -38,7 +38,11 @@ Digest kernel_key(const std::string& source, int sm) {
 
 KernelImage kernel_image(const std::string& source, const std::string& name, int sm,
                          const DiskCache& disk) {
-  const Digest key = kernel_key(source, sm);
+  return kernel_image(kernel_key(source, sm), source, name, sm, disk);
+}
+
+KernelImage kernel_image(const Digest& key, const std::string& source, const std::string& name,
+                         int sm, const DiskCache& disk) {
   KernelImage out;
   if (auto cached = disk.load(key)) {
     disk_hits.fetch_add(1, std::memory_order_relaxed);
@@ -61,26 +65,43 @@ const DiskCache& process_disk_cache() {
   return cache;
 }
 
+namespace {
+
+// The memory cache's entry for (device, key), created empty when missing.
+std::shared_ptr<ModuleEntry> module_entry(int device, const Digest& key) {
+  static std::mutex map_mutex;
+  static std::map<std::pair<int, Digest>, std::shared_ptr<ModuleEntry>> modules;
+  std::lock_guard lock(map_mutex);
+  auto& slot = modules[{device, key}];
+  if (!slot) slot = std::make_shared<ModuleEntry>();
+  return slot;
+}
+
+}  // namespace
+
+bool kernel_loaded(int device, const Digest& key) {
+  std::shared_ptr<ModuleEntry> entry = module_entry(device, key);
+  std::lock_guard lock(entry->mutex);
+  return entry->module != nullptr;
+}
+
 CUfunction load_kernel(int device, const std::string& source, const std::string& name) {
+  return load_kernel(device, kernel_key(source, device_info(device).sm), source, name, nullptr);
+}
+
+CUfunction load_kernel(int device, const Digest& key, const std::string& source,
+                       const std::string& name, const KernelImage* compiled) {
   ScopedContext context(device);
   const Driver& d = driver();
   const int sm = context.info().sm;
-  const Digest key = kernel_key(source, sm);
-
-  static std::mutex map_mutex;
-  static std::map<std::pair<int, Digest>, std::shared_ptr<ModuleEntry>> modules;
-  std::shared_ptr<ModuleEntry> entry;
-  {
-    std::lock_guard lock(map_mutex);
-    auto& slot = modules[{device, key}];
-    if (!slot) slot = std::make_shared<ModuleEntry>();
-    entry = slot;
-  }
+  std::shared_ptr<ModuleEntry> entry = module_entry(device, key);
   std::lock_guard lock(entry->mutex);
   if (entry->module != nullptr) {
     memory_hits.fetch_add(1, std::memory_order_relaxed);
   } else {
-    KernelImage image = kernel_image(source, name, sm, process_disk_cache());
+    KernelImage fresh;
+    if (compiled == nullptr) fresh = kernel_image(key, source, name, sm, process_disk_cache());
+    const KernelImage& image = compiled ? *compiled : fresh;
     CUresult r = d.cuModuleLoadData_(&entry->module, image.code.image.data());
     if (r != CUDA_SUCCESS) {
       entry->module = nullptr;

@@ -36,6 +36,10 @@ struct KernelImage {
 // KF_ERR_BACKEND when compilation is needed and fails.
 KernelImage kernel_image(const std::string& source, const std::string& name, int sm,
                          const DiskCache& disk);
+// The same with the key computed already (kernel_key(source, sm)): hashing
+// a large source takes a fraction of a millisecond.
+KernelImage kernel_image(const Digest& key, const std::string& source, const std::string& name,
+                         int sm, const DiskCache& disk);
 
 // The process-wide disk cache (configured from the environment once).
 const DiskCache& process_disk_cache();
@@ -44,6 +48,15 @@ const DiskCache& process_disk_cache();
 // kernel_image with the process disk cache). Thread-safe; concurrent
 // requests for one key compile once.
 CUfunction load_kernel(int device, const std::string& source, const std::string& name);
+// The same for `key` = kernel_key(source, the device's sm); on a memory
+// miss `image` (when not null: kernel_image's result for that key) is
+// loaded instead of calling kernel_image.
+CUfunction load_kernel(int device, const Digest& key, const std::string& source,
+                       const std::string& name, const KernelImage* image);
+
+// Whether the kernel with `key` is loaded on `device` already (load_kernel
+// then needs no image).
+bool kernel_loaded(int device, const Digest& key);
 
 struct KernelCacheStats {
   uint64_t memory_hits = 0;

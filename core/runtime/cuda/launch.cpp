@@ -97,7 +97,7 @@ std::vector<SlotSource> resolve_slots(const Fusion& f, const Task& task, const s
 }
 
 void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
-                    const std::vector<SlotSource>& sources, const std::vector<Sizes>& sizes,
+                    const std::vector<SlotSource>& sources, const ValueSizes& sizes,
                     const DLTensor* const* inputs, DLTensor* const* outputs, int64_t* args) {
   for (size_t k = 0; k < slots.size(); ++k) {
     const ArgSlot& slot = slots[k];
@@ -116,7 +116,7 @@ void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
         args[k] = stride_of(*t, slot.dim);
         break;
       case ArgSlot::Kind::Extent:
-        args[k] = sizes[static_cast<size_t>(src.value)][static_cast<size_t>(slot.dim)];
+        args[k] = sizes[src.value][static_cast<size_t>(slot.dim)];
         break;
       case ArgSlot::Kind::Scalar:
         args[k] = src.from == SlotSource::From::Constant
@@ -127,11 +127,10 @@ void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
   }
 }
 
-LaunchDims launch_dims(const LaunchRule& rule, const std::vector<Sizes>& sizes, int max_grid_x) {
+LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x) {
   LaunchDims dims;
   dims.block = static_cast<uint32_t>(rule.block);
   dims.shared_bytes = static_cast<uint32_t>(rule.shared_bytes);
-  const Sizes& domain = sizes.at(static_cast<size_t>(rule.domain_value));
   int64_t work = 1;
   if (rule.kind == LaunchRule::Kind::ColumnReduce) {
     int64_t cols = 1, rows = 1;

@@ -25,10 +25,10 @@ struct SlotSource {
 std::vector<SlotSource> resolve_slots(const Fusion& f, const Task& task, const std::vector<ArgSlot>& slots);
 
 // Fills args[k] for every slot (see kernel_plan.h for the encoding).
-// sizes: task_sizes() of this call. Throws KF_ERR_DEVICE_MISMATCH when a
-// data slot points to pageable host memory.
+// sizes: this call's sizes of the segment's values. Throws
+// KF_ERR_DEVICE_MISMATCH when a data slot points to pageable host memory.
 void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
-                    const std::vector<SlotSource>& sources, const std::vector<Sizes>& sizes,
+                    const std::vector<SlotSource>& sources, const ValueSizes& sizes,
                     const DLTensor* const* inputs, DLTensor* const* outputs, int64_t* args);
 
 struct LaunchDims {
@@ -42,6 +42,7 @@ struct LaunchDims {
   uint64_t scratch_bytes = 0;
 };
 
-LaunchDims launch_dims(const LaunchRule& rule, const std::vector<Sizes>& sizes, int max_grid_x);
+// domain: this call's sizes of rule.domain_value.
+LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x);
 
 }  // namespace kf::cuda

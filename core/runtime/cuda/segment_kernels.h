@@ -1,0 +1,40 @@
+// The kernels of a segmentation, made together on its first run on a GPU:
+// generating, hashing (the kernel cache key) and compiling (disk cache or
+// NVRTC, 25-50 ms per kernel) run on a bounded pool of threads, since a
+// fusion may have many segments. None of it needs a GPU; loading the
+// images onto the device stays with the CUDA backend.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/codegen/kernel_plan.h"
+#include "core/runtime/cuda/kernel_cache.h"
+#include "core/segment/segmentation.h"
+
+namespace kf::cuda {
+
+// At most this many compile threads (and never more than the hardware has,
+// nor more than there are kernels).
+inline constexpr size_t kMaxCompileThreads = 8;
+
+struct SegmentKernel {
+  KernelPlan plan;
+  Digest key;  // kernel_key(plan.source, sm)
+  // The compiled image; null when `loaded` said the key needs none.
+  // Segments with equal sources share one (compiled once).
+  std::shared_ptr<const KernelImage> image;
+};
+
+// The kernels of segments `indices` (generated segments only), in that
+// order, for architecture `sm`, from the process disk cache or NVRTC.
+// loaded(key): whether a kernel is in memory already (no image needed);
+// may be empty. Throws the first error in `indices` order after every task
+// has finished.
+std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const Segmentation& s,
+                                                const std::vector<size_t>& indices, int sm,
+                                                const std::function<bool(const Digest&)>& loaded);
+
+}  // namespace kf::cuda

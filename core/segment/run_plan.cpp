@@ -1,0 +1,60 @@
+#include "core/segment/run_plan.h"
+
+#include "core/segment/segmentation.h"
+#include "core/util/error.h"
+
+namespace kf {
+
+RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments) {
+  const size_t n = f.values.size();
+  std::vector<int64_t> last_read_segment(n, -1), producer_segment(n, -1);
+  for (size_t k = 0; k < segments.size(); ++k) {
+    for (int64_t in : segments[k].task.inputs) last_read_segment[static_cast<size_t>(in)] = static_cast<int64_t>(k);
+    for (int64_t out : segments[k].task.outputs) producer_segment[static_cast<size_t>(out)] = static_cast<int64_t>(k);
+  }
+
+  std::vector<TensorRef> where(n);
+  std::vector<bool> placed(n, false);
+  for (size_t i = 0; i < f.inputs.size(); ++i) {
+    where[static_cast<size_t>(f.inputs[i])] = {TensorRef::Kind::Input, static_cast<uint32_t>(i)};
+    placed[static_cast<size_t>(f.inputs[i])] = true;
+  }
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    const Output& o = f.outputs[i];
+    const size_t id = static_cast<size_t>(o.value);
+    if (placed[id]) continue;  // an input, or a repeated output: copied at the end
+    if (o.alias_input >= 0) {
+      const int64_t aliased = f.inputs[static_cast<size_t>(o.alias_input)];
+      if (last_read_segment[static_cast<size_t>(aliased)] >= producer_segment[id]) continue;
+    }
+    where[id] = {TensorRef::Kind::Output, static_cast<uint32_t>(i)};
+    placed[id] = true;
+  }
+
+  RunPlan plan;
+  for (const Segment& seg : segments) {
+    SegmentRun run;
+    for (int64_t in : seg.task.inputs) run.inputs.push_back(where[static_cast<size_t>(in)]);
+    for (int64_t out : seg.task.outputs) {
+      const size_t id = static_cast<size_t>(out);
+      if (!placed[id]) {
+        where[id] = {TensorRef::Kind::Intermediate, static_cast<uint32_t>(plan.intermediates.size())};
+        placed[id] = true;
+        plan.intermediates.push_back(out);
+      }
+      run.outputs.push_back(where[id]);
+    }
+    for (int64_t dead : seg.dead_after)
+      if (where[static_cast<size_t>(dead)].kind == TensorRef::Kind::Intermediate)
+        run.release_after.push_back(where[static_cast<size_t>(dead)].index);
+    plan.segments.push_back(std::move(run));
+  }
+  for (const Output& o : f.outputs) {
+    if (!placed[static_cast<size_t>(o.value)])
+      fail(KF_ERR_INTERNAL, "output value ", o.value, " is neither an input nor computed by a segment");
+    plan.final_values.push_back(where[static_cast<size_t>(o.value)]);
+  }
+  return plan;
+}
+
+}  // namespace kf

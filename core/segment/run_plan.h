@@ -1,0 +1,41 @@
+// How the executor runs a segmentation, worked out once when it is built:
+// which tensor every segment reads and writes (a fusion input, a caller's
+// output, or an intermediate the executor allocates), when each
+// intermediate can be released, and where each fusion output's value is at
+// the end. A call then only follows the plan: no per-call tables.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/ir/fusion.h"
+
+namespace kf {
+
+struct Segment;
+
+// Where a value lives during a run.
+struct TensorRef {
+  enum class Kind : uint8_t { Input, Output, Intermediate };
+  Kind kind = Kind::Input;
+  uint32_t index = 0;  // fusion input, fusion output, or intermediate slot
+};
+
+struct SegmentRun {
+  std::vector<TensorRef> inputs;        // per task.inputs
+  std::vector<TensorRef> outputs;       // per task.outputs
+  std::vector<uint32_t> release_after;  // intermediate slots this segment reads last
+};
+
+struct RunPlan {
+  std::vector<SegmentRun> segments;
+  std::vector<int64_t> intermediates;   // per slot: the value it holds
+  std::vector<TensorRef> final_values;  // per fusion output: where its value is at the end
+};
+
+// Outputs are computed in place in the caller's tensors, except outputs that
+// are inputs, repeated outputs, and outputs aliasing an input that a later
+// segment still reads: those are copied at the end from final_values.
+RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments);
+
+}  // namespace kf
