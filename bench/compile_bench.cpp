@@ -61,12 +61,12 @@ int main(int argc, char** argv) {
   std::vector<size_t> all(s->segments.size());
   for (size_t k = 0; k < all.size(); ++k) all[k] = k;
   // NVRTC's first use loads the library: not part of either figure.
-  kf::cuda::kernel_image(kf::generate_kernel(*c, s->segments[0].task).source, "warm", 90,
+  kf::cuda::kernel_image(kf::emit_segment_kernel(*c, s->segments[0]).source, "warm", 90,
                          kf::cuda::process_disk_cache());
 
   auto t0 = Clock::now();
   for (size_t k : all) {
-    kf::KernelPlan plan = kf::generate_kernel(*c, s->segments[k].task);
+    kf::KernelPlan plan = kf::emit_segment_kernel(*c, s->segments[k]);
     kf::cuda::kernel_image(plan.source, plan.name, 90, kf::cuda::process_disk_cache());
   }
   const double serial = ms_since(t0);

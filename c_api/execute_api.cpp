@@ -198,9 +198,9 @@ KF_API kf_status kf_segment_cuda_source(kf_segmentation s, size_t index, char** 
     if (seg.scheduler == kf::SchedulerKind::Library)
       kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index,
                " is a library segment (matmul/linear call a library, no kernel is generated)");
-    kf::KernelPlan plan = kf::generate_kernel(*h->concrete, seg.task);
+    kf::KernelPlan plan = kf::emit_segment_kernel(*h->concrete, seg);
     std::string text = "// segment " + std::to_string(index) + ": kernel " + plan.name + "\n" +
-                       "// scheduler: " + plan.params + "\n" +
+                       "// schedule: " + kf::describe(*seg.schedule) + " index=" + (h->concrete->index32 ? "int32" : "int64") + "\n" +
                        "// launch: " + describe_launch(plan) + "\n" +
                        "// args: " + describe_args(plan) + "\n" + plan.source;
     *out = copy_string(text);

@@ -1,9 +1,9 @@
 // What code generation produces for one segment: a complete CUDA C++
 // translation unit with one extern "C" kernel, the layout of its single
 // parameter, and the rule that gives its launch configuration from the
-// sizes of one call. Sources depend only on the ConcreteFusion and the
-// Task (never on sizes within the concretization class), so a plan is
-// generated and compiled once per segment.
+// sizes of one call. Sources depend only on the ConcreteFusion, the Task
+// and its KernelSchedule (never on sizes within the concretization class),
+// so a plan is generated and compiled once per segment.
 //
 // Kernel parameter convention: the kernel takes one struct by value,
 //   struct KfArgs { long long a[N]; };   extern "C" __global__ void NAME(KfArgs args)
@@ -31,7 +31,8 @@
 #include <vector>
 
 #include "core/concretize/concrete_fusion.h"
-#include "core/schedule/scheduler_kind.h"
+#include "core/schedule/kernel_schedule.h"
+#include "core/segment/segmentation.h"
 #include "core/segment/task.h"
 
 namespace kf {
@@ -58,7 +59,7 @@ struct LaunchRule {
     // accumulator); `finish_name`: one thread per column combines the
     // splits in order (deterministic) and writes the outputs. The kernels
     // take two extra argument words after the slots: the scratch pointer
-    // and the number of splits.
+    // and the number of splits (KfArgs::scratch and KfArgs::splits).
     ColumnReduce,
   };
   Kind kind = Kind::Elementwise;
@@ -86,15 +87,16 @@ struct KernelPlan {
   LaunchRule launch;
   std::string finish_name;  // ColumnReduce: the second kernel
   SchedulerKind scheduler = SchedulerKind::Pointwise;
-  std::string params;  // readable scheduler parameters, for `kfuse explain --cuda`
 };
 
-// Generates the kernel for `task`. Throws kf::Error(KF_ERR_UNSUPPORTED,
-// reason) when no scheduler accepts the task.
-KernelPlan generate_kernel(const ConcreteFusion& c, const Task& task);
+// Emits the kernel(s) of `task` exactly as `schedule` says (codegen makes
+// no decision of its own; core/schedule/registry.h chooses schedules).
+// The schedule must have been proposed for this task and concrete fusion.
+KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSchedule& schedule);
 
-// Whether some scheduler accepts `task`; `why` (optional) gets the reason
-// when none does. Cheap: used by segmentation.
-bool can_generate(const ConcreteFusion& c, const Task& task, std::string* why);
+// The kernel of a generated segment (emit_kernel of its task and stored
+// schedule). Throws kf::Error(KF_ERR_UNSUPPORTED, reason) for a segment
+// that has no schedule.
+KernelPlan emit_segment_kernel(const ConcreteFusion& c, const Segment& segment);
 
 }  // namespace kf

@@ -42,6 +42,7 @@ KernelWriter::KernelWriter(const ConcreteFusion& c, const Task& task)
   for (int64_t v : task.inputs) is_input_[static_cast<size_t>(v)] = true;
   for (int64_t v : task.outputs) is_output_[static_cast<size_t>(v)] = true;
   scopes_.emplace_back();
+  body_.emplace_back();
 }
 
 int KernelWriter::slot(ArgSlot::Kind kind, int64_t value, int dim) {
@@ -97,9 +98,33 @@ std::string KernelWriter::numel(int64_t value) {
 }
 
 void KernelWriter::line(const std::string& s) {
-  body_.append(static_cast<size_t>(2 * depth_), ' ');
-  body_ += s;
-  body_ += '\n';
+  std::string& text = body_.back();
+  text.append(static_cast<size_t>(2 * depth_), ' ');
+  text += s;
+  text += '\n';
+}
+
+KernelWriter::Section KernelWriter::reserve() {
+  const Section s{body_.size(), depth_};
+  body_.emplace_back();  // the section
+  body_.emplace_back();  // what follows it
+  return s;
+}
+
+void KernelWriter::fill(Section s, const std::vector<std::string>& lines) {
+  std::string& text = body_.at(s.chunk);
+  text.clear();
+  for (const std::string& l : lines) {
+    text.append(static_cast<size_t>(2 * s.depth), ' ');
+    text += l;
+    text += '\n';
+  }
+}
+
+std::string KernelWriter::body() const {
+  std::string b;
+  for (const std::string& chunk : body_) b += chunk;
+  return b;
 }
 
 void KernelWriter::open(const std::string& head) {
@@ -123,9 +148,9 @@ void KernelWriter::close_open(const std::string& head) {
 }
 
 std::string KernelWriter::take_kernel() {
-  std::string k = preamble_ + body_;
+  std::string k = preamble_ + body();
   preamble_.clear();
-  body_.clear();
+  body_.assign(1, {});
   hoisted_.clear();
   scopes_.assign(1, {});
   depth_ = 1;
@@ -133,12 +158,6 @@ std::string KernelWriter::take_kernel() {
 }
 
 std::string KernelWriter::fresh(const std::string& prefix) { return prefix + std::to_string(counter_++); }
-
-void KernelWriter::replace(const std::string& placeholder, const std::string& text) {
-  const size_t at = body_.find(placeholder);
-  if (at == std::string::npos) fail(KF_ERR_INTERNAL, "codegen: placeholder ", placeholder, " not found");
-  body_.replace(at, placeholder.size(), text);
-}
 
 std::optional<std::string> KernelWriter::memo(const std::string& key) const {
   for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
@@ -217,7 +236,6 @@ std::string KernelWriter::scalar_input(int64_t value) {
 
 std::string KernelWriter::load_input(int64_t value, const std::vector<std::string>& idx) {
   const DType t = f_.value(value).dtype;
-  if (load_log != nullptr) load_log->push_back({value, idx});
   if (auto tr = tile_reads.find(value); tr != tile_reads.end() && tr->second.first == idx)
     return define(t, tr->second.second);
   if (auto vi = vector_inputs.find(value); lane >= 0 && vi != vector_inputs.end()) {

@@ -47,8 +47,15 @@ class KernelWriter {
   void close_open(const std::string& head);  // "} head {": a sibling scope
   void close();
   std::string fresh(const std::string& prefix);
-  // Replaces a placeholder written earlier into the body.
-  void replace(const std::string& placeholder, const std::string& text);
+  // A named place in the body, at the current position and indentation,
+  // filled later (what goes there is known only once the code after it is
+  // written: which vector registers were used, the conditions they need).
+  struct Section {
+    size_t chunk;
+    int depth;
+  };
+  Section reserve();
+  void fill(Section s, const std::vector<std::string>& lines);
 
   std::string value_at(int64_t value, const std::vector<std::string>& idx);
   // Element offset sum(idx[d] * stride[d]) of a task input or output.
@@ -79,7 +86,7 @@ class KernelWriter {
   int section = 0;
   std::vector<std::string> lane_index;
   std::vector<std::string> lane_base;
-  std::map<int64_t, std::vector<int>> vector_inputs;  // candidate -> its dims' domain dims
+  std::map<int64_t, std::vector<int>> vector_inputs;  // candidate -> its dims' domain dims (VectorPlan::inputs)
   struct VectorReg {
     std::string reg;
     std::vector<std::string> base;  // the input's own index of lane 0
@@ -90,8 +97,6 @@ class KernelWriter {
   // Tiles staged in shared memory: a load of `value` at exactly `first`
   // reads the expression `second` instead (a register form).
   std::map<int64_t, std::pair<std::vector<std::string>, std::string>> tile_reads;
-  // When set, every global load of a task input is recorded here.
-  std::vector<std::pair<int64_t, std::vector<std::string>>>* load_log = nullptr;
 
   // Ends one kernel of a multi-kernel source: returns its preamble + body
   // and starts the next kernel empty (argument slots are kept: every kernel
@@ -99,7 +104,7 @@ class KernelWriter {
   std::string take_kernel();
 
   std::string preamble() const { return preamble_; }
-  std::string body() const { return body_; }
+  std::string body() const;
   const std::vector<ArgSlot>& args() const { return args_; }
 
  private:
@@ -123,7 +128,8 @@ class KernelWriter {
   std::vector<bool> produced_, is_input_, is_output_;
   std::vector<ArgSlot> args_;
   std::map<std::string, std::string> hoisted_;  // key -> local name
-  std::string preamble_, body_;
+  std::string preamble_;
+  std::vector<std::string> body_;  // text, with each Section one chunk of its own
   int depth_ = 1;
   int counter_ = 0;
   std::vector<std::map<std::string, std::string>> scopes_;

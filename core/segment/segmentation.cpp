@@ -35,14 +35,14 @@ Task task_of_group(const Fusion& f, const Consumers& consumers, const std::vecto
 
 }  // namespace
 
-std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete) {
+std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete, const Tuning& tuning) {
   const ConcreteFusion* c = &concrete;
   const Fusion& f = *c->fusion;
   auto seg = std::make_shared<Segmentation>();
   seg->concrete = c;
   Consumers consumers(f);
   auto accepts = [&](const std::vector<int64_t>& exprs) {
-    return scheduler_accepts(*c, task_of_group(f, consumers, exprs));
+    return schedule_segment(*c, task_of_group(f, consumers, exprs), tuning).accepted;
   };
   std::vector<std::vector<int64_t>> groups = group_exprs(*c, accepts);
 
@@ -52,6 +52,8 @@ std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete) {
     Segment s;
     s.task = task_of_group(f, consumers, g);
     s.scheduler = classify_task(f, s.task);
+    s.schedule = schedule_segment(*c, s.task, tuning, &s.unscheduled_why).schedule;
+    if (s.schedule && s.scheduler != SchedulerKind::Library) s.scheduler = kind_of(*s.schedule);
     if (s.scheduler == SchedulerKind::Library && s.task.exprs.size() > 1) {
       Task pattern = s.task;  // the whole segment is the pattern
       s.task.children.push_back(std::move(pattern));

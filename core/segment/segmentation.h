@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/concretize/concrete_fusion.h"
-#include "core/schedule/scheduler_kind.h"
+#include "core/schedule/kernel_schedule.h"
+#include "core/schedule/tuning.h"
 #include "core/segment/run_plan.h"
 #include "core/segment/task.h"
 
@@ -33,6 +35,12 @@ struct Segment {
   // one child (task.children[0]): the segment's outputs are the pattern's.
   Task task;
   SchedulerKind scheduler = SchedulerKind::Pointwise;
+  // The kernel's schedule, chosen once here: for a generated segment its
+  // kernel; for a library segment holding a matmul pattern the epilogue's
+  // kernel (run when cuBLASLt cannot run the pattern as one call); none
+  // for other library and no-op segments.
+  std::optional<KernelSchedule> schedule;
+  std::string unscheduled_why;  // why a segment that needs a kernel has no schedule
   // task.inputs, then the input extents (negative ids) its sizes depend on.
   std::vector<int64_t> api_inputs;
   // Intermediates (outputs of earlier segments, not fusion outputs) whose
@@ -54,11 +62,18 @@ class Segmentation {
 // The segmentation cached with `c` (built on first use, thread-safe).
 std::shared_ptr<const Segmentation> segmentation_of(const std::shared_ptr<ConcreteFusion>& c);
 
-// Whether the GPU schedulers take `task` as one segment (a library op is
-// accepted alone, or as a matmul pattern whose epilogue a kernel can run).
-bool scheduler_accepts(const ConcreteFusion& c, const Task& task);
+// The schedule of `task` as one segment: a generated kernel's, or for a
+// matmul pattern (a library op with its epilogue) the epilogue kernel's.
+// Accepted with no schedule: a library op alone. Rejected: nullopt outside,
+// with the reason in `why` (optional).
+struct SegmentSchedule {
+  bool accepted = false;
+  std::optional<KernelSchedule> schedule;
+};
+SegmentSchedule schedule_segment(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                 std::string* why = nullptr);
 
 // Builds the segmentation (no caching).
-std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& c);
+std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& c, const Tuning& tuning = default_tuning());
 
 }  // namespace kf

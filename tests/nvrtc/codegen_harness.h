@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/codegen/kernel_plan.h"
+#include "core/schedule/registry.h"
 #include "core/codegen/prelude.h"
 #include "core/concretize/concrete_fusion.h"
 #include "core/define/builder.h"
@@ -169,10 +170,19 @@ inline std::shared_ptr<kf::ConcreteFusion> concretize(const std::shared_ptr<kf::
   return kf::concretize(fusion, b);
 }
 
-// The plan for the whole fusion as one task (independent of how the
-// segmenter would cut it).
+// The schedule the registry proposes for the whole fusion as one task
+// (independent of how the segmenter would cut it); fails the test when no
+// scheduler takes it.
+inline kf::KernelSchedule schedule(const std::shared_ptr<kf::ConcreteFusion>& c,
+                                   const kf::Tuning& tuning = kf::Tuning{}) {
+  kf::ScheduleProposal p = kf::propose_schedule(*c, kf::root_task(*c->fusion), tuning);
+  if (!p.schedule) throw kf::Error(KF_ERR_UNSUPPORTED, "no schedule: " + p.why);
+  return *p.schedule;
+}
+
+// The plan for the whole fusion as one task.
 inline kf::KernelPlan plan(const std::shared_ptr<kf::ConcreteFusion>& c) {
-  return kf::generate_kernel(*c, kf::root_task(*c->fusion));
+  return kf::emit_kernel(*c, kf::root_task(*c->fusion), schedule(c));
 }
 
 }  // namespace kftest

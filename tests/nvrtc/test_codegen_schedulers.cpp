@@ -32,13 +32,23 @@ kftest::Batch& batch() {
   return b;
 }
 
-KernelPlan generate(const std::function<void(Builder&)>& define, const Inputs& inputs) {
+// A fusion's schedule (as one task), the kernel emitted from it, and its
+// concrete fusion.
+struct Generated {
+  std::shared_ptr<ConcreteFusion> concrete;
+  KernelSchedule schedule;
+  KernelPlan plan;
+};
+
+Generated generate(const std::function<void(Builder&)>& define, const Inputs& inputs) {
   Builder b;
   define(b);
   auto f = b.finalize();
-  KernelPlan p = kftest::plan(kftest::concretize(f, inputs));
-  batch().add(p);
-  return p;
+  auto c = kftest::concretize(f, inputs);
+  Generated g{c, kftest::schedule(c), {}};
+  g.plan = emit_kernel(*c, root_task(*f), g.schedule);
+  batch().add(g.plan);
+  return g;
 }
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
@@ -56,59 +66,59 @@ void test_pointwise_layouts(void** /*state*/) {
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 64}));
     in.push_back(kftest::tensor(DType::F32, {8, 64}));
-    KernelPlan p = generate(add_2d(DType::F32), in);
-    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Pointwise));
-    assert_int_equal(static_cast<int>(p.launch.kind), static_cast<int>(LaunchRule::Kind::Elementwise));
-    assert_int_equal(p.launch.items_per_thread, 8);  // 2 vectors of 4 per step
-    assert_true(contains(p.source, "const kf_vec<float, 4> xv"));
-    assert_true(contains(p.params, "index=int32"));
+    const Generated g = generate(add_2d(DType::F32), in);
+    assert_int_equal(static_cast<int>(g.plan.scheduler), static_cast<int>(SchedulerKind::Pointwise));
+    assert_int_equal(static_cast<int>(g.plan.launch.kind), static_cast<int>(LaunchRule::Kind::Elementwise));
+    assert_int_equal(g.plan.launch.items_per_thread, 8);  // 2 vectors of 4 per step
+    assert_true(contains(g.plan.source, "const kf_vec<float, 4> xv"));
+    assert_true(g.concrete->index32);
   }
   {  // float16: 8 lanes, 2 vectors per step
     Inputs in;
     in.push_back(kftest::tensor(DType::F16, {8, 64}));
     in.push_back(kftest::tensor(DType::F16, {8, 64}));
-    KernelPlan p = generate(add_2d(DType::F16), in);
-    assert_int_equal(p.launch.items_per_thread, 16);
+    const Generated g = generate(add_2d(DType::F16), in);
+    assert_int_equal(g.plan.launch.items_per_thread, 16);
   }
   {  // transposed input: read through strides, no vector loads of it
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 8}));
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 8}));
-    KernelPlan p = generate(add_2d(DType::F32), in);
-    assert_false(contains(p.source, "const kf_vec"));
+    const Generated g = generate(add_2d(DType::F32), in);
+    assert_false(contains(g.plan.source, "const kf_vec"));
   }
   {  // broadcast stride 0 and size-1 dims
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {0, 1}));
     in.push_back(kftest::tensor(DType::F32, {1, 64}));
-    KernelPlan p = generate(add_2d(DType::F32), in);
-    assert_true(contains(p.source, "kf_vec"));
+    const Generated g = generate(add_2d(DType::F32), in);
+    assert_true(contains(g.plan.source, "kf_vec"));
   }
   {  // misaligned pointers: scalar loads
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {}, 4));
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {}, 4));
-    KernelPlan p = generate(add_2d(DType::F32), in);
-    assert_false(contains(p.source, "const kf_vec"));
+    const Generated g = generate(add_2d(DType::F32), in);
+    assert_false(contains(g.plan.source, "const kf_vec"));
   }
   {  // more than 2^31 elements: 64-bit indices
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {3, int64_t{1} << 31}));
     in.push_back(kftest::tensor(DType::F32, {1, int64_t{1} << 31}));
-    KernelPlan p = generate(add_2d(DType::F32), in);
-    assert_true(contains(p.params, "index=int64"));
-    assert_true(contains(p.source, "const long long e"));
+    const Generated g = generate(add_2d(DType::F32), in);
+    assert_false(g.concrete->index32);
+    assert_true(contains(g.plan.source, "const long long e"));
   }
   {  // outputs of different sizes get loops of their own
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 64}));
     in.push_back(kftest::tensor(DType::F32, {64}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::F32), y = b.tensor_input(1, DType::F32);
       b.output(b.op(Op::MUL, {x, y}, {})[0], {}, -1);
       b.output(b.op(Op::EXP, {y}, {})[0], {}, -1);
     }, in);
-    assert_true(contains(p.params, "loops=2"));
+    assert_int_equal(std::get<PointwiseParams>(g.schedule).loops.size(), 2);
   }
 }
 
@@ -117,43 +127,43 @@ void test_fusions(void** /*state*/) {
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {16, 128}));
     in.push_back(kftest::tensor(DType::BF16, {128}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::BF16), bias = b.tensor_input(1, DType::BF16);
       b.output(b.op(Op::GELU, {b.op(Op::ADD, {x, bias}, {})[0]}, {})[0], {}, -1);
     }, in);
-    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Pointwise));
+    assert_int_equal(static_cast<int>(g.plan.scheduler), static_cast<int>(SchedulerKind::Pointwise));
   }
   {  // transpose + add
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {64, 32}));
     in.push_back(kftest::tensor(DType::F32, {32, 64}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::F32), y = b.tensor_input(2, DType::F32);
       b.output(b.op(Op::ADD, {b.op(Op::PERMUTE, {x}, {1, 0})[0], y}, {})[0], {}, -1);
     }, in);
-    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Pointwise));
+    assert_int_equal(static_cast<int>(g.plan.scheduler), static_cast<int>(SchedulerKind::Pointwise));
   }
   {  // softmax over the last dim
     Inputs in;
     in.push_back(kftest::tensor(DType::F16, {32, 1000}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::F16);
       const int64_t m = b.op(Op::MAX, {x}, {1, 1})[0];
       const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
       const int64_t s = b.op(Op::SUM, {e}, {1, 1})[0];
       b.output(b.op(Op::DIV, {e, s}, {})[0], {}, -1);
     }, in);
-    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Normalization));
-    assert_int_equal(static_cast<int>(p.launch.kind), static_cast<int>(LaunchRule::Kind::PerRow));
-    assert_true(p.launch.reduced_dims == std::vector<bool>({false, true}));
-    assert_true(contains(p.params, "phases=2"));
+    assert_int_equal(static_cast<int>(g.plan.scheduler), static_cast<int>(SchedulerKind::Normalization));
+    assert_int_equal(static_cast<int>(g.plan.launch.kind), static_cast<int>(LaunchRule::Kind::PerRow));
+    assert_true(g.plan.launch.reduced_dims == std::vector<bool>({false, true}));
+    assert_int_equal(std::get<RowParams>(g.schedule).rows.phases.size(), 2);
   }
   {  // layernorm with chained reductions: mean, then var of x - mean
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 4, 256}));
     in.push_back(kftest::tensor(DType::F32, {256}));
     in.push_back(kftest::tensor(DType::F32, {256}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(3, DType::F32), w = b.tensor_input(1, DType::F32),
                     bias = b.tensor_input(1, DType::F32);
       const int64_t mean = b.op(Op::MEAN, {x}, {1, 2})[0];
@@ -166,44 +176,44 @@ void test_fusions(void** /*state*/) {
       b.output(mean, {}, -1);
       b.output(r, {}, -1);
     }, in);
-    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Normalization));
-    assert_true(contains(p.params, "phases=2"));
+    assert_int_equal(static_cast<int>(g.plan.scheduler), static_cast<int>(SchedulerKind::Normalization));
+    assert_int_equal(std::get<RowParams>(g.schedule).rows.phases.size(), 2);
   }
   {  // layernorm with var_mean (Welford), no keepdim, broadcast back
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {64, 768}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::BF16);
       auto vm = b.op(Op::VAR_MEAN, {x}, {0, 0, 1});
       auto bc = [&](int64_t v) { return b.op(Op::BROADCAST_IN_DIM, {v, ci(b, -1), ci(b, 768)}, {0})[0]; };
       const int64_t r = b.op(Op::RSQRT, {b.op(Op::ADD, {vm[0], b.constant_f64(1e-5, DType::F64)}, {})[0]}, {})[0];
       b.output(b.op(Op::MUL, {b.op(Op::SUB, {x, bc(vm[1])}, {})[0], bc(r)}, {})[0], {}, -1);
     }, in);
-    assert_true(contains(p.source, "kf_welford"));
+    assert_true(contains(g.plan.source, "kf_welford"));
   }
   {  // rmsnorm
     Inputs in;
     in.push_back(kftest::tensor(DType::F16, {128, 4096}));
     in.push_back(kftest::tensor(DType::F16, {4096}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::F16), w = b.tensor_input(1, DType::F16);
       const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {x, x}, {})[0]}, {1, 1})[0];
       const int64_t r = b.op(Op::RSQRT, {b.op(Op::ADD, {ms, b.constant_f64(1e-6, DType::F64)}, {})[0]}, {})[0];
       b.output(b.op(Op::MUL, {b.op(Op::MUL, {x, r}, {})[0], w}, {})[0], {}, -1);
     }, in);
-    assert_int_equal(static_cast<int>(p.scheduler), static_cast<int>(SchedulerKind::Normalization));
-    assert_true(contains(p.params, "phases=1"));
+    assert_int_equal(static_cast<int>(g.plan.scheduler), static_cast<int>(SchedulerKind::Normalization));
+    assert_int_equal(std::get<RowParams>(g.schedule).rows.phases.size(), 1);
   }
   {  // column sums with an epilogue, 64-bit indices, int input
     Inputs in;
     in.push_back(kftest::tensor(DType::I32, {int64_t{1} << 20, 4096}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::I32);
       const int64_t s = b.op(Op::SUM, {x}, {0, 0})[0];
       b.output(b.op(Op::MUL, {s, ci(b, 2)}, {})[0], {}, -1);
       b.output(b.op(Op::MAX, {x}, {1, 0})[0], {}, -1);
     }, in);
-    (void)p;
+    assert_true(std::holds_alternative<ColumnParams>(g.schedule));  // both reduce dim 0, the inner dim is kept
   }
 }
 
@@ -214,40 +224,40 @@ void test_fast_paths(void** /*state*/) {
   {  // softmax over a contiguous row: the cached path and its fallback
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {16, 8192}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::BF16);
       const int64_t m = b.op(Op::MAX, {x}, {1, 1})[0];
       const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
       b.output(b.op(Op::DIV, {e, b.op(Op::SUM, {e}, {1, 1})[0]}, {})[0], {}, -1);
     }, in);
-    assert_int_equal(p.launch.row_items, 32);  // 4 vectors of 8
-    assert_int_equal(p.launch.block, 1024);
-    assert_true(contains(p.source, "blockDim.x * 32"));
-    assert_true(contains(p.source, "j += blockDim.x"));  // the streaming fallback
+    assert_int_equal(g.plan.launch.row_items, 32);  // 4 vectors of 8
+    assert_int_equal(g.plan.launch.block, 1024);
+    assert_true(contains(g.plan.source, "blockDim.x * 32"));
+    assert_true(contains(g.plan.source, "j += blockDim.x"));  // the streaming fallback
   }
   {  // sum over dim 0: column reduction
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {300, 1000}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::BF16);
       b.output(b.op(Op::SUM, {x}, {0, 0})[0], {}, -1);
     }, in);
-    assert_int_equal(static_cast<int>(p.launch.kind), static_cast<int>(LaunchRule::Kind::ColumnReduce));
-    assert_int_equal(p.launch.extra_args, 2);
-    assert_int_equal(p.launch.tile_cols, 256);
-    assert_true(contains(p.source, p.finish_name));
+    assert_int_equal(static_cast<int>(g.plan.launch.kind), static_cast<int>(LaunchRule::Kind::ColumnReduce));
+    assert_int_equal(g.plan.launch.extra_args, 2);
+    assert_int_equal(g.plan.launch.tile_cols, 256);
+    assert_true(contains(g.plan.source, g.plan.finish_name));
   }
   {  // x^T + z: one tiled input
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {64, 128}));
     in.push_back(kftest::tensor(DType::F32, {128, 64}));
-    KernelPlan p = generate([](Builder& b) {
+    const Generated g = generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::F32), z = b.tensor_input(2, DType::F32);
       const int64_t t = b.op(Op::PERMUTE, {x}, {1, 0})[0];
       b.output(b.op(Op::ADD, {t, z}, {})[0], {}, -1);
     }, in);
-    assert_true(contains(p.params, "tiled=1"));
-    assert_true(contains(p.source, "__shared__ float kf_tile"));
+    assert_int_equal(std::get<TiledParams>(g.schedule).inputs.size(), 1);
+    assert_true(contains(g.plan.source, "__shared__ float kf_tile"));
   }
 }
 
@@ -260,9 +270,9 @@ void test_rejections(void** /*state*/) {
   Inputs in;
   in.push_back(kftest::tensor(DType::F32, {8, 16}));
   auto c = kftest::concretize(f, in);
-  std::string why;
-  assert_false(can_generate(*c, root_task(*f), &why));
-  assert_true(contains(why, "reductions over different domains"));
+  ScheduleProposal p = propose_schedule(*c, root_task(*f), Tuning{});
+  assert_false(p.schedule.has_value());
+  assert_true(contains(p.why, "reductions over different domains"));
 
   // A reduction result read at another row's index (here: transposed).
   Builder b2;
@@ -274,9 +284,9 @@ void test_rejections(void** /*state*/) {
   Inputs in2;
   in2.push_back(kftest::tensor(DType::F32, {8, 8}));
   auto c2 = kftest::concretize(f2, in2);
-  why.clear();
-  assert_false(can_generate(*c2, root_task(*f2), &why));
-  assert_true(contains(why, "codegen:"));
+  p = propose_schedule(*c2, root_task(*f2), Tuning{});
+  assert_false(p.schedule.has_value());
+  assert_true(contains(p.why, "is read at an index other than its own row"));
 }
 
 // Each fusion is one library segment holding a matmul pattern; its
@@ -319,7 +329,8 @@ void test_matmul_epilogue_kernels(void** /*state*/) {
     const Task epilogue = matmul_epilogue_task(*f, pattern, *p);
     assert_true(epilogue.inputs == std::vector<int64_t>({p->product, p->bias}) ||
                 epilogue.inputs == std::vector<int64_t>({p->bias, p->product}));
-    KernelPlan plan = generate_kernel(*concrete, epilogue);
+    assert_true(seg->segments[0].schedule.has_value());  // the epilogue's, chosen at segmentation
+    KernelPlan plan = emit_kernel(*concrete, epilogue, *seg->segments[0].schedule);
     assert_int_equal(static_cast<int>(plan.scheduler), static_cast<int>(SchedulerKind::Pointwise));
     batch().add(plan);
   }

@@ -131,7 +131,7 @@ void test_segments_compile_through_the_pool(void**) {
 void test_compile_error_names_the_first_segment(void**) {
   auto c = four_segments();
   auto s = kf::segmentation_of(c);
-  const std::string first = kf::generate_kernel(*c, s->segments[3].task).name;
+  const std::string first = kf::emit_segment_kernel(*c, s->segments[3]).name;
   try {
     make_segment_kernels(*c, *s, {3, 0}, 1, {});
     fail_msg("expected KF_ERR_BACKEND");

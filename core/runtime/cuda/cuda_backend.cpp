@@ -132,7 +132,8 @@ const LoadedSegment& loaded_pattern_kernel(const ConcreteFusion& c, const Segmen
   auto k = std::make_shared<LoadedSegment>();
   k->task = matmul_epilogue_task(*c.fusion, pattern, *p);
   k->product = p->product;
-  k->plan = generate_kernel(c, k->task);
+  if (!seg.schedule) fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue has no schedule");
+  k->plan = emit_kernel(c, k->task, *seg.schedule);
   k->sources = resolve_slots(*c.fusion, k->task, k->plan.args);
   k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
   if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);

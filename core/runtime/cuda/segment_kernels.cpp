@@ -12,7 +12,7 @@ std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const S
                                                 const std::function<bool(const Digest&)>& loaded) {
   std::vector<SegmentKernel> kernels(indices.size());
   parallel_for(indices.size(), pool_size(indices.size(), kMaxCompileThreads), [&](size_t i) {
-    kernels[i].plan = generate_kernel(c, s.segments[indices[i]].task);
+    kernels[i].plan = emit_segment_kernel(c, s.segments[indices[i]]);
     kernels[i].key = kernel_key(kernels[i].plan.source, sm);
   });
   // One compile per distinct key that is not loaded; first_of[u] is the

@@ -1,0 +1,153 @@
+#include "core/codegen/emit_common.h"
+
+#include <algorithm>
+
+#include "core/codegen/op_cuda.h"
+
+namespace kf {
+
+std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims,
+                                 const std::string& linear, const std::string& suffix) {
+  std::vector<std::string> names(dims.size(), "0");
+  std::vector<size_t> many;
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (w.size_class(dom, dims[k]) == SizeClass::Many) many.push_back(k);
+  if (many.empty()) return names;
+  const std::string& t = w.index_type();
+  if (many.size() == 1) {
+    names[many[0]] = "i" + std::to_string(dims[many[0]]) + suffix;
+    w.line("const " + t + " " + names[many[0]] + " = (" + t + ")(" + linear + ");");
+    return names;
+  }
+  const std::string rem = w.fresh("rem");
+  w.line(t + " " + rem + " = (" + t + ")(" + linear + ");");
+  for (size_t m = many.size(); m-- > 0;) {
+    const size_t k = many[m];
+    names[k] = "i" + std::to_string(dims[k]) + suffix;
+    if (m == 0) {
+      w.line("const " + t + " " + names[k] + " = " + rem + ";");
+    } else {
+      const std::string e = w.extent(dom, dims[k]);
+      w.line("const " + t + " " + names[k] + " = " + rem + " % " + e + ";");
+      w.line(rem + " /= " + e + ";");
+    }
+  }
+  return names;
+}
+
+std::vector<size_t> all_dims(size_t r) {
+  std::vector<size_t> d(r);
+  for (size_t i = 0; i < r; ++i) d[i] = i;
+  return d;
+}
+
+std::string all_of(const std::vector<std::string>& conds) {
+  std::string cond;
+  for (const std::string& c : conds) cond += (cond.empty() ? "" : " && ") + c;
+  return cond.empty() ? "true" : cond;
+}
+
+std::string extent_product(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims, const char* one) {
+  std::string p;
+  for (size_t d : dims) {
+    const std::string e = w.extent(dom, d);
+    if (e == "1") continue;
+    p = p.empty() ? "(long long)" + e : p + " * " + e;
+  }
+  return p.empty() ? std::string(one) : w.hoist("long long", "n", p);
+}
+
+void use_vectors(KernelWriter& w, const VectorPlan& vp) {
+  w.vector_inputs = vp.inputs;
+  w.vector_regs.clear();
+}
+
+std::string vector_type(const KernelWriter& w, int64_t v, int V) {
+  return "kf_vec<" + std::string(storage_type(w.fusion().value(v).dtype)) + ", " + std::to_string(V) + ">";
+}
+
+void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
+                       std::vector<std::string>* conds) {
+  const size_t r = w.rank(v), rd = w.rank(dom);
+  std::vector<int> dims;
+  if (auto vi = w.vector_inputs.find(v); vi != w.vector_inputs.end()) {
+    dims = vi->second;
+  } else {  // an output in domain order
+    dims.assign(r, kZeroIndex);
+    for (size_t j = 0; j < r && r <= rd; ++j)
+      if (w.size_class(v, j) != SizeClass::One) dims[j] = static_cast<int>(rd - r + j);
+  }
+  const size_t pv = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(dim)) - dims.begin());
+  const int bytes = width * dtype_size(w.fusion().value(v).dtype);
+  conds->push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)");
+  conds->push_back(w.stride(v, pv) + " == 1");
+  for (size_t d = 0; d < r; ++d)
+    if (d != pv && w.size_class(v, d) == SizeClass::Many)
+      conds->push_back(w.stride(v, d) + " % " + std::to_string(width) + " == 0");
+  for (size_t d = 0; d < r; ++d) {
+    if (dims[d] < 0) continue;
+    if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, dims[d]))
+      conds->push_back(w.extent(v, d) + " == " + w.extent(dom, static_cast<size_t>(dims[d])));
+  }
+}
+
+void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
+                            bool every_group, std::vector<std::string>* conds) {
+  std::vector<int64_t> seen;
+  for (const auto& [key, vr] : w.vector_regs) {
+    if (!every_group && key.second != 0) continue;
+    if (std::find(seen.begin(), seen.end(), key.first) != seen.end()) continue;
+    seen.push_back(key.first);
+    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds);
+  }
+  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds);
+}
+
+std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok) {
+  std::vector<std::string> loads;
+  for (const auto& [key, vr] : w.vector_regs) {
+    if (vr.section != section) continue;
+    const int64_t v = key.first;
+    const std::string vt = vector_type(w, v, V);
+    const std::string load = "*(const " + vt + "*)(" + w.pointer(v) + " + " + w.offset(v, vr.base) + ")";
+    const std::string& ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(key.second)];
+    loads.push_back("const " + vt + " " + vr.reg + " = " + (ok.empty() ? load : "(" + ok + ") ? " + load + " : " + vt + "{}") + ";");
+  }
+  if (loads.empty()) loads.push_back("// no vector loads");
+  return loads;
+}
+
+void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
+                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane) {
+  const Fusion& f = w.fusion();
+  const size_t d = vp.dim;
+  std::vector<std::string> ov;
+  for (int64_t o : vp.outputs) {
+    ov.push_back(w.fresh("ov"));
+    w.line(vector_type(w, o, vp.width) + " " + ov.back() + ";");
+  }
+  w.lane_base = idx;
+  for (int lane = 0; lane < vp.width; ++lane) {
+    w.lane = lane;
+    w.lane_index = idx;
+    if (lane > 0) w.lane_index[d] = "(" + idx[d] + " + " + std::to_string(lane) + ")";
+    on_lane(lane);
+    for (int64_t o : outs) {
+      const std::string reg = w.value_at(o, w.lane_index);
+      auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
+      if (it == vp.outputs.end())
+        w.store(o, w.lane_index, reg);
+      else
+        w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " +
+               w.stored(f.value(o).dtype, reg) + ";");
+    }
+  }
+  w.lane = -1;
+  for (size_t k = 0; k < vp.outputs.size(); ++k) {
+    const int64_t o = vp.outputs[k];
+    const std::string vt = vector_type(w, o, vp.width);
+    w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, idx) + ") = " + ov[k] + ";");
+  }
+}
+
+}  // namespace kf

@@ -1,0 +1,53 @@
+// Pieces every kernel family's emitter shares: index unravelling, the
+// 16-byte vector groups of a VectorPlan (loads, lanes, stores and the
+// run-time conditions that guard them), extent products.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/codegen/kernel_writer.h"
+#include "core/schedule/extent_sets.h"
+#include "core/schedule/kernel_schedule.h"
+
+namespace kf {
+
+inline constexpr const char* kGridStride = "(long long)gridDim.x * blockDim.x";
+inline constexpr const char* kThread = "(long long)blockIdx.x * blockDim.x + threadIdx.x";
+
+// Unravels `linear` over `dims` of `dom` (outermost first) into locals
+// i<d><suffix>; returns one index expression per listed dim ("0" for
+// size-1 dims).
+std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims,
+                                 const std::string& linear, const std::string& suffix = "");
+std::vector<size_t> all_dims(size_t r);
+// Joins run-time conditions with && ("true" for none).
+std::string all_of(const std::vector<std::string>& conds);
+// The product of the domain's extents over `dims` as a hoisted long long
+// (`one` when every extent is 1).
+std::string extent_product(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims, const char* one);
+
+// Makes the plan's inputs the writer's vector candidates (no registers yet).
+void use_vectors(KernelWriter& w, const VectorPlan& vp);
+// Run-time conditions for moving `v` as vectors of `width` elements along
+// domain dim `dim` (v: a vector input, or an output in domain order).
+void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
+                       std::vector<std::string>* conds);
+// The conditions of every vector register used in group 0 (or in any
+// group when `every_group`) and of the plan's outputs.
+void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
+                            bool every_group, std::vector<std::string>* conds);
+// The vector loads of the used (candidate, group) registers of `section`,
+// each guarded by its group's condition (group_ok empty: unguarded).
+std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok);
+// Computes the outputs at each lane of one vector group (lane 0 at `idx`,
+// lanes along domain dim vp.dim) and stores them: vector outputs as one
+// 16-byte store, the others element by element. `on_lane` runs before each
+// lane is evaluated (tiles point their shared-memory reads at it).
+void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
+                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane);
+// "kf_vec<T, V>" for the storage type of value v.
+std::string vector_type(const KernelWriter& w, int64_t v, int V);
+
+}  // namespace kf

@@ -1,0 +1,234 @@
+// Row kernels (reductions and normalizations): one block per row. Phases
+// of thread-strided accumulation and block reductions, then a pass writing
+// the domain-shaped outputs and one thread writing the row-shaped ones.
+// With a vector plan the row is held in registers when it fits (checked at
+// run time with the vector conditions); otherwise it is re-read from
+// memory in every phase.
+#include <algorithm>
+
+#include "core/codegen/emit_common.h"
+#include "core/codegen/emitters.h"
+#include "core/codegen/op_cuda.h"
+#include "core/codegen/reduction_code.h"
+
+namespace kf {
+
+namespace {
+
+std::vector<std::string> full_index(const KernelWriter& w, const std::vector<size_t>& red,
+                                    const std::vector<std::string>& red_idx) {
+  std::vector<std::string> idx = w.row_index;
+  for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = red_idx[k];
+  return idx;
+}
+
+// The row re-read from global memory in every phase, one element per
+// thread step (any row length and layout).
+void row_streaming(KernelWriter& w, const RowDomain& s, const std::vector<size_t>& red, const std::string& row_len) {
+  const Fusion& f = w.fusion();
+  const int64_t dom = s.domain;
+  const std::string row_loop = "for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)";
+  for (const std::vector<int64_t>& phase : s.phases) {
+    std::vector<Accumulator> accs = declare_accs(w, phase, false);
+    w.open(row_loop);
+    const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j"));
+    for (const Accumulator& a : accs) {
+      const int64_t in = a.expr->inputs[0];
+      w.line(acc_step(*a.expr, a.acc, a.name, convert(f.value(in).dtype, a.acc, w.value_at(in, idx))));
+    }
+    w.close();
+    reduce_block(w, accs, row_len);
+  }
+  if (!s.domain_outputs.empty()) {
+    w.open(row_loop);
+    const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j"));
+    for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
+    w.close();
+  }
+}
+
+// Whether `v` is a task input seen through casts and shape ops only.
+bool plain_read(const Fusion& f, const Task& task, int64_t v) {
+  while (std::find(task.inputs.begin(), task.inputs.end(), v) == task.inputs.end()) {
+    const Value& val = f.value(v);
+    if (val.producer < 0) return true;  // a constant or scalar
+    const Expr& e = f.exprs[static_cast<size_t>(val.producer)];
+    if (e.op != Op::CAST && op_info(e.op).category != OpCategory::Shape) return false;
+    v = e.inputs[0];
+  }
+  return true;
+}
+
+// The row held in registers: each thread loads K vectors of V elements
+// (vector k at element (k * blockDim.x + threadIdx.x) * V of the row) once,
+// then every phase and the output pass read the registers. Inputs first
+// needed in a later phase (layernorm's weight and bias) are loaded there:
+// load section p holds the loads first needed in phase p, section
+// phases + 1 + k those of output vector k. Returns the run-time condition
+// under which this path applies.
+std::string row_cached(KernelWriter& w, const RowParams& p, const ExtentSets& sets, const Task& task,
+                       const std::vector<size_t>& red, const std::string& row_len) {
+  const Fusion& f = w.fusion();
+  const RowDomain& s = p.rows;
+  const VectorPlan& vp = p.vectors;
+  const int64_t dom = s.domain;
+  const size_t last = w.rank(dom) - 1;
+  const int V = vp.width, K = p.vectors_per_thread;
+  const std::string& t = w.index_type();
+  std::vector<std::string> ok(static_cast<size_t>(K));
+  std::vector<std::vector<std::string>> base(static_cast<size_t>(K));
+  for (int k = 0; k < K; ++k) {
+    const std::string b = w.fresh("jb");
+    w.line("const " + t + " " + b + " = ((" + t + ")" + std::to_string(k) + " * (" + t + ")blockDim.x + (" + t +
+           ")threadIdx.x) * " + std::to_string(V) + ";");
+    ok[static_cast<size_t>(k)] = b + " < " + row_len;
+    base[static_cast<size_t>(k)] = full_index(w, red, unravel(w, dom, red, b, "_" + std::to_string(k)));
+  }
+  std::map<int, KernelWriter::Section> loads;  // load section -> where its loads go
+  // body(lane index) for each lane of vector k, in the current scope.
+  auto each_lane = [&](int k, const std::function<void(const std::vector<std::string>&)>& body) {
+    const auto& b = base[static_cast<size_t>(k)];
+    w.group = k;
+    w.lane_base = b;
+    for (int lane = 0; lane < V; ++lane) {
+      std::vector<std::string> idx = b;
+      if (lane > 0) idx[last] = "(" + b[last] + " + " + std::to_string(lane) + ")";
+      w.lane = lane;
+      w.lane_index = idx;
+      body(idx);
+    }
+    w.lane = -1;
+  };
+  // body(lane index) for each lane of vector k when it is in the row.
+  auto lanes = [&](int k, const std::function<void(const std::vector<std::string>&)>& body) {
+    w.open("if (" + ok[static_cast<size_t>(k)] + ")");
+    if (w.section > static_cast<int>(s.phases.size())) loads[w.section] = w.reserve();
+    each_lane(k, body);
+  };
+  loads[0] = w.reserve();
+  for (size_t ph = 0; ph < s.phases.size(); ++ph) {
+    w.section = static_cast<int>(ph);
+    std::vector<Accumulator> accs = declare_accs(w, s.phases[ph], true);
+    auto input_of = [&](const Accumulator& a, const std::vector<std::string>& idx) {
+      const int64_t in = a.expr->inputs[0];
+      return convert(f.value(in).dtype, a.acc, w.value_at(in, idx));
+    };
+    for (int k = 0; k < K; ++k) {
+      // Computed inputs of the reductions (softmax's exp) are evaluated
+      // outside the lane guard, so later phases and the output pass find
+      // them in registers instead of computing them again. Plain reads of
+      // the row stay inside: holding their float forms across phases
+      // would cost registers that the packed vectors already hold.
+      each_lane(k, [&](const std::vector<std::string>& idx) {
+        for (const Accumulator& a : accs)
+          if (!plain_read(f, task, a.expr->inputs[0])) input_of(a, idx);
+      });
+      lanes(k, [&](const std::vector<std::string>& idx) {
+        for (const Accumulator& a : accs) {
+          const std::string x = input_of(a, idx);
+          if (!a.sum.empty()) w.line(a.sum + " += " + x + ";");
+          else w.line(acc_step(*a.expr, a.acc, a.name, x));
+        }
+      });
+      w.close();
+    }
+    // Variance, second pass: squared deviations from the row's mean, read
+    // from the registers (two block sums instead of a Welford merge tree,
+    // whose every step divides).
+    bool second = false;
+    for (const Accumulator& a : accs) {
+      if (a.sum.empty()) continue;
+      second = true;
+      w.line(a.sum + " = " + row_len + " > 0 ? kf_block_reduce(" + a.sum + ", kf_sum_op()) / (" +
+             reg_type(a.acc) + ")" + row_len + " : 0;");
+    }
+    if (second) {
+      for (int k = 0; k < K; ++k) {
+        lanes(k, [&](const std::vector<std::string>& idx) {
+          for (const Accumulator& a : accs) {
+            if (a.sum.empty()) continue;
+            const std::string d = w.fresh("wd");
+            w.line("const " + std::string(reg_type(a.acc)) + " " + d + " = " + input_of(a, idx) + " - " + a.sum + ";");
+            w.line(a.name + " += " + d + " * " + d + ";");
+          }
+        });
+        w.close();
+      }
+    }
+    reduce_block(w, accs, row_len);
+    loads[static_cast<int>(ph) + 1] = w.reserve();
+  }
+  // The output pass loads what it alone reads (weights, biases) per vector,
+  // right before use: fewer registers live at once.
+  for (int k = 0; k < K && !s.domain_outputs.empty(); ++k) {
+    w.section = static_cast<int>(s.phases.size()) + 1 + k;
+    std::vector<std::string> ov;
+    const auto& b = base[static_cast<size_t>(k)];
+    lanes(k, [&](const std::vector<std::string>& idx) {
+      if (ov.empty())
+        for (int64_t o : vp.outputs) {
+          ov.push_back(w.fresh("ov"));
+          w.line(vector_type(w, o, V) + " " + ov.back() + ";");
+        }
+      for (int64_t o : s.domain_outputs) {
+        const std::string reg = w.value_at(o, idx);
+        auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
+        if (it == vp.outputs.end())
+          w.store(o, idx, reg);
+        else
+          w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(w.lane) + "] = " +
+                 w.stored(f.value(o).dtype, reg) + ";");
+      }
+    });
+    for (size_t q = 0; q < vp.outputs.size() && !ov.empty(); ++q) {
+      const int64_t o = vp.outputs[q];
+      const std::string vt = vector_type(w, o, V);
+      w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, b) + ") = " + ov[q] + ";");
+    }
+    w.close();
+  }
+  for (const auto& [sec, place] : loads) w.fill(place, vector_loads(w, V, sec, ok));
+  std::vector<std::string> conds = {w.extent(dom, last) + " % " + std::to_string(V) + " == 0",
+                                    "(long long)" + row_len + " <= (long long)blockDim.x * " + std::to_string(V * K)};
+  used_vector_conditions(w, sets, vp, dom, true, &conds);
+  return all_of(conds);
+}
+
+}  // namespace
+
+void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
+  const RowDomain& s = p.rows;
+  const ExtentSets& sets = extent_sets_of(w.concrete());
+  const int64_t dom = s.domain;
+  const size_t r = w.rank(dom);
+  std::vector<size_t> kept, red;
+  for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
+  const std::string rows = extent_product(w, dom, kept, "1");
+  const std::string row_len = extent_product(w, dom, red, "1");
+  w.reduced = s.reduced;
+  use_vectors(w, p.vectors);
+  w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
+  std::vector<std::string> kept_idx = unravel(w, dom, kept, "row");
+  w.row_index.assign(r, "0");
+  for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kept_idx[k];
+  declare_results(w, s);
+  if (p.vectors.width > 0) {
+    const KernelWriter::Section cond = w.reserve();
+    const std::string ok = w.fresh("kfrow");
+    w.open("if (" + ok + ")");
+    w.fill(cond, {"const bool " + ok + " = " + row_cached(w, p, sets, task, red, row_len) + ";"});
+    w.close_open("else");
+    row_streaming(w, s, red, row_len);
+    w.close();
+  } else {
+    row_streaming(w, s, red, row_len);
+  }
+  if (!s.row_outputs.empty()) {
+    w.open("if (threadIdx.x == 0)");
+    store_row_outputs(w, s, kept);
+    w.close();
+  }
+  w.close();
+}
+
+}  // namespace kf

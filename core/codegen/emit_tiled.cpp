@@ -1,0 +1,216 @@
+// Tiled kernels (transposes): tiles of the domain's dims (a, b). The tiled
+// inputs are read with threads along a (coalesced for them) into shared
+// memory, then the outputs are computed with threads along b. The shared
+// rows are padded by one element. Where strides and alignment allow
+// (checked at run time), both phases move 16-byte vectors: a warp then
+// reads and writes whole 128-byte lines instead of 64-byte halves with
+// 2-byte elements, and issues a quarter of the memory instructions
+// (docs/PERF.md).
+#include "core/codegen/emit_common.h"
+#include "core/codegen/emitters.h"
+#include "core/codegen/op_cuda.h"
+
+namespace kf {
+
+namespace {
+
+struct TileNames {
+  std::string ea, eb, ia, ib;       // extents and index names of dims a and b
+  std::vector<std::string> shared;  // one tile per tiled input
+  std::string T, rows_step;         // the tile size; rows per scalar step
+};
+
+// A tiled input's index at the loop's index expressions `idx` (domain order).
+std::vector<std::string> tile_index(const IndexMap& map, const std::vector<std::string>& idx) {
+  std::vector<std::string> at(map.size(), "0");
+  for (size_t j = 0; j < map.size(); ++j)
+    if (map[j] >= 0) at[j] = idx[static_cast<size_t>(map[j])];
+  return at;
+}
+
+// Phase 1, scalar: thread (k, lx) reads element (a0 + lx, b0 + k).
+void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
+  const Fusion& f = w.fusion();
+  const std::string& t = w.index_type();
+  w.line("#pragma unroll");
+  w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
+  w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
+  w.line("const " + t + " " + n.ia + " = a0 + lx, " + n.ib + " = b0 + k;");
+  w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+  for (size_t q = 0; q < p.inputs.size(); ++q) {
+    const int64_t v = p.inputs[q].value;
+    w.line(n.shared[q] + "[k][lx] = " +
+           load_form(f.value(v).dtype, w.pointer(v) + "[" + w.offset(v, tile_index(p.inputs[q].dims, idx)) + "]") + ";");
+  }
+  w.close();
+  w.close();
+}
+
+// Phase 1, vectors: each thread reads 16 bytes along a per step. Appends
+// the run-time conditions to `conds`.
+void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
+                       std::vector<std::string>* conds) {
+  const Fusion& f = w.fusion();
+  const ConcreteFusion& c = w.concrete();
+  const std::string& t = w.index_type();
+  for (size_t q = 0; q < p.inputs.size(); ++q) {
+    const int64_t v = p.inputs[q].value;
+    const Value& val = f.value(v);
+    const int V = 16 / dtype_size(val.dtype), lanes_per_row = p.tile / V;
+    const std::vector<int>& order = val.kind == ValueKind::TensorInput
+                                        ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
+                                        : c.stride_orders[static_cast<size_t>(v)];
+    const size_t inner = static_cast<size_t>(order.back());
+    conds->push_back(n.ea + " % " + std::to_string(V) + " == 0");
+    conds->push_back("((unsigned long long)" + w.pointer(v) + " % 16 == 0)");
+    conds->push_back(w.stride(v, inner) + " == 1");
+    for (size_t d = 0; d < w.rank(v); ++d)
+      if (d != inner && w.size_class(v, d) == SizeClass::Many) conds->push_back(w.stride(v, d) + " % " + std::to_string(V) + " == 0");
+    const std::string vt = vector_type(w, v, V);
+    w.line("#pragma unroll");
+    w.open("for (int kk = 0; kk < " + n.T + "; kk += " + std::to_string(p.block / lanes_per_row) + ")");
+    w.line("const int k = kk + (int)(threadIdx.x / " + std::to_string(lanes_per_row) + "), ga = (int)(threadIdx.x % " +
+           std::to_string(lanes_per_row) + ") * " + std::to_string(V) + ";");
+    w.line("const " + t + " " + n.ia + " = a0 + ga, " + n.ib + " = b0 + k;");
+    w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+    const std::string reg = w.fresh("tv");
+    w.line("const " + vt + " " + reg + " = *(const " + vt + "*)(" + w.pointer(v) + " + " +
+           w.offset(v, tile_index(p.inputs[q].dims, idx)) + ");");
+    for (int j = 0; j < V; ++j)
+      w.line(n.shared[q] + "[k][ga + " + std::to_string(j) + "] = " + load_form(val.dtype, reg + ".v[" + std::to_string(j) + "]") + ";");
+    w.close();
+    w.close();
+  }
+}
+
+// Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
+void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
+  const std::string& t = w.index_type();
+  w.line("#pragma unroll 4");  // a full unroll measured slower (docs/PERF.md)
+  w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
+  w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
+  w.line("const " + t + " " + n.ia + " = a0 + k, " + n.ib + " = b0 + lx;");
+  w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+  for (size_t q = 0; q < p.inputs.size(); ++q)
+    w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
+  for (int64_t o : p.outputs) w.store(o, idx, w.value_at(o, idx));
+  w.tile_reads.clear();
+  w.close();
+  w.close();
+}
+
+// Phase 2, vectors along b (the outputs' fast dim): thread (k, gb) of
+// group u computes V consecutive outputs at (a0 + u * rows + k, b0 + gb ...).
+struct TileGroups {
+  std::vector<std::vector<std::string>> idx;  // per group: the domain index of lane 0
+  std::vector<std::string> ok, k;             // per group: in range; row in the tile
+};
+
+TileGroups tile_groups(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
+  const std::string& t = w.index_type();
+  const int V = p.vectors.width, lanes_per_row = p.tile / V, rows = p.block / lanes_per_row;
+  TileGroups g;
+  w.line("const int gb = (int)(threadIdx.x % " + std::to_string(lanes_per_row) + ") * " + std::to_string(V) + ";");
+  for (int u = 0; u * rows < p.tile; ++u) {
+    const std::string k = w.fresh("tk"), ia = w.fresh("ta"), ib = w.fresh("tb");
+    w.line("const int " + k + " = " + std::to_string(u * rows) + " + (int)(threadIdx.x / " + std::to_string(lanes_per_row) + ");");
+    w.line("const " + t + " " + ia + " = a0 + " + k + ", " + ib + " = b0 + gb;");
+    std::vector<std::string> gi = idx;
+    gi[p.dim_a] = ia;
+    gi[p.dim_b] = ib;
+    g.idx.push_back(gi);
+    g.ok.push_back(ia + " < " + n.ea + " && " + ib + " < " + n.eb);
+    g.k.push_back(k);
+  }
+  return g;
+}
+
+void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledParams& p, const TileNames& n,
+                          const TileGroups& g, std::vector<std::string>* conds) {
+  w.section = 0;
+  for (size_t u = 0; u < g.idx.size(); ++u) {
+    w.open("if (" + g.ok[u] + ")");
+    w.group = static_cast<int>(u);
+    vector_group(w, p.vectors, p.outputs, g.idx[u], [&](int lane) {
+      for (size_t q = 0; q < p.inputs.size(); ++q)
+        w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, w.lane_index),
+                                           n.shared[q] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "]"};
+    });
+    w.tile_reads.clear();
+    w.close();
+  }
+  conds->push_back(n.eb + " % " + std::to_string(p.vectors.width) + " == 0");
+  used_vector_conditions(w, sets, p.vectors, p.outputs[0], false, conds);
+}
+
+}  // namespace
+
+void emit_tiled(KernelWriter& w, const TiledParams& p) {
+  const Fusion& f = w.fusion();
+  const ExtentSets& sets = extent_sets_of(w.concrete());
+  const int64_t dom = p.outputs[0];
+  const size_t r = w.rank(dom);
+  const std::string& t = w.index_type();
+  const size_t da = p.dim_a, db = p.dim_b;
+  TileNames n{w.extent(dom, da), w.extent(dom, db), "i" + std::to_string(da), "i" + std::to_string(db), {},
+              std::to_string(p.tile), std::to_string(p.block / p.tile)};
+  const std::string ta = w.hoist("long long", "n", "((long long)" + n.ea + " + " + n.T + " - 1) / " + n.T);
+  const std::string tb = w.hoist("long long", "n", "((long long)" + n.eb + " + " + n.T + " - 1) / " + n.T);
+  std::string outer;
+  std::vector<size_t> outer_dims;
+  for (size_t d = 0; d < r; ++d) {
+    if (d == da || d == db) continue;
+    outer_dims.push_back(d);
+    const std::string e = w.extent(dom, d);
+    if (e != "1") outer = outer.empty() ? "(long long)" + e : outer + " * " + e;
+  }
+  const std::string tiles = w.hoist("long long", "n", (outer.empty() ? "" : outer + " * ") + ta + " * " + tb);
+  for (const TiledInput& in : p.inputs) {
+    n.shared.push_back(w.fresh("kf_tile"));
+    w.line("__shared__ " + std::string(reg_type(f.value(in.value).dtype)) + " " + n.shared.back() + "[" + n.T + "][" +
+           n.T + " + 1];");
+  }
+  use_vectors(w, p.vectors);
+  w.open("for (long long tile = blockIdx.x; tile < " + tiles + "; tile += gridDim.x)");
+  // Diagonal order: blocks in flight together differ in both tile
+  // coordinates. In row order they would share a0 (or b0), and with
+  // power-of-two row pitches every one of them would hit the same DRAM
+  // channels (partition camping).
+  w.line("const long long in_ = tile % (" + ta + " * " + tb + "), ta_ = in_ % " + ta + ", tb_ = (in_ / " + ta + " + ta_) % " + tb + ";");
+  std::vector<std::string> idx(r);
+  const std::vector<std::string> o_idx = unravel(w, dom, outer_dims, "tile / (" + ta + " * " + tb + ")");
+  for (size_t k = 0; k < outer_dims.size(); ++k) idx[outer_dims[k]] = o_idx[k];
+  idx[da] = n.ia;
+  idx[db] = n.ib;
+  w.line("const " + t + " a0 = (" + t + ")(ta_ * " + n.T + "), b0 = (" + t + ")(tb_ * " + n.T + ");");
+  w.line("__syncthreads();  // the previous tile is consumed");
+  const KernelWriter::Section cond = w.reserve();
+  const std::string ok = w.fresh("kfvec");
+  w.open("if (" + ok + ")");  // uniform over the block: the barriers inside are safe
+  std::vector<std::string> conds;
+  TileGroups groups;
+  KernelWriter::Section loads{};
+  if (p.vectors.width > 0) {
+    groups = tile_groups(w, p, n, idx);
+    // The groups' vector loads go before phase 1: they are in flight
+    // together with the tile's (one memory round trip per tile, not two).
+    loads = w.reserve();
+  }
+  tile_fill_vectors(w, p, n, idx, &conds);
+  w.line("__syncthreads();");
+  if (p.vectors.width > 0) {
+    tile_compute_vectors(w, sets, p, n, groups, &conds);
+    w.fill(loads, vector_loads(w, p.vectors.width, 0, groups.ok));
+  } else {
+    tile_compute(w, p, n, idx);
+  }
+  w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
+  w.close_open("else");
+  tile_fill(w, p, n, idx);
+  w.line("__syncthreads();");
+  tile_compute(w, p, n, idx);
+  w.close();
+  w.close();
+}
+
+}  // namespace kf

@@ -1,0 +1,19 @@
+// The kernel families' emitters, one file each. Each writes the body of
+// its kernel(s) into a KernelWriter exactly as the schedule says;
+// kernel_source.cpp wraps the bodies into a translation unit.
+#pragma once
+
+#include "core/codegen/kernel_writer.h"
+#include "core/schedule/kernel_schedule.h"
+
+namespace kf {
+
+void emit_pointwise(KernelWriter& w, const Task& task, const PointwiseParams& p);  // emit_pointwise.cpp
+void emit_tiled(KernelWriter& w, const TiledParams& p);                           // emit_tiled.cpp
+void emit_row(KernelWriter& w, const Task& task, const RowParams& p);              // emit_row.cpp
+// emit_column.cpp: kernel 1 (partials) and kernel 2 (finish); both read
+// args.scratch and args.splits.
+void emit_column_partials(KernelWriter& w, const ColumnParams& p);
+void emit_column_finish(KernelWriter& w, const ColumnParams& p);
+
+}  // namespace kf

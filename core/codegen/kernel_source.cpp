@@ -1,0 +1,117 @@
+// kernel_source: wraps the emitted bodies into one CUDA translation unit
+// (the argument struct, __launch_bounds__, names from a hash of the text)
+// and derives the launch rule from the schedule.
+#include <cstdio>
+
+#include "core/codegen/emitters.h"
+#include "core/codegen/kernel_plan.h"
+#include "core/codegen/prelude.h"
+#include "core/util/error.h"
+
+namespace kf {
+
+namespace {
+
+std::string hex64(uint64_t h) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// "struct KfArgs { long long a[N]; [extra words] };"
+std::string args_struct(size_t slots, const char* extra) {
+  return "struct KfArgs { long long a[" + std::to_string(std::max<size_t>(slots, 1)) + "];" + extra + " };\n";
+}
+
+// One kernel: its signature up to the name, and the rest.
+struct KernelText {
+  std::string head, tail;
+};
+KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body) {
+  return {"extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + (one_block_per_sm ? ", 1" : "") + ") ",
+          "(const KfArgs args) {\n" + body + "}\n"};
+}
+
+// Names every kernel of `kernels` kf_<hash of the whole text><suffix>, so
+// equal sources get equal names (the kernel cache keys on the source).
+void assemble(KernelPlan& plan, const std::string& args, const std::vector<KernelText>& kernels,
+              const std::vector<std::string>& suffixes) {
+  std::string unnamed = args;
+  for (const KernelText& k : kernels) unnamed += k.head + k.tail;
+  const std::string name = "kf_" + hex64(fnv1a(unnamed));
+  std::string text = args;
+  for (size_t i = 0; i < kernels.size(); ++i) text += kernels[i].head + name + suffixes[i] + kernels[i].tail;
+  plan.name = name + suffixes[0];
+  if (kernels.size() > 1) plan.finish_name = name + suffixes[1];
+  plan.source = std::string(cuda_prelude()) + text;
+}
+
+}  // namespace
+
+KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSchedule& schedule) {
+  KernelWriter w(c, task);
+  KernelPlan plan;
+  plan.scheduler = kind_of(schedule);
+  LaunchRule& launch = plan.launch;
+  if (const auto* col = std::get_if<ColumnParams>(&schedule)) {
+    launch.kind = LaunchRule::Kind::ColumnReduce;
+    launch.domain_value = col->rows.domain;
+    launch.reduced_dims = col->rows.reduced;
+    launch.block = col->block;
+    launch.finish_block = col->finish_block;
+    launch.tile_cols = col->tile_cols();
+    launch.accumulators = static_cast<int>(col->rows.phases[0].size());
+    launch.extra_args = 2;
+    emit_column_partials(w, *col);
+    const std::string partials = w.take_kernel();
+    emit_column_finish(w, *col);
+    const std::string finish = w.take_kernel();
+    plan.args = w.args();
+    assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"),
+             {kernel_text(col->block, false, partials), kernel_text(col->finish_block, false, finish)}, {"", "_finish"});
+    return plan;
+  }
+  if (const auto* pw = std::get_if<PointwiseParams>(&schedule)) {
+    emit_pointwise(w, task, *pw);
+    launch.kind = LaunchRule::Kind::Elementwise;
+    launch.domain_value = pw->loops[0].outputs[0];
+    launch.block = pw->block;
+    int width = 1;
+    for (const PointwiseLoop& l : pw->loops) width = std::max(width, l.vectors.width * pw->unroll);
+    launch.items_per_thread = width;
+  } else if (const auto* t = std::get_if<TiledParams>(&schedule)) {
+    emit_tiled(w, *t);
+    launch.kind = LaunchRule::Kind::Elementwise;
+    launch.domain_value = t->outputs[0];
+    launch.block = t->block;
+    launch.items_per_thread = t->tile * t->tile / t->block;  // one tile per block
+  } else {
+    const RowParams& row = std::get<RowParams>(schedule);
+    emit_row(w, task, row);
+    launch.kind = LaunchRule::Kind::PerRow;
+    launch.domain_value = row.rows.domain;
+    launch.reduced_dims = row.rows.reduced;
+    launch.block = row.block;
+    launch.row_items = row.vectors.width * row.vectors_per_thread;
+  }
+  plan.args = w.args();
+  assemble(plan, args_struct(plan.args.size(), ""),
+           {kernel_text(launch.block, launch.row_items > 0, w.preamble() + w.body())}, {""});
+  return plan;
+}
+
+KernelPlan emit_segment_kernel(const ConcreteFusion& c, const Segment& segment) {
+  if (!segment.schedule) fail(KF_ERR_UNSUPPORTED, "no scheduler takes this segment: ", segment.unscheduled_why);
+  return emit_kernel(c, segment.task, *segment.schedule);
+}
+
+}  // namespace kf

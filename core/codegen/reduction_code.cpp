@@ -1,0 +1,145 @@
+#include "core/codegen/reduction_code.h"
+
+#include "core/codegen/op_cuda.h"
+
+namespace kf {
+
+DType accumulator_dtype(DType in) {
+  if (in == DType::F64) return DType::F64;
+  if (is_float(in)) return DType::F32;
+  return DType::I64;
+}
+
+bool is_welford(const Expr& e) { return e.op == Op::VAR || e.op == Op::VAR_MEAN; }
+
+std::string acc_init(const Expr& e, DType acc) {
+  const bool flt = is_float(acc);
+  switch (e.op) {
+    case Op::PROD: return flt ? "1" : "1LL";
+    case Op::MAX:
+      return acc == DType::F64 ? "-__longlong_as_double(0x7ff0000000000000LL)"
+             : flt            ? "-__int_as_float(0x7f800000)"
+                              : "(-9223372036854775807LL - 1)";
+    case Op::MIN:
+      return acc == DType::F64 ? "__longlong_as_double(0x7ff0000000000000LL)"
+             : flt            ? "__int_as_float(0x7f800000)"
+                              : "9223372036854775807LL";
+    default: return "0";
+  }
+}
+
+std::string combine_op(const Expr& e, DType acc) {
+  const bool flt = is_float(acc);
+  switch (e.op) {
+    case Op::SUM:
+    case Op::MEAN: return flt ? "kf_sum_op()" : "kf_isum_op()";
+    case Op::PROD: return flt ? "kf_prod_op()" : "kf_iprod_op()";
+    case Op::MAX: return "kf_max_op()";
+    case Op::MIN: return "kf_min_op()";
+    default: return "kf_welford_op()";
+  }
+}
+
+std::string acc_step(const Expr& e, DType acc, const std::string& name, const std::string& x) {
+  const bool flt = is_float(acc);
+  switch (e.op) {
+    case Op::SUM:
+    case Op::MEAN: return flt ? name + " += " + x + ";" : name + " = kf_add(" + name + ", " + x + ");";
+    case Op::PROD: return flt ? name + " *= " + x + ";" : name + " = kf_mul(" + name + ", " + x + ");";
+    case Op::MAX: return name + " = kf_max_acc(" + name + ", " + x + ");";
+    case Op::MIN: return name + " = kf_min_acc(" + name + ", " + x + ");";
+    default: return "kf_welford_add(" + name + ", " + x + ");";
+  }
+}
+
+void declare_results(KernelWriter& w, const RowDomain& s) {
+  const Fusion& f = w.fusion();
+  for (const auto& phase : s.phases)
+    for (int64_t ei : phase)
+      for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
+        const std::string reg = w.fresh("r");
+        w.line(std::string(reg_type(f.value(o).dtype)) + " " + reg + ";");
+        w.row_results[o] = reg;
+        if (f.value(o).dtype == DType::F32) {  // unused ones cost nothing: the compiler drops them
+          w.reciprocals[reg] = reg + "_rcp";
+          w.line("[[maybe_unused]] float " + reg + "_rcp;");
+        }
+      }
+}
+
+void finish_results(KernelWriter& w, const Expr& e, DType acc, const std::string& red, const std::string& row_len) {
+  const Fusion& f = w.fusion();
+  const std::string at = reg_type(acc);
+  auto finish = [&](int64_t out, const std::string& expr) {
+    const std::string& reg = w.row_results.at(out);
+    w.line(reg + " = " + convert(acc, f.value(out).dtype, expr) + ";");
+    if (auto rcp = w.reciprocals.find(reg); rcp != w.reciprocals.end())
+      w.line(rcp->second + " = kf_rcp_for_div(" + reg + ");");
+  };
+  const std::string n = "(" + at + ")" + row_len;
+  switch (e.op) {
+    case Op::MEAN: finish(e.outputs[0], "(" + red + " / " + n + ")"); break;
+    case Op::VAR:
+    case Op::VAR_MEAN: {
+      const std::string corr = std::to_string(e.attrs[1]);
+      finish(e.outputs[0], "(" + red + ".m2 / (" + at + ")(" + row_len + " > " + corr + " ? " + row_len + " - " + corr + " : 0))");
+      if (e.op == Op::VAR_MEAN)
+        finish(e.outputs[1], "(" + row_len + " == 0 ? " + literal_f64(acc, __builtin_nan("")) + " : " + red + ".mean)");
+      break;
+    }
+    default: finish(e.outputs[0], red); break;
+  }
+}
+
+std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t>& phase, bool split_welford) {
+  const Fusion& f = w.fusion();
+  std::vector<Accumulator> accs;
+  for (int64_t ei : phase) {
+    const Expr& e = f.exprs[static_cast<size_t>(ei)];
+    Accumulator a{w.fresh("acc"), accumulator_dtype(f.value(e.inputs[0]).dtype), &e, ""};
+    const std::string at = reg_type(a.acc);
+    if (is_welford(e) && split_welford) {
+      a.sum = w.fresh("ws");
+      w.line(at + " " + a.sum + " = 0, " + a.name + " = 0;");
+    } else if (is_welford(e)) {
+      w.line("kf_welford<" + at + "> " + a.name + " = {0, 0, 0};");
+    } else {
+      w.line(at + " " + a.name + " = " + acc_init(e, a.acc) + ";");
+    }
+    accs.push_back(a);
+  }
+  return accs;
+}
+
+void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const std::string& row_len) {
+  for (const Accumulator& a : accs) {
+    const Expr& e = *a.expr;
+    const std::string at = reg_type(a.acc);
+    const std::string red = w.fresh("red");
+    const std::string red_type = is_welford(e) ? "kf_welford<" + at + ">" : at;
+    std::string v = a.name;
+    if (!a.sum.empty()) {  // two passes: the row's mean, this thread's squared deviations from it
+      const std::string m2 = w.fresh("m2");
+      w.line("const " + at + " " + m2 + " = kf_block_reduce(" + a.name + ", kf_sum_op());");
+      w.line("const " + red_type + " " + red + " = {(" + at + ")" + row_len + ", " + a.sum + ", " + m2 + "};");
+    } else {
+      w.line("const " + red_type + " " + red + " = kf_block_reduce(" + v + ", " + combine_op(e, a.acc) + ");");
+    }
+    finish_results(w, e, a.acc, red, row_len);
+  }
+}
+
+void store_row_outputs(KernelWriter& w, const RowDomain& s, const std::vector<size_t>& kept) {
+  const size_t r = s.reduced.size();
+  for (int64_t o : s.row_outputs) {
+    std::vector<std::string> idx;
+    if (w.rank(o) == r) {
+      for (size_t d = 0; d < r; ++d) idx.push_back(s.reduced[d] ? "0" : w.row_index[d]);
+    } else {
+      for (size_t d : kept) idx.push_back(w.row_index[d]);
+    }
+    w.store(o, idx, w.value_at(o, idx));
+  }
+}
+
+}  // namespace kf

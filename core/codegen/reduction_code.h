@@ -1,0 +1,43 @@
+// Accumulators of the reductions a row or column kernel computes: their
+// registers, one element's step, the block-wide combine, and the finished
+// results (mean, variance) in the registers later code reads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/codegen/kernel_writer.h"
+#include "core/schedule/kernel_schedule.h"
+
+namespace kf {
+
+struct Accumulator {
+  std::string name;
+  DType acc;
+  const Expr* expr;
+  std::string sum;  // cached rows: variance in two passes, the row sum (then the mean) here
+};
+
+DType accumulator_dtype(DType in);
+bool is_welford(const Expr& e);
+std::string acc_init(const Expr& e, DType acc);
+// The functor combining two partial values (kf_sum_op(), ...).
+std::string combine_op(const Expr& e, DType acc);
+// One element `x` into `name` (not Welford's two-pass form).
+std::string acc_step(const Expr& e, DType acc, const std::string& name, const std::string& x);
+
+// Declares the registers of every reduction result (assigned in each path
+// of the row, read after it).
+void declare_results(KernelWriter& w, const RowDomain& s);
+// Assigns the finished results of `e` from its combined value `red`.
+void finish_results(KernelWriter& w, const Expr& e, DType acc, const std::string& red, const std::string& row_len);
+// Declares the accumulators of one phase; split_welford: variance as a
+// row sum and squared deviations (two passes over registers).
+std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t>& phase, bool split_welford);
+// Combines the accumulators over the block and finishes their results.
+void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const std::string& row_len);
+// Writes each row-shaped output once per row (keepdim: reduced dims at 0)
+// at w.row_index; `kept`: the domain's kept dims.
+void store_row_outputs(KernelWriter& w, const RowDomain& s, const std::vector<size_t>& kept);
+
+}  // namespace kf

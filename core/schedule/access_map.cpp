@@ -1,0 +1,161 @@
+#include "core/schedule/access_map.h"
+
+#include <algorithm>
+#include <set>
+
+namespace kf {
+
+namespace {
+
+class Tracer {
+ public:
+  Tracer(const ConcreteFusion& c, const Task& task) : c_(c), f_(*c.fusion) {
+    for (int64_t ei : task.exprs)
+      for (int64_t o : f_.exprs[static_cast<size_t>(ei)].outputs) produced_.insert(o);
+  }
+
+  void visit(int64_t v, const IndexMap& map) {
+    const Value& val = f_.value(v);
+    if (val.kind == ValueKind::Constant || val.is_scalar) return;
+    if (!seen_.insert({v, map}).second) return;
+    std::vector<IndexMap>& maps = out.reads[v];
+    if (maps.empty()) out.order.push_back(v);
+    maps.push_back(map);
+    if (!produced_.contains(v)) return;  // a task input
+    const Expr& e = f_.exprs[static_cast<size_t>(val.producer)];
+    switch (op_info(e.op).category) {
+      case OpCategory::Unary:
+      case OpCategory::Binary:
+      case OpCategory::Ternary:
+      case OpCategory::Cast:
+        for (int64_t in : e.inputs) visit(in, right_aligned(in, map));
+        return;
+      case OpCategory::Hint: visit(e.inputs[0], map); return;
+      case OpCategory::Shape: shape(e, map); return;
+      case OpCategory::Indexing: indexing(e, map); return;
+      case OpCategory::Reduction:  // read by the reduction's own loop
+      case OpCategory::Creation:   // reads scalars only
+      case OpCategory::Library: return;
+    }
+  }
+
+  AccessMap out;
+
+ private:
+  size_t rank(int64_t v) const { return c_.size_classes[static_cast<size_t>(v)].size(); }
+  bool one(int64_t v, size_t d) const { return c_.size_classes[static_cast<size_t>(v)][d] == SizeClass::One; }
+  // Dim d of `in` reads index i (a size-1 dim reads 0).
+  int at(int64_t in, size_t d, int i) const { return one(in, d) ? kZeroIndex : i; }
+
+  IndexMap right_aligned(int64_t in, const IndexMap& map) const {
+    const size_t ri = rank(in), r = map.size();
+    IndexMap sub(ri, kZeroIndex);
+    for (size_t j = 0; j < ri; ++j) sub[j] = at(in, j, map[r - ri + j]);
+    return sub;
+  }
+
+  bool any_many(int64_t v) const {
+    for (size_t d = 0; d < rank(v); ++d)
+      if (c_.size_classes[static_cast<size_t>(v)][d] == SizeClass::Many) return true;
+    return false;
+  }
+
+  void shape(const Expr& e, const IndexMap& map) {
+    const int64_t in = e.inputs[0];
+    const size_t ri = rank(in), r = map.size();
+    IndexMap sub(ri, kZeroIndex);
+    switch (e.op) {
+      case Op::BROADCAST_IN_DIM:
+        for (size_t j = 0; j < ri; ++j) sub[j] = at(in, j, map[static_cast<size_t>(e.attrs[j])]);
+        break;
+      case Op::EXPAND: sub = right_aligned(in, map); break;
+      case Op::PERMUTE:
+        for (size_t i = 0; i < r; ++i) sub[static_cast<size_t>(e.attrs[i])] = at(in, static_cast<size_t>(e.attrs[i]), map[i]);
+        break;
+      case Op::SQUEEZE: {
+        size_t k = 0, o = 0;
+        for (size_t d = 0; d < ri; ++d) {
+          if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
+            ++k;
+            continue;
+          }
+          sub[d] = at(in, d, map[o++]);
+        }
+        break;
+      }
+      case Op::UNSQUEEZE: {
+        size_t o = 0;
+        for (size_t d = 0; d < ri; ++d, ++o) {
+          if (o == static_cast<size_t>(e.attrs[0])) ++o;
+          sub[d] = at(in, d, map[o]);
+        }
+        break;
+      }
+      case Op::SLICE: {
+        const size_t dim = static_cast<size_t>(e.attrs[0]);
+        for (size_t d = 0; d < r; ++d) sub[d] = at(in, d, map[d]);
+        if (c_.size_classes[static_cast<size_t>(in)][dim] == SizeClass::Many) sub[dim] = kOpaqueIndex;  // start + i * step
+        break;
+      }
+      case Op::RESHAPE:
+        // The output's linear index unravelled over the input's dims.
+        if (any_many(e.outputs[0]))
+          for (size_t d = 0; d < ri; ++d)
+            if (c_.size_classes[static_cast<size_t>(in)][d] == SizeClass::Many) sub[d] = kOpaqueIndex;
+        break;
+      case Op::PAD:
+        for (size_t d = 0; d < r; ++d)
+          sub[d] = e.attrs[2 * d] == 0 && e.attrs[2 * d + 1] == 0 ? at(in, d, map[d]) : kOpaqueIndex;
+        break;
+      case Op::CAT: {
+        const size_t dim = static_cast<size_t>(e.attrs[0]);
+        for (size_t k = 0; k < e.inputs.size(); ++k) {
+          const int64_t a = e.inputs[k];
+          IndexMap s(r, kZeroIndex);
+          for (size_t d = 0; d < r; ++d) s[d] = at(a, d, map[d]);
+          // Inputs after the first read their part at an offset.
+          if (k > 0 && c_.size_classes[static_cast<size_t>(a)][dim] == SizeClass::Many) s[dim] = kOpaqueIndex;
+          visit(a, s);
+        }
+        return;
+      }
+      default: return;
+    }
+    visit(in, sub);
+  }
+
+  void indexing(const Expr& e, const IndexMap& map) {
+    const int64_t in = e.inputs[0], index = e.inputs[1];
+    const size_t dim = static_cast<size_t>(e.attrs[0]);
+    if (e.op == Op::INDEX_SELECT) visit(index, {at(index, 0, map[dim])});
+    else visit(index, map);
+    IndexMap sub(map.size(), kZeroIndex);
+    for (size_t d = 0; d < map.size(); ++d) sub[d] = at(in, d, map[d]);
+    sub[dim] = c_.size_classes[static_cast<size_t>(in)][dim] == SizeClass::Many ? kOpaqueIndex : kZeroIndex;
+    visit(in, sub);
+  }
+
+  const ConcreteFusion& c_;
+  const Fusion& f_;
+  std::set<int64_t> produced_;
+  std::set<std::pair<int64_t, IndexMap>> seen_;
+};
+
+}  // namespace
+
+IndexMap identity_map(const ConcreteFusion& c, int64_t domain) {
+  const auto& cls = c.size_classes[static_cast<size_t>(domain)];
+  IndexMap m(cls.size(), kZeroIndex);
+  for (size_t d = 0; d < cls.size(); ++d)
+    if (cls[d] == SizeClass::Many) m[d] = static_cast<int>(d);
+  return m;
+}
+
+AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
+                         const std::vector<std::pair<int64_t, IndexMap>>& roots) {
+  Tracer t(c, task);
+  for (const auto& [v, map] : roots) t.visit(v, map);
+  return std::move(t.out);
+}
+
+}  // namespace kf

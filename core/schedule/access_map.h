@@ -1,0 +1,41 @@
+// Which indices a kernel reads each value at, found on the IR: the roots
+// (values a kernel evaluates, each at a known IndexMap over its domain) are
+// followed through the producers of the task, applying each op's index rule
+// (the same rules codegen's KernelWriter::value_at applies to index
+// expressions). Schedulers use it to find transposed inputs (tiles), the
+// layout of vector loads, and reduction results read at another row's
+// index (which no row kernel can run).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/schedule/kernel_schedule.h"
+#include "core/segment/task.h"
+
+namespace kf {
+
+struct AccessMap {
+  // Per value reached (task inputs, intermediates, reduction results): the
+  // distinct maps it is read at, in first-seen order. The walk stops at
+  // task inputs and at reduction results (their inputs are read by the
+  // reduction's own loop, which a row scheduler seeds itself).
+  std::map<int64_t, std::vector<IndexMap>> reads;
+  std::vector<int64_t> order;  // the values of `reads` in first-read order (depth first, operands in order)
+  const std::vector<IndexMap>* find(int64_t v) const {
+    auto it = reads.find(v);
+    return it == reads.end() ? nullptr : &it->second;
+  }
+};
+
+// The identity map of `domain`: dim d reads domain dim d, dims of size
+// class 0/1 read index 0.
+IndexMap identity_map(const ConcreteFusion& c, int64_t domain);
+
+AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
+                         const std::vector<std::pair<int64_t, IndexMap>>& roots);
+
+}  // namespace kf

@@ -1,0 +1,69 @@
+#include "core/schedule/kernel_schedule.h"
+
+namespace kf {
+
+namespace {
+
+std::string ids(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i > 0 ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string vectors(const VectorPlan& p) {
+  if (p.width == 0) return "vector=none";
+  std::vector<int64_t> in;
+  for (const auto& [v, dims] : p.inputs) in.push_back(v);
+  return "vector=" + std::to_string(p.width) + " vector_inputs=" + ids(in) + " vector_outputs=" + ids(p.outputs);
+}
+
+std::string rows(const RowDomain& r) {
+  std::string reduced;
+  for (size_t d = 0; d < r.reduced.size(); ++d)
+    if (r.reduced[d]) reduced += (reduced.empty() ? "" : ",") + std::to_string(d);
+  return "domain=" + std::to_string(r.domain) + " reduced=[" + reduced + "] phases=" + std::to_string(r.phases.size()) +
+         " domain_outputs=" + ids(r.domain_outputs) + " row_outputs=" + ids(r.row_outputs);
+}
+
+struct Describe {
+  std::string operator()(const PointwiseParams& p) const {
+    std::string s = "pointwise block=" + std::to_string(p.block) + " unroll=" + std::to_string(p.unroll) +
+                    " loops=" + std::to_string(p.loops.size());
+    for (const PointwiseLoop& l : p.loops) s += " {outputs=" + ids(l.outputs) + " " + vectors(l.vectors) + "}";
+    return s;
+  }
+  std::string operator()(const TiledParams& p) const {
+    std::vector<int64_t> in;
+    for (const TiledInput& t : p.inputs) in.push_back(t.value);
+    return "tiled block=" + std::to_string(p.block) + " tile=" + std::to_string(p.tile) + "x" + std::to_string(p.tile) +
+           " dim_a=" + std::to_string(p.dim_a) + " dim_b=" + std::to_string(p.dim_b) + " tiled_inputs=" + ids(in) +
+           " outputs=" + ids(p.outputs) + " " + vectors(p.vectors);
+  }
+  std::string operator()(const RowParams& p) const {
+    std::string s = "row block=" + std::to_string(p.block) + " " + rows(p.rows) + " " + vectors(p.vectors);
+    if (p.vectors.width > 0) s += " cached_vectors_per_thread=" + std::to_string(p.vectors_per_thread);
+    return s;
+  }
+  std::string operator()(const ColumnParams& p) const {
+    return "column block=" + std::to_string(p.block) + " tile_cols=" + std::to_string(p.tile_cols()) +
+           " row_groups=" + std::to_string(p.row_groups) + " " + rows(p.rows) + " " + vectors(p.vectors);
+  }
+};
+
+}  // namespace
+
+SchedulerKind kind_of(const KernelSchedule& s) {
+  if (const auto* r = std::get_if<RowParams>(&s))
+    return r->rows.normalizes ? SchedulerKind::Normalization : SchedulerKind::Reduction;
+  if (std::holds_alternative<ColumnParams>(s)) return SchedulerKind::Reduction;
+  return SchedulerKind::Pointwise;
+}
+
+std::string_view family_of(const KernelSchedule& s) {
+  static constexpr std::string_view names[] = {"pointwise", "tiled", "row", "column"};
+  return names[s.index()];
+}
+
+std::string describe(const KernelSchedule& s) { return std::visit(Describe{}, s); }
+
+}  // namespace kf

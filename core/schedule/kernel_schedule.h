@@ -1,0 +1,127 @@
+// The schedule stage's product: for one Task, which kernel family runs it
+// and every parameter of that kernel, as data. Codegen (core/codegen/emit.h)
+// emits exactly what a schedule says and decides nothing; the registry
+// (registry.h) chooses the schedule; `describe` prints it for `kfuse
+// explain` and the golden tests.
+//
+// Index maps: a kernel iterates a domain (the sizes of one value) and reads
+// other values at indices derived from the domain's. An IndexMap gives, per
+// dim of a value, the domain dim whose index it reads, kZeroIndex (a size-1
+// dim, read at 0) or kOpaqueIndex (a computed index: slice offsets,
+// reshapes, gathers).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/schedule/scheduler_kind.h"
+
+namespace kf {
+
+constexpr int kZeroIndex = -1;
+constexpr int kOpaqueIndex = -2;
+using IndexMap = std::vector<int>;
+
+// 16-byte vectors along one domain dim: lane l of a group reads element
+// base + l along `dim`. Inputs listed here are loaded as whole vectors
+// where the kernel reads them at the lane's index; outputs listed here are
+// stored as whole vectors. Strides and alignment are checked at run time
+// (a scalar path runs otherwise). width 0: no vector path.
+struct VectorPlan {
+  int width = 0;    // elements per vector
+  size_t dim = 0;   // the domain dim the lanes run along
+  std::map<int64_t, IndexMap> inputs;  // input -> its dims' domain dims (kZeroIndex: broadcast)
+  std::vector<int64_t> outputs;
+  bool operator==(const VectorPlan&) const = default;
+};
+
+// Pointwise: grid-stride loops, one per group of outputs of provably equal
+// sizes; each loop runs over the sizes of its first output.
+struct PointwiseLoop {
+  std::vector<int64_t> outputs;
+  VectorPlan vectors;  // along the last dim
+  bool operator==(const PointwiseLoop&) const = default;
+};
+struct PointwiseParams {
+  std::vector<PointwiseLoop> loops;
+  int unroll = 2;  // vectors per thread and step
+  int block = 256;
+  bool operator==(const PointwiseParams&) const = default;
+};
+
+// Tiled: one pointwise loop over outputs of equal sizes, in tiles of two
+// domain dims (a, b) through shared memory: inputs that are contiguous
+// along a are read with threads along a, the outputs computed with threads
+// along b (their fast dim).
+struct TiledInput {
+  int64_t value = -1;
+  IndexMap dims;  // per dim of the input: its domain dim (kZeroIndex: size 1)
+  bool operator==(const TiledInput&) const = default;
+};
+struct TiledParams {
+  std::vector<int64_t> outputs;
+  size_t dim_a = 0, dim_b = 0;
+  int tile = 64;  // tile x tile elements
+  int block = 256;
+  std::vector<TiledInput> inputs;
+  VectorPlan vectors;  // phase 2, along dim_b (tiled inputs come from shared memory)
+  bool operator==(const TiledParams&) const = default;
+};
+
+// The rows of a reduction: every reduction of the task reduces the same
+// dims of one domain. Reductions run in phases (a reduction reading
+// another's result runs in a later phase); domain-shaped outputs are
+// written at every domain index, row-shaped ones once per row.
+struct RowDomain {
+  int64_t domain = -1;
+  std::vector<bool> reduced;                 // per domain dim
+  std::vector<std::vector<int64_t>> phases;  // reduction expr indices per phase
+  std::vector<int64_t> domain_outputs;
+  std::vector<int64_t> row_outputs;
+  bool normalizes = false;  // some domain output reads a reduction result
+  bool operator==(const RowDomain&) const = default;
+};
+
+// Row: one block per row. With a vector plan (the innermost dim is reduced
+// and of class >1) the row is held in registers, vectors_per_thread
+// vectors per thread, the block sized per call to the row (at most
+// `block`); rows longer than that, or failing the run-time vector checks,
+// are re-read from memory in every phase.
+struct RowParams {
+  RowDomain rows;
+  VectorPlan vectors;  // along the last dim
+  int vectors_per_thread = 4;
+  int block = 256;
+  bool operator==(const RowParams&) const = default;
+};
+
+// Column (outer) reduction: the innermost dim is kept, the reduced rows are
+// strided. Kernel 1: a block reduces a slab of rows for a tile of
+// col_threads * vector-width columns (row_groups rows at a time), split
+// over the rows (grid.y) into partials; kernel 2 combines the splits in
+// order (deterministic) and writes the row-shaped outputs.
+struct ColumnParams {
+  RowDomain rows;
+  VectorPlan vectors;  // along the last (kept) dim
+  int col_threads = 32;
+  int row_groups = 8;
+  int block = 256;
+  int finish_block = 256;
+  int tile_cols() const { return col_threads * (vectors.width > 0 ? vectors.width : 4); }
+  bool operator==(const ColumnParams&) const = default;
+};
+
+using KernelSchedule = std::variant<PointwiseParams, TiledParams, RowParams, ColumnParams>;
+
+// The scheduler kind the segment API reports (pointwise, reduction,
+// normalization).
+SchedulerKind kind_of(const KernelSchedule& s);
+// The family's name: pointwise, tiled, row, column.
+std::string_view family_of(const KernelSchedule& s);
+// One line of `key=value` fields, stable (golden tests match it).
+std::string describe(const KernelSchedule& s);
+
+}  // namespace kf

@@ -1,0 +1,40 @@
+#include "core/schedule/registry.h"
+
+#include "core/schedule/row_domain.h"
+#include "core/schedule/schedulers.h"
+
+namespace kf {
+
+ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
+  const Fusion& f = *c.fusion;
+  ScheduleProposal p;
+  if (task.exprs.empty()) {
+    p.why = "the task has no exprs (nothing to generate)";
+    return p;
+  }
+  if (task.outputs.empty()) {
+    p.why = "the task has no outputs";
+    return p;
+  }
+  bool reduces = false;
+  for (int64_t ei : task.exprs) {
+    const OpCategory cat = op_info(f.exprs[static_cast<size_t>(ei)].op).category;
+    if (cat == OpCategory::Library) {
+      p.why = "matmul runs as a library segment (cuBLASLt)";
+      return p;
+    }
+    reduces = reduces || cat == OpCategory::Reduction;
+  }
+  if (!reduces) {
+    if (std::optional<TiledParams> t = schedule_tiled(c, task, nullptr)) p.schedule = std::move(*t);
+    else p.schedule = schedule_pointwise(c, task, tuning);
+    return p;
+  }
+  const std::optional<RowDomain> rows = find_row_domain(c, task, &p.why);
+  if (!rows) return p;
+  if (std::optional<ColumnParams> col = schedule_column(c, task, *rows, nullptr)) p.schedule = std::move(*col);
+  else p.schedule = schedule_row(c, task, *rows, tuning);
+  return p;
+}
+
+}  // namespace kf

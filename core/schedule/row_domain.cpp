@@ -1,0 +1,141 @@
+#include "core/schedule/row_domain.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/schedule/access_map.h"
+#include "core/schedule/extent_sets.h"
+
+namespace kf {
+
+namespace {
+
+std::nullopt_t reject(std::string* why, std::string reason) {
+  if (why != nullptr) *why = std::move(reason);
+  return std::nullopt;
+}
+
+// Whether `v` is row-shaped: the domain's kept dims, with (keepdim) or
+// without the reduced dims as size-1 dims.
+bool is_row_shaped(const ConcreteFusion& c, const ExtentSets& sets, const RowDomain& s, int64_t v) {
+  const auto& vc = c.size_classes[static_cast<size_t>(v)];
+  const size_t r = s.reduced.size();
+  size_t kept = 0;
+  for (bool b : s.reduced) kept += !b;
+  if (vc.size() == r) {
+    for (size_t d = 0; d < r; ++d) {
+      if (s.reduced[d] ? vc[d] != SizeClass::One
+                       : !sets.same(v, static_cast<int>(d), s.domain, static_cast<int>(d)))
+        return false;
+    }
+    return true;
+  }
+  if (vc.size() != kept) return false;
+  size_t k = 0;
+  for (size_t d = 0; d < r; ++d) {
+    if (s.reduced[d]) continue;
+    if (!sets.same(v, static_cast<int>(k), s.domain, static_cast<int>(d))) return false;
+    ++k;
+  }
+  return true;
+}
+
+// The map at which a row-shaped value of rank `rank` is read in its own row.
+IndexMap row_map(const ConcreteFusion& c, const RowDomain& s, size_t rank) {
+  const IndexMap id = identity_map(c, s.domain);
+  IndexMap m;
+  for (size_t d = 0; d < s.reduced.size(); ++d) {
+    if (rank == s.reduced.size()) m.push_back(s.reduced[d] ? kZeroIndex : id[d]);
+    else if (!s.reduced[d]) m.push_back(id[d]);
+  }
+  return m;
+}
+
+}  // namespace
+
+std::vector<bool> reduced_dims(const Expr& e, size_t rank) {
+  const size_t first_axis = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
+  std::vector<bool> reduced(rank, false);
+  for (size_t i = first_axis; i < e.attrs.size(); ++i) reduced[static_cast<size_t>(e.attrs[i])] = true;
+  return reduced;
+}
+
+std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why) {
+  const Fusion& f = *c.fusion;
+  const ExtentSets& sets = extent_sets_of(c);
+  std::vector<int64_t> reductions;
+  for (int64_t ei : task.exprs)
+    if (op_info(f.exprs[static_cast<size_t>(ei)].op).category == OpCategory::Reduction) reductions.push_back(ei);
+
+  // Every reduction reduces the same dims of a domain of the same sizes.
+  RowDomain s;
+  const Expr& first = f.exprs[static_cast<size_t>(reductions.at(0))];
+  s.domain = first.inputs[0];
+  s.reduced = reduced_dims(first, c.size_classes[static_cast<size_t>(s.domain)].size());
+  for (int64_t ei : reductions) {
+    const Expr& e = f.exprs[static_cast<size_t>(ei)];
+    const int64_t in = e.inputs[0];
+    if (!sets.same_sizes(in, s.domain) ||
+        reduced_dims(e, c.size_classes[static_cast<size_t>(in)].size()) != s.reduced)
+      return reject(why, "reductions over different domains: " + std::string(op_name(e.op)) + " of value " +
+                             std::to_string(in) + " and " + std::string(op_name(first.op)) + " of value " +
+                             std::to_string(s.domain) + " do not reduce the same dims of provably equal sizes");
+  }
+
+  // Phase of each reduction: how many reductions lie upstream of its input.
+  // A map sized by the task, not the fusion: segmentation asks about many
+  // small groups of one large fusion.
+  std::unordered_map<int64_t, int64_t> level;
+  level.reserve(task.exprs.size() * 2);
+  auto level_of = [&level](int64_t v) {
+    auto it = level.find(v);
+    return it == level.end() ? int64_t{0} : it->second;
+  };
+  for (int64_t ei : task.exprs) {
+    const Expr& e = f.exprs[static_cast<size_t>(ei)];
+    int64_t l = 0;
+    for (int64_t in : e.inputs) l = std::max(l, level_of(in));
+    if (op_info(e.op).category == OpCategory::Reduction) {
+      if (static_cast<size_t>(l) >= s.phases.size()) s.phases.resize(static_cast<size_t>(l) + 1);
+      s.phases[static_cast<size_t>(l)].push_back(ei);
+      ++l;
+    }
+    for (int64_t o : e.outputs) level[o] = l;
+  }
+
+  for (int64_t o : task.outputs) {
+    if (sets.same_sizes(o, s.domain)) {
+      s.domain_outputs.push_back(o);
+      if (level_of(o) > 0) s.normalizes = true;
+    } else if (level_of(o) > 0 && is_row_shaped(c, sets, s, o)) {
+      s.row_outputs.push_back(o);
+    } else {
+      return reject(why, "output value " + std::to_string(o) +
+                             " has sizes that neither the reduction domain (value " + std::to_string(s.domain) +
+                             ") nor its rows provably have");
+    }
+  }
+
+  // Reduction results live in registers for the current row only.
+  const IndexMap id = identity_map(c, s.domain);
+  std::vector<std::pair<int64_t, IndexMap>> roots;
+  for (int64_t o : s.domain_outputs) roots.push_back({o, id});
+  for (int64_t ei : reductions) roots.push_back({f.exprs[static_cast<size_t>(ei)].inputs[0], id});
+  for (int64_t o : s.row_outputs) roots.push_back({o, row_map(c, s, c.size_classes[static_cast<size_t>(o)].size())});
+  const AccessMap reads = trace_accesses(c, task, roots);
+  for (int64_t ei : reductions)
+    for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
+      const std::vector<IndexMap>* maps = reads.find(o);
+      if (maps == nullptr) continue;
+      const auto& cls = c.size_classes[static_cast<size_t>(o)];
+      const IndexMap own = row_map(c, s, cls.size());
+      for (const IndexMap& m : *maps)
+        for (size_t d = 0; d < cls.size(); ++d)
+          if (cls[d] == SizeClass::Many && (own.size() != cls.size() || m[d] != own[d]))
+            return reject(why, "the reduction result value " + std::to_string(o) +
+                                   " is read at an index other than its own row");
+    }
+  return s;
+}
+
+}  // namespace kf

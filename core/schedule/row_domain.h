@@ -1,0 +1,25 @@
+// The row view of a task with reductions, shared by the row and column
+// schedulers: the domain (the reductions' common input sizes), the reduced
+// dims, the phases, and which outputs are domain- or row-shaped.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/schedule/kernel_schedule.h"
+#include "core/segment/task.h"
+
+namespace kf {
+
+// The reduced dims of a reduction expr over an input of rank `rank`.
+std::vector<bool> reduced_dims(const Expr& e, size_t rank);
+
+// The task's rows, or nullopt with the reason in `why` (optional):
+// reductions over different domains, outputs the domain cannot produce,
+// or a reduction result read at an index other than its own row (which a
+// kernel holding one row's results cannot provide). The task must contain
+// a reduction and no library op.
+std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why);
+
+}  // namespace kf

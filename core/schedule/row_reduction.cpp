@@ -1,0 +1,26 @@
+// The row scheduler (reductions and normalizations): one block per row.
+// When the innermost dim is reduced, the row can be held in registers as
+// 16-byte vectors (the block then sized per call to the row); any row, and
+// any layout, also runs re-read from memory in every phase.
+#include "core/schedule/schedulers.h"
+#include "core/schedule/vector_plan.h"
+
+namespace kf {
+
+namespace {
+constexpr int kStreamingBlock = 256;
+constexpr int kCachedBlock = 1024;  // the most threads a row may need (the block is chosen per call)
+}  // namespace
+
+RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
+  RowParams p;
+  p.rows = rows;
+  p.vectors_per_thread = tuning.row_vectors;
+  const size_t r = rows.reduced.size();
+  if (r > 0 && rows.reduced[r - 1] && c.size_classes[static_cast<size_t>(rows.domain)][r - 1] == SizeClass::Many)
+    p.vectors = plan_vectors(c, task, rows.domain_outputs, rows.domain, r - 1);
+  p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;
+  return p;
+}
+
+}  // namespace kf

@@ -1,0 +1,32 @@
+// The schedulers, one file each: each takes a task the registry has
+// already classified (pointwise or with reductions) and either returns its
+// parameters or nullopt with the reason in `why` (optional). The registry
+// (registry.h) tries them in order.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/schedule/kernel_schedule.h"
+#include "core/schedule/tuning.h"
+#include "core/segment/task.h"
+
+namespace kf {
+
+// pointwise.cpp: the task's outputs grouped by provably equal sizes.
+std::vector<std::vector<int64_t>> pointwise_loops(const ConcreteFusion& c, const Task& task);
+// pointwise.cpp: grid-stride loops, 16-byte vectors along the last dim.
+PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, const Tuning& tuning);
+// transpose.cpp: one loop whose inputs include some contiguous along
+// another dim than the outputs (read through a permute).
+std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, std::string* why);
+// column_reduction.cpp: one phase of plain reductions, nothing
+// domain-shaped written, the innermost dim kept.
+std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,
+                                            std::string* why);
+// row_reduction.cpp: any rows (one block per row).
+RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning);
+
+}  // namespace kf

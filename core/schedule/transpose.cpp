@@ -1,0 +1,83 @@
+// The tiled (transpose) scheduler: a pointwise loop some of whose inputs
+// are contiguous along the domain's second-to-last dim while the outputs
+// are written along the last (or the reverse). Those inputs go through
+// shared-memory tiles of the last two dims; everything else is read as in
+// a pointwise loop.
+#include <algorithm>
+
+#include "core/schedule/access_map.h"
+#include "core/schedule/schedulers.h"
+#include "core/schedule/vector_plan.h"
+
+namespace kf {
+
+namespace {
+
+constexpr int kTile = 64;
+// Static shared memory a kernel may hold under the default 48 KiB limit,
+// leaving room for the block reductions' scratch.
+constexpr int kTileBytes = 40 * 1024;
+
+std::nullopt_t reject(std::string* why, std::string reason) {
+  if (why != nullptr) *why = std::move(reason);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, std::string* why) {
+  const Fusion& f = *c.fusion;
+  const std::vector<std::vector<int64_t>> loops = pointwise_loops(c, task);
+  if (loops.size() != 1) return reject(why, "outputs of different sizes");
+  const std::vector<int64_t>& outs = loops[0];
+  const int64_t dom = outs[0];
+  const auto& dc = c.size_classes[static_cast<size_t>(dom)];
+  const size_t r = dc.size();
+  if (r < 2 || dc[r - 1] != SizeClass::Many || dc[r - 2] != SizeClass::Many)
+    return reject(why, "the last two dims are not both of size class >1");
+  // (The outputs' layout is the caller's with kf_execute_into: tiles are
+  // never slower than the strided reads they replace.)
+  for (int64_t o : outs)
+    if (c.size_classes[static_cast<size_t>(o)] != dc) return reject(why, "outputs of different size classes");
+  TiledParams p;
+  p.outputs = outs;
+  p.tile = kTile;
+  // The outputs' fast dim: their produced layout's innermost (a permuted
+  // operand makes torch and kfuse produce column-major results).
+  const auto& out_order = c.stride_orders[static_cast<size_t>(dom)];
+  p.dim_b = !out_order.empty() && out_order.back() == static_cast<int>(r - 2) ? r - 2 : r - 1;
+  p.dim_a = p.dim_b == r - 1 ? r - 2 : r - 1;
+  const IndexMap id = identity_map(c, dom);
+  std::vector<std::pair<int64_t, IndexMap>> roots;
+  for (int64_t o : outs) roots.push_back({o, id});
+  const AccessMap reads = trace_accesses(c, task, roots);
+  int bytes = 0;
+  std::vector<int64_t> tiled;
+  for (int64_t v : reads.order) {
+    const Value& val = f.value(v);
+    if (std::find(task.inputs.begin(), task.inputs.end(), v) == task.inputs.end()) continue;
+    const std::vector<int>& order = val.kind == ValueKind::TensorInput
+                                        ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
+                                        : c.stride_orders[static_cast<size_t>(v)];
+    if (order.empty()) continue;
+    // The first map at which v is innermost in memory along a and read at
+    // plain domain indices only.
+    const std::vector<IndexMap>& maps = reads.reads.at(v);
+    auto m = std::find_if(maps.begin(), maps.end(), [&](const IndexMap& map) {
+      return map[static_cast<size_t>(order.back())] == static_cast<int>(p.dim_a) &&
+             std::find(map.begin(), map.end(), kOpaqueIndex) == map.end();
+    });
+    if (m == maps.end()) continue;
+    const int size = val.dtype == DType::F64 || val.dtype == DType::I64 ? 8 : 4;
+    const int tile_bytes = kTile * (kTile + 1) * size;  // rows padded by one element
+    if (bytes + tile_bytes > kTileBytes) break;
+    bytes += tile_bytes;
+    p.inputs.push_back({v, *m});
+    tiled.push_back(v);
+  }
+  if (p.inputs.empty()) return reject(why, "no input is contiguous along a dim other than the outputs' fast dim");
+  p.vectors = plan_vectors(c, task, outs, dom, p.dim_b, &reads, tiled);
+  return p;
+}
+
+}  // namespace kf

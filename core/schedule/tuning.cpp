@@ -1,0 +1,27 @@
+#include "core/schedule/tuning.h"
+
+#include <cstdlib>
+
+namespace kf {
+
+namespace {
+
+int from_env(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  const int n = v != nullptr ? std::atoi(v) : 0;
+  return n > 0 ? n : fallback;
+}
+
+}  // namespace
+
+const Tuning& default_tuning() {
+  static const Tuning t = [] {
+    Tuning d;
+    d.pointwise_unroll = from_env("KFUSE_TUNE_POINTWISE_UNROLL", d.pointwise_unroll);
+    d.row_vectors = from_env("KFUSE_TUNE_ROW_VECTORS", d.row_vectors);
+    return d;
+  }();
+  return t;
+}
+
+}  // namespace kf

@@ -1,0 +1,82 @@
+#include "core/schedule/vector_plan.h"
+
+#include <algorithm>
+
+namespace kf {
+
+namespace {
+
+SizeClass cls(const ConcreteFusion& c, int64_t v, size_t d) { return c.size_classes[static_cast<size_t>(v)][d]; }
+size_t rank_of(const ConcreteFusion& c, int64_t v) { return c.size_classes[static_cast<size_t>(v)].size(); }
+
+// For each dim of input `v`, the domain dim it reads (kZeroIndex: a size-1
+// dim read at 0); empty when there is no single plain mapping.
+IndexMap domain_dims(const ConcreteFusion& c, int64_t v, size_t rd, const AccessMap* reads) {
+  const size_t rv = rank_of(c, v);
+  IndexMap dims(rv, kZeroIndex);
+  if (reads == nullptr) {
+    if (rv > rd) return {};
+    for (size_t j = 0; j < rv; ++j)
+      if (cls(c, v, j) != SizeClass::One) dims[j] = static_cast<int>(rd - rv + j);
+    return dims;
+  }
+  const std::vector<IndexMap>* maps = reads->find(v);
+  if (maps == nullptr || maps->size() != 1) return {};
+  const IndexMap& m = maps->front();
+  for (size_t j = 0; j < rv; ++j) {
+    if (m[j] == kOpaqueIndex || (m[j] == kZeroIndex && cls(c, v, j) != SizeClass::One)) return {};
+    dims[j] = m[j];
+  }
+  return dims;
+}
+
+}  // namespace
+
+VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
+                        size_t dim, const AccessMap* reads, const std::vector<int64_t>& exclude) {
+  VectorPlan p;
+  p.dim = dim;
+  const Fusion& f = *c.fusion;
+  const size_t r = rank_of(c, dom);
+  if (dim >= r || cls(c, dom, dim) != SizeClass::Many) return p;
+  int widest = 1;
+  for (int64_t v : task.inputs) {
+    const Value& val = f.value(v);
+    if (val.is_scalar) continue;
+    const IndexMap dims = domain_dims(c, v, r, reads);
+    auto lane_dim = std::find(dims.begin(), dims.end(), static_cast<int>(dim));
+    if (lane_dim == dims.end()) continue;
+    const size_t pv = static_cast<size_t>(lane_dim - dims.begin());
+    if (cls(c, v, pv) != SizeClass::Many) continue;
+    bool fits = true;  // each dim broadcast or of its domain dim's class
+    for (size_t j = 0; j < dims.size(); ++j)
+      if (dims[j] >= 0 && cls(c, v, j) != cls(c, dom, static_cast<size_t>(dims[j]))) fits = false;
+    if (!fits) continue;
+    if (val.kind == ValueKind::TensorInput) {
+      const InputLayout& l = c.input_layouts[static_cast<size_t>(val.input_index)];
+      if (l.stride_order.empty() || l.stride_order.back() != static_cast<int>(pv) || l.alignment < kVectorBytes / 2)
+        continue;
+    } else {
+      const auto& order = c.stride_orders[static_cast<size_t>(v)];
+      if (order.empty() || order.back() != static_cast<int>(pv)) continue;
+    }
+    p.inputs[v] = dims;
+    widest = std::max(widest, dtype_size(val.dtype));
+  }
+  for (int64_t o : outs) {
+    const auto& order = c.stride_orders[static_cast<size_t>(o)];
+    if (c.size_classes[static_cast<size_t>(o)] != c.size_classes[static_cast<size_t>(dom)] || order.empty() ||
+        order.back() != static_cast<int>(dim))
+      continue;
+    p.outputs.push_back(o);
+    widest = std::max(widest, dtype_size(f.value(o).dtype));
+  }
+  if (p.inputs.empty() && p.outputs.empty()) return p;
+  p.width = kVectorBytes / widest;
+  // Excluded inputs still count for the width (the tiled path's measured
+  // behaviour), they are just not loaded as vectors.
+  for (int64_t v : exclude) p.inputs.erase(v);
+  return p;
+}
+
+}  // namespace kf

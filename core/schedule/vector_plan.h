@@ -1,0 +1,28 @@
+// Which inputs and outputs of a loop can move as 16-byte vectors along one
+// domain dim (the schedulers' shared vectorization rule).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/schedule/access_map.h"
+#include "core/schedule/kernel_schedule.h"
+#include "core/segment/task.h"
+
+namespace kf {
+
+inline constexpr int kVectorBytes = 16;
+
+// Inputs whose dim read along domain dim `dim` is of class >1 and
+// innermost in memory, every other dim a domain dim of its own class or a
+// broadcast; outputs of the domain's classes with `dim` innermost. Without
+// `reads`, an input is assumed right-aligned with the domain (broadcast
+// over leading dims: loads at other indices simply stay scalar); with it,
+// every read of the input must be at one plain map (a permuted input).
+// `exclude`: inputs read elsewhere (tiles in shared memory): not loaded
+// as vectors, though their dtype still counts for the width.
+VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
+                        size_t dim, const AccessMap* reads = nullptr, const std::vector<int64_t>& exclude = {});
+
+}  // namespace kf
