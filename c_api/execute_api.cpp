@@ -189,6 +189,22 @@ KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out)
   });
 }
 
+KF_API kf_status kf_segment_schedule(kf_segmentation s, size_t index, char** out) {
+  return guard([&] {
+    const char* fn = "kf_segment_schedule";
+    auto* h = kf::capi::segmentation_of(s, fn);
+    require(out, fn, "out");
+    const kf::Segment& seg = segment_at(h, index, fn);
+    if (!seg.schedule) {
+      if (seg.scheduler == kf::SchedulerKind::Library)
+        kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index, " is a library call (matmul/linear) with no generated kernel");
+      if (seg.task.exprs.empty()) kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index, " computes nothing (no-op)");
+      kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index, ": no scheduler takes it: ", seg.unscheduled_why);
+    }
+    *out = copy_string(kf::describe(*seg.schedule));
+  });
+}
+
 KF_API kf_status kf_segment_cuda_source(kf_segmentation s, size_t index, char** out) {
   return guard([&] {
     const char* fn = "kf_segment_cuda_source";

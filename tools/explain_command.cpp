@@ -1,8 +1,8 @@
 // `kfuse explain`: what kfuse makes of a fusion file, stage by stage: the
 // definition, its concretization for the given shapes, the segments in run
-// order with their nested tasks (recognized patterns such as linear + bias
-// + gelu_tanh, run as one library call) and (with --cuda) the CUDA C++
-// generated for each segment.
+// order with their schedules and nested tasks (recognized patterns such as
+// linear + bias + gelu_tanh, run as one library call) and (with --cuda) the
+// CUDA C++ generated for each segment.
 #include <cstdio>
 #include <map>
 
@@ -85,6 +85,9 @@ int explain_command(const Options& options) {
       std::printf("    inputs:   %s\n", id_list(task.inputs, task.num_inputs, names).c_str());
       std::printf("    outputs:  %s\n", id_list(task.outputs, task.num_outputs, names).c_str());
     }
+    OwnedString schedule;
+    if (kf_segment_schedule(seg.s, k, &schedule.s) == KF_OK)
+      std::printf("  schedule:   %s%s\n", info.num_children > 0 ? "(epilogue fallback) " : "", schedule.s);
     OwnedString text;
     check(kf_segment_to_text(seg.s, k, &text.s), "kf_segment_to_text");
     std::printf("  text:\n");

@@ -104,6 +104,7 @@ static void kfgo_string_free(uintptr_t s) { kf_string_free((char*)s); }
 %ignore kf_task_info;
 %ignore kf_segment_child;
 %ignore kf_segment_to_text;
+%ignore kf_segment_schedule;
 %ignore kf_fusion_value;
 %ignore kf_value_shape;
 %ignore kf_segment_cuda_source;

@@ -71,6 +71,7 @@ static void kfj_throw(JNIEnv* env, int code, const char* message) {
 %ignore kf_task_info;
 %ignore kf_segment_child;
 %ignore kf_segment_to_text;
+%ignore kf_segment_schedule;
 %ignore kf_fusion_value;
 %ignore kf_value_shape;
 %ignore kf_segment_cuda_source;

@@ -14,8 +14,16 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
     if (w.size_class(dom, dims[k]) == SizeClass::Many) many.push_back(k);
   if (many.empty()) return names;
   const std::string& t = w.index_type();
+  // Appended piecewise: g++ 12 warns (-Wrestrict, a false positive) on
+  // "i" + std::to_string(d) here.
+  auto name_of = [&suffix](size_t d) {
+    std::string n = std::to_string(d);
+    n.insert(n.begin(), 'i');
+    n += suffix;
+    return n;
+  };
   if (many.size() == 1) {
-    names[many[0]] = "i" + std::to_string(dims[many[0]]) + suffix;
+    names[many[0]] = name_of(dims[many[0]]);
     w.line("const " + t + " " + names[many[0]] + " = (" + t + ")(" + linear + ");");
     return names;
   }
@@ -23,7 +31,7 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
   w.line(t + " " + rem + " = (" + t + ")(" + linear + ");");
   for (size_t m = many.size(); m-- > 0;) {
     const size_t k = many[m];
-    names[k] = "i" + std::to_string(dims[k]) + suffix;
+    names[k] = name_of(dims[k]);
     if (m == 0) {
       w.line("const " + t + " " + names[k] + " = " + rem + ";");
     } else {
@@ -33,6 +41,14 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
     }
   }
   return names;
+}
+
+std::vector<std::string> unravel_in_order(KernelWriter& w, int64_t dom, const std::vector<size_t>& order,
+                                          const std::string& linear, const std::string& suffix) {
+  const std::vector<std::string> names = unravel(w, dom, order, linear, suffix);
+  std::vector<std::string> idx(order.size());
+  for (size_t k = 0; k < order.size(); ++k) idx[order[k]] = names[k];
+  return idx;
 }
 
 std::vector<size_t> all_dims(size_t r) {

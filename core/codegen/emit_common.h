@@ -21,6 +21,10 @@ inline constexpr const char* kThread = "(long long)blockIdx.x * blockDim.x + thr
 // size-1 dims).
 std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims,
                                  const std::string& linear, const std::string& suffix = "");
+// The same over every dim of `dom` in `order` (outermost first), returned
+// in domain order.
+std::vector<std::string> unravel_in_order(KernelWriter& w, int64_t dom, const std::vector<size_t>& order,
+                                          const std::string& linear, const std::string& suffix = "");
 std::vector<size_t> all_dims(size_t r);
 // Joins run-time conditions with && ("true" for none).
 std::string all_of(const std::vector<std::string>& conds);

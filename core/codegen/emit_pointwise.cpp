@@ -1,4 +1,5 @@
-// Pointwise kernels: a grid-stride loop per group of outputs. Where the
+// Pointwise kernels: a grid-stride loop per group of outputs, over the
+// domain in the schedule's order (the outputs' memory order). Where the
 // loop has a vector plan, a 16-byte path runs when its run-time conditions
 // hold (alignment, unit inner stride, extents a multiple of the width):
 // each thread loads `unroll` vectors per step, all before any is used
@@ -11,10 +12,9 @@ namespace kf {
 
 namespace {
 
-void vector_loop(KernelWriter& w, const ExtentSets& sets, const PointwiseLoop& loop, int U) {
+void vector_loop(KernelWriter& w, const PointwiseLoop& loop, int U) {
   const VectorPlan& vp = loop.vectors;
   const int64_t dom = loop.outputs[0];
-  const size_t r = w.rank(dom);
   const int V = vp.width;
   const std::string nv = w.hoist("long long", "n", w.numel(dom) + " / " + std::to_string(V));
   w.open("for (long long q = (long long)blockIdx.x * blockDim.x * " + std::to_string(U) + " + threadIdx.x; q < " + nv +
@@ -26,7 +26,7 @@ void vector_loop(KernelWriter& w, const ExtentSets& sets, const PointwiseLoop& l
     w.line("const long long " + qu + " = q + (long long)" + std::to_string(u) + " * blockDim.x;");
     ok[static_cast<size_t>(u)] = u == 0 ? std::string() : qu + " < " + nv;
     base[static_cast<size_t>(u)] =
-        unravel(w, dom, all_dims(r), "(" + qu + " < " + nv + " ? " + qu + " : 0) * " + std::to_string(V), "_" + std::to_string(u));
+        unravel_in_order(w, dom, loop.order, "(" + qu + " < " + nv + " ? " + qu + " : 0) * " + std::to_string(V), "_" + std::to_string(u));
   }
   const KernelWriter::Section loads = w.reserve();
   w.section = 0;
@@ -46,14 +46,13 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
   const ExtentSets& sets = extent_sets_of(w.concrete());
   for (const PointwiseLoop& loop : p.loops) {
     const int64_t dom = loop.outputs[0];
-    const size_t r = w.rank(dom);
     use_vectors(w, loop.vectors);
     if (loop.vectors.width > 0) {
       const KernelWriter::Section cond = w.reserve();
       const std::string ok = w.fresh("kfvec");
       w.open("if (" + ok + ")");
-      vector_loop(w, sets, loop, p.unroll);
-      std::vector<std::string> conds = {w.extent(dom, r - 1) + " % " + std::to_string(loop.vectors.width) + " == 0"};
+      vector_loop(w, loop, p.unroll);
+      std::vector<std::string> conds = {w.extent(dom, loop.vectors.dim) + " % " + std::to_string(loop.vectors.width) + " == 0"};
       used_vector_conditions(w, sets, loop.vectors, dom, false, &conds);
       w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
       w.close_open("else");
@@ -62,7 +61,7 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
     }
     const std::string n = w.numel(dom);
     w.open("for (long long q = " + std::string(kThread) + "; q < " + n + "; q += " + kGridStride + ")");
-    std::vector<std::string> idx = unravel(w, dom, all_dims(r), "q");
+    std::vector<std::string> idx = unravel_in_order(w, dom, loop.order, "q");
     for (int64_t o : loop.outputs) w.store(o, idx, w.value_at(o, idx));
     w.close();
     w.close();

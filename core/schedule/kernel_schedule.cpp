@@ -29,7 +29,11 @@ struct Describe {
   std::string operator()(const PointwiseParams& p) const {
     std::string s = "pointwise block=" + std::to_string(p.block) + " unroll=" + std::to_string(p.unroll) +
                     " loops=" + std::to_string(p.loops.size());
-    for (const PointwiseLoop& l : p.loops) s += " {outputs=" + ids(l.outputs) + " " + vectors(l.vectors) + "}";
+    for (const PointwiseLoop& l : p.loops) {
+      std::string order;
+      for (size_t d : l.order) order += (order.empty() ? "" : ",") + std::to_string(d);
+      s += " {outputs=" + ids(l.outputs) + " order=[" + order + "] " + vectors(l.vectors) + "}";
+    }
     return s;
   }
   std::string operator()(const TiledParams& p) const {

@@ -39,10 +39,14 @@ struct VectorPlan {
 };
 
 // Pointwise: grid-stride loops, one per group of outputs of provably equal
-// sizes; each loop runs over the sizes of its first output.
+// sizes; each loop runs over the sizes of its first output, its linear
+// index unravelled over `order` (dims outermost first: the outputs' memory
+// order, so that consecutive threads write consecutive elements whatever
+// the layout).
 struct PointwiseLoop {
   std::vector<int64_t> outputs;
-  VectorPlan vectors;  // along the last dim
+  std::vector<size_t> order;
+  VectorPlan vectors;  // along order.back()
   bool operator==(const PointwiseLoop&) const = default;
 };
 struct PointwiseParams {
@@ -55,7 +59,7 @@ struct PointwiseParams {
 // Tiled: one pointwise loop over outputs of equal sizes, in tiles of two
 // domain dims (a, b) through shared memory: inputs that are contiguous
 // along a are read with threads along a, the outputs computed with threads
-// along b (their fast dim).
+// along b (their fast dim). Any two dims of any rank; the others are outer.
 struct TiledInput {
   int64_t value = -1;
   IndexMap dims;  // per dim of the input: its domain dim (kZeroIndex: size 1)

@@ -1,7 +1,10 @@
 // The pointwise scheduler: grid-stride loops over the outputs' sizes (one
-// loop per group of outputs of provably equal sizes), with a 16-byte
-// vector path along the last dim where the layouts allow.
+// loop per group of outputs of provably equal sizes) in the outputs' memory
+// order, with a 16-byte vector path along their innermost dim where the
+// layouts allow.
 #include <algorithm>
+
+#include "core/schedule/access_map.h"
 
 #include "core/schedule/extent_sets.h"
 #include "core/schedule/schedulers.h"
@@ -21,14 +24,30 @@ std::vector<std::vector<int64_t>> pointwise_loops(const ConcreteFusion& c, const
   return loops;
 }
 
+std::vector<size_t> loop_order(const ConcreteFusion& c, int64_t dom) {
+  const size_t r = c.size_classes[static_cast<size_t>(dom)].size();
+  const std::vector<int>& order = c.stride_orders[static_cast<size_t>(dom)];
+  std::vector<size_t> dims(r);
+  for (size_t d = 0; d < r; ++d) dims[d] = d;
+  if (order.size() != r) return dims;
+  for (size_t d = 0; d < r; ++d) dims[d] = static_cast<size_t>(order[d]);
+  return dims;
+}
+
 PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
   PointwiseParams p;
   p.unroll = tuning.pointwise_unroll;
   for (std::vector<int64_t>& outs : pointwise_loops(c, task)) {
     const int64_t dom = outs[0];
-    const size_t r = c.size_classes[static_cast<size_t>(dom)].size();
     PointwiseLoop loop;
-    loop.vectors = r > 0 ? plan_vectors(c, task, outs, dom, r - 1) : VectorPlan{};
+    loop.order = loop_order(c, dom);
+    if (!loop.order.empty()) {
+      const IndexMap id = identity_map(c, dom);
+      std::vector<std::pair<int64_t, IndexMap>> roots;
+      for (int64_t o : outs) roots.push_back({o, id});
+      const AccessMap reads = trace_accesses(c, task, roots);
+      loop.vectors = plan_vectors(c, task, outs, dom, loop.order.back(), &reads);
+    }
     loop.outputs = std::move(outs);
     p.loops.push_back(std::move(loop));
   }

@@ -17,10 +17,15 @@ namespace kf {
 
 // pointwise.cpp: the task's outputs grouped by provably equal sizes.
 std::vector<std::vector<int64_t>> pointwise_loops(const ConcreteFusion& c, const Task& task);
-// pointwise.cpp: grid-stride loops, 16-byte vectors along the last dim.
+// pointwise.cpp: the dims of `dom` in its produced memory order, outermost
+// first (logical order where none is known).
+std::vector<size_t> loop_order(const ConcreteFusion& c, int64_t dom);
+// pointwise.cpp: grid-stride loops in the outputs' memory order, 16-byte
+// vectors along their innermost dim.
 PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, const Tuning& tuning);
-// transpose.cpp: one loop whose inputs include some contiguous along
-// another dim than the outputs (read through a permute).
+// transpose.cpp: one loop some of whose inputs are contiguous along
+// another dim than the outputs' innermost (read through a permute, or
+// passed in another layout).
 std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, std::string* why);
 // column_reduction.cpp: one phase of plain reductions, nothing
 // domain-shaped written, the innermost dim kept.

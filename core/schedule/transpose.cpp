@@ -1,8 +1,8 @@
 // The tiled (transpose) scheduler: a pointwise loop some of whose inputs
-// are contiguous along the domain's second-to-last dim while the outputs
-// are written along the last (or the reverse). Those inputs go through
-// shared-memory tiles of the last two dims; everything else is read as in
-// a pointwise loop.
+// are contiguous along another domain dim (a) than the one the outputs are
+// written along (b), in any rank and permutation. Those inputs go through
+// shared-memory tiles of dims (a, b); everything else is read as in a
+// pointwise loop, the other dims outer.
 #include <algorithm>
 
 #include "core/schedule/access_map.h"
@@ -33,8 +33,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   const int64_t dom = outs[0];
   const auto& dc = c.size_classes[static_cast<size_t>(dom)];
   const size_t r = dc.size();
-  if (r < 2 || dc[r - 1] != SizeClass::Many || dc[r - 2] != SizeClass::Many)
-    return reject(why, "the last two dims are not both of size class >1");
+  if (r < 2) return reject(why, "rank below 2");
   // (The outputs' layout is the caller's with kf_execute_into: tiles are
   // never slower than the strided reads they replace.)
   for (int64_t o : outs)
@@ -42,15 +41,17 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   TiledParams p;
   p.outputs = outs;
   p.tile = kTile;
-  // The outputs' fast dim: their produced layout's innermost (a permuted
+  // b: the outputs' fast dim, their produced layout's innermost (a permuted
   // operand makes torch and kfuse produce column-major results).
-  const auto& out_order = c.stride_orders[static_cast<size_t>(dom)];
-  p.dim_b = !out_order.empty() && out_order.back() == static_cast<int>(r - 2) ? r - 2 : r - 1;
-  p.dim_a = p.dim_b == r - 1 ? r - 2 : r - 1;
+  p.dim_b = loop_order(c, dom).back();
+  if (dc[p.dim_b] != SizeClass::Many) return reject(why, "the outputs' innermost dim is of size class 0/1");
   const IndexMap id = identity_map(c, dom);
   std::vector<std::pair<int64_t, IndexMap>> roots;
   for (int64_t o : outs) roots.push_back({o, id});
   const AccessMap reads = trace_accesses(c, task, roots);
+  // a: the domain dim along which the first such input is contiguous;
+  // later inputs join the tiles when they are contiguous along the same.
+  bool have_a = false;
   int bytes = 0;
   std::vector<int64_t> tiled;
   for (int64_t v : reads.order) {
@@ -60,11 +61,16 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
                                         ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
                                         : c.stride_orders[static_cast<size_t>(v)];
     if (order.empty()) continue;
-    // The first map at which v is innermost in memory along a and read at
-    // plain domain indices only.
+    // The first map at which v is read at plain domain indices only, with
+    // its innermost memory dim along a domain dim of class >1 other than b
+    // that also varies along b (an input constant along b is read by a warp
+    // at one address: no tile needed).
     const std::vector<IndexMap>& maps = reads.reads.at(v);
     auto m = std::find_if(maps.begin(), maps.end(), [&](const IndexMap& map) {
-      return map[static_cast<size_t>(order.back())] == static_cast<int>(p.dim_a) &&
+      const int inner = map[static_cast<size_t>(order.back())];
+      return inner >= 0 && inner != static_cast<int>(p.dim_b) && dc[static_cast<size_t>(inner)] == SizeClass::Many &&
+             (!have_a || inner == static_cast<int>(p.dim_a)) &&
+             std::find(map.begin(), map.end(), static_cast<int>(p.dim_b)) != map.end() &&
              std::find(map.begin(), map.end(), kOpaqueIndex) == map.end();
     });
     if (m == maps.end()) continue;
@@ -72,6 +78,8 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
     const int tile_bytes = kTile * (kTile + 1) * size;  // rows padded by one element
     if (bytes + tile_bytes > kTileBytes) break;
     bytes += tile_bytes;
+    p.dim_a = static_cast<size_t>((*m)[static_cast<size_t>(order.back())]);
+    have_a = true;
     p.inputs.push_back({v, *m});
     tiled.push_back(v);
   }

@@ -13,21 +13,24 @@ size_t rank_of(const ConcreteFusion& c, int64_t v) { return c.size_classes[stati
 // dim read at 0); empty when there is no single plain mapping.
 IndexMap domain_dims(const ConcreteFusion& c, int64_t v, size_t rd, const AccessMap* reads) {
   const size_t rv = rank_of(c, v);
-  IndexMap dims(rv, kZeroIndex);
   if (reads == nullptr) {
+    IndexMap dims(rv, kZeroIndex);
     if (rv > rd) return {};
     for (size_t j = 0; j < rv; ++j)
       if (cls(c, v, j) != SizeClass::One) dims[j] = static_cast<int>(rd - rv + j);
     return dims;
   }
+  // The first plain map (loads at other maps simply stay scalar: a vector
+  // register serves only the loads at its own lanes' indices).
   const std::vector<IndexMap>* maps = reads->find(v);
-  if (maps == nullptr || maps->size() != 1) return {};
-  const IndexMap& m = maps->front();
-  for (size_t j = 0; j < rv; ++j) {
-    if (m[j] == kOpaqueIndex || (m[j] == kZeroIndex && cls(c, v, j) != SizeClass::One)) return {};
-    dims[j] = m[j];
+  if (maps == nullptr) return {};
+  for (const IndexMap& m : *maps) {
+    bool plain = m.size() == rv;
+    for (size_t j = 0; j < rv && plain; ++j)
+      plain = m[j] >= 0 || (m[j] == kZeroIndex && cls(c, v, j) == SizeClass::One);
+    if (plain) return m;
   }
-  return dims;
+  return {};
 }
 
 }  // namespace

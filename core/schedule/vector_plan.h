@@ -19,7 +19,7 @@ inline constexpr int kVectorBytes = 16;
 // broadcast; outputs of the domain's classes with `dim` innermost. Without
 // `reads`, an input is assumed right-aligned with the domain (broadcast
 // over leading dims: loads at other indices simply stay scalar); with it,
-// every read of the input must be at one plain map (a permuted input).
+// the input's first plain map (a permuted or broadcast-in-dim input).
 // `exclude`: inputs read elsewhere (tiles in shared memory): not loaded
 // as vectors, though their dtype still counts for the width.
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,

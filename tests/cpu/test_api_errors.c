@@ -212,6 +212,8 @@ static void test_null_runtime_calls(void** state) {
   EXPECT_FAIL(kf_segment_to_text(NULL, 0, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_to_text: argument 'segmentation'");
   EXPECT_FAIL(kf_segment_cuda_source(NULL, 0, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_cuda_source: argument 'segmentation'");
   EXPECT_FAIL(kf_segment_cuda_source(s, 0, NULL), KF_ERR_INVALID_ARGUMENT, "kf_segment_cuda_source: argument 'out'");
+  EXPECT_FAIL(kf_segment_schedule(NULL, 0, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedule: argument 'segmentation'");
+  EXPECT_FAIL(kf_segment_schedule(s, 0, NULL), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedule: argument 'out'");
 
   float y[6];
   int64_t shape_y[2] = {2, 3};
@@ -389,6 +391,10 @@ static void test_wrong_counts(void** state) {
   /* The generated source needs no GPU: it works for CPU-bound segments too. */
   KF_CHECK(kf_segment_cuda_source(s, 0, &text));
   assert_non_null(strstr(text, "// segment 0"));
+  kf_string_free(text);
+  EXPECT_FAIL(kf_segment_schedule(s, 4, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedule: index 4 is out of range (1 segments)");
+  KF_CHECK(kf_segment_schedule(s, 0, &text));
+  assert_non_null(strstr(text, "pointwise block=256"));
   kf_string_free(text);
   float y[6];
   int64_t shape_y[2] = {2, 3};

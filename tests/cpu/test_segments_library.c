@@ -341,6 +341,19 @@ static void check_fusion(kf_fusion f, host_in* in, size_t nin, size_t expected_c
     KF_CHECK(kf_segmentation_get(s, si, &info));
     assert_int_equal(info.run_order, si);
     if (schedulers) assert_string_equal(info.scheduler, schedulers[si]);
+    /* Every segment with a kernel has a schedule (a matmul pattern: its
+     * epilogue's); a library call alone has none, and says so. */
+    char* schedule = NULL;
+    const kf_status ss = kf_segment_schedule(s, si, &schedule);
+    if (strcmp(info.scheduler, "library") == 0 && info.num_children == 0) {
+      assert_int_equal(ss, KF_ERR_UNSUPPORTED);
+      assert_non_null(strstr(kf_last_error(), "is a library call"));
+    } else {
+      assert_int_equal(ss, KF_OK);
+      assert_true(strncmp(schedule, "pointwise", 9) == 0 || strncmp(schedule, "tiled", 5) == 0 ||
+                  strncmp(schedule, "row", 3) == 0 || strncmp(schedule, "column", 6) == 0);
+      kf_string_free(schedule);
+    }
     const DLTensor* sin[16];
     size_t ns = 0;
     for (size_t j = 0; j < info.num_inputs; ++j) {

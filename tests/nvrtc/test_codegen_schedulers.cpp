@@ -80,12 +80,30 @@ void test_pointwise_layouts(void** /*state*/) {
     const Generated g = generate(add_2d(DType::F16), in);
     assert_int_equal(g.plan.launch.items_per_thread, 16);
   }
-  {  // transposed input: read through strides, no vector loads of it
+  {  // column-major inputs: the output follows, the loop runs in that
+     // memory order (dim 0 innermost) and everything moves as vectors
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 8}));
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 8}));
     const Generated g = generate(add_2d(DType::F32), in);
-    assert_false(contains(g.plan.source, "const kf_vec"));
+    const PointwiseLoop& loop = std::get<PointwiseParams>(g.schedule).loops.at(0);
+    assert_true(loop.order == std::vector<size_t>({1, 0}));
+    assert_int_equal(loop.vectors.dim, 0);
+    assert_int_equal(loop.vectors.inputs.size(), 2);
+    assert_true(contains(g.plan.source, "const kf_vec<float, 4> xv"));
+  }
+  {  // inputs that disagree (one column-major): the output follows the
+     // first, the other goes through shared-memory tiles
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}));
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 8}));
+    const Generated g = generate(add_2d(DType::F32), in);
+    const TiledParams& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 0);
+    assert_int_equal(t.dim_b, 1);
+    assert_int_equal(t.inputs.size(), 1);
+    assert_int_equal(t.inputs[0].value, 1);
+    assert_int_equal(t.vectors.inputs.count(0), 1);
   }
   {  // broadcast stride 0 and size-1 dims
     Inputs in;

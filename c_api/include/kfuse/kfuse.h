@@ -355,6 +355,15 @@ KF_API kf_status kf_segment_child(kf_segmentation s, size_t index, size_t child,
  * segment's value inputs (>= 0) in the order of info.inputs. */
 KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out);
 
+/* The schedule chosen for a segment's kernel, as one line of key=value
+ * fields (e.g. "row block=1024 domain=2 reduced=[1] phases=2 ..."): its
+ * kernel family (pointwise, tiled, row, column) and every parameter. For a
+ * library segment holding a matmul pattern, the schedule of the epilogue
+ * kernel that runs when cuBLASLt cannot run the pattern as one call.
+ * KF_ERR_UNSUPPORTED (saying why) for a segment without one (a library op
+ * alone, a no-op). *out: free with kf_string_free. */
+KF_API kf_status kf_segment_schedule(kf_segmentation s, size_t index, char** out);
+
 /* The CUDA C++ that kfuse generates for a segment, preceded by a comment
  * with its scheduler, launch rule and parameters (what `kfuse explain
  * --cuda` prints). Works without a GPU. KF_ERR_UNSUPPORTED (saying why)
