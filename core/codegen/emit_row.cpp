@@ -22,9 +22,58 @@ std::vector<std::string> full_index(const KernelWriter& w, const std::vector<siz
   return idx;
 }
 
+// Inner-outer kernels: the outer (column) reductions. Each block owns one
+// row of partials per outer reduction in args.scratch (split = blockIdx.x,
+// the layout emit_column_finish reads). The cached path accumulates its
+// lanes' columns in registers and writes them once after its last row; the
+// streaming path accumulates in its partial row in memory (each element is
+// touched by one thread only, so no barrier is needed).
+struct OuterAccs {
+  std::vector<const Expr*> exprs;
+  std::vector<DType> types;
+  std::vector<std::string> partials;                      // per reduction: this block's partial row
+  std::vector<std::vector<std::vector<std::string>>> regs;  // [reduction][vector k][lane] (cached path)
+  bool active() const { return !exprs.empty(); }
+};
+
+OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& row_len) {
+  OuterAccs o;
+  if (!p.has_outer()) return o;
+  const Fusion& f = w.fusion();
+  const std::vector<int64_t>& phase = p.outer.phases[0];
+  for (size_t a = 0; a < phase.size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(phase[a])];
+    o.exprs.push_back(&e);
+    o.types.push_back(accumulator_dtype(f.value(e.inputs[0]).dtype));
+    const std::string at = reg_type(o.types.back());
+    o.partials.push_back(w.hoist(at + "*", "part", "(" + at + "*)args.scratch + (" + std::to_string(a) +
+                                                       " * args.splits + blockIdx.x) * " + row_len));
+    o.regs.emplace_back();
+    if (p.vectors.width == 0) continue;
+    for (int k = 0; k < p.vectors_per_thread; ++k) {
+      o.regs.back().emplace_back();
+      for (int lane = 0; lane < p.vectors.width; ++lane) {
+        o.regs.back().back().push_back(w.fresh("oacc"));
+        w.line(at + " " + o.regs.back().back().back() + " = " + acc_init(e, o.types.back()) + ";");
+      }
+    }
+  }
+  return o;
+}
+
+// One element of every outer reduction at domain index `idx` into `acc(a)`.
+void outer_step(KernelWriter& w, const OuterAccs& o, const std::vector<std::string>& idx,
+                const std::function<std::string(size_t)>& acc) {
+  for (size_t a = 0; a < o.exprs.size(); ++a) {
+    const int64_t in = o.exprs[a]->inputs[0];
+    w.line(acc_step(*o.exprs[a], o.types[a], acc(a), convert(w.fusion().value(in).dtype, o.types[a], w.value_at(in, idx))));
+  }
+}
+
 // The row re-read from global memory in every phase, one element per
 // thread step (any row length and layout).
-void row_streaming(KernelWriter& w, const RowDomain& s, const std::vector<size_t>& red, const std::string& row_len) {
+void row_streaming(KernelWriter& w, const RowDomain& s, const OuterAccs& outer, const std::vector<size_t>& red,
+                   const std::string& row_len) {
   const Fusion& f = w.fusion();
   const int64_t dom = s.domain;
   const std::string row_loop = "for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)";
@@ -39,10 +88,11 @@ void row_streaming(KernelWriter& w, const RowDomain& s, const std::vector<size_t
     w.close();
     reduce_block(w, accs, row_len);
   }
-  if (!s.domain_outputs.empty()) {
+  if (!s.domain_outputs.empty() || outer.active()) {
     w.open(row_loop);
     const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j"));
     for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
+    outer_step(w, outer, idx, [&](size_t a) { return outer.partials[a] + "[j]"; });
     w.close();
   }
 }
@@ -66,8 +116,8 @@ bool plain_read(const Fusion& f, const Task& task, int64_t v) {
 // load section p holds the loads first needed in phase p, section
 // phases + 1 + k those of output vector k. Returns the run-time condition
 // under which this path applies.
-std::string row_cached(KernelWriter& w, const RowParams& p, const ExtentSets& sets, const Task& task,
-                       const std::vector<size_t>& red, const std::string& row_len) {
+std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& outer, const ExtentSets& sets,
+                       const Task& task, const std::vector<size_t>& red, const std::string& row_len) {
   const Fusion& f = w.fusion();
   const RowDomain& s = p.rows;
   const VectorPlan& vp = p.vectors;
@@ -160,7 +210,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const ExtentSets& se
   }
   // The output pass loads what it alone reads (weights, biases) per vector,
   // right before use: fewer registers live at once.
-  for (int k = 0; k < K && !s.domain_outputs.empty(); ++k) {
+  for (int k = 0; k < K && (!s.domain_outputs.empty() || outer.active()); ++k) {
     w.section = static_cast<int>(s.phases.size()) + 1 + k;
     std::vector<std::string> ov;
     const auto& b = base[static_cast<size_t>(k)];
@@ -179,6 +229,8 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const ExtentSets& se
           w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(w.lane) + "] = " +
                  w.stored(f.value(o).dtype, reg) + ";");
       }
+      const size_t kk = static_cast<size_t>(k), lane = static_cast<size_t>(w.lane);
+      outer_step(w, outer, idx, [&](size_t a) { return outer.regs[a][kk][lane]; });
     });
     for (size_t q = 0; q < vp.outputs.size() && !ov.empty(); ++q) {
       const int64_t o = vp.outputs[q];
@@ -207,21 +259,33 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
   const std::string row_len = extent_product(w, dom, red, "1");
   w.reduced = s.reduced;
   use_vectors(w, p.vectors);
+  // Whether the row is held in registers: the same for every row (the
+  // conditions read extents, strides and base pointers only).
+  const KernelWriter::Section cond = w.reserve();
+  const std::string cached = w.fresh("kfrow");
+  const OuterAccs outer = declare_outer(w, p, row_len);
+  if (outer.active()) {  // the streaming path accumulates in memory, from the identity
+    w.open("if (!" + cached + ")");
+    w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
+    for (size_t a = 0; a < outer.exprs.size(); ++a)
+      w.line(outer.partials[a] + "[j] = " + acc_init(*outer.exprs[a], outer.types[a]) + ";");
+    w.close();
+    w.close();
+  }
   w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
   std::vector<std::string> kept_idx = unravel(w, dom, kept, "row");
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kept_idx[k];
   declare_results(w, s);
   if (p.vectors.width > 0) {
-    const KernelWriter::Section cond = w.reserve();
-    const std::string ok = w.fresh("kfrow");
-    w.open("if (" + ok + ")");
-    w.fill(cond, {"const bool " + ok + " = " + row_cached(w, p, sets, task, red, row_len) + ";"});
+    w.open("if (" + cached + ")");
+    w.fill(cond, {"const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len) + ";"});
     w.close_open("else");
-    row_streaming(w, s, red, row_len);
+    row_streaming(w, s, outer, red, row_len);
     w.close();
   } else {
-    row_streaming(w, s, red, row_len);
+    w.fill(cond, {"const bool " + cached + " = false;"});
+    row_streaming(w, s, outer, red, row_len);
   }
   if (!s.row_outputs.empty()) {
     w.open("if (threadIdx.x == 0)");
@@ -229,6 +293,20 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
     w.close();
   }
   w.close();
+  if (outer.active() && p.vectors.width > 0) {  // the cached path's partials, once
+    w.open("if (" + cached + ")");
+    const std::string& t = w.index_type();
+    for (int k = 0; k < p.vectors_per_thread; ++k)
+      for (int lane = 0; lane < p.vectors.width; ++lane) {
+        const std::string j = "(((" + t + ")" + std::to_string(k) + " * (" + t + ")blockDim.x + (" + t + ")threadIdx.x) * " +
+                              std::to_string(p.vectors.width) + " + " + std::to_string(lane) + ")";
+        w.open("if (" + j + " < " + row_len + ")");
+        for (size_t a = 0; a < outer.exprs.size(); ++a)
+          w.line(outer.partials[a] + "[" + j + "] = " + outer.regs[a][static_cast<size_t>(k)][static_cast<size_t>(lane)] + ";");
+        w.close();
+      }
+    w.close();
+  }
 }
 
 }  // namespace kf

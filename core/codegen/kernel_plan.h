@@ -50,7 +50,13 @@ struct LaunchRule {
     // max_blocks (grid-stride loop). items_per_thread is the vector width
     // of the kernel's 16-byte path (1 when it has none).
     Elementwise,
-    PerRow,       // grid.x = number of rows = product of the domain's kept dims (capped, grid-stride loop)
+    // grid.x = number of rows = product of the domain's kept dims (capped,
+    // grid-stride loop). With outer_accumulators > 0 (inner-outer), grid.x
+    // is at most blocks_per_sm per multiprocessor, each block writes one
+    // row of partials per outer reduction (grid.x * row length * 8 bytes
+    // each) and `finish_name` combines them, one thread per element of a
+    // row: the scratch and split words as for ColumnReduce.
+    PerRow,
     // Column reduction (the reduced dims are outer, the innermost dim is
     // kept): two kernels of one source, launched in order on one stream.
     // `name`: grid (ceil(cols / tile_cols), splits), each block reduces a
@@ -76,6 +82,9 @@ struct LaunchRule {
   // ColumnReduce.
   int tile_cols = 0;
   int accumulators = 0;
+  // PerRow, inner-outer.
+  int outer_accumulators = 0;
+  int blocks_per_sm = 0;
   int finish_block = 256;
   int extra_args = 0;  // words after the slots (scratch pointer, splits)
 };
@@ -85,7 +94,7 @@ struct KernelPlan {
   std::string source;
   std::vector<ArgSlot> args;
   LaunchRule launch;
-  std::string finish_name;  // ColumnReduce: the second kernel
+  std::string finish_name;  // ColumnReduce and inner-outer PerRow: the second kernel
   SchedulerKind scheduler = SchedulerKind::Pointwise;
 };
 

@@ -102,6 +102,23 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.reduced_dims = row.rows.reduced;
     launch.block = row.block;
     launch.row_items = row.vectors.width * row.vectors_per_thread;
+    if (row.has_outer()) {  // inner-outer: the partials' finishing kernel
+      launch.outer_accumulators = static_cast<int>(row.outer.phases[0].size());
+      launch.blocks_per_sm = row.outer_blocks_per_sm;
+      launch.finish_block = row.finish_block;
+      launch.extra_args = 2;
+      const std::string main = w.take_kernel();
+      ColumnParams finish;
+      finish.rows = row.outer;
+      finish.finish_block = row.finish_block;
+      emit_column_finish(w, finish);
+      const std::string fin = w.take_kernel();
+      plan.args = w.args();
+      assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"),
+               {kernel_text(launch.block, launch.row_items > 0, main), kernel_text(row.finish_block, false, fin)},
+               {"", "_finish"});
+      return plan;
+    }
   }
   plan.args = w.args();
   assemble(plan, args_struct(plan.args.size(), ""),

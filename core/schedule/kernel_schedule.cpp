@@ -46,6 +46,8 @@ struct Describe {
   std::string operator()(const RowParams& p) const {
     std::string s = "row block=" + std::to_string(p.block) + " " + rows(p.rows) + " " + vectors(p.vectors);
     if (p.vectors.width > 0) s += " cached_vectors_per_thread=" + std::to_string(p.vectors_per_thread);
+    if (p.has_outer())
+      s += " outer={" + rows(p.outer) + "} outer_blocks_per_sm=" + std::to_string(p.outer_blocks_per_sm);
     return s;
   }
   std::string operator()(const ColumnParams& p) const {
@@ -65,6 +67,7 @@ SchedulerKind kind_of(const KernelSchedule& s) {
 
 std::string_view family_of(const KernelSchedule& s) {
   static constexpr std::string_view names[] = {"pointwise", "tiled", "row", "column"};
+  if (const auto* r = std::get_if<RowParams>(&s); r != nullptr && r->has_outer()) return "inner_outer";
   return names[s.index()];
 }
 

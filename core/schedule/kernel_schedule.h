@@ -94,11 +94,25 @@ struct RowDomain {
 // vectors per thread, the block sized per call to the row (at most
 // `block`); rows longer than that, or failing the run-time vector checks,
 // are re-read from memory in every phase.
+//
+// Inner-outer (the norm backward pattern): the task also has reductions
+// over the kept dims (`outer`: same domain, reduced = the rows' kept dims,
+// one phase, its results task outputs only). Each block runs a bounded
+// number of rows (at most outer_blocks_per_sm blocks per multiprocessor,
+// each grid-striding over rows) and accumulates the outer reductions for
+// its columns across them (in registers on the cached path) into its own
+// row of partials (args.scratch); a second kernel combines the blocks'
+// partials per column in order (deterministic) and writes the outer
+// results. No full-size intermediate goes through memory.
 struct RowParams {
   RowDomain rows;
   VectorPlan vectors;  // along the last dim
   int vectors_per_thread = 4;
   int block = 256;
+  RowDomain outer;  // outer.domain < 0: none
+  int outer_blocks_per_sm = 0;
+  int finish_block = 256;
+  bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };
 

@@ -31,7 +31,14 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
     return p;
   }
   const std::optional<RowDomain> rows = find_row_domain(c, task, &p.why);
-  if (!rows) return p;
+  if (!rows) {
+    std::string why_not;
+    if (std::optional<RowParams> io = schedule_inner_outer(c, task, tuning, &why_not)) {
+      p.schedule = std::move(*io);
+      p.why.clear();
+    }
+    return p;
+  }
   if (std::optional<ColumnParams> col = schedule_column(c, task, *rows, nullptr)) p.schedule = std::move(*col);
   else p.schedule = schedule_row(c, task, *rows, tuning);
   return p;

@@ -19,8 +19,9 @@ struct ScheduleProposal {
 };
 
 // Tries, in order: for tasks without reductions the tiled then the
-// pointwise scheduler; for tasks with reductions (all over one domain) the
-// column then the row scheduler. Library ops (matmul) and empty tasks are
+// pointwise scheduler; for tasks with reductions all over one domain the
+// column then the row scheduler, otherwise the inner-outer scheduler (row
+// and column reductions of one domain). Library ops (matmul) and empty tasks are
 // never scheduled here (library segments call cuBLASLt).
 ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, const Tuning& tuning);
 

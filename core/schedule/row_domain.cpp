@@ -60,7 +60,8 @@ std::vector<bool> reduced_dims(const Expr& e, size_t rank) {
   return reduced;
 }
 
-std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why) {
+std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why,
+                                         const std::vector<int64_t>& domain_reads) {
   const Fusion& f = *c.fusion;
   const ExtentSets& sets = extent_sets_of(c);
   std::vector<int64_t> reductions;
@@ -120,6 +121,7 @@ std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& ta
   const IndexMap id = identity_map(c, s.domain);
   std::vector<std::pair<int64_t, IndexMap>> roots;
   for (int64_t o : s.domain_outputs) roots.push_back({o, id});
+  for (int64_t v : domain_reads) roots.push_back({v, id});
   for (int64_t ei : reductions) roots.push_back({f.exprs[static_cast<size_t>(ei)].inputs[0], id});
   for (int64_t o : s.row_outputs) roots.push_back({o, row_map(c, s, c.size_classes[static_cast<size_t>(o)].size())});
   const AccessMap reads = trace_accesses(c, task, roots);

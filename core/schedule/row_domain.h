@@ -20,6 +20,9 @@ std::vector<bool> reduced_dims(const Expr& e, size_t rank);
 // or a reduction result read at an index other than its own row (which a
 // kernel holding one row's results cannot provide). The task must contain
 // a reduction and no library op.
-std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why);
+// `domain_reads`: further values the kernel evaluates at every domain
+// index (an inner-outer kernel's outer reduction inputs).
+std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why,
+                                         const std::vector<int64_t>& domain_reads = {});
 
 }  // namespace kf

@@ -31,6 +31,10 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
 // domain-shaped written, the innermost dim kept.
 std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,
                                             std::string* why);
+// inner_outer.cpp: row reductions plus column reductions over exactly the
+// rows' kept dims (norm backward).
+std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                              std::string* why);
 // row_reduction.cpp: any rows (one block per row).
 RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning);
 

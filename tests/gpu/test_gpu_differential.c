@@ -812,6 +812,115 @@ static void test_fusions(void** state) {
   end_test("fusions");
 }
 
+/* Norm backward (the inner-outer scheduler): grad input from row sums,
+ * grad weight and bias as column sums, in one kernel plus a finishing
+ * kernel. Layernorm and rmsnorm backward as frameworks write them (mean and
+ * rstd saved by the forward pass as float32 inputs), and a variant with a
+ * column mean and max. Shapes: rows held in registers, rows streamed
+ * (40000 columns), many rows per block, odd widths, zero rows (the column
+ * results are identities) and zero columns. */
+static const char* const kNormBackward[] = {
+    /* layernorm backward */
+    "input dy: tensor<%1$s, 2>\n"
+    "input x: tensor<%1$s, 2>\n"
+    "input mean: tensor<float32, 2>\n"
+    "input rstd: tensor<float32, 2>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "dyf = cast(dy) {dtype=float32}\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "wf = cast(w) {dtype=float32}\n"
+    "xc = sub(xf, mean)\n"
+    "xhat = mul(xc, rstd)\n"
+    "g = mul(dyf, wf)\n"
+    "gx = mul(g, xhat)\n"
+    "s1 = mean(g) {axes=[1], keepdim=true}\n"
+    "s2 = mean(gx) {axes=[1], keepdim=true}\n"
+    "a = sub(g, s1)\n"
+    "b = mul(xhat, s2)\n"
+    "c = sub(a, b)\n"
+    "dx = mul(c, rstd)\n"
+    "dxo = cast(dx) {dtype=%1$s}\n"
+    "dyx = mul(dyf, xhat)\n"
+    "dw = sum(dyx) {axes=[0], keepdim=false}\n"
+    "db = sum(dyf) {axes=[0], keepdim=false}\n"
+    "output dxo\n"
+    "output dw\n"
+    "output db\n",
+    /* rmsnorm backward (keepdim column sum) */
+    "input dy: tensor<%1$s, 2>\n"
+    "input x: tensor<%1$s, 2>\n"
+    "input mean: tensor<float32, 2>\n"
+    "input rstd: tensor<float32, 2>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "dyf = cast(dy) {dtype=float32}\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "wf = cast(w) {dtype=float32}\n"
+    "xn = mul(xf, rstd)\n"
+    "g = mul(dyf, wf)\n"
+    "gx = mul(g, xn)\n"
+    "s = mean(gx) {axes=[1], keepdim=true}\n"
+    "b = mul(xn, s)\n"
+    "c = sub(g, b)\n"
+    "dx = mul(c, rstd)\n"
+    "dxo = cast(dx) {dtype=%1$s}\n"
+    "dyx = mul(dyf, xn)\n"
+    "dw = sum(dyx) {axes=[0], keepdim=true}\n"
+    "output dxo\n"
+    "output dw\n",
+    /* a column mean and max beside a row max (other combine ops) */
+    "input dy: tensor<%1$s, 2>\n"
+    "input x: tensor<%1$s, 2>\n"
+    "input mean: tensor<float32, 2>\n"
+    "input rstd: tensor<float32, 2>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "dyf = cast(dy) {dtype=float32}\n"
+    "m = max(xf) {axes=[1], keepdim=true}\n"
+    "y = sub(xf, m)\n"
+    "yr = mul(y, rstd)\n"
+    "cm = mean(yr) {axes=[0], keepdim=false}\n"
+    "dyy = mul(dyf, y)\n"
+    "cx = max(dyy) {axes=[0], keepdim=false}\n"
+    "output y\n"
+    "output cm\n"
+    "output cx\n"
+    "output m\n",
+};
+
+static void test_norm_backward(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT16};
+  const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {3, 40000}, {2000, 256}, {0, 16},
+                               {7, 0},     {9, 2056}, {300, 3},  {1000, 1000}};
+  for (int k = 0; k < 3; ++k)
+    for (int d = 0; d < 3; ++d)
+      for (int s = 0; s < 9; ++s) {
+        char text[2048];
+        snprintf(text, sizeof text, kNormBackward[k], kf_dtype_name(dts[d]));
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        tin in[5];
+        const int64_t rows[2] = {shapes[s][0], 1};
+        in[0] = input(dts[d], 2, shapes[s]);
+        in[1] = input(dts[d], 2, shapes[s]);
+        in[2] = input(KF_FLOAT32, 2, rows);
+        in[3] = input(KF_FLOAT32, 2, rows);
+        in[4] = input(dts[d], 1, &shapes[s][1]);
+        fill(&in[0], -2, 2, 0);
+        fill(&in[1], -3, 3, 0);
+        fill(&in[2], -0.5, 0.5, 0);
+        fill(&in[3], 0.5, 2, 0);
+        fill(&in[4], 0.5, 1.5, 0);
+        char what[128];
+        snprintf(what, sizeof what, "norm backward %d %s [%lld,%lld]", k, kf_dtype_name(dts[d]),
+                 (long long)shapes[s][0], (long long)shapes[s][1]);
+        run_case_tol(f, in, 5, what, 16.0, -1);
+        free_inputs(in, 5);
+        kf_fusion_release(f);
+      }
+  end_test("norm backward");
+}
+
 /* exp(x) | segment_set | + y, then a sum: more than one segment, with an
  * intermediate the executor allocates; also through a caller allocator. */
 typedef struct {
@@ -983,7 +1092,8 @@ int main(void) {
       cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
-      cmocka_unit_test(test_fusions),       cmocka_unit_test(test_two_segments),
+      cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
+      cmocka_unit_test(test_two_segments),
       cmocka_unit_test(test_copies),
       cmocka_unit_test(test_default_stream), cmocka_unit_test(test_large),
   };

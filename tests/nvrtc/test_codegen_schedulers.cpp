@@ -7,6 +7,7 @@
 // activation, when cuBLASLt has no algorithm for the epilogue).
 #include "core/define/builder.h"
 #include "core/codegen/kernel_plan.h"
+#include "core/ir/text_parser.h"
 #include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
 
@@ -279,14 +280,89 @@ void test_fast_paths(void** /*state*/) {
   }
 }
 
+// Layernorm backward: row sums for grad input and column sums for grad
+// weight and bias in one inner-outer kernel plus its finishing kernel.
+void test_inner_outer(void** /*state*/) {
+  auto f = parse_fusion(
+      "input dy: tensor<bfloat16, 2>\n"
+      "input x: tensor<bfloat16, 2>\n"
+      "input mean: tensor<float32, 2>\n"
+      "input rstd: tensor<float32, 2>\n"
+      "input w: tensor<bfloat16, 1>\n"
+      "dyf = cast(dy) {dtype=float32}\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "wf = cast(w) {dtype=float32}\n"
+      "xc = sub(xf, mean)\n"
+      "xhat = mul(xc, rstd)\n"
+      "g = mul(dyf, wf)\n"
+      "gx = mul(g, xhat)\n"
+      "s1 = mean(g) {axes=[1], keepdim=true}\n"
+      "s2 = mean(gx) {axes=[1], keepdim=true}\n"
+      "a = sub(g, s1)\n"
+      "b = mul(xhat, s2)\n"
+      "c = sub(a, b)\n"
+      "dx = mul(c, rstd)\n"
+      "dxo = cast(dx) {dtype=bfloat16}\n"
+      "dyx = mul(dyf, xhat)\n"
+      "dw = sum(dyx) {axes=[0], keepdim=false}\n"
+      "db = sum(dyf) {axes=[0], keepdim=false}\n"
+      "output dxo\n"
+      "output dw\n"
+      "output db\n");
+  for (int64_t cols : {int64_t{1024}, int64_t{77}}) {
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {256, cols}));
+    in.push_back(kftest::tensor(DType::BF16, {256, cols}));
+    in.push_back(kftest::tensor(DType::F32, {256, 1}));
+    in.push_back(kftest::tensor(DType::F32, {256, 1}));
+    in.push_back(kftest::tensor(DType::BF16, {cols}));
+    auto c = kftest::concretize(f, in);
+    const KernelSchedule schedule = kftest::schedule(c);
+    const RowParams& p = std::get<RowParams>(schedule);
+    assert_true(p.has_outer());
+    assert_true(p.rows.reduced == std::vector<bool>({false, true}));
+    assert_true(p.outer.reduced == std::vector<bool>({true, false}));
+    assert_int_equal(p.outer.phases.at(0).size(), 2);
+    assert_int_equal(p.outer.row_outputs.size(), 2);
+    assert_int_equal(p.rows.domain_outputs.size(), 1);
+    assert_int_equal(p.vectors.width, 8);
+    assert_int_equal(p.vectors_per_thread, Tuning{}.inner_outer_vectors);
+    assert_string_equal(std::string(family_of(schedule)).c_str(), "inner_outer");
+    // The whole fusion is one segment with this schedule.
+    auto seg = segment_fusion(*c);
+    assert_int_equal(seg->segments.size(), 1);
+    assert_true(seg->segments[0].schedule == schedule);
+    KernelPlan plan = emit_kernel(*c, root_task(*f), schedule);
+    assert_int_equal(static_cast<int>(plan.launch.kind), static_cast<int>(LaunchRule::Kind::PerRow));
+    assert_int_equal(plan.launch.outer_accumulators, 2);
+    assert_int_equal(plan.launch.extra_args, 2);
+    assert_false(plan.finish_name.empty());
+    assert_true(contains(plan.source, "args.scratch"));
+    batch().add(plan);
+  }
+}
+
 void test_rejections(void** /*state*/) {
+  {  // a row sum and a column sum of one matrix: one inner-outer kernel
+    Builder b;
+    const int64_t x = b.tensor_input(2, DType::F32);
+    b.output(b.op(Op::SUM, {x}, {0, 0})[0], {}, -1);
+    b.output(b.op(Op::SUM, {x}, {0, 1})[0], {}, -1);
+    auto f = b.finalize();
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 16}));
+    const ScheduleProposal p = propose_schedule(*kftest::concretize(f, in), root_task(*f), Tuning{});
+    assert_true(p.schedule.has_value() && family_of(*p.schedule) == "inner_outer");
+  }
+  // Sums over dims 0 and 2 of a rank-3 tensor: neither one domain's rows
+  // nor rows and exactly their columns.
   Builder b;
-  const int64_t x = b.tensor_input(2, DType::F32);
+  const int64_t x = b.tensor_input(3, DType::F32);
   b.output(b.op(Op::SUM, {x}, {0, 0})[0], {}, -1);
-  b.output(b.op(Op::SUM, {x}, {0, 1})[0], {}, -1);
+  b.output(b.op(Op::SUM, {x}, {0, 2})[0], {}, -1);
   auto f = b.finalize();
   Inputs in;
-  in.push_back(kftest::tensor(DType::F32, {8, 16}));
+  in.push_back(kftest::tensor(DType::F32, {8, 4, 16}));
   auto c = kftest::concretize(f, in);
   ScheduleProposal p = propose_schedule(*c, root_task(*f), Tuning{});
   assert_false(p.schedule.has_value());
@@ -370,6 +446,7 @@ int main() {
       cmocka_unit_test(test_pointwise_layouts),
       cmocka_unit_test(test_fusions),
       cmocka_unit_test(test_fast_paths),
+      cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
       cmocka_unit_test(test_compile),

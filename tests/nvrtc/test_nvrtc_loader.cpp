@@ -146,21 +146,34 @@ void test_launch_dims(void**) {
   r.domain_value = 0;
   r.block = 128;
   r.items_per_thread = 4;
-  LaunchDims d = launch_dims(r, sizes[0], 1 << 30);
+  LaunchDims d = launch_dims(r, sizes[0], 1 << 30, 132);
   assert_int_equal(d.grid, (3000 + 511) / 512);
   assert_int_equal(d.block, 128);
   r.max_blocks = 2;
-  assert_int_equal(launch_dims(r, sizes[0], 1 << 30).grid, 2);
+  assert_int_equal(launch_dims(r, sizes[0], 1 << 30, 132).grid, 2);
   r.max_blocks = 1 << 20;
-  assert_int_equal(launch_dims(r, sizes[0], 3).grid, 3);  // the device's grid limit
+  assert_int_equal(launch_dims(r, sizes[0], 3, 132).grid, 3);  // the device's grid limit
   // An empty domain: nothing to launch.
-  assert_int_equal(launch_dims(r, sizes[1], 1 << 30).grid, 0);
+  assert_int_equal(launch_dims(r, sizes[1], 1 << 30, 132).grid, 0);
   r.kind = LaunchRule::Kind::PerRow;
   r.reduced_dims = {false, true, false};
-  assert_int_equal(launch_dims(r, sizes[2], 1 << 30).grid, 36);
+  assert_int_equal(launch_dims(r, sizes[2], 1 << 30, 132).grid, 36);
   // Rows exist but the reduced dim is empty: still launched (identity values).
   r.reduced_dims = {false, true};
-  assert_int_equal(launch_dims(r, Sizes{6, 0}, 1 << 30).grid, 6);
+  assert_int_equal(launch_dims(r, Sizes{6, 0}, 1 << 30, 132).grid, 6);
+  // Inner-outer: a bounded grid (its partial rows), a finishing grid over
+  // the row's elements, scratch for every outer reduction; no rows at all
+  // still launches one block (the column results are identities).
+  r.outer_accumulators = 2;
+  r.blocks_per_sm = 4;
+  r.finish_block = 256;
+  d = launch_dims(r, Sizes{100000, 1000}, 1 << 30, 132);
+  assert_int_equal(d.grid, 528);
+  assert_int_equal(d.splits, 528);
+  assert_int_equal(d.finish_grid, 4);
+  assert_int_equal(d.scratch_bytes, 2ull * 528 * 1000 * 8);
+  assert_int_equal(launch_dims(r, Sizes{10, 1000}, 1 << 30, 132).grid, 10);
+  assert_int_equal(launch_dims(r, Sizes{0, 1000}, 1 << 30, 132).grid, 1);
 }
 
 // x (f32, rank 2) * s (f32 scalar) -> y

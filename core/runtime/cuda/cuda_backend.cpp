@@ -201,22 +201,24 @@ class CudaBackend final : public Backend {
   void run_kernel(const ConcreteFusion& c, const LoadedSegment& k, const ValueSizes& sizes,
                   const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options,
                   ScopedContext& context) {
-    const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x);
+    const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
+                                        context.info().multiprocessors);
     if (dims.grid == 0) return;  // empty domain
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
-    if (k.plan.launch.kind == LaunchRule::Kind::ColumnReduce) {
+    if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing
       // kernel; the buffer is released in stream order behind it.
       const size_t n = k.plan.args.size();
       const size_t bytes = static_cast<size_t>(dims.scratch_bytes);
       void* scratch = allocate(bytes, c.device.id, options);
       args[n] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scratch));
-      args[n + 1] = dims.grid_y;
+      args[n + 1] = dims.splits;
       try {
-        launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, 0, stream_of(options), args.data(), dims.grid_y);
+        launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes, stream_of(options), args.data(),
+               dims.grid_y);
         launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
                stream_of(options), args.data());
       } catch (...) {

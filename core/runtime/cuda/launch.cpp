@@ -127,7 +127,7 @@ void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
   }
 }
 
-LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x) {
+LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors) {
   LaunchDims dims;
   dims.block = static_cast<uint32_t>(rule.block);
   dims.shared_bytes = static_cast<uint32_t>(rule.shared_bytes);
@@ -145,6 +145,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
                                                std::max<int64_t>(1, (rows + kMinRows - 1) / kMinRows));
     dims.grid = static_cast<uint32_t>(tiles);
     dims.grid_y = static_cast<uint32_t>(std::min<int64_t>(splits, 65535));
+    dims.splits = dims.grid_y;
     dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((cols + rule.finish_block - 1) / rule.finish_block, cap));
     dims.scratch_bytes = static_cast<uint64_t>(rule.accumulators) * dims.grid_y * static_cast<uint64_t>(cols) * 8;
     return dims;
@@ -165,7 +166,19 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     }
   }
   int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
+  if (rule.outer_accumulators > 0) cap = std::min<int64_t>(cap, int64_t{std::max(multiprocessors, 1)} * rule.blocks_per_sm);
   dims.grid = static_cast<uint32_t>(std::clamp<int64_t>(work, 0, std::max<int64_t>(cap, 1)));
+  if (rule.outer_accumulators > 0) {
+    int64_t row = 1;
+    for (size_t d = 0; d < domain.size(); ++d)
+      if (d < rule.reduced_dims.size() && rule.reduced_dims[d]) row *= domain[d];
+    // Rows but no columns: no partials to combine, the outer results are
+    // still written (identities over zero rows when there are no rows).
+    dims.grid = std::max<uint32_t>(dims.grid, 1);
+    dims.splits = dims.grid;
+    dims.finish_grid = static_cast<uint32_t>(std::clamp<int64_t>((row + rule.finish_block - 1) / rule.finish_block, 1, cap));
+    dims.scratch_bytes = static_cast<uint64_t>(rule.outer_accumulators) * dims.grid * static_cast<uint64_t>(row) * 8;
+  }
   return dims;
 }
 

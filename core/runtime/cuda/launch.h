@@ -36,13 +36,16 @@ struct LaunchDims {
   uint32_t block = 0;
   uint32_t shared_bytes = 0;
   // ColumnReduce: grid.y of the first kernel (the splits of the reduced
-  // rows), the second kernel's grid, and the scratch it needs.
+  // rows); inner-outer PerRow: 1. Both: the number of partials per column
+  // (splits), the second kernel's grid, and the scratch they need.
   uint32_t grid_y = 1;
+  uint32_t splits = 0;
   uint32_t finish_grid = 0;
   uint64_t scratch_bytes = 0;
 };
 
-// domain: this call's sizes of rule.domain_value.
-LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x);
+// domain: this call's sizes of rule.domain_value; the device's grid limit
+// and multiprocessor count.
+LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors);
 
 }  // namespace kf::cuda
