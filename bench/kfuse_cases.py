@@ -7,9 +7,10 @@ CASES_DIR = pathlib.Path(__file__).resolve().parent / "cases"
 TEMPLATE_DTYPE = "bfloat16"  # the word that stands for the storage dtype
 
 
-def suite(cases_dir=CASES_DIR):
-    """Case names in suite order."""
-    lines = (l.strip() for l in (cases_dir / "suite.txt").read_text().splitlines())
+def suite(cases_dir=CASES_DIR, name="suite"):
+    """Case names of the list NAME.txt (suite: the headline cases, training:
+    the training fusions), in order."""
+    lines = (l.strip() for l in (cases_dir / f"{name}.txt").read_text().splitlines())
     return [l for l in lines if l and not l.startswith("#")]
 
 
@@ -25,28 +26,37 @@ def case_text(name, storage, cases_dir=CASES_DIR):
     return re.sub(rf"\b{TEMPLATE_DTYPE}\b", storage, _read(name, cases_dir))
 
 
+def input_dtypes(name, storage, cases_dir=CASES_DIR):
+    """The dtype of each tensor input, in input order, with `storage` as the storage dtype."""
+    return re.findall(r"^input \w+: tensor<(\w+), \d+>", case_text(name, storage, cases_dir), re.M)
+
+
 def input_shapes(name, m, n, cases_dir=CASES_DIR):
-    """Shapes of the tensor inputs, in input order, from `#! bench: MxN, N`."""
+    """Shapes of the tensor inputs, in input order, from `#! bench: MxN, N`
+    (sizes M, N or whole numbers)."""
     for line in _read(name, cases_dir).splitlines():
         line = line.strip()
         if line.startswith("#!") and line[2:].split(":", 1)[0].strip() == "bench":
             dims = {"M": m, "N": n}
-            return [tuple(dims[d.strip()] for d in shape.split("x"))
+            return [tuple(dims[d.strip()] if d.strip() in dims else int(d) for d in shape.split("x"))
                     for shape in line.split(":", 1)[1].split(",")]
     raise ValueError(f"case '{name}' has no '#! bench:' line")
 
 
 def _self_check():
     """Every suite case loads for every dtype, with one bench shape per tensor input."""
-    for name in suite():
+    names = suite() + suite(name="training")
+    for name in names:
         for storage in ("bfloat16", "float16", "float32"):
             text = case_text(name, storage)
             inputs = re.findall(r"^input \w+: tensor<(\w+), (\d+)>", text, re.M)
             shapes = input_shapes(name, 3, 5)
             assert len(inputs) == len(shapes), f"{name}: {len(inputs)} inputs, {len(shapes)} bench shapes"
             for (dtype, rank), shape in zip(inputs, shapes):
-                assert dtype == storage and int(rank) == len(shape), f"{name} ({storage}): {dtype}, {rank} vs {shape}"
-    print(f"{len(suite())} cases ok")
+                # Storage dtype, or float32 for saved statistics (mean, rstd).
+                assert dtype in (storage, "float32") and int(rank) == len(shape), \
+                    f"{name} ({storage}): {dtype}, {rank} vs {shape}"
+    print(f"{len(names)} cases ok")
 
 
 if __name__ == "__main__":

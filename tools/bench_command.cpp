@@ -47,7 +47,10 @@ options (lists are comma-separated; every combination runs):
   --warmup W          untimed runs before them (default 10)
   --check-rows R      rows of the checked shape (default 64; 0: no check)
   --out FILE          also write the table (markdown) to FILE
-  --cases-dir DIR     where suite.txt and the NAME.kf files are
+  --suite NAME        the case list NAME.txt in the cases folder (default
+                      suite: the headline cases; training: the training
+                      fusions)
+  --cases-dir DIR     where the case lists and the NAME.kf files are
                       (default )USAGE" KFUSE_BENCH_CASES_DIR R"USAGE()
   --dry-run           no GPU needed: parse, concretize for kDLCUDA and
                       segment every configuration; print the table without
@@ -70,6 +73,7 @@ struct BenchOptions {
   int64_t check_rows = 64;
   std::string out;
   std::string cases_dir = KFUSE_BENCH_CASES_DIR;
+  std::string suite = "suite";
   bool dry_run = false;
 };
 
@@ -114,8 +118,9 @@ kf_dtype parse_storage(const std::string& name) {
 // --- the cases -------------------------------------------------------------
 
 std::vector<BenchCase> load_cases(const BenchOptions& o) {
-  std::ifstream suite(o.cases_dir + "/suite.txt");
-  if (!suite) throw CliError(KF_OK, "cannot read " + o.cases_dir + "/suite.txt (--cases-dir)");
+  const std::string list = o.cases_dir + "/" + o.suite + ".txt";
+  std::ifstream suite(list);
+  if (!suite) throw CliError(KF_OK, "cannot read " + list + " (--suite, --cases-dir)");
   std::vector<std::string> names;
   std::string line;
   while (std::getline(suite, line)) {
@@ -125,7 +130,7 @@ std::vector<BenchCase> load_cases(const BenchOptions& o) {
   if (!o.cases.empty()) {
     for (const std::string& c : o.cases)
       if (std::find(names.begin(), names.end(), c) == names.end())
-        throw CliError(KF_OK, "unknown case '" + c + "' (not in " + o.cases_dir + "/suite.txt)");
+        throw CliError(KF_OK, "unknown case '" + c + "' (not in " + list + ")");
     names = o.cases;
   }
   std::vector<BenchCase> cases;
@@ -149,9 +154,15 @@ std::vector<std::vector<int64_t>> input_shapes(const BenchCase& c, int64_t m, in
   for (const std::string& s : c.shapes) {
     std::vector<int64_t> shape;
     for (const std::string& d : split_list(s, 'x')) {
-      if (d != "M" && d != "N")
-        throw CliError(KF_OK, c.file.path + ": '#! bench:' sizes are M or N, got '" + d + "'");
-      shape.push_back(d == "M" ? m : n);
+      if (d == "M" || d == "N") {
+        shape.push_back(d == "M" ? m : n);
+        continue;
+      }
+      char* end = nullptr;
+      const long long literal = std::strtoll(d.c_str(), &end, 10);
+      if (d.empty() || *end != '\0' || literal < 0)
+        throw CliError(KF_OK, c.file.path + ": '#! bench:' sizes are M, N or whole numbers, got '" + d + "'");
+      shape.push_back(literal);
     }
     shapes.push_back(shape);
   }
@@ -540,6 +551,7 @@ BenchOptions parse_bench_options(int argc, char** argv, bool* help) {
     else if (arg == "--check-rows") o.check_rows = parse_count(next(), arg, 0);
     else if (arg == "--out") o.out = next();
     else if (arg == "--cases-dir") o.cases_dir = next();
+    else if (arg == "--suite") o.suite = next();
     else if (arg == "--dry-run" && !args.has_value()) o.dry_run = true;
     else if (arg == "--help" || arg == "-h") *help = true;
     else throw std::string("unexpected argument '" + args.raw() + "'");

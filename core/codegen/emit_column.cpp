@@ -1,7 +1,8 @@
 // Column reductions (reduced dims outer, the innermost dim kept): kernel 1
 // reduces, per block, a slab of reduced rows (blockIdx.y's split) for a
-// tile of columns into partials in args.scratch; kernel 2 combines the
-// splits of each column in order (deterministic) and writes the outputs.
+// tile of columns into partials in args.scratch, writing any domain-shaped
+// outputs on the way; kernel 2 combines the splits of each column in order
+// (deterministic) and writes the row-shaped outputs.
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
@@ -49,12 +50,15 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
       w.line(std::string(reg_type(types[a])) + " " + acc[a].back() + " = " + acc_init(e, types[a]) + ";");
     }
   }
+  // One element: into the accumulators, and the domain-shaped outputs
+  // (each element is visited once).
   auto step = [&](int lane, const std::vector<std::string>& idx) {
     for (size_t a = 0; a < exprs.size(); ++a) {
       const int64_t in = exprs[a]->inputs[0];
       w.line(acc_step(*exprs[a], types[a], acc[a][static_cast<size_t>(lane)],
                       convert(f.value(in).dtype, types[a], w.value_at(in, idx))));
     }
+    for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
   };
   const KernelWriter::Section cond = w.reserve();
   const std::string vec_flag = w.fresh("kfvec");

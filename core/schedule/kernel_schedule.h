@@ -119,8 +119,10 @@ struct RowParams {
 // Column (outer) reduction: the innermost dim is kept, the reduced rows are
 // strided. Kernel 1: a block reduces a slab of rows for a tile of
 // col_threads * vector-width columns (row_groups rows at a time), split
-// over the rows (grid.y) into partials; kernel 2 combines the splits in
-// order (deterministic) and writes the row-shaped outputs.
+// over the rows (grid.y) into partials, and writes the domain-shaped
+// outputs (none of which reads a reduction result) as it visits each
+// element; kernel 2 combines the splits in order (deterministic) and
+// writes the row-shaped outputs.
 struct ColumnParams {
   RowDomain rows;
   VectorPlan vectors;  // along the last (kept) dim

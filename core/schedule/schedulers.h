@@ -27,8 +27,8 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
 // another dim than the outputs' innermost (read through a permute, or
 // passed in another layout).
 std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, std::string* why);
-// column_reduction.cpp: one phase of plain reductions, nothing
-// domain-shaped written, the innermost dim kept.
+// column_reduction.cpp: one phase of plain reductions, the innermost dim
+// kept, no domain-shaped output reading a reduction result.
 std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,
                                             std::string* why);
 // inner_outer.cpp: row reductions plus column reductions over exactly the

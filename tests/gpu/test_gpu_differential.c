@@ -814,7 +814,8 @@ static void test_fusions(void** state) {
 
 /* Norm backward (the inner-outer scheduler): grad input from row sums,
  * grad weight and bias as column sums, in one kernel plus a finishing
- * kernel. Layernorm and rmsnorm backward as frameworks write them (mean and
+ * kernel; and an activation backward with its bias gradient (the column
+ * scheduler with a domain-shaped output). Layernorm and rmsnorm backward as frameworks write them (mean and
  * rstd saved by the forward pass as float32 inputs), and a variant with a
  * column mean and max. Shapes: rows held in registers, rows streamed
  * (40000 columns), many rows per block, odd widths, zero rows (the column
@@ -885,6 +886,28 @@ static const char* const kNormBackward[] = {
     "output cm\n"
     "output cx\n"
     "output m\n",
+    /* silu backward with the bias gradient (the column scheduler writing
+     * grad input as it reduces) */
+    "input dy: tensor<%1$s, 2>\n"
+    "input x: tensor<%1$s, 2>\n"
+    "input mean: tensor<float32, 2>\n"
+    "input rstd: tensor<float32, 2>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "dyf = cast(dy) {dtype=float32}\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "bf = cast(w) {dtype=float32}\n"
+    "h = add(xf, bf)\n"
+    "s = sigmoid(h)\n"
+    "const one: float32 = 1\n"
+    "om = sub(one, s)\n"
+    "hs = mul(h, om)\n"
+    "t = add(one, hs)\n"
+    "d = mul(s, t)\n"
+    "dx = mul(dyf, d)\n"
+    "dxo = cast(dx) {dtype=%1$s}\n"
+    "db = sum(dx) {axes=[0], keepdim=false}\n"
+    "output dxo\n"
+    "output db\n",
 };
 
 static void test_norm_backward(void** state) {
@@ -892,7 +915,7 @@ static void test_norm_backward(void** state) {
   const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT16};
   const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {3, 40000}, {2000, 256}, {0, 16},
                                {7, 0},     {9, 2056}, {300, 3},  {1000, 1000}};
-  for (int k = 0; k < 3; ++k)
+  for (int k = 0; k < 4; ++k)
     for (int d = 0; d < 3; ++d)
       for (int s = 0; s < 9; ++s) {
         char text[2048];
