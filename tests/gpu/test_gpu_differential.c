@@ -918,6 +918,8 @@ static void test_norm_backward(void** state) {
   for (int k = 0; k < 4; ++k)
     for (int d = 0; d < 3; ++d)
       for (int s = 0; s < 9; ++s) {
+        /* A max over zero elements has no identity (an error, as in PyTorch). */
+        if (k == 2 && (shapes[s][0] == 0 || shapes[s][1] == 0)) continue;
         char text[2048];
         snprintf(text, sizeof text, kNormBackward[k], kf_dtype_name(dts[d]));
         kf_fusion f;
