@@ -3,6 +3,8 @@
 // tile of columns into partials in args.scratch, writing any domain-shaped
 // outputs on the way; kernel 2 combines the splits of each column in order
 // (deterministic) and writes the row-shaped outputs.
+#include <algorithm>
+
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
@@ -51,14 +53,23 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
     }
   }
   // One element: into the accumulators, and the domain-shaped outputs
-  // (each element is visited once).
-  auto step = [&](int lane, const std::vector<std::string>& idx) {
+  // (each element is visited once; `vector_out` registers take the lanes
+  // of the plan's vector outputs, stored as one 16-byte vector after).
+  auto step = [&](int lane, const std::vector<std::string>& idx, const std::vector<std::string>& vector_out) {
     for (size_t a = 0; a < exprs.size(); ++a) {
       const int64_t in = exprs[a]->inputs[0];
       w.line(acc_step(*exprs[a], types[a], acc[a][static_cast<size_t>(lane)],
                       convert(f.value(in).dtype, types[a], w.value_at(in, idx))));
     }
-    for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
+    for (int64_t o : s.domain_outputs) {
+      const std::string reg = w.value_at(o, idx);
+      auto it = std::find(p.vectors.outputs.begin(), p.vectors.outputs.end(), o);
+      if (vector_out.empty() || it == p.vectors.outputs.end())
+        w.store(o, idx, reg);
+      else
+        w.line(vector_out[static_cast<size_t>(it - p.vectors.outputs.begin())] + ".v[" + std::to_string(lane) +
+               "] = " + w.stored(f.value(o).dtype, reg) + ";");
+    }
   };
   const KernelWriter::Section cond = w.reserve();
   const std::string vec_flag = w.fresh("kfvec");
@@ -78,14 +89,23 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
     w.group = 0;
     w.section = 0;
     w.lane_base = base;
+    std::vector<std::string> ov;
+    for (int64_t o : p.vectors.outputs) {
+      ov.push_back(w.fresh("ov"));
+      w.line(vector_type(w, o, V) + " " + ov.back() + ";");
+    }
     for (int lane = 0; lane < V; ++lane) {
       std::vector<std::string> idx = base;
       if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
       w.lane = lane;
       w.lane_index = idx;
-      step(lane, idx);
+      step(lane, idx, ov);
     }
     w.lane = -1;
+    for (size_t q = 0; q < ov.size(); ++q) {
+      const int64_t o = p.vectors.outputs[q];
+      w.line("*(" + vector_type(w, o, V) + "*)(" + w.pointer(o) + " + " + w.offset(o, base) + ") = " + ov[q] + ";");
+    }
     w.fill(loads, vector_loads(w, V, 0, {}));
     w.close();
     w.close();
@@ -114,7 +134,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
     std::vector<std::string> idx(r);
     for (size_t k = 0; k < kept.size(); ++k) idx[kept[k]] = kidx[static_cast<size_t>(lane)][k];
     for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = ridx[k];
-    step(lane, idx);
+    step(lane, idx, {});
     w.close();
   }
   w.close();

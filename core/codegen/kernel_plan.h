@@ -52,7 +52,8 @@ struct LaunchRule {
     Elementwise,
     // grid.x = number of rows = product of the domain's kept dims (capped,
     // grid-stride loop). With outer_accumulators > 0 (inner-outer), grid.x
-    // is at most blocks_per_sm per multiprocessor, each block writes one
+    // is at most threads_per_sm / block blocks per multiprocessor (at least
+    // one), each block writes one
     // row of partials per outer reduction (grid.x * row length * 8 bytes
     // each) and `finish_name` combines them, one thread per element of a
     // row: the scratch and split words as for ColumnReduce.
@@ -84,7 +85,7 @@ struct LaunchRule {
   int accumulators = 0;
   // PerRow, inner-outer.
   int outer_accumulators = 0;
-  int blocks_per_sm = 0;
+  int threads_per_sm = 0;
   int finish_block = 256;
   int extra_args = 0;  // words after the slots (scratch pointer, splits)
 };

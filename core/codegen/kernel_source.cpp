@@ -104,7 +104,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.row_items = row.vectors.width * row.vectors_per_thread;
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel
       launch.outer_accumulators = static_cast<int>(row.outer.phases[0].size());
-      launch.blocks_per_sm = row.outer_blocks_per_sm;
+      launch.threads_per_sm = row.outer_threads_per_sm;
       launch.finish_block = row.finish_block;
       launch.extra_args = 2;
       const std::string main = w.take_kernel();

@@ -33,7 +33,7 @@ std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task&
   }
   ColumnParams p;
   p.rows = rows;
-  p.vectors = plan_vectors(c, task, {}, rows.domain, r - 1);
+  p.vectors = plan_vectors(c, task, rows.domain_outputs, rows.domain, r - 1);
   return p;
 }
 

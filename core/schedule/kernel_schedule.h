@@ -97,9 +97,9 @@ struct RowDomain {
 //
 // Inner-outer (the norm backward pattern): the task also has reductions
 // over the kept dims (`outer`: same domain, reduced = the rows' kept dims,
-// one phase, its results task outputs only). Each block runs a bounded
-// number of rows (at most outer_blocks_per_sm blocks per multiprocessor,
-// each grid-striding over rows) and accumulates the outer reductions for
+// one phase, its results task outputs only). The grid is bounded (about
+// outer_threads_per_sm threads per multiprocessor, each block grid-striding
+// over rows) and accumulates the outer reductions for
 // its columns across them (in registers on the cached path) into its own
 // row of partials (args.scratch); a second kernel combines the blocks'
 // partials per column in order (deterministic) and writes the outer
@@ -110,7 +110,7 @@ struct RowParams {
   int vectors_per_thread = 4;
   int block = 256;
   RowDomain outer;  // outer.domain < 0: none
-  int outer_blocks_per_sm = 0;
+  int outer_threads_per_sm = 0;
   int finish_block = 256;
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;

@@ -20,7 +20,7 @@ const Tuning& default_tuning() {
     d.pointwise_unroll = from_env("KFUSE_TUNE_POINTWISE_UNROLL", d.pointwise_unroll);
     d.row_vectors = from_env("KFUSE_TUNE_ROW_VECTORS", d.row_vectors);
     d.inner_outer_vectors = from_env("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors);
-    d.inner_outer_blocks_per_sm = from_env("KFUSE_TUNE_INNER_OUTER_BLOCKS", d.inner_outer_blocks_per_sm);
+    d.inner_outer_threads_per_sm = from_env("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm);
     return d;
   }();
   return t;

@@ -165,9 +165,10 @@ void test_launch_dims(void**) {
   // the row's elements, scratch for every outer reduction; no rows at all
   // still launches one block (the column results are identities).
   r.outer_accumulators = 2;
-  r.blocks_per_sm = 4;
+  r.threads_per_sm = 512;  // 4 blocks of 128 threads
   r.finish_block = 256;
   d = launch_dims(r, Sizes{100000, 1000}, 1 << 30, 132);
+  assert_int_equal(d.block, 128);
   assert_int_equal(d.grid, 528);
   assert_int_equal(d.splits, 528);
   assert_int_equal(d.finish_grid, 4);

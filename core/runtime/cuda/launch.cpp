@@ -166,7 +166,9 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     }
   }
   int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
-  if (rule.outer_accumulators > 0) cap = std::min<int64_t>(cap, int64_t{std::max(multiprocessors, 1)} * rule.blocks_per_sm);
+  if (rule.outer_accumulators > 0)  // resident blocks only: each writes a row of partials
+    cap = std::min<int64_t>(cap, int64_t{std::max(multiprocessors, 1)} *
+                                     std::max<int64_t>(1, rule.threads_per_sm / std::max<uint32_t>(dims.block, 1)));
   dims.grid = static_cast<uint32_t>(std::clamp<int64_t>(work, 0, std::max<int64_t>(cap, 1)));
   if (rule.outer_accumulators > 0) {
     int64_t row = 1;
