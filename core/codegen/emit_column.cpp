@@ -1,8 +1,8 @@
 // Column reductions (reduced dims outer, the innermost dim kept): kernel 1
 // reduces, per block, a slab of reduced rows (blockIdx.y's split) for a
 // tile of columns into partials in args.scratch, writing any domain-shaped
-// outputs on the way; kernel 2 combines the splits of each column in order
-// (deterministic) and writes the row-shaped outputs.
+// outputs on the way; kernel 2 combines the splits of each column in a
+// fixed order (deterministic) and writes the row-shaped outputs.
 #include <algorithm>
 
 #include "core/codegen/emit_common.h"
@@ -171,11 +171,36 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p) {
   bool mean = false;  // only a mean reads the row length (an unused local is a warning)
   for (int64_t ei : s.phases[0]) mean = mean || f.exprs[static_cast<size_t>(ei)].op == Op::MEAN;
   const std::string rlen = mean ? extent_product(w, dom, red, "1LL") : "1";
+  const std::string tx_n = std::to_string(p.col_threads), groups = std::to_string(p.finish_block / p.col_threads);
   w.reduced = s.reduced;
   w.row_results.clear();
+  // Thread (tx, ty): column c0 + tx, splits ty, ty + groups, ... in order;
+  // then the groups' values combined in order through shared memory (a
+  // fixed order: the result does not depend on scheduling).
   w.line("const long long splits = args.splits;");
-  w.open("for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < " + cols +
-         "; c += (long long)gridDim.x * blockDim.x)");
+  w.line("const int tx = threadIdx.x % " + tx_n + ", ty = threadIdx.x / " + tx_n + ";");
+  std::vector<std::string> shared;
+  for (size_t a = 0; a < s.phases[0].size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
+    shared.push_back(w.fresh("kf_fin"));
+    w.line("__shared__ " + std::string(reg_type(accumulator_dtype(f.value(e.inputs[0]).dtype))) + " " + shared.back() + "[" +
+           groups + "][" + tx_n + "];");
+  }
+  w.open("for (long long c0 = (long long)blockIdx.x * " + tx_n + "; c0 < " + cols + "; c0 += (long long)gridDim.x * " + tx_n + ")");
+  w.line("const long long c = c0 + tx;");
+  for (size_t a = 0; a < s.phases[0].size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
+    const DType acc = accumulator_dtype(f.value(e.inputs[0]).dtype);
+    const std::string at = reg_type(acc);
+    const std::string part = w.fresh("part"), v = w.fresh("red");
+    w.line("const " + at + "* " + part + " = (const " + at + "*)args.scratch + " + std::to_string(a) + " * splits * " + cols + ";");
+    w.line(at + " " + v + " = " + acc_init(e, acc) + ";");
+    w.line("if (c < " + cols + ") for (long long sp = ty; sp < splits; sp += " + groups + ") " + v + " = " + combine_op(e, acc) +
+           "(" + v + ", " + part + "[sp * " + cols + " + c]);");
+    w.line(shared[a] + "[ty][tx] = " + v + ";");
+  }
+  w.line("__syncthreads();");
+  w.open("if (ty == 0 && c < " + cols + ")");
   const std::vector<std::string> kidx = unravel(w, dom, kept, "c");
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kidx[k];
@@ -183,15 +208,14 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p) {
   for (size_t a = 0; a < s.phases[0].size(); ++a) {
     const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
     const DType acc = accumulator_dtype(f.value(e.inputs[0]).dtype);
-    const std::string at = reg_type(acc);
-    const std::string part = w.fresh("part"), v = w.fresh("red");
-    w.line("const " + at + "* " + part + " = (const " + at + "*)args.scratch + " + std::to_string(a) + " * splits * " + cols + ";");
-    w.line(at + " " + v + " = " + part + "[c];");
-    w.line("for (long long sp = 1; sp < splits; ++sp) " + v + " = " + combine_op(e, acc) + "(" + v + ", " + part +
-           "[sp * " + cols + " + c]);");
+    const std::string v = w.fresh("red");
+    w.line(std::string(reg_type(acc)) + " " + v + " = " + shared[a] + "[0][tx];");
+    w.line("for (int y = 1; y < " + groups + "; ++y) " + v + " = " + combine_op(e, acc) + "(" + v + ", " + shared[a] + "[y][tx]);");
     finish_results(w, e, acc, v, rlen);
   }
   store_row_outputs(w, s, kept);
+  w.close();
+  w.line("__syncthreads();  // the shared values are consumed");
   w.close();
 }
 

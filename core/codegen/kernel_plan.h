@@ -87,6 +87,7 @@ struct LaunchRule {
   int outer_accumulators = 0;
   int threads_per_sm = 0;
   int finish_block = 256;
+  int finish_cols = 32;  // columns per finishing block (its other threads split the partials)
   int extra_args = 0;  // words after the slots (scratch pointer, splits)
 };
 

@@ -68,6 +68,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.reduced_dims = col->rows.reduced;
     launch.block = col->block;
     launch.finish_block = col->finish_block;
+    launch.finish_cols = col->col_threads;
     launch.tile_cols = col->tile_cols();
     launch.accumulators = static_cast<int>(col->rows.phases[0].size());
     launch.extra_args = 2;
@@ -106,6 +107,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       launch.outer_accumulators = static_cast<int>(row.outer.phases[0].size());
       launch.threads_per_sm = row.outer_threads_per_sm;
       launch.finish_block = row.finish_block;
+      launch.finish_cols = ColumnParams{}.col_threads;
       launch.extra_args = 2;
       const std::string main = w.take_kernel();
       ColumnParams finish;

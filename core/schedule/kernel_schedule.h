@@ -121,8 +121,9 @@ struct RowParams {
 // col_threads * vector-width columns (row_groups rows at a time), split
 // over the rows (grid.y) into partials, and writes the domain-shaped
 // outputs (none of which reads a reduction result) as it visits each
-// element; kernel 2 combines the splits in order (deterministic) and
-// writes the row-shaped outputs.
+// element; kernel 2 (blocks of finish_block threads: col_threads columns,
+// the other threads splitting the partials) combines the splits in a fixed
+// order (deterministic) and writes the row-shaped outputs.
 struct ColumnParams {
   RowDomain rows;
   VectorPlan vectors;  // along the last (kept) dim

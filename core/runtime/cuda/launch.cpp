@@ -146,7 +146,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     dims.grid = static_cast<uint32_t>(tiles);
     dims.grid_y = static_cast<uint32_t>(std::min<int64_t>(splits, 65535));
     dims.splits = dims.grid_y;
-    dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((cols + rule.finish_block - 1) / rule.finish_block, cap));
+    dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((cols + rule.finish_cols - 1) / rule.finish_cols, cap));
     dims.scratch_bytes = static_cast<uint64_t>(rule.accumulators) * dims.grid_y * static_cast<uint64_t>(cols) * 8;
     return dims;
   }
@@ -178,7 +178,8 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     // still written (identities over zero rows when there are no rows).
     dims.grid = std::max<uint32_t>(dims.grid, 1);
     dims.splits = dims.grid;
-    dims.finish_grid = static_cast<uint32_t>(std::clamp<int64_t>((row + rule.finish_block - 1) / rule.finish_block, 1, cap));
+    dims.finish_grid = static_cast<uint32_t>(
+        std::clamp<int64_t>((row + rule.finish_cols - 1) / rule.finish_cols, 1, std::min<int64_t>(rule.max_blocks, max_grid_x)));
     dims.scratch_bytes = static_cast<uint64_t>(rule.outer_accumulators) * dims.grid * static_cast<uint64_t>(row) * 8;
   }
   return dims;
