@@ -22,10 +22,4 @@ struct OutputType {
 std::vector<OutputType> infer_op(const Fusion& fusion, Op op, const std::vector<int64_t>& args,
                                  std::vector<int64_t>& attrs);
 
-// Index layout of shape-taking ops: where the shape ids sit in args.
-struct ShapeArgs {
-  size_t begin = 0, end = 0;  // args[begin, end) are shape scalar ids
-};
-ShapeArgs shape_args(Op op, const std::vector<int64_t>& args);
-
 }  // namespace kf

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/define/op_rules.h"
 
 namespace kf {
 

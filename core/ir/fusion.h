@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/define/record.h"
+#include "core/ir/record.h"
 #include "core/ir/dtype.h"
 #include "core/ir/op_table.h"
 #include "core/util/handle.h"

@@ -28,4 +28,17 @@ std::optional<Op> op_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+ShapeArgs shape_args(Op op, const std::vector<int64_t>& args) {
+  switch (op) {
+    case Op::BROADCAST_IN_DIM:
+    case Op::EXPAND:
+    case Op::RESHAPE: return {1, args.size()};
+    case Op::FULL: return {0, args.empty() ? 0 : args.size() - 1};
+    case Op::IOTA: return {0, args.empty() ? size_t{0} : size_t{1}};
+    case Op::UNIFORM:
+    case Op::NORMAL: return {0, args.size() >= 4 ? args.size() - 4 : 0};
+    default: return {0, 0};
+  }
+}
+
 }  // namespace kf

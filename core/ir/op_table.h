@@ -4,6 +4,8 @@
 // static_asserts in op_table.cpp keep the table and kf_op in step.
 #pragma once
 
+#include <vector>
+
 #include <optional>
 #include <string_view>
 
@@ -61,5 +63,11 @@ inline bool is_pointwise(Op op) {
   return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary ||
          c == OpCategory::Cast;
 }
+
+// Index layout of shape-taking ops: where the shape ids sit in args.
+struct ShapeArgs {
+  size_t begin = 0, end = 0;  // args[begin, end) are shape scalar ids
+};
+ShapeArgs shape_args(Op op, const std::vector<int64_t>& args);
 
 }  // namespace kf

@@ -14,7 +14,7 @@
 
 #include "core/concretize/concrete_fusion.h"
 #include "core/schedule/kernel_schedule.h"
-#include "core/segment/task.h"
+#include "core/ir/task.h"
 
 namespace kf {
 

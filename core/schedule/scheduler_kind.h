@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "core/segment/task.h"
+#include "core/ir/task.h"
 
 namespace kf {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/concretize/concrete_fusion.h"
-#include "core/segment/task.h"
+#include "core/ir/task.h"
 
 namespace kf {
 

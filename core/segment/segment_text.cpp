@@ -1,7 +1,7 @@
 #include "core/segment/segment_text.h"
 
 #include "core/define/builder.h"
-#include "core/ir/text_printer.h"
+#include "core/text/text_printer.h"
 
 namespace kf {
 

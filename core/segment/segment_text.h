@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/segment/task.h"
+#include "core/ir/task.h"
 
 namespace kf {
 

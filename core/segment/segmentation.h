@@ -17,7 +17,7 @@
 #include "core/schedule/kernel_schedule.h"
 #include "core/schedule/tuning.h"
 #include "core/segment/run_plan.h"
-#include "core/segment/task.h"
+#include "core/ir/task.h"
 
 namespace kf {
 

@@ -9,7 +9,7 @@
 #include <dlpack/dlpack.h>
 
 #include "core/concretize/shape_inference.h"
-#include "core/segment/task.h"
+#include "core/ir/task.h"
 
 namespace kf {
 

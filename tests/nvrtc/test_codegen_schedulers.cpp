@@ -7,7 +7,7 @@
 // activation, when cuBLASLt has no algorithm for the epilogue).
 #include "core/define/builder.h"
 #include "core/codegen/kernel_plan.h"
-#include "core/ir/text_parser.h"
+#include "core/text/text_parser.h"
 #include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
 

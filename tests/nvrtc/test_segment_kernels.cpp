@@ -2,7 +2,7 @@
 // order, and the kernels of a multi-segment fusion generated and compiled
 // through it (NVRTC, then the disk cache), equal sources compiled once.
 // Project headers first: cmocka defines a fail() macro.
-#include "core/ir/text_parser.h"
+#include "core/text/text_parser.h"
 #include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/nvrtc.h"
 #include "core/runtime/cuda/segment_kernels.h"

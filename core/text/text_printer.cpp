@@ -1,4 +1,4 @@
-#include "core/ir/text_printer.h"
+#include "core/text/text_printer.h"
 
 #include <array>
 #include <bit>

@@ -1,4 +1,4 @@
-#include "core/segment/task.h"
+#include "core/ir/task.h"
 
 #include <algorithm>
 #include <unordered_set>

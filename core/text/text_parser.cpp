@@ -1,4 +1,4 @@
-#include "core/ir/text_parser.h"
+#include "core/text/text_parser.h"
 
 #include <bit>
 #include <charconv>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/define/builder.h"
-#include "core/ir/text_printer.h"
+#include "core/text/text_printer.h"
 #include "core/util/error.h"
 
 namespace kf {
