@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/concretize/concrete_fusion.h"
-#include "core/ir/text_parser.h"
+#include "core/text/text_parser.h"
 #include "core/runtime/cuda/nvrtc.h"
 #include "core/runtime/cuda/segment_kernels.h"
 #include "core/util/parallel.h"
