@@ -8,7 +8,7 @@
 #include "c_api/api_guard.h"
 #include "c_api/handles.h"
 #include "core/codegen/kernel_plan.h"
-#include "core/ir/text_printer.h"
+#include "core/text/text_printer.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/outputs.h"
 #include "core/segment/matmul_pattern.h"

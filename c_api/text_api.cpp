@@ -6,8 +6,8 @@
 #include <string>
 
 #include "c_api/api_guard.h"
-#include "core/ir/text_parser.h"
-#include "core/ir/text_printer.h"
+#include "core/text/text_parser.h"
+#include "core/text/text_printer.h"
 
 using kf::capi::guard;
 using kf::capi::require;
