@@ -7,18 +7,10 @@
 // gradient's grad input) are written where kernel 1 visits each element,
 // exactly once.
 #include "core/schedule/schedulers.h"
+#include "core/schedule/why_not.h"
 #include "core/schedule/vector_plan.h"
 
 namespace kf {
-
-namespace {
-
-std::nullopt_t reject(std::string* why, std::string reason) {
-  if (why != nullptr) *why = std::move(reason);
-  return std::nullopt;
-}
-
-}  // namespace
 
 std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,
                                             std::string* why) {

@@ -10,19 +10,11 @@
 #include <set>
 
 #include "core/schedule/extent_sets.h"
+#include "core/schedule/why_not.h"
 #include "core/schedule/row_domain.h"
 #include "core/schedule/schedulers.h"
 
 namespace kf {
-
-namespace {
-
-std::nullopt_t reject(std::string* why, std::string reason) {
-  if (why != nullptr) *why = std::move(reason);
-  return std::nullopt;
-}
-
-}  // namespace
 
 std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                               std::string* why) {

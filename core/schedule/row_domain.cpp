@@ -5,15 +5,11 @@
 
 #include "core/schedule/access_map.h"
 #include "core/schedule/extent_sets.h"
+#include "core/schedule/why_not.h"
 
 namespace kf {
 
 namespace {
-
-std::nullopt_t reject(std::string* why, std::string reason) {
-  if (why != nullptr) *why = std::move(reason);
-  return std::nullopt;
-}
 
 // Whether `v` is row-shaped: the domain's kept dims, with (keepdim) or
 // without the reduced dims as size-1 dims.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/schedule/access_map.h"
+#include "core/schedule/why_not.h"
 #include "core/schedule/schedulers.h"
 #include "core/schedule/vector_plan.h"
 
@@ -17,11 +18,6 @@ constexpr int kTile = 64;
 // Static shared memory a kernel may hold under the default 48 KiB limit,
 // leaving room for the block reductions' scratch.
 constexpr int kTileBytes = 40 * 1024;
-
-std::nullopt_t reject(std::string* why, std::string reason) {
-  if (why != nullptr) *why = std::move(reason);
-  return std::nullopt;
-}
 
 }  // namespace
 
