@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/codegen/kernel_writer.h"
-#include "core/schedule/extent_sets.h"
+#include "core/concretize/extent_sets.h"
 #include "core/schedule/kernel_schedule.h"
 
 namespace kf {

@@ -24,7 +24,6 @@ struct ConcreteCache {
   std::unordered_map<ConcreteKey, std::list<std::shared_ptr<ConcreteFusion>>::iterator, KeyHash> index;
 };
 
-std::shared_ptr<ConcreteCache> make_concrete_cache() { return std::make_shared<ConcreteCache>(); }
 
 std::shared_ptr<const void> ConcreteFusion::external_anchor() const {
   return const_cast<Fusion*>(fusion)->shared_from_this();
@@ -52,7 +51,7 @@ std::shared_ptr<ConcreteFusion> build(const std::shared_ptr<const Fusion>& fusio
 std::shared_ptr<ConcreteFusion> concretize(const std::shared_ptr<const Fusion>& fusion,
                                            const Binding& binding) {
   const ConcreteKey& key = binding.key;
-  ConcreteCache& cache = *fusion->concrete_cache;
+  ConcreteCache& cache = fusion->concrete_cache.get([] { return std::make_shared<ConcreteCache>(); });
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto it = cache.index.find(key);
   if (it != cache.index.end()) {

@@ -16,12 +16,14 @@
 
 #include "core/concretize/input_meta.h"
 #include "core/ir/fusion.h"
+#include "core/util/lazy.h"
 
 struct kf_concrete_s {};
 
 namespace kf {
 
 class Segmentation;
+class ExtentSets;
 
 enum class SizeClass : uint8_t { Zero = 0, One = 1, Many = 2 };
 inline SizeClass size_class(int64_t extent) {
@@ -68,10 +70,10 @@ class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusio
   std::vector<std::vector<int64_t>> extent_deps;
   std::shared_ptr<const Segmentation> segmentation;  // set once, under segmentation_once
   mutable std::once_flag segmentation_once;
-  // An analysis a later stage computes once per concrete fusion (the
-  // schedulers' extent sets), type-erased to keep this stage below it.
-  mutable std::once_flag analysis_once;
-  mutable std::shared_ptr<const void> analysis;
+  // Which extents are equal in every call of the class (extent_sets.h),
+  // computed on first use: segmentation asks the schedulers about many
+  // groups of one fusion.
+  Lazy<const ExtentSets> extent_sets;
 
   std::string describe() const;
 

@@ -5,10 +5,7 @@
 
 namespace kf {
 
-std::shared_ptr<ConcreteCache> make_concrete_cache();  // core/concretize
-
 void Fusion::finish() {
-  concrete_cache = make_concrete_cache();
   last_use.assign(values.size(), -1);
   for (size_t e = 0; e < exprs.size(); ++e)
     for (int64_t in : exprs[e].inputs) last_use[static_cast<size_t>(in)] = static_cast<int64_t>(e);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/ir/record.h"
+#include "core/util/lazy.h"
 #include "core/ir/dtype.h"
 #include "core/ir/op_table.h"
 #include "core/util/handle.h"
@@ -80,7 +81,8 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   std::vector<uint32_t> size_offsets;
   size_t size_table_length = 0;
 
-  std::shared_ptr<ConcreteCache> concrete_cache;
+  // Made by the concretize stage on the first concretization.
+  Lazy<ConcreteCache> concrete_cache;
 
   const Value& value(int64_t id) const { return values.at(static_cast<size_t>(id)); }
   int64_t extent_id(size_t input_index, int dim) const {

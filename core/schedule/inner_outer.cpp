@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <set>
 
-#include "core/schedule/extent_sets.h"
+#include "core/concretize/extent_sets.h"
 #include "core/schedule/why_not.h"
 #include "core/schedule/row_domain.h"
 #include "core/schedule/schedulers.h"

@@ -6,7 +6,7 @@
 
 #include "core/schedule/access_map.h"
 
-#include "core/schedule/extent_sets.h"
+#include "core/concretize/extent_sets.h"
 #include "core/schedule/schedulers.h"
 #include "core/schedule/vector_plan.h"
 

@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "core/schedule/access_map.h"
-#include "core/schedule/extent_sets.h"
+#include "core/concretize/extent_sets.h"
 #include "core/schedule/why_not.h"
 
 namespace kf {

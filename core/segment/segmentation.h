@@ -21,13 +21,18 @@
 
 namespace kf {
 
-// Where a backend keeps what it compiled for a segment (the CUDA backend:
-// its loaded kernel). Filled once, under the segmentation's kernels_mutex;
-// `ready` then points to the kernel, so later calls read it without
-// locking.
+// A segment's kernel as the CUDA backend loaded it (defined there,
+// core/runtime/cuda/cuda_backend.cpp; opaque to every other stage).
+struct LoadedKernel;
+
+// Where the CUDA backend keeps a segment's loaded kernel. Filled once,
+// under the segmentation's kernels_mutex; `ready` then points to the
+// kernel, so a cached launch reads it with one atomic load, no lock and no
+// lookup (a backend-owned map keyed by segment would cost a hash and a lock
+// per call, and hooks to forget evicted segmentations).
 struct KernelSlot {
-  std::shared_ptr<const void> kernel;
-  std::atomic<const void*> ready{nullptr};
+  std::shared_ptr<const LoadedKernel> kernel;
+  std::atomic<const LoadedKernel*> ready{nullptr};
 };
 
 struct Segment {

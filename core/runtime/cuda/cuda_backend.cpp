@@ -24,19 +24,19 @@
 
 namespace kf {
 
-namespace {
-
-using namespace kf::cuda;
-
-// What a KernelSlot holds for the CUDA backend.
-struct LoadedSegment {
+// What a KernelSlot holds (declared in core/segment/segmentation.h).
+struct LoadedKernel {
   KernelPlan plan;
-  std::vector<SlotSource> sources;
+  std::vector<cuda::SlotSource> sources;
   CUfunction function = nullptr;
-  CUfunction finish = nullptr;  // ColumnReduce: the second kernel
+  CUfunction finish = nullptr;  // ColumnReduce and inner-outer: the finishing kernel
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
   Task task;             // a matmul pattern's epilogue: what the kernel computes
 };
+
+namespace {
+
+using namespace kf::cuda;
 
 constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
 constexpr uint32_t kCopyBlock = 256;
@@ -84,7 +84,7 @@ void load_segments(const ConcreteFusion& c, const Segmentation& s) {
   for (size_t i = 0; i < missing.size(); ++i) {
     const Segment& seg = s.segments[missing[i]];
     SegmentKernel& made = kernels[i];
-    auto k = std::make_shared<LoadedSegment>();
+    auto k = std::make_shared<LoadedKernel>();
     k->sources = resolve_slots(*c.fusion, seg.task, made.plan.args);
     k->function = load_kernel(device, made.key, made.plan.source, made.plan.name, made.image.get());
     if (!made.plan.finish_name.empty())
@@ -106,30 +106,30 @@ void load_segments(const ConcreteFusion& c, const Segmentation& s) {
   }
 }
 
-const LoadedSegment& loaded_segment(const ConcreteFusion& c, const Segmentation& s, size_t index) {
+const LoadedKernel& loaded_segment(const ConcreteFusion& c, const Segmentation& s, size_t index) {
   const KernelSlot& slot = *s.segments[index].kernel_slot;
-  const void* k = slot.ready.load(std::memory_order_acquire);
+  const LoadedKernel* k = slot.ready.load(std::memory_order_acquire);
   if (k == nullptr) {
     load_segments(c, s);
     k = slot.ready.load(std::memory_order_acquire);
   }
-  return *static_cast<const LoadedSegment*>(k);
+  return *k;
 }
 
 // The kernel of a matmul pattern's epilogue (bias, casts, activation),
 // for a library segment that cuBLASLt cannot run as one call: generated
 // and loaded on first use, kept in the segment's slot.
-const LoadedSegment& loaded_pattern_kernel(const ConcreteFusion& c, const Segmentation& s, size_t index) {
+const LoadedKernel& loaded_pattern_kernel(const ConcreteFusion& c, const Segmentation& s, size_t index) {
   const Segment& seg = s.segments[index];
   KernelSlot& slot = *seg.kernel_slot;
-  if (const void* k = slot.ready.load(std::memory_order_acquire)) return *static_cast<const LoadedSegment*>(k);
+  if (const LoadedKernel* k = slot.ready.load(std::memory_order_acquire)) return *k;
   std::lock_guard lock(s.kernels_mutex);
-  if (const void* k = slot.ready.load(std::memory_order_acquire)) return *static_cast<const LoadedSegment*>(k);
+  if (const LoadedKernel* k = slot.ready.load(std::memory_order_acquire)) return *k;
   if (seg.task.children.empty()) fail(KF_ERR_INTERNAL, "a library segment without a pattern has no kernel");
   const Task& pattern = seg.task.children[0];
   const std::optional<MatmulPattern> p = describe_matmul_pattern(c, pattern);
   if (!p) fail(KF_ERR_INTERNAL, "a library segment's nested task is no matmul pattern");
-  auto k = std::make_shared<LoadedSegment>();
+  auto k = std::make_shared<LoadedKernel>();
   k->task = matmul_epilogue_task(*c.fusion, pattern, *p);
   k->product = p->product;
   if (!seg.schedule) fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue has no schedule");
@@ -198,7 +198,7 @@ class CudaBackend final : public Backend {
 
   // Launches a loaded kernel on tensors in the order of its task's inputs
   // and outputs.
-  void run_kernel(const ConcreteFusion& c, const LoadedSegment& k, const ValueSizes& sizes,
+  void run_kernel(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes,
                   const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options,
                   ScopedContext& context) {
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
@@ -239,7 +239,7 @@ class CudaBackend final : public Backend {
                            const DLTensor* const* inputs, DLTensor* const* outputs,
                            const ExecOptions& options, ScopedContext& context) {
     const Segment& seg = s.segments[index];
-    const LoadedSegment& k = loaded_pattern_kernel(c, s, index);
+    const LoadedKernel& k = loaded_pattern_kernel(c, s, index);
     const int64_t product = k.product;
     const DLTensor& out = *outputs[0];
     DLTensor temp = out;

@@ -1,4 +1,4 @@
-#include "core/schedule/extent_sets.h"
+#include "core/concretize/extent_sets.h"
 
 namespace kf {
 
@@ -151,12 +151,11 @@ void ExtentSets::freeze() {
 }
 
 const ExtentSets& extent_sets_of(const ConcreteFusion& c) {
-  std::call_once(c.analysis_once, [&c] {
+  return c.extent_sets.get([&c] {
     auto sets = std::make_shared<ExtentSets>(c);
     sets->freeze();
-    c.analysis = std::move(sets);
+    return std::shared_ptr<const ExtentSets>(std::move(sets));
   });
-  return *static_cast<const ExtentSets*>(c.analysis.get());
 }
 
 int64_t ExtentSets::set_of(int64_t value, int dim) const {
