@@ -4,6 +4,7 @@
 
 #include "core/codegen/op_cuda.h"
 #include "core/util/error.h"
+#include "core/ir/op_attrs.h"
 
 namespace kf {
 
@@ -335,18 +336,18 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
   auto set = [&](size_t d, const std::string& i) { sub[d] = size_class(in, d) == SizeClass::One ? "0" : i; };
   switch (e.op) {
     case Op::BROADCAST_IN_DIM:
-      for (size_t j = 0; j < ri; ++j) set(j, idx[static_cast<size_t>(e.attrs[j])]);
+      for (size_t j = 0; j < ri; ++j) set(j, idx[static_cast<size_t>(DimsAttrs(e).dims[j])]);
       return value_at(in, sub);
     case Op::EXPAND:
       for (size_t j = 0; j < ri; ++j) set(j, idx[r - ri + j]);
       return value_at(in, sub);
     case Op::PERMUTE:
-      for (size_t i = 0; i < r; ++i) set(static_cast<size_t>(e.attrs[i]), idx[i]);
+      for (size_t i = 0; i < r; ++i) set(static_cast<size_t>(PermuteAttrs(e).perm[i]), idx[i]);
       return value_at(in, sub);
     case Op::SQUEEZE: {
       size_t k = 0, o = 0;
       for (size_t d = 0; d < ri; ++d) {
-        if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
+        if (k < DimsAttrs(e).dims.size() && static_cast<size_t>(DimsAttrs(e).dims[k]) == d) {
           ++k;
           continue;
         }
@@ -357,19 +358,20 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
     case Op::UNSQUEEZE: {
       size_t o = 0;
       for (size_t d = 0; d < ri; ++d, ++o) {
-        if (o == static_cast<size_t>(e.attrs[0])) ++o;
+        if (o == DimAttr(e).index()) ++o;
         set(d, idx[o]);
       }
       return value_at(in, sub);
     }
     case Op::SLICE: {
-      const size_t dim = static_cast<size_t>(e.attrs[0]);
+      const SliceAttrs sl(e);
+      const size_t dim = static_cast<size_t>(sl.dim);
       for (size_t d = 0; d < r; ++d) set(d, idx[d]);
       if (size_class(in, dim) == SizeClass::Many) {
         const std::string start =
             hoist(idx_t_, "sl", "(" + idx_t_ + ")kf_slice_start(" + extent(in, dim) + ", " +
-                                    std::to_string(e.attrs[1]) + "LL)");
-        const std::string step = e.attrs[3] == 1 ? "" : " * " + std::to_string(e.attrs[3]);
+                                    std::to_string(sl.start) + "LL)");
+        const std::string step = sl.step == 1 ? "" : " * " + std::to_string(sl.step);
         sub[dim] = "(" + start + " + " + idx[dim] + step + ")";
       }
       return value_at(in, sub);
@@ -404,7 +406,7 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
     case Op::PAD: {
       std::vector<std::string> conds;
       for (size_t d = 0; d < r; ++d) {
-        const int64_t lo = e.attrs[2 * d], hi = e.attrs[2 * d + 1];
+        const int64_t lo = PadAttrs(e).low(d), hi = PadAttrs(e).high(d);
         if (lo == 0 && hi == 0) {
           set(d, idx[d]);
           continue;
@@ -425,7 +427,7 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
       return name;
     }
     case Op::CAT: {
-      const size_t dim = static_cast<size_t>(e.attrs[0]);
+      const size_t dim = DimAttr(e).index();
       const std::string name = fresh("v");
       line(std::string(reg_type(out_t)) + " " + name + ";");
       std::string begin = "0";
@@ -458,7 +460,7 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
 std::string KernelWriter::indexing(const Expr& e, const std::vector<std::string>& idx) {
   const int64_t out = e.outputs[0], in = e.inputs[0], index = e.inputs[1];
   const DType out_t = f_.value(out).dtype;
-  const size_t dim = static_cast<size_t>(e.attrs[0]);
+  const size_t dim = DimAttr(e).index();
   const std::string j = e.op == Op::INDEX_SELECT
                             ? value_at(index, {size_class(index, 0) == SizeClass::One ? "0" : idx[dim]})
                             : value_at(index, idx);

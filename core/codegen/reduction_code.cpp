@@ -1,6 +1,7 @@
 #include "core/codegen/reduction_code.h"
 
 #include "core/codegen/op_cuda.h"
+#include "core/ir/op_attrs.h"
 
 namespace kf {
 
@@ -81,7 +82,7 @@ void finish_results(KernelWriter& w, const Expr& e, DType acc, const std::string
     case Op::MEAN: finish(e.outputs[0], "(" + red + " / " + n + ")"); break;
     case Op::VAR:
     case Op::VAR_MEAN: {
-      const std::string corr = std::to_string(e.attrs[1]);
+      const std::string corr = std::to_string(ReduceAttrs(e).correction);
       finish(e.outputs[0], "(" + red + ".m2 / (" + at + ")(" + row_len + " > " + corr + " ? " + row_len + " - " + corr + " : 0))");
       if (e.op == Op::VAR_MEAN)
         finish(e.outputs[1], "(" + row_len + " == 0 ? " + literal_f64(acc, __builtin_nan("")) + " : " + red + ".mean)");

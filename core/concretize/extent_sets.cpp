@@ -1,4 +1,5 @@
 #include "core/concretize/extent_sets.h"
+#include "core/ir/op_attrs.h"
 
 namespace kf {
 
@@ -47,10 +48,9 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
         for (size_t d = 0; d < r; ++d) map_dim(out, d, e.inputs[0], d);
         break;
       case OpCategory::Reduction: {
-        const size_t first_axis = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
-        const bool keepdim = e.attrs[0] != 0;
-        std::vector<bool> reduced(rank(e.inputs[0]), false);
-        for (size_t i = first_axis; i < e.attrs.size(); ++i) reduced[static_cast<size_t>(e.attrs[i])] = true;
+        const ReduceAttrs ra(e);
+        const bool keepdim = ra.keepdim;
+        const std::vector<bool> reduced = ra.reduced(rank(e.inputs[0]));
         for (int64_t o : e.outputs) {
           size_t k = 0;
           for (size_t d = 0; d < reduced.size(); ++d) {
@@ -66,8 +66,8 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
       case OpCategory::Shape:
         switch (e.op) {
           case Op::BROADCAST_IN_DIM:
-            for (size_t j = 0; j < e.attrs.size(); ++j)
-              map_dim(out, static_cast<size_t>(e.attrs[j]), e.inputs[0], j);
+            for (size_t j = 0; j < DimsAttrs(e).dims.size(); ++j)
+              map_dim(out, static_cast<size_t>(DimsAttrs(e).dims[j]), e.inputs[0], j);
             break;
           case Op::EXPAND: {
             const size_t ri = rank(e.inputs[0]);
@@ -75,12 +75,12 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
             break;
           }
           case Op::PERMUTE:
-            for (size_t i = 0; i < r; ++i) map_dim(out, i, e.inputs[0], static_cast<size_t>(e.attrs[i]));
+            for (size_t i = 0; i < r; ++i) map_dim(out, i, e.inputs[0], static_cast<size_t>(PermuteAttrs(e).perm[i]));
             break;
           case Op::SQUEEZE: {
             size_t k = 0, o = 0;
             for (size_t d = 0; d < rank(e.inputs[0]); ++d) {
-              if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
+              if (k < DimsAttrs(e).dims.size() && static_cast<size_t>(DimsAttrs(e).dims[k]) == d) {
                 ++k;
                 continue;
               }
@@ -91,29 +91,29 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
           case Op::UNSQUEEZE: {
             size_t o = 0;
             for (size_t d = 0; d < rank(e.inputs[0]); ++d, ++o) {
-              if (o == static_cast<size_t>(e.attrs[0])) ++o;
+              if (o == DimAttr(e).index()) ++o;
               map_dim(out, o, e.inputs[0], d);
             }
             break;
           }
           case Op::SLICE:
             for (size_t d = 0; d < r; ++d)
-              if (d != static_cast<size_t>(e.attrs[0])) map_dim(out, d, e.inputs[0], d);
+              if (d != static_cast<size_t>(SliceAttrs(e).dim)) map_dim(out, d, e.inputs[0], d);
             break;
           case Op::PAD:
             for (size_t d = 0; d < r; ++d)
-              if (e.attrs[2 * d] == 0 && e.attrs[2 * d + 1] == 0) map_dim(out, d, e.inputs[0], d);
+              if (!PadAttrs(e).pads_dim(d)) map_dim(out, d, e.inputs[0], d);
             break;
           case Op::CAT:
             for (int64_t in : e.inputs)
               for (size_t d = 0; d < r; ++d)
-                if (d != static_cast<size_t>(e.attrs[0])) map_dim(out, d, in, d);
+                if (d != DimAttr(e).index()) map_dim(out, d, in, d);
             break;
           default: break;  // reshape: only classes 0/1 are known
         }
         break;
       case OpCategory::Indexing: {
-        const size_t dim = static_cast<size_t>(e.attrs[0]);
+        const size_t dim = DimAttr(e).index();
         if (e.op == Op::INDEX_SELECT) {
           for (size_t d = 0; d < r; ++d)
             if (d != dim) map_dim(out, d, e.inputs[0], d);

@@ -1,4 +1,5 @@
 #include "core/concretize/layout.h"
+#include "core/ir/op_attrs.h"
 
 #include <algorithm>
 #include <array>
@@ -114,10 +115,9 @@ std::vector<int> expr_order(const ConcreteFusion& c, const Expr& e, size_t out_r
       return lift(order_of(best), out_rank);
     }
     case OpCategory::Reduction: {
-      if (e.attrs[0] != 0) return a_order;
-      size_t first = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
-      std::vector<bool> removed(a_order.size(), false);
-      for (size_t i = first; i < e.attrs.size(); ++i) removed[static_cast<size_t>(e.attrs[i])] = true;
+      const ReduceAttrs ra(e);
+      if (ra.keepdim) return a_order;
+      const std::vector<bool> removed = ra.reduced(a_order.size());
       return drop_dims(a_order, removed);
     }
     case OpCategory::Hint: return a_order;
@@ -128,19 +128,20 @@ std::vector<int> expr_order(const ConcreteFusion& c, const Expr& e, size_t out_r
   }
   switch (e.op) {
     case Op::PERMUTE: {
-      std::vector<int> inv(e.attrs.size());
-      for (size_t i = 0; i < e.attrs.size(); ++i) inv[static_cast<size_t>(e.attrs[i])] = static_cast<int>(i);
+      const std::span<const int64_t> perm = PermuteAttrs(e).perm;
+      std::vector<int> inv(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int>(i);
       std::vector<int> out;
       for (int d : a_order) out.push_back(inv[static_cast<size_t>(d)]);
       return out;
     }
     case Op::SQUEEZE: {
       std::vector<bool> removed(a_order.size(), false);
-      for (int64_t d : e.attrs) removed[static_cast<size_t>(d)] = true;
+      for (int64_t d : DimsAttrs(e).dims) removed[static_cast<size_t>(d)] = true;
       return drop_dims(a_order, removed);
     }
     case Op::UNSQUEEZE: {
-      int at = static_cast<int>(e.attrs[0]);
+      int at = static_cast<int>(DimAttr(e).dim);
       std::vector<int> out;
       bool placed = false;
       for (int d : a_order) {
@@ -159,11 +160,11 @@ std::vector<int> expr_order(const ConcreteFusion& c, const Expr& e, size_t out_r
     case Op::EXPAND: return lift(a_order, out_rank);
     case Op::BROADCAST_IN_DIM: {
       std::vector<bool> mapped(out_rank, false);
-      for (int64_t d : e.attrs) mapped[static_cast<size_t>(d)] = true;
+      for (int64_t d : DimsAttrs(e).dims) mapped[static_cast<size_t>(d)] = true;
       std::vector<int> out;
       for (size_t d = 0; d < out_rank; ++d)
         if (!mapped[d]) out.push_back(static_cast<int>(d));
-      for (int d : a_order) out.push_back(static_cast<int>(e.attrs[static_cast<size_t>(d)]));
+      for (int d : a_order) out.push_back(static_cast<int>(DimsAttrs(e).dims[static_cast<size_t>(d)]));
       return out;
     }
     default: return row_major(out_rank);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/util/error.h"
+#include "core/ir/op_attrs.h"
 
 namespace kf {
 
@@ -112,10 +113,10 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
     case OpCategory::Hint: return Extents(in(0));
     case OpCategory::Reduction: {
       const std::span<const int64_t> a = in(0);
-      bool keepdim = e.attrs[0] != 0;
-      size_t first_axis = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
+      const ReduceAttrs ra(e);
+      const bool keepdim = ra.keepdim;
       std::array<bool, kMaxRank> reduced{};
-      for (size_t i = first_axis; i < e.attrs.size(); ++i) reduced[static_cast<size_t>(e.attrs[i])] = true;
+      for (int64_t axis : ra.axes) reduced[static_cast<size_t>(axis)] = true;
       Extents out;
       for (size_t d = 0; d < a.size(); ++d) {
         if (reduced[d]) {
@@ -133,7 +134,7 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
     case OpCategory::Indexing: {
       const std::span<const int64_t> a = in(0);
       const std::span<const int64_t> index = in(1);
-      size_t dim = static_cast<size_t>(e.attrs[0]);
+      size_t dim = DimAttr(e).index();
       if (e.op == Op::INDEX_SELECT) {
         Extents out(a);
         out[dim] = index[0];
@@ -208,7 +209,7 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
       Extents out(r, 0);
       for (size_t i = 0; i < r; ++i) out[i] = shape_value(ctx, e.inputs[i + 1], who, i);
       for (size_t j = 0; j < a.size(); ++j) {
-        size_t d = static_cast<size_t>(e.attrs[j]);
+        size_t d = static_cast<size_t>(DimsAttrs(e).dims[j]);
         if (out[d] < 0) out[d] = a[j];
         if (a[j] != 1 && a[j] != out[d])
           fail(KF_ERR_SHAPE_MISMATCH, "broadcast_in_dim (value ", out_id, "): input dim ", j,
@@ -267,14 +268,14 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
     }
     case Op::PERMUTE: {
       Extents out(a.size(), 0);
-      for (size_t i = 0; i < a.size(); ++i) out[i] = a[static_cast<size_t>(e.attrs[i])];
+      for (size_t i = 0; i < a.size(); ++i) out[i] = a[static_cast<size_t>(PermuteAttrs(e).perm[i])];
       return out;
     }
     case Op::SQUEEZE: {
       Extents out;
       size_t k = 0;
       for (size_t d = 0; d < a.size(); ++d) {
-        if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
+        if (k < DimsAttrs(e).dims.size() && static_cast<size_t>(DimsAttrs(e).dims[k]) == d) {
           if (a[d] != 1)
             fail(KF_ERR_SHAPE_MISMATCH, "squeeze (value ", out_id, "): dim ", d, " has size ",
                  a[d], ", expected 1 (value ", e.inputs[0], ")");
@@ -287,22 +288,23 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
     }
     case Op::UNSQUEEZE: {
       Extents out(a);
-      out.insert(out.begin() + e.attrs[0], 1);
+      out.insert(out.begin() + DimAttr(e).dim, 1);
       return out;
     }
     case Op::SLICE: {
       Extents out(a);
-      size_t d = static_cast<size_t>(e.attrs[0]);
-      out[d] = slice_range(a[d], e.attrs[1], e.attrs[2], e.attrs[3]).length;
+      const SliceAttrs sl(e);
+      size_t d = static_cast<size_t>(sl.dim);
+      out[d] = slice_range(a[d], sl.start, sl.stop, sl.step).length;
       return out;
     }
     case Op::PAD: {
       Extents out(a);
-      for (size_t d = 0; d < a.size(); ++d) out[d] += e.attrs[2 * d] + e.attrs[2 * d + 1];
+      for (size_t d = 0; d < a.size(); ++d) out[d] += PadAttrs(e).low(d) + PadAttrs(e).high(d);
       return out;
     }
     case Op::CAT: {
-      size_t dim = static_cast<size_t>(e.attrs[0]);
+      size_t dim = DimAttr(e).index();
       Extents out(a);
       out[dim] = 0;
       for (size_t i = 0; i < e.inputs.size(); ++i) {

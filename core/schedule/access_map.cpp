@@ -1,4 +1,5 @@
 #include "core/schedule/access_map.h"
+#include "core/ir/op_attrs.h"
 
 #include <algorithm>
 #include <set>
@@ -66,16 +67,19 @@ class Tracer {
     IndexMap sub(ri, kZeroIndex);
     switch (e.op) {
       case Op::BROADCAST_IN_DIM:
-        for (size_t j = 0; j < ri; ++j) sub[j] = at(in, j, map[static_cast<size_t>(e.attrs[j])]);
+        for (size_t j = 0; j < ri; ++j) sub[j] = at(in, j, map[static_cast<size_t>(DimsAttrs(e).dims[j])]);
         break;
       case Op::EXPAND: sub = right_aligned(in, map); break;
       case Op::PERMUTE:
-        for (size_t i = 0; i < r; ++i) sub[static_cast<size_t>(e.attrs[i])] = at(in, static_cast<size_t>(e.attrs[i]), map[i]);
+        for (size_t i = 0; i < r; ++i) {
+          const size_t d = static_cast<size_t>(PermuteAttrs(e).perm[i]);
+          sub[d] = at(in, d, map[i]);
+        }
         break;
       case Op::SQUEEZE: {
         size_t k = 0, o = 0;
         for (size_t d = 0; d < ri; ++d) {
-          if (k < e.attrs.size() && static_cast<size_t>(e.attrs[k]) == d) {
+          if (k < DimsAttrs(e).dims.size() && static_cast<size_t>(DimsAttrs(e).dims[k]) == d) {
             ++k;
             continue;
           }
@@ -86,13 +90,13 @@ class Tracer {
       case Op::UNSQUEEZE: {
         size_t o = 0;
         for (size_t d = 0; d < ri; ++d, ++o) {
-          if (o == static_cast<size_t>(e.attrs[0])) ++o;
+          if (o == DimAttr(e).index()) ++o;
           sub[d] = at(in, d, map[o]);
         }
         break;
       }
       case Op::SLICE: {
-        const size_t dim = static_cast<size_t>(e.attrs[0]);
+        const size_t dim = static_cast<size_t>(SliceAttrs(e).dim);
         for (size_t d = 0; d < r; ++d) sub[d] = at(in, d, map[d]);
         if (c_.size_classes[static_cast<size_t>(in)][dim] == SizeClass::Many) sub[dim] = kOpaqueIndex;  // start + i * step
         break;
@@ -105,10 +109,10 @@ class Tracer {
         break;
       case Op::PAD:
         for (size_t d = 0; d < r; ++d)
-          sub[d] = e.attrs[2 * d] == 0 && e.attrs[2 * d + 1] == 0 ? at(in, d, map[d]) : kOpaqueIndex;
+          sub[d] = PadAttrs(e).pads_dim(d) ? kOpaqueIndex : at(in, d, map[d]);
         break;
       case Op::CAT: {
-        const size_t dim = static_cast<size_t>(e.attrs[0]);
+        const size_t dim = DimAttr(e).index();
         for (size_t k = 0; k < e.inputs.size(); ++k) {
           const int64_t a = e.inputs[k];
           IndexMap s(r, kZeroIndex);
@@ -126,7 +130,7 @@ class Tracer {
 
   void indexing(const Expr& e, const IndexMap& map) {
     const int64_t in = e.inputs[0], index = e.inputs[1];
-    const size_t dim = static_cast<size_t>(e.attrs[0]);
+    const size_t dim = DimAttr(e).index();
     if (e.op == Op::INDEX_SELECT) visit(index, {at(index, 0, map[dim])});
     else visit(index, map);
     IndexMap sub(map.size(), kZeroIndex);

@@ -6,6 +6,7 @@
 #include "core/schedule/access_map.h"
 #include "core/concretize/extent_sets.h"
 #include "core/schedule/why_not.h"
+#include "core/ir/op_attrs.h"
 
 namespace kf {
 
@@ -49,12 +50,7 @@ IndexMap row_map(const ConcreteFusion& c, const RowDomain& s, size_t rank) {
 
 }  // namespace
 
-std::vector<bool> reduced_dims(const Expr& e, size_t rank) {
-  const size_t first_axis = (e.op == Op::VAR || e.op == Op::VAR_MEAN) ? 2 : 1;
-  std::vector<bool> reduced(rank, false);
-  for (size_t i = first_axis; i < e.attrs.size(); ++i) reduced[static_cast<size_t>(e.attrs[i])] = true;
-  return reduced;
-}
+std::vector<bool> reduced_dims(const Expr& e, size_t rank) { return ReduceAttrs(e).reduced(rank); }
 
 std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why,
                                          const std::vector<int64_t>& domain_reads) {

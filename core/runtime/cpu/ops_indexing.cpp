@@ -6,6 +6,7 @@
 
 #include "core/runtime/cpu/eval.h"
 #include "core/util/error.h"
+#include "core/ir/op_attrs.h"
 
 namespace kf::cpu {
 
@@ -16,7 +17,7 @@ void check_indices(const Expr& e, const TensorView& index, int64_t extent) {
     const int64_t i = load_i64(index.dtype, index.at(idx));
     if (i < 0 || i >= extent)
       fail(KF_ERR_INVALID_ARGUMENT, op_name(e.op), " (value ", e.outputs[0], "): index ", i,
-           " (value ", e.inputs[1], ") is out of range [0, ", extent, ") for dim ", e.attrs[0],
+           " (value ", e.inputs[1], ") is out of range [0, ", extent, ") for dim ", DimAttr(e).dim,
            " of value ", e.inputs[0]);
   });
 }
@@ -47,7 +48,7 @@ void eval_indexing(const Fusion& fusion, const Expr& e, Env& env) {
   const Sizes sizes = output_sizes(fusion, e, env);
   const TensorView& a = env.get(e.inputs[0]);
   const TensorView& index = env.get(e.inputs[1]);
-  const size_t dim = static_cast<size_t>(e.attrs[0]);
+  const size_t dim = DimAttr(e).index();
   check_indices(e, index, a.sizes[dim]);
   TensorView out = allocate(a.dtype, sizes);
   if (e.op == Op::INDEX_SELECT) index_select(a, index, dim, out);

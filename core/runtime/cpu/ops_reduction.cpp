@@ -6,6 +6,7 @@
 
 #include "core/runtime/cpu/eval.h"
 #include "core/util/error.h"
+#include "core/ir/op_attrs.h"
 
 namespace kf::cpu {
 
@@ -18,9 +19,9 @@ struct Split {
   std::vector<int64_t> reduced_strides;
 };
 
-Split split_axes(const TensorView& a, const std::vector<int64_t>& attrs, size_t first_axis) {
+Split split_axes(const TensorView& a, const ReduceAttrs& attrs) {
   std::vector<bool> reduced(a.sizes.size(), false);
-  for (size_t i = first_axis; i < attrs.size(); ++i) reduced[static_cast<size_t>(attrs[i])] = true;
+  for (int64_t axis : attrs.axes) reduced[static_cast<size_t>(axis)] = true;
   Split s;
   s.kept.dtype = a.dtype;
   s.kept.data = a.data;
@@ -112,7 +113,8 @@ void eval_reduction(const Fusion& fusion, const Expr& e, Env& env) {
   const Sizes sizes = output_sizes(fusion, e, env);
   const TensorView& a = env.get(e.inputs[0]);
   const bool is_var = e.op == Op::VAR || e.op == Op::VAR_MEAN;
-  const Split s = split_axes(a, e.attrs, is_var ? 2 : 1);
+  const ReduceAttrs attrs(e);
+  const Split s = split_axes(a, attrs);
   std::vector<TensorView> outs;
   for (int64_t id : e.outputs) outs.push_back(allocate(fusion.value(id).dtype, sizes));
   // Output elements in row-major order match kept positions in row-major order.
@@ -122,7 +124,7 @@ void eval_reduction(const Fusion& fusion, const Expr& e, Env& env) {
     const std::byte* base = s.kept.at(idx);
     std::byte* p = outs[0].data + k * out_size;
     if (is_var) {
-      const Moments m = moments(s, base, e.attrs[1]);
+      const Moments m = moments(s, base, attrs.correction);
       store_f64(outs[0].dtype, p, m.var);
       if (e.op == Op::VAR_MEAN) store_f64(outs[1].dtype, outs[1].data + k * out_size, m.mean);
     } else if (e.op == Op::MEAN) {

@@ -4,13 +4,14 @@
 // reshape of any other layout, pad and cat copy.
 #include "core/runtime/cpu/eval.h"
 #include "core/util/error.h"
+#include "core/ir/op_attrs.h"
 
 namespace kf::cpu {
 
 namespace {
 
 TensorView broadcast_in_dim(const TensorView& a, const Sizes& sizes,
-                            const std::vector<int64_t>& dims) {
+                            std::span<const int64_t> dims) {
   TensorView v = a;
   v.sizes = sizes;
   v.strides.assign(sizes.size(), 0);
@@ -43,7 +44,7 @@ TensorView reshape(const TensorView& a, const Sizes& sizes) {
   return v;
 }
 
-TensorView permute(const TensorView& a, const std::vector<int64_t>& perm) {
+TensorView permute(const TensorView& a, std::span<const int64_t> perm) {
   TensorView v = a;
   for (size_t i = 0; i < perm.size(); ++i) {
     v.sizes[i] = a.sizes[static_cast<size_t>(perm[i])];
@@ -53,7 +54,7 @@ TensorView permute(const TensorView& a, const std::vector<int64_t>& perm) {
 }
 
 // dims: sorted (op_rules normalizes them).
-TensorView squeeze(const TensorView& a, const std::vector<int64_t>& dims) {
+TensorView squeeze(const TensorView& a, std::span<const int64_t> dims) {
   TensorView v = a;
   for (size_t k = dims.size(); k > 0; --k) {
     v.sizes.erase(v.sizes.begin() + dims[k - 1]);
@@ -72,13 +73,13 @@ TensorView unsqueeze(const TensorView& a, int64_t dim) {
   return v;
 }
 
-TensorView slice(const TensorView& a, const std::vector<int64_t>& attrs) {
-  const size_t d = static_cast<size_t>(attrs[0]);
-  const SliceRange r = slice_range(a.sizes[d], attrs[1], attrs[2], attrs[3]);
+TensorView slice(const TensorView& a, const SliceAttrs& attrs) {
+  const size_t d = static_cast<size_t>(attrs.dim);
+  const SliceRange r = slice_range(a.sizes[d], attrs.start, attrs.stop, attrs.step);
   TensorView v = a;
   v.sizes[d] = r.length;
   if (r.length > 0) v.data += r.start * a.strides[d] * dtype_size(a.dtype);
-  v.strides[d] = a.strides[d] * attrs[3];
+  v.strides[d] = a.strides[d] * attrs.step;
   return v;
 }
 
@@ -91,11 +92,11 @@ TensorView window(const TensorView& out, const std::vector<int64_t>& begin, cons
 }
 
 TensorView pad(const TensorView& a, const TensorView& value, const Sizes& sizes,
-               const std::vector<int64_t>& pads) {
+               const PadAttrs& pads) {
   TensorView out = allocate(a.dtype, sizes);
   copy_into(broadcast_to(value, sizes), out);
   std::vector<int64_t> begin(a.sizes.size());
-  for (size_t d = 0; d < begin.size(); ++d) begin[d] = pads[2 * d];
+  for (size_t d = 0; d < begin.size(); ++d) begin[d] = pads.low(d);
   copy_into(a, window(out, begin, a.sizes));
   return out;
 }
@@ -117,18 +118,18 @@ void eval_shape(const Fusion& fusion, const Expr& e, Env& env) {
   const TensorView& a = env.get(e.inputs[0]);
   TensorView out;
   switch (e.op) {
-    case Op::BROADCAST_IN_DIM: out = broadcast_in_dim(a, sizes, e.attrs); break;
+    case Op::BROADCAST_IN_DIM: out = broadcast_in_dim(a, sizes, DimsAttrs(e).dims); break;
     case Op::EXPAND: out = broadcast_to(a, sizes); break;
     case Op::RESHAPE: out = reshape(a, sizes); break;
-    case Op::PERMUTE: out = permute(a, e.attrs); break;
-    case Op::SQUEEZE: out = squeeze(a, e.attrs); break;
-    case Op::UNSQUEEZE: out = unsqueeze(a, e.attrs[0]); break;
-    case Op::SLICE: out = slice(a, e.attrs); break;
-    case Op::PAD: out = pad(a, env.get(e.inputs[1]), sizes, e.attrs); break;
+    case Op::PERMUTE: out = permute(a, PermuteAttrs(e).perm); break;
+    case Op::SQUEEZE: out = squeeze(a, DimsAttrs(e).dims); break;
+    case Op::UNSQUEEZE: out = unsqueeze(a, DimAttr(e).dim); break;
+    case Op::SLICE: out = slice(a, SliceAttrs(e)); break;
+    case Op::PAD: out = pad(a, env.get(e.inputs[1]), sizes, PadAttrs(e)); break;
     case Op::CAT: {
       std::vector<TensorView> ins;
       for (int64_t id : e.inputs) ins.push_back(env.get(id));
-      out = cat(ins, fusion.value(e.outputs[0]).dtype, sizes, static_cast<size_t>(e.attrs[0]));
+      out = cat(ins, fusion.value(e.outputs[0]).dtype, sizes, DimAttr(e).index());
       break;
     }
     default: fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(e.op), " is not a shape op");
