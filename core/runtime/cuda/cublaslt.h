@@ -1,49 +1,35 @@
-// Library segments (one matmul or linear, or a matmul pattern: matmul or
-// linear + bias + relu/gelu_tanh) on the GPU through cuBLASLt.
-// cuBLASLt is loaded with dlopen on first use (libcublasLt.so.13,
-// libcublasLt.so, then both under $CUDA_HOME/lib64 and
-// /usr/local/cuda/lib64); kfuse never links it, so libkfuse still loads
-// where it is missing and only library segments fail (KF_ERR_BACKEND).
+// cuBLASLt, loaded with dlopen on first use (where: dynlib.h); kfuse never
+// links it, so libkfuse still loads where it is missing and only library
+// segments fail (KF_ERR_BACKEND). It runs the GEMM layout plans of
+// core/runtime/gemm_layout.h: one handle per device, the heuristic's choice
+// cached per problem, calls enqueued on the caller's stream.
 //
-// Semantics follow the CPU backend (torch.matmul, F.linear): fp32, fp16 and
-// bf16 compute and accumulate in fp32 (CUBLAS_COMPUTE_32F: no TF32), fp64
-// in fp64; a pattern's epilogue adds the bias and applies the activation
+// Precision follows the CPU backend (torch.matmul, F.linear): fp32, fp16
+// and bf16 compute and accumulate in fp32 (CUBLAS_COMPUTE_32F: no TF32),
+// fp64 in fp64; the epilogue adds the bias and applies the activation
 // before the one rounding, where the CPU rounds after every op
-// (docs/semantics.md). See docs/cuda-runtime.md, "Library segments", for
-// what is supported and what is rejected.
+// (docs/semantics.md). See docs/cuda-runtime.md, "Library segments".
 #pragma once
 
-#include <cstddef>
 #include <string>
 
-#include <dlpack/dlpack.h>
-
-#include "core/concretize/concrete_fusion.h"
+#include "core/ir/dtype.h"
 #include "core/runtime/backend.h"
 #include "core/runtime/exec_options.h"
-#include "core/segment/segmentation.h"
+#include "core/runtime/gemm_layout.h"
+#include "core/segment/matmul_pattern.h"
 
 namespace kf::cuda {
 
-// Runs library segment `index` of `s` on the caller's stream: its matmul
-// or linear and, when the segment holds a matmul pattern (its nested Task),
-// the pattern's bias and activation in the same cuBLASLt call (epilogue).
-// Returns false, having written no output, when cuBLASLt cannot apply that
-// activation (no algorithm for the epilogue, a bias that must be filled
-// into D, K = 0), or for any pattern when $KFUSE_EPILOGUE_FALLBACK is 1:
-// the caller then runs run_library_product into a temporary and the rest of
-// the pattern as a generated kernel. The caller has made the device's
-// context current. `backend` (the CUDA backend) provides stream-ordered
-// scratch memory and strided copies.
-bool run_library_segment(Backend& backend, const ConcreteFusion& c, const Segmentation& s,
-                         size_t index, const DLTensor* const* inputs, DLTensor* const* outputs,
-                         const ExecOptions& options);
-
-// Runs only the product of library segment `index` (its matmul or linear,
-// with linear's own bias) into `product`, a tensor of its shape and dtype.
-void run_library_product(Backend& backend, const ConcreteFusion& c, const Segmentation& s,
-                         size_t index, const DLTensor* const* inputs, const DLTensor& product,
-                         const ExecOptions& options);
+// Carries out `plan` (plan_gemm(in)) for the tensors of `in`, elements of
+// `dtype` (float32, float16, bfloat16 or float64), with `activation` in the
+// epilogue, on options.stream. Returns false, having written nothing to the
+// output, when the plan is Unfused or cuBLASLt has no algorithm for the
+// activation's epilogue. The caller has made `device`'s context current;
+// `backend` (the CUDA backend) provides stream-ordered scratch memory and
+// strided copies.
+bool cublaslt_gemm(const GemmPlan& plan, const GemmInputs& in, DType dtype, Activation activation,
+                   Backend& backend, int device, const ExecOptions& options);
 
 // Whether cuBLASLt can be loaded (and, if not, why), without throwing.
 bool cublaslt_available(std::string* why = nullptr);

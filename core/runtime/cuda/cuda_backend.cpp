@@ -12,10 +12,10 @@
 
 #include "core/codegen/kernel_plan.h"
 #include "core/runtime/backend.h"
-#include "core/runtime/cuda/cublaslt.h"
 #include "core/runtime/cuda/driver.h"
 #include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/launch.h"
+#include "core/runtime/cuda/library_segment.h"
 #include "core/runtime/cuda/segment_kernels.h"
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/segment/matmul_pattern.h"

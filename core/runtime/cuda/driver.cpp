@@ -1,12 +1,11 @@
 #include "core/runtime/cuda/driver.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "core/runtime/cuda/dynlib.h"
 #include "core/util/error.h"
 
 namespace kf::cuda {
@@ -37,24 +36,21 @@ std::string result_text(const Driver& d, CUresult r) {
 
 // Loads libcuda and resolves every function; fills `out.status` on failure.
 void load(LoadResult& out) {
-  // RTLD_NODELETE-like behaviour: the handle is never closed, modules and
-  // contexts live until the process exits.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* why = dlerror();
+  const DynLib lib = open_library(CudaLibrary::Driver);
+  if (lib.handle == nullptr) {
     out.status = KF_ERR_NO_DEVICE;
-    out.message = std::string("no CUDA driver: libcuda.so.1 could not be loaded (") +
-                  (why ? why : "unknown reason") + "); kDLCUDA tensors need an NVIDIA driver";
+    out.message = "no CUDA driver: libcuda.so.1 could not be loaded (" + lib.errors.front() +
+                  "); kDLCUDA tensors need an NVIDIA driver";
     return;
   }
-  auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(lib, "cuGetProcAddress_v2"));
+  auto get_proc = reinterpret_cast<GetProcAddress>(find_symbol(lib, "cuGetProcAddress_v2"));
   auto resolve = [&](const char* name, const char* versioned) -> void* {
     void* fn = nullptr;
     CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
     if (get_proc && get_proc(name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) ==
                         CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS)
       return fn;
-    return dlsym(lib, versioned);  // drivers without cuGetProcAddress_v2
+    return find_symbol(lib, versioned);  // drivers without cuGetProcAddress_v2
   };
   auto init = reinterpret_cast<InitFn>(resolve("cuInit", "cuInit"));
   Driver& d = out.driver;

@@ -1,13 +1,11 @@
 #include "core/runtime/cuda/nvrtc.h"
 
-#include <dlfcn.h>
-#include <link.h>
 #include <nvrtc.h>
 #include <sys/stat.h>
 
-#include <cstdlib>
 #include <memory>
 
+#include "core/runtime/cuda/dynlib.h"
 #include "core/util/error.h"
 
 namespace kf::cuda {
@@ -30,41 +28,16 @@ struct Nvrtc {
   std::string error;  // why it could not be loaded ("" when loaded)
 };
 
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return !p.empty() && stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-std::vector<std::string> library_candidates() {
-  std::vector<std::string> names = {"libnvrtc.so.13", "libnvrtc.so"};
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64");
-  dirs.push_back("/usr/local/cuda/lib64");
-  std::vector<std::string> out = names;
-  for (const auto& d : dirs)
-    for (const auto& n : names) out.push_back(d + "/" + n);
-  return out;
-}
-
 const Nvrtc& nvrtc() {
   static const Nvrtc* lib = [] {
     auto* n = new Nvrtc;  // never freed: kernels may be compiled until exit
-    void* handle = nullptr;
-    std::string errors;
-    for (const auto& candidate : library_candidates()) {
-      handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle) break;
-      const char* e = dlerror();
-      errors += "\n  " + candidate + ": " + (e ? e : "not found");
-    }
-    if (handle == nullptr) {
-      n->error = "NVRTC could not be loaded:" + errors;
+    const DynLib lib = open_library(CudaLibrary::Nvrtc);
+    if (lib.handle == nullptr) {
+      n->error = "NVRTC could not be loaded:" + attempts_text(lib);
       return n;
     }
-    if (link_map* map = nullptr; dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map) n->path = map->l_name;
-#define KF_NVRTC_RESOLVE(name)                                                     \
-  n->name##_ = reinterpret_cast<decltype(n->name##_)>(dlsym(handle, #name));       \
-  if (n->name##_ == nullptr && n->error.empty()) n->error = "NVRTC lacks " #name;
+    n->path = lib.path;
+#define KF_NVRTC_RESOLVE(name) resolve(lib, #name, n->name##_, n->error);
     KF_NVRTC_FUNCTIONS(KF_NVRTC_RESOLVE)
 #undef KF_NVRTC_RESOLVE
     if (!n->error.empty()) return n;
@@ -104,18 +77,18 @@ std::vector<int> nvrtc_supported_archs() { return require_nvrtc().archs; }
 
 std::string cuda_include_dir() {
   static const std::string dir = [] {
+    // The toolkit roots NVRTC was looked for in, in the same order; then
+    // beside an NVRTC that the default search found elsewhere.
     std::vector<std::string> tries;
-    if (const char* home = std::getenv("CUDA_HOME"); home && *home) tries.push_back(std::string(home) + "/include");
-    const Nvrtc& n = nvrtc();
-    if (auto slash = n.path.rfind('/'); slash != std::string::npos) {
-      std::string libdir = n.path.substr(0, slash);
+    for (const auto& root : toolkit_roots()) tries.push_back(root + "/include");
+    if (const std::string& path = nvrtc().path; path.rfind('/') != std::string::npos) {
+      const std::string libdir = path.substr(0, path.rfind('/'));
       tries.push_back(libdir + "/../include");
       tries.push_back(libdir + "/../../include");
     }
-    tries.push_back("/usr/local/cuda/include");
     for (const auto& d : tries) {
       struct stat st;
-      if (is_dir(d) && stat((d + "/cuda_fp16.h").c_str(), &st) == 0) return d;
+      if (stat((d + "/cuda_fp16.h").c_str(), &st) == 0 && S_ISREG(st.st_mode)) return d;
     }
     return std::string();
   }();

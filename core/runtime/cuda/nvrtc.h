@@ -1,7 +1,6 @@
-// NVRTC, loaded with dlopen on first use (libnvrtc.so.13, libnvrtc.so, then
-// the same names under $CUDA_HOME/lib64 and /usr/local/cuda/lib64), so a
-// machine with a driver but no toolkit still loads libkfuse and can run
-// kernels from the disk cache.
+// NVRTC, loaded with dlopen on first use (where: dynlib.h), so a machine
+// with a driver but no toolkit still loads libkfuse and can run kernels
+// from the disk cache.
 #pragma once
 
 #include <string>
@@ -39,8 +38,8 @@ std::vector<std::string> nvrtc_options(int sm);
 CompiledCode nvrtc_compile(const std::string& source, const std::string& name, int sm);
 
 // The directory holding cuda_fp16.h and friends, or "" when none is found:
-// $CUDA_HOME/include, next to the loaded NVRTC (../include, ../../include),
-// /usr/local/cuda/include.
+// <root>/include for each toolkit root (dynlib.h), then next to the loaded
+// NVRTC (../include, ../../include).
 std::string cuda_include_dir();
 
 }  // namespace kf::cuda
