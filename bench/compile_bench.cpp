@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/concretize/concrete_fusion.h"
+#include "core/pipeline/plan.h"
 #include "core/text/text_parser.h"
 #include "core/runtime/cuda/nvrtc.h"
 #include "core/runtime/cuda/segment_kernels.h"
@@ -56,8 +56,9 @@ int main(int argc, char** argv) {
   DLTensor x{data, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
   const DLTensor* in[1] = {&x};
   kf::Binding b = kf::bind_inputs(*fusion, in, 1);
-  auto c = kf::concretize(fusion, b);
-  auto s = kf::segmentation_of(c);
+  auto p = kf::plan_for(*fusion, b);
+  const kf::ConcreteFusion* c = p->concrete.get();
+  const kf::Segmentation* s = &p->segmentation;
   std::vector<size_t> all(s->segments.size());
   for (size_t k = 0; k < all.size(); ++k) all[k] = k;
   // NVRTC's first use loads the library: not part of either figure.

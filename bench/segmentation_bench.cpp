@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/concretize/concrete_fusion.h"
+#include "core/pipeline/plan.h"
 #include "core/define/builder.h"
 #include "core/define/definition_cache.h"
 #include "core/segment/segmentation.h"
@@ -62,8 +62,8 @@ double run_once(int n, bool dag, bool mixed, size_t* segments) {
   DLTensor t{data, {kDLCPU, 0}, 2, kf::to_dlpack(kf::DType::F32), shape, nullptr, 0};
   const DLTensor* in[1] = {&t};
   kf::Binding bind = kf::bind_inputs(*f, in, 1);
-  auto c = kf::concretize(f, bind);
-  auto s = kf::segmentation_of(c);
+  auto p = kf::build_plan(*f, bind, kf::default_tuning());
+  const kf::Segmentation* s = &p->segmentation;
   auto t1 = Clock::now();
   *segments = s->segments.size();
   return std::chrono::duration<double, std::milli>(t1 - t0).count();

@@ -51,12 +51,12 @@ const kf::Segment& segment_at(const kf_segmentation_s* h, size_t index, const ch
 }
 
 // Binds the inputs into `b` (this thread's, see Scratch) and returns the
-// concrete fusion (cached) for them.
-std::shared_ptr<kf::ConcreteFusion> bind(kf_fusion f, const DLTensor* const* inputs,
-                                         size_t num_inputs, const char* fn, kf::Binding& b) {
+// plan (cached) for them.
+std::shared_ptr<kf::Plan> bind(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                               const char* fn, kf::Binding& b) {
   kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
   kf::bind_inputs(*fusion, inputs, num_inputs, &b);
-  return kf::concretize(fusion->shared_from_this(), b);
+  return kf::plan_for(*fusion, b);
 }
 
 void check_output_count(const kf::Fusion& f, size_t n, const char* fn) {
@@ -106,27 +106,28 @@ KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_
 }
 
 KF_API void kf_concrete_release(kf_concrete c) {
-  if (c != nullptr) static_cast<kf::ConcreteFusion*>(c)->release_external();
+  if (c != nullptr) static_cast<kf::Plan*>(c)->release_external();
 }
 
 KF_API kf_status kf_concrete_describe(kf_concrete c, char** out) {
   return guard([&] {
-    auto* concrete = kf::capi::concrete_of(c, "kf_concrete_describe");
+    auto* plan = kf::capi::plan_of(c, "kf_concrete_describe");
     // Checked before allocating: in `*require(out) = copy_string(...)` the
     // right side runs first and would leak when out is NULL.
     char** dst = require(out, "kf_concrete_describe", "out");
-    *dst = copy_string(concrete->describe());
+    *dst = copy_string(plan->concrete->describe());
   });
 }
 
 KF_API kf_status kf_segment(kf_concrete c, kf_segmentation* out) {
   return guard([&] {
-    auto* concrete = kf::capi::concrete_of(c, "kf_segment");
+    auto* plan = kf::capi::plan_of(c, "kf_segment");
     require(out, "kf_segment", "out");
     auto handle = std::make_unique<kf_segmentation_s>();
-    handle->fusion = const_cast<kf::Fusion*>(concrete->fusion)->shared_from_this();
-    handle->concrete = concrete->shared_from_this();
-    handle->segmentation = kf::segmentation_of(handle->concrete);
+    handle->fusion = const_cast<kf::Fusion&>(plan->fusion()).shared_from_this();
+    handle->plan = plan->shared_from_this();
+    handle->concrete = plan->concrete.get();
+    handle->segmentation = &plan->segmentation;
     *out = handle.release();
   });
 }
@@ -230,17 +231,17 @@ KF_API kf_status kf_execute(kf_fusion f, const DLTensor* const* inputs, size_t n
     const char* fn = "kf_execute";
     kf::ExecOptions opts = options_of(options, fn);
     kf::Scratch<kf::Binding> b;
-    auto c = bind(f, inputs, num_inputs, fn, *b);
-    check_output_count(*c->fusion, num_outputs, fn);
+    auto p = bind(f, inputs, num_inputs, fn, *b);
+    const kf::ConcreteFusion& c = *p->concrete;
+    check_output_count(*c.fusion, num_outputs, fn);
     if (num_outputs > 0) require(outputs, fn, "outputs");
-    auto seg = kf::segmentation_of(c);
     std::vector<DLManagedTensor*> made;
     try {
       for (size_t i = 0; i < num_outputs; ++i)
-        made.push_back(kf::allocate_output(*c, *b, i, inputs, opts));
+        made.push_back(kf::allocate_output(c, *b, i, inputs, opts));
       std::vector<DLTensor*> dl;
       for (auto* m : made) dl.push_back(&m->dl_tensor);
-      kf::execute(*c, *seg, *b, inputs, dl.data(), opts);
+      kf::execute(*p, *b, inputs, dl.data(), opts);
     } catch (...) {
       for (auto* m : made) m->deleter(m);
       throw;
@@ -256,11 +257,11 @@ KF_API kf_status kf_execute_into(kf_fusion f, const DLTensor* const* inputs, siz
     const char* fn = "kf_execute_into";
     kf::ExecOptions opts = options_of(options, fn);
     kf::Scratch<kf::Binding> b;
-    auto c = bind(f, inputs, num_inputs, fn, *b);
-    check_output_count(*c->fusion, num_outputs, fn);
+    auto p = bind(f, inputs, num_inputs, fn, *b);
+    check_output_count(p->fusion(), num_outputs, fn);
     if (num_outputs > 0) require(outputs, fn, "outputs");
-    for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*c, *b, i, outputs[i]);
-    kf::execute(*c, *kf::segmentation_of(c), *b, inputs, outputs, opts);
+    for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, *b, i, outputs[i]);
+    kf::execute(*p, *b, inputs, outputs, opts);
   });
 }
 
@@ -273,8 +274,7 @@ KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTen
     kf::ExecOptions opts = options_of(options, fn);
     if (num_inputs > 0) require(inputs, fn, "inputs");
     if (num_outputs > 0) require(outputs, fn, "outputs");
-    kf::execute_segment(*h->concrete, *h->segmentation, index, inputs, num_inputs, outputs,
-                        num_outputs, opts);
+    kf::execute_segment(*h->plan, index, inputs, num_inputs, outputs, num_outputs, opts);
   });
 }
 

@@ -1,7 +1,7 @@
 // Fusion handles, their inputs/outputs, and the definition cache controls.
 #include "c_api/api_guard.h"
 #include "c_api/handles.h"
-#include "core/concretize/concrete_fusion.h"
+#include "core/pipeline/plan.h"
 #include "core/define/definition_cache.h"
 
 using kf::capi::guard;
@@ -79,7 +79,7 @@ KF_API kf_status kf_cache_get_stats(kf_cache_stats* out) {
     kf::capi::require_struct(out, offsetof(kf_cache_stats, concretization_hits) + sizeof(uint64_t),
                              "kf_cache_get_stats", "out");
     kf::DefinitionStats d = kf::DefinitionCache::global().stats();
-    kf::ConcreteStats c = kf::concrete_stats();
+    kf::PlanStats c = kf::plan_stats();
     out->definitions = d.definitions;
     out->hits = d.hits;
     out->misses = d.misses;
@@ -103,14 +103,14 @@ KF_API kf_status kf_cache_set_concrete_limit(size_t max_per_fusion) {
     if (max_per_fusion == 0)
       kf::fail(KF_ERR_INVALID_ARGUMENT,
                "kf_cache_set_concrete_limit: max_per_fusion must be >= 1, got 0");
-    kf::set_concrete_limit(max_per_fusion);
+    kf::set_plan_limit(max_per_fusion);
   });
 }
 
 KF_API kf_status kf_cache_clear(void) {
   return guard([&] {
     kf::DefinitionCache::global().clear();
-    kf::reset_concrete_stats();
+    kf::reset_plan_stats();
   });
 }
 

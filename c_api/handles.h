@@ -4,16 +4,17 @@
 #include <memory>
 
 #include "c_api/api_guard.h"
-#include "core/concretize/concrete_fusion.h"
 #include "core/ir/fusion.h"
-#include "core/segment/segmentation.h"
+#include "core/pipeline/plan.h"
 
-// A segmentation handle keeps its fusion and concrete fusion (which owns the
-// segmentation) alive.
+// A kf_concrete handle is a kf::Plan (the pipeline's product: the concrete
+// fusion and its segmentation). A segmentation handle keeps its plan and
+// the plan's fusion alive.
 struct kf_segmentation_s {
   std::shared_ptr<const kf::Fusion> fusion;
-  std::shared_ptr<kf::ConcreteFusion> concrete;
-  std::shared_ptr<const kf::Segmentation> segmentation;
+  std::shared_ptr<const kf::Plan> plan;
+  const kf::ConcreteFusion* concrete = nullptr;     // plan->concrete
+  const kf::Segmentation* segmentation = nullptr;   // &plan->segmentation
 };
 
 namespace kf::capi {
@@ -21,8 +22,8 @@ namespace kf::capi {
 inline Fusion* fusion_of(kf_fusion f, const char* fn) {
   return static_cast<Fusion*>(require(f, fn, "fusion"));
 }
-inline ConcreteFusion* concrete_of(kf_concrete c, const char* fn) {
-  return static_cast<ConcreteFusion*>(require(c, fn, "concrete"));
+inline Plan* plan_of(kf_concrete c, const char* fn) {
+  return static_cast<Plan*>(require(c, fn, "concrete"));
 }
 inline kf_segmentation_s* segmentation_of(kf_segmentation s, const char* fn) {
   return require(s, fn, "segmentation");

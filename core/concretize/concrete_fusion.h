@@ -4,25 +4,21 @@
 // pointer alignment; then the size classes of every computed value (a
 // slice or reshape can turn a >1 extent into 1), the values of scalars that
 // decide shapes, the device, and whether 32-bit indexing suffices.
-// Calls whose inputs fall in the same classes share a ConcreteFusion (and
-// its segmentation and kernels); other sizes within the classes reuse it.
+// Calls whose inputs fall in the same classes share one Plan (the
+// pipeline's product, core/pipeline/plan.h), which holds the ConcreteFusion
+// built here; other sizes within the classes reuse it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/concretize/input_meta.h"
 #include "core/ir/fusion.h"
-#include "core/util/lazy.h"
-
-struct kf_concrete_s {};
 
 namespace kf {
 
-class Segmentation;
 class ExtentSets;
 
 enum class SizeClass : uint8_t { Zero = 0, One = 1, Many = 2 };
@@ -54,10 +50,12 @@ struct Binding {
   ConcreteKey key;  // filled when bind_inputs is asked for it
 };
 
-class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusion> {
+// Built once per concretization key (by the pipeline, core/pipeline) and
+// immutable afterwards.
+class ConcreteFusion {
  public:
-  // Not owned: the fusion owns its concrete fusions (its cache), so an owning
-  // pointer back would be a cycle. A caller's handle anchors the fusion.
+  // Not owned: the fusion owns its plans (and through them this), so an
+  // owning pointer back would be a cycle. A caller's handle anchors the fusion.
   const Fusion* fusion = nullptr;
   ConcreteKey key;
   Device device;
@@ -68,17 +66,11 @@ class ConcreteFusion : public kf_concrete_s, public ExternallyHeld<ConcreteFusio
   // Per value id: the ids its extents depend on (input extents < 0, shape
   // scalars >= 0), sorted and unique.
   std::vector<std::vector<int64_t>> extent_deps;
-  std::shared_ptr<const Segmentation> segmentation;  // set once, under segmentation_once
-  mutable std::once_flag segmentation_once;
-  // Which extents are equal in every call of the class (extent_sets.h),
-  // computed on first use: segmentation asks the schedulers about many
-  // groups of one fusion.
-  Lazy<const ExtentSets> extent_sets;
+  // Which extents are equal in every call of the class (extent_sets.h):
+  // segmentation asks the schedulers about many groups of one fusion.
+  std::shared_ptr<const ExtentSets> extent_sets;
 
   std::string describe() const;
-
- protected:
-  std::shared_ptr<const void> external_anchor() const override;
 };
 
 // Binds one call into `b`: checks the inputs, infers every value's sizes
@@ -90,15 +82,9 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
 // The same into a new Binding (tools and tests).
 Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs);
 
-// The cached ConcreteFusion for binding.key, built from `binding` on a miss.
-std::shared_ptr<ConcreteFusion> concretize(const std::shared_ptr<const Fusion>& fusion,
-                                           const Binding& binding);
-
-struct ConcreteStats {
-  uint64_t built = 0, hits = 0;
-};
-ConcreteStats concrete_stats();
-void set_concrete_limit(size_t max_per_fusion);
-void reset_concrete_stats();
+// The concretize stage: the ConcreteFusion of `binding`'s class (layouts,
+// size classes, extent dependencies, extent sets). Not cached here: the
+// pipeline caches its whole product by binding.key (core/pipeline/plan.h).
+std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Binding& binding);
 
 }  // namespace kf

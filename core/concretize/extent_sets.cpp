@@ -150,13 +150,7 @@ void ExtentSets::freeze() {
   frozen_ = true;
 }
 
-const ExtentSets& extent_sets_of(const ConcreteFusion& c) {
-  return c.extent_sets.get([&c] {
-    auto sets = std::make_shared<ExtentSets>(c);
-    sets->freeze();
-    return std::shared_ptr<const ExtentSets>(std::move(sets));
-  });
-}
+const ExtentSets& extent_sets_of(const ConcreteFusion& c) { return *c.extent_sets; }
 
 int64_t ExtentSets::set_of(int64_t value, int dim) const {
   return find(atom(value, static_cast<size_t>(dim)));

@@ -36,8 +36,7 @@ class ExtentSets {
   const ConcreteFusion& c_;
 };
 
-// The frozen extent sets of `c`, computed on first use and kept with it:
-// segmentation asks the schedulers about many groups of one fusion.
+// The frozen extent sets of `c`, computed when `c` was concretized.
 const ExtentSets& extent_sets_of(const ConcreteFusion& c);
 
 }  // namespace kf

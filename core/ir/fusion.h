@@ -60,7 +60,7 @@ struct Output {
   int64_t alias_input = -1;           // index among inputs, or -1
 };
 
-struct ConcreteCache;  // core/concretize: LRU of concrete fusions
+struct PlanCache;  // core/pipeline: LRU of plans by concretization key
 
 class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
  public:
@@ -81,8 +81,8 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   std::vector<uint32_t> size_offsets;
   size_t size_table_length = 0;
 
-  // Made by the concretize stage on the first concretization.
-  Lazy<ConcreteCache> concrete_cache;
+  // Made by the pipeline (core/pipeline/plan.h) on the first call.
+  Lazy<PlanCache> plan_cache;
 
   const Value& value(int64_t id) const { return values.at(static_cast<size_t>(id)); }
   int64_t extent_id(size_t input_index, int dim) const {

@@ -9,9 +9,8 @@
 
 #include <dlpack/dlpack.h>
 
-#include "core/concretize/concrete_fusion.h"
+#include "core/pipeline/plan.h"
 #include "core/runtime/exec_options.h"
-#include "core/segment/segmentation.h"
 
 namespace kf {
 
@@ -21,12 +20,11 @@ class Backend {
   // Memory for outputs and intermediates (stream-ordered on GPUs).
   virtual void* allocate(size_t bytes, int device, const ExecOptions& options) = 0;
   virtual void release(void* ptr, size_t bytes, int device, const ExecOptions& options) = 0;
-  // inputs: one tensor per task.inputs entry (0-dim CPU tensors for
+  // Runs segment `index` of plan.segmentation. inputs: one tensor per task.inputs entry (0-dim CPU tensors for
   // scalars); outputs: one per task.outputs entry; sizes: this call's sizes
   // of (at least) every value of the segment. Shapes are checked by the
   // caller; the backend may assume they agree with the segment.
-  virtual void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
-                           const ValueSizes& sizes, const DLTensor* const* inputs,
+  virtual void run_segment(const Plan& plan, size_t index, const ValueSizes& sizes, const DLTensor* const* inputs,
                            DLTensor* const* outputs, const ExecOptions& options) = 0;
   // dst = src, same sizes and dtype, any strides.
   virtual void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions& options) = 0;

@@ -67,8 +67,10 @@ class IntermediateGuard {
 
 }  // namespace
 
-void execute(const ConcreteFusion& c, const Segmentation& s, const Binding& b,
-             const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options) {
+void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLTensor* const* outputs,
+             const ExecOptions& options) {
+  const ConcreteFusion& c = *p.concrete;
+  const Segmentation& s = p.segmentation;
   const Fusion& f = *c.fusion;
   const RunPlan& plan = s.run_plan;
   Backend& backend = backend_for(c.device.kind);
@@ -98,7 +100,7 @@ void execute(const ConcreteFusion& c, const Segmentation& s, const Binding& b,
         state->outs.push_back(tensor(r));
       }
     }
-    backend.run_segment(c, s, k, b.sizes, state->ins.data(), state->outs.data(), options);
+    backend.run_segment(p, k, b.sizes, state->ins.data(), state->outs.data(), options);
     for (uint32_t slot : run.release_after) guard.release(state->intermediates[slot]);
   }
 
@@ -109,9 +111,10 @@ void execute(const ConcreteFusion& c, const Segmentation& s, const Binding& b,
   }
 }
 
-void execute_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
-                     const DLTensor* const* inputs, size_t num_inputs, DLTensor* const* outputs,
-                     size_t num_outputs, const ExecOptions& options) {
+void execute_segment(const Plan& p, size_t index, const DLTensor* const* inputs, size_t num_inputs,
+                     DLTensor* const* outputs, size_t num_outputs, const ExecOptions& options) {
+  const ConcreteFusion& c = *p.concrete;
+  const Segmentation& s = p.segmentation;
   const Fusion& f = *c.fusion;
   if (index >= s.segments.size())
     fail(KF_ERR_INVALID_ARGUMENT, "kf_execute_segment: index ", index, " is out of range (",
@@ -147,7 +150,7 @@ void execute_segment(const ConcreteFusion& c, const Segmentation& s, size_t inde
   for (size_t k = 0; k < num_outputs; ++k) check(outputs[k], seg.task.outputs[k], "output", k);
   Scratch<ValueSizes> sizes;
   task_sizes(f, seg.task, inputs, sizes.get());
-  backend_for(c.device.kind).run_segment(c, s, index, *sizes, inputs, outputs, options);
+  backend_for(c.device.kind).run_segment(p, index, *sizes, inputs, outputs, options);
 }
 
 }  // namespace kf

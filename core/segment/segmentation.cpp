@@ -3,7 +3,6 @@
 #include "core/segment/grouping.h"
 
 #include <algorithm>
-#include <mutex>
 #include <set>
 
 namespace kf {
@@ -35,10 +34,11 @@ Task task_of_group(const Fusion& f, const Consumers& consumers, const std::vecto
 
 }  // namespace
 
-std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete, const Tuning& tuning) {
+Segmentation segment_fusion(const ConcreteFusion& concrete, const Tuning& tuning) {
   const ConcreteFusion* c = &concrete;
   const Fusion& f = *c->fusion;
-  auto seg = std::make_shared<Segmentation>();
+  Segmentation result;
+  Segmentation* seg = &result;
   seg->concrete = c;
   Consumers consumers(f);
   auto accepts = [&](const std::vector<int64_t>& exprs) {
@@ -75,13 +75,7 @@ std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& concrete, con
     seg->segments[static_cast<size_t>(last_reader[id])].dead_after.push_back(static_cast<int64_t>(id));
   }
   seg->run_plan = plan_run(f, seg->segments);
-  return seg;
-}
-
-std::shared_ptr<const Segmentation> segmentation_of(const std::shared_ptr<ConcreteFusion>& c) {
-  // Built once per concrete fusion; a failed build is tried again next time.
-  std::call_once(c->segmentation_once, [&] { c->segmentation = segment_fusion(*c); });
-  return c->segmentation;
+  return result;
 }
 
 }  // namespace kf

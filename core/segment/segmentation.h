@@ -5,10 +5,8 @@
 // CPU run shows what a GPU run would do.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,20 +18,6 @@
 #include "core/ir/task.h"
 
 namespace kf {
-
-// A segment's kernel as the CUDA backend loaded it (defined there,
-// core/runtime/cuda/cuda_backend.cpp; opaque to every other stage).
-struct LoadedKernel;
-
-// Where the CUDA backend keeps a segment's loaded kernel. Filled once,
-// under the segmentation's kernels_mutex; `ready` then points to the
-// kernel, so a cached launch reads it with one atomic load, no lock and no
-// lookup (a backend-owned map keyed by segment would cost a hash and a lock
-// per call, and hooks to forget evicted segmentations).
-struct KernelSlot {
-  std::shared_ptr<const LoadedKernel> kernel;
-  std::atomic<const LoadedKernel*> ready{nullptr};
-};
 
 struct Segment {
   // A library segment that holds a matmul pattern has that pattern as its
@@ -51,21 +35,15 @@ struct Segment {
   // Intermediates (outputs of earlier segments, not fusion outputs) whose
   // last reader is this segment.
   std::vector<int64_t> dead_after;
-  std::shared_ptr<KernelSlot> kernel_slot = std::make_shared<KernelSlot>();
 };
 
-// Owned by its ConcreteFusion (which it points back to without owning it).
-class Segmentation {
- public:
+// The segment stage's product. Points to the ConcreteFusion it was made
+// from without owning it (a Plan, core/pipeline, owns both).
+struct Segmentation {
   const ConcreteFusion* concrete = nullptr;
   std::vector<Segment> segments;
   RunPlan run_plan;
-  // Held by a backend while it fills kernel slots (all segments at once).
-  mutable std::mutex kernels_mutex;
 };
-
-// The segmentation cached with `c` (built on first use, thread-safe).
-std::shared_ptr<const Segmentation> segmentation_of(const std::shared_ptr<ConcreteFusion>& c);
 
 // The schedule of `task` as one segment: a generated kernel's, or for a
 // matmul pattern (a library op with its epilogue) the epilogue kernel's.
@@ -78,7 +56,8 @@ struct SegmentSchedule {
 SegmentSchedule schedule_segment(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                  std::string* why = nullptr);
 
-// Builds the segmentation (no caching).
-std::shared_ptr<Segmentation> segment_fusion(const ConcreteFusion& c, const Tuning& tuning = default_tuning());
+// The segment stage: segments with their schedules and the run plan (no
+// caching: the pipeline caches its product).
+Segmentation segment_fusion(const ConcreteFusion& c, const Tuning& tuning = default_tuning());
 
 }  // namespace kf

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/define/builder.h"
-#include "core/segment/segmentation.h"
+#include "core/pipeline/plan.h"
 #include "core/util/error.h"
 #include "core/util/fixed_vector.h"
 #include "core/util/scratch.h"
@@ -84,8 +84,8 @@ void test_run_plan(void**) {
   DLTensor t{data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
   const DLTensor* in[1] = {&t};
   kf::Binding binding = kf::bind_inputs(*f, in, 1);
-  auto c = kf::concretize(f, binding);
-  const kf::RunPlan& plan = kf::segmentation_of(c)->run_plan;
+  auto p = kf::plan_for(*f, binding);
+  const kf::RunPlan& plan = p->segmentation.run_plan;
   using Kind = kf::TensorRef::Kind;
   assert_int_equal(plan.segments.size(), 2);
   assert_int_equal(plan.intermediates.size(), 1);

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/concretize/concrete_fusion.h"
+#include "core/pipeline/plan.h"
 #include "core/define/builder.h"
 #include "core/segment/grouping.h"
 
@@ -24,7 +24,7 @@ namespace {
 using Groups = std::vector<std::vector<int64_t>>;
 
 // Concretizes with every input of shape [8, 8] (f32, compact).
-std::shared_ptr<kf::ConcreteFusion> concretize_8x8(const std::shared_ptr<kf::Fusion>& f) {
+std::shared_ptr<const kf::ConcreteFusion> concretize_8x8(const std::shared_ptr<kf::Fusion>& f) {
   static int64_t shape[2] = {8, 8};
   static float data[64];
   std::vector<DLTensor> tensors(f->inputs.size());
@@ -42,7 +42,7 @@ std::shared_ptr<kf::ConcreteFusion> concretize_8x8(const std::shared_ptr<kf::Fus
     ptrs.push_back(&t);
   }
   kf::Binding b = kf::bind_inputs(*f, ptrs.data(), ptrs.size());
-  return kf::concretize(f, b);
+  return kf::plan_for(*f, b)->concrete;
 }
 
 std::shared_ptr<kf::Fusion> chain(int n) {

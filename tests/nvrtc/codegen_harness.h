@@ -18,7 +18,7 @@
 #include "core/codegen/kernel_plan.h"
 #include "core/schedule/registry.h"
 #include "core/codegen/prelude.h"
-#include "core/concretize/concrete_fusion.h"
+#include "core/pipeline/plan.h"
 #include "core/define/builder.h"
 #include "core/segment/segmentation.h"
 
@@ -161,19 +161,24 @@ inline std::unique_ptr<FakeInput> scalar(kf::DType dtype, double value) {
 
 using Inputs = std::vector<std::unique_ptr<FakeInput>>;
 
-// Concretizes `fusion` for `inputs` and segments it.
-inline std::shared_ptr<kf::ConcreteFusion> concretize(const std::shared_ptr<kf::Fusion>& fusion,
-                                                      const Inputs& inputs) {
+// The pipeline's plan of `fusion` for `inputs` (cached with the fusion).
+inline std::shared_ptr<kf::Plan> plan_for(const std::shared_ptr<kf::Fusion>& fusion, const Inputs& inputs) {
   std::vector<const DLTensor*> ptrs;
   for (const auto& in : inputs) ptrs.push_back(&in->t);
   kf::Binding b = kf::bind_inputs(*fusion, ptrs.data(), ptrs.size());
-  return kf::concretize(fusion, b);
+  return kf::plan_for(*fusion, b);
+}
+
+// The concrete fusion of `fusion` for `inputs`.
+inline std::shared_ptr<const kf::ConcreteFusion> concretize(const std::shared_ptr<kf::Fusion>& fusion,
+                                                            const Inputs& inputs) {
+  return plan_for(fusion, inputs)->concrete;
 }
 
 // The schedule the registry proposes for the whole fusion as one task
 // (independent of how the segmenter would cut it); fails the test when no
 // scheduler takes it.
-inline kf::KernelSchedule schedule(const std::shared_ptr<kf::ConcreteFusion>& c,
+inline kf::KernelSchedule schedule(const std::shared_ptr<const kf::ConcreteFusion>& c,
                                    const kf::Tuning& tuning = kf::Tuning{}) {
   kf::ScheduleProposal p = kf::propose_schedule(*c, kf::root_task(*c->fusion), tuning);
   if (!p.schedule) throw kf::Error(KF_ERR_UNSUPPORTED, "no schedule: " + p.why);
@@ -181,7 +186,7 @@ inline kf::KernelSchedule schedule(const std::shared_ptr<kf::ConcreteFusion>& c,
 }
 
 // The plan for the whole fusion as one task.
-inline kf::KernelPlan plan(const std::shared_ptr<kf::ConcreteFusion>& c) {
+inline kf::KernelPlan plan(const std::shared_ptr<const kf::ConcreteFusion>& c) {
   return kf::emit_kernel(*c, kf::root_task(*c->fusion), schedule(c));
 }
 

@@ -36,7 +36,7 @@ kftest::Batch& batch() {
 // A fusion's schedule (as one task), the kernel emitted from it, and its
 // concrete fusion.
 struct Generated {
-  std::shared_ptr<ConcreteFusion> concrete;
+  std::shared_ptr<const ConcreteFusion> concrete;
   KernelSchedule schedule;
   KernelPlan plan;
 };
@@ -330,8 +330,8 @@ void test_inner_outer(void** /*state*/) {
     assert_string_equal(std::string(family_of(schedule)).c_str(), "inner_outer");
     // The whole fusion is one segment with this schedule.
     auto seg = segment_fusion(*c);
-    assert_int_equal(seg->segments.size(), 1);
-    assert_true(seg->segments[0].schedule == schedule);
+    assert_int_equal(seg.segments.size(), 1);
+    assert_true(seg.segments[0].schedule == schedule);
     KernelPlan plan = emit_kernel(*c, root_task(*f), schedule);
     assert_int_equal(static_cast<int>(plan.launch.kind), static_cast<int>(LaunchRule::Kind::PerRow));
     assert_int_equal(plan.launch.outer_accumulators, 2);
@@ -415,16 +415,16 @@ void test_matmul_epilogue_kernels(void** /*state*/) {
     in.push_back(kftest::tensor(k.t, {48}));
     auto concrete = kftest::concretize(f, in);
     auto seg = segment_fusion(*concrete);
-    assert_int_equal(seg->segments.size(), 1);
-    const Task& pattern = seg->segments[0].task.children.at(0);
+    assert_int_equal(seg.segments.size(), 1);
+    const Task& pattern = seg.segments[0].task.children.at(0);
     const auto p = describe_matmul_pattern(*concrete, pattern);
     assert_true(p.has_value());
     assert_string_equal(std::string(matmul_pattern_name(*f, *p)).c_str(), k.pattern);
     const Task epilogue = matmul_epilogue_task(*f, pattern, *p);
     assert_true(epilogue.inputs == std::vector<int64_t>({p->product, p->bias}) ||
                 epilogue.inputs == std::vector<int64_t>({p->bias, p->product}));
-    assert_true(seg->segments[0].schedule.has_value());  // the epilogue's, chosen at segmentation
-    KernelPlan plan = emit_kernel(*concrete, epilogue, *seg->segments[0].schedule);
+    assert_true(seg.segments[0].schedule.has_value());  // the epilogue's, chosen at segmentation
+    KernelPlan plan = emit_kernel(*concrete, epilogue, *seg.segments[0].schedule);
     assert_int_equal(static_cast<int>(plan.scheduler), static_cast<int>(SchedulerKind::Pointwise));
     batch().add(plan);
   }

@@ -4,7 +4,7 @@
 // grids follow a plan; and with no driver a kDLCUDA input fails with
 // KF_ERR_NO_DEVICE and a clear message (skipped where a driver exists).
 // Project headers first: cmocka defines a fail() macro.
-#include "core/concretize/concrete_fusion.h"
+#include "core/pipeline/plan.h"
 #include "core/define/builder.h"
 #include "core/runtime/backend.h"
 #include "core/runtime/cuda/driver.h"
@@ -244,8 +244,7 @@ void test_no_driver_reports_no_device(void**) {
   DLTensor* outs[1] = {&ty};
   try {
     Binding binding = bind_inputs(*f, ins, 1);
-    auto c = concretize(f, binding);
-    execute(*c, *segmentation_of(c), binding, ins, outs, ExecOptions{});
+    execute(*plan_for(*f, binding), binding, ins, outs, ExecOptions{});
     fail_msg("expected KF_ERR_NO_DEVICE");
   } catch (const kf::Error& e) {
     assert_int_equal(e.status(), KF_ERR_NO_DEVICE);

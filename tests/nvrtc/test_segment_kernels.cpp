@@ -88,15 +88,16 @@ const char* kFourSegments =
     "a = exp(x)\ns1 = segment_set(a)\nb = exp(s1)\ns2 = segment_set(b)\n"
     "c = neg(s2)\ns3 = segment_set(c)\nd = sum(s3) {axes=[1], keepdim=true}\noutput d\n";
 
-std::shared_ptr<kf::ConcreteFusion> four_segments() {
+std::shared_ptr<kf::Plan> four_segments() {
   kftest::Inputs inputs;
   inputs.push_back(kftest::tensor(kf::DType::F32, {8, 64}));
-  return kftest::concretize(kf::parse_fusion(kFourSegments), inputs);
+  return kftest::plan_for(kf::parse_fusion(kFourSegments), inputs);
 }
 
 void test_segments_compile_through_the_pool(void**) {
-  auto c = four_segments();
-  auto s = kf::segmentation_of(c);
+  auto p = four_segments();
+  const kf::ConcreteFusion* c = p->concrete.get();
+  const kf::Segmentation* s = &p->segmentation;
   assert_int_equal(s->segments.size(), 4);
   std::vector<size_t> all = {0, 1, 2, 3};
 
@@ -129,8 +130,9 @@ void test_segments_compile_through_the_pool(void**) {
 // When every compile fails (sm_1 does not exist), the error is that of
 // the first segment asked for.
 void test_compile_error_names_the_first_segment(void**) {
-  auto c = four_segments();
-  auto s = kf::segmentation_of(c);
+  auto p = four_segments();
+  const kf::ConcreteFusion* c = p->concrete.get();
+  const kf::Segmentation* s = &p->segmentation;
   const std::string first = kf::emit_segment_kernel(*c, s->segments[3]).name;
   try {
     make_segment_kernels(*c, *s, {3, 0}, 1, {});

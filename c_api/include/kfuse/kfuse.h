@@ -293,7 +293,10 @@ KF_API kf_status kf_cache_clear(void);
 typedef struct kf_concrete_s* kf_concrete;
 
 /* inputs: borrowed, in input order. *out: a new reference, release with
- * kf_concrete_release. Equal keys give the same handle. */
+ * kf_concrete_release. Equal keys give the same handle. The handle is the
+ * cached plan of the key's class: the concrete fusion and, already made,
+ * its segmentation with each segment's schedule (kernels are generated and
+ * compiled at the first execution on a GPU). */
 KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
                                kf_concrete* out);
 KF_API void kf_concrete_release(kf_concrete c);
@@ -305,8 +308,8 @@ KF_API kf_status kf_concrete_describe(kf_concrete c, char** out);
 
 typedef struct kf_segmentation_s* kf_segmentation;
 
-/* *out: a new reference to the segmentation cached with `c`; release with
- * kf_segmentation_release. */
+/* *out: a new reference to the segmentation of `c` (made with it); release
+ * with kf_segmentation_release. */
 KF_API kf_status kf_segment(kf_concrete c, kf_segmentation* out);
 KF_API void kf_segmentation_release(kf_segmentation s);
 KF_API kf_status kf_segmentation_count(kf_segmentation s, size_t* out);

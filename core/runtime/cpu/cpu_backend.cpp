@@ -44,12 +44,11 @@ class CpuBackend final : public Backend {
   }
   void release(void* ptr, size_t, int, const ExecOptions&) override { std::free(ptr); }
 
-  void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index, const ValueSizes&,
-                   const DLTensor* const* inputs, DLTensor* const* outputs,
-                   const ExecOptions&) override {
+  void run_segment(const Plan& plan, size_t index, const ValueSizes&, const DLTensor* const* inputs,
+                   DLTensor* const* outputs, const ExecOptions&) override {
     if (dry_run()) return;
-    const Fusion& f = *c.fusion;
-    const Segment& seg = s.segments[index];
+    const Fusion& f = plan.fusion();
+    const Segment& seg = plan.segmentation.segments[index];
     cpu::Env env(f.values.size());
     for (size_t k = 0; k < seg.task.inputs.size(); ++k) {
       int64_t id = seg.task.inputs[k];

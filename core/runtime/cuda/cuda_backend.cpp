@@ -1,7 +1,7 @@
 // The CUDA backend: stream-ordered memory, copies, and segments run as
 // generated kernels. The first run of a segmentation generates and
 // compiles the kernels of all its segments on a bounded pool of threads
-// (kernel cache), loads them and keeps each in its segment's KernelSlot;
+// (kernel cache), loads them and keeps each in the plan's KernelSlot;
 // later calls only fill the argument block and launch on the caller's
 // stream. Nothing here synchronizes the device.
 #include <algorithm>
@@ -24,7 +24,7 @@
 
 namespace kf {
 
-// What a KernelSlot holds (declared in core/segment/segmentation.h).
+// What a KernelSlot holds (declared in core/pipeline/plan.h).
 struct LoadedKernel {
   KernelPlan plan;
   std::vector<cuda::SlotSource> sources;
@@ -71,11 +71,13 @@ bool has_kernel(const Segment& seg) {
 // Fills the kernel slot of every generated segment of `s` that has none:
 // the first run of a segmentation generates and compiles all its kernels
 // on the compile pool (segment_kernels.h), then loads them in run order.
-void load_segments(const ConcreteFusion& c, const Segmentation& s) {
-  std::lock_guard lock(s.kernels_mutex);
+void load_segments(const Plan& p) {
+  const ConcreteFusion& c = *p.concrete;
+  const Segmentation& s = p.segmentation;
+  std::lock_guard lock(p.kernels_mutex);
   std::vector<size_t> missing;
   for (size_t k = 0; k < s.segments.size(); ++k)
-    if (has_kernel(s.segments[k]) && s.segments[k].kernel_slot->ready.load(std::memory_order_acquire) == nullptr)
+    if (has_kernel(s.segments[k]) && p.kernel_slot(k).ready.load(std::memory_order_acquire) == nullptr)
       missing.push_back(k);
   if (missing.empty()) return;
   const int device = c.device.id;
@@ -100,17 +102,17 @@ void load_segments(const ConcreteFusion& c, const Segmentation& s) {
                                          static_cast<int>(shared)),
             "cuFuncSetAttribute");
     }
-    KernelSlot& slot = *seg.kernel_slot;
+    KernelSlot& slot = p.kernel_slot(missing[i]);
     slot.kernel = k;
     slot.ready.store(k.get(), std::memory_order_release);
   }
 }
 
-const LoadedKernel& loaded_segment(const ConcreteFusion& c, const Segmentation& s, size_t index) {
-  const KernelSlot& slot = *s.segments[index].kernel_slot;
+const LoadedKernel& loaded_segment(const Plan& p, size_t index) {
+  const KernelSlot& slot = p.kernel_slot(index);
   const LoadedKernel* k = slot.ready.load(std::memory_order_acquire);
   if (k == nullptr) {
-    load_segments(c, s);
+    load_segments(p);
     k = slot.ready.load(std::memory_order_acquire);
   }
   return *k;
@@ -119,11 +121,12 @@ const LoadedKernel& loaded_segment(const ConcreteFusion& c, const Segmentation& 
 // The kernel of a matmul pattern's epilogue (bias, casts, activation),
 // for a library segment that cuBLASLt cannot run as one call: generated
 // and loaded on first use, kept in the segment's slot.
-const LoadedKernel& loaded_pattern_kernel(const ConcreteFusion& c, const Segmentation& s, size_t index) {
-  const Segment& seg = s.segments[index];
-  KernelSlot& slot = *seg.kernel_slot;
+const LoadedKernel& loaded_pattern_kernel(const Plan& plan, size_t index) {
+  const ConcreteFusion& c = *plan.concrete;
+  const Segment& seg = plan.segmentation.segments[index];
+  KernelSlot& slot = plan.kernel_slot(index);
   if (const LoadedKernel* k = slot.ready.load(std::memory_order_acquire)) return *k;
-  std::lock_guard lock(s.kernels_mutex);
+  std::lock_guard lock(plan.kernels_mutex);
   if (const LoadedKernel* k = slot.ready.load(std::memory_order_acquire)) return *k;
   if (seg.task.children.empty()) fail(KF_ERR_INTERNAL, "a library segment without a pattern has no kernel");
   const Task& pattern = seg.task.children[0];
@@ -182,18 +185,19 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void run_segment(const ConcreteFusion& c, const Segmentation& s, size_t index,
-                   const ValueSizes& sizes, const DLTensor* const* inputs, DLTensor* const* outputs,
-                   const ExecOptions& options) override {
+  void run_segment(const Plan& p, size_t index, const ValueSizes& sizes, const DLTensor* const* inputs,
+                   DLTensor* const* outputs, const ExecOptions& options) override {
+    const ConcreteFusion& c = *p.concrete;
+    const Segmentation& s = p.segmentation;
     ScopedContext context(c.device.id);  // first, so a missing GPU is reported as such
     const Segment& seg = s.segments[index];
     if (seg.scheduler == SchedulerKind::Library) {  // matmul/linear (+ epilogue): cuBLASLt
       if (!run_library_segment(*this, c, s, index, inputs, outputs, options))
-        run_pattern_unfused(c, s, index, sizes, inputs, outputs, options, context);
+        run_pattern_unfused(p, index, sizes, inputs, outputs, options, context);
       return;
     }
     if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
-    run_kernel(c, loaded_segment(c, s, index), sizes, inputs, outputs, options, context);
+    run_kernel(c, loaded_segment(p, index), sizes, inputs, outputs, options, context);
   }
 
   // Launches a loaded kernel on tensors in the order of its task's inputs
@@ -235,11 +239,13 @@ class CudaBackend final : public Backend {
   // A matmul pattern that cuBLASLt cannot run as one call: the product into
   // a compact temporary (it has the result's shape), then the rest of the
   // pattern (bias add, casts, activation) as a generated kernel.
-  void run_pattern_unfused(const ConcreteFusion& c, const Segmentation& s, size_t index, const ValueSizes& sizes,
+  void run_pattern_unfused(const Plan& p, size_t index, const ValueSizes& sizes,
                            const DLTensor* const* inputs, DLTensor* const* outputs,
                            const ExecOptions& options, ScopedContext& context) {
+    const ConcreteFusion& c = *p.concrete;
+    const Segmentation& s = p.segmentation;
     const Segment& seg = s.segments[index];
-    const LoadedKernel& k = loaded_pattern_kernel(c, s, index);
+    const LoadedKernel& k = loaded_pattern_kernel(p, index);
     const int64_t product = k.product;
     const DLTensor& out = *outputs[0];
     DLTensor temp = out;

@@ -1,0 +1,26 @@
+// The concretize stage's entry point: one ConcreteFusion from one binding.
+#include "core/concretize/concrete_fusion.h"
+#include "core/concretize/extent_sets.h"
+#include "core/concretize/layout.h"
+
+namespace kf {
+
+std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Binding& b) {
+  auto c = std::make_shared<ConcreteFusion>();
+  c->fusion = &fusion;
+  c->key = b.key;
+  c->device = b.device;
+  c->index32 = b.index32;
+  for (size_t i = 0; i < fusion.inputs.size(); ++i) c->input_layouts.push_back(analyze_layout(b.inputs[i]));
+  c->size_classes.resize(fusion.values.size());
+  for (size_t id = 0; id < fusion.values.size(); ++id)
+    for (int64_t e : b.sizes[static_cast<int64_t>(id)]) c->size_classes[id].push_back(size_class(e));
+  propagate_layouts(*c);
+  propagate_extent_deps(*c);
+  auto sets = std::make_shared<ExtentSets>(*c);  // reads the fields above
+  sets->freeze();
+  c->extent_sets = std::move(sets);
+  return c;
+}
+
+}  // namespace kf
