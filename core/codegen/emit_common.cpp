@@ -7,13 +7,13 @@
 namespace kf {
 
 std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims,
-                                 const std::string& linear, const std::string& suffix) {
+                                 const std::string& linear, const std::string& suffix, bool maybe_unused) {
   std::vector<std::string> names(dims.size(), "0");
   std::vector<size_t> many;
   for (size_t k = 0; k < dims.size(); ++k)
     if (w.size_class(dom, dims[k]) == SizeClass::Many) many.push_back(k);
   if (many.empty()) return names;
-  const std::string& t = w.index_type();
+  const std::string t = (maybe_unused ? "[[maybe_unused]] const " : "const ") + w.index_type();
   // Appended piecewise: g++ 12 warns (-Wrestrict, a false positive) on
   // "i" + std::to_string(d) here.
   auto name_of = [&suffix](size_t d) {
@@ -24,19 +24,19 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
   };
   if (many.size() == 1) {
     names[many[0]] = name_of(dims[many[0]]);
-    w.line("const " + t + " " + names[many[0]] + " = (" + t + ")(" + linear + ");");
+    w.line(t + " " + names[many[0]] + " = (" + w.index_type() + ")(" + linear + ");");
     return names;
   }
   const std::string rem = w.fresh("rem");
-  w.line(t + " " + rem + " = (" + t + ")(" + linear + ");");
+  w.line(w.index_type() + " " + rem + " = (" + w.index_type() + ")(" + linear + ");");
   for (size_t m = many.size(); m-- > 0;) {
     const size_t k = many[m];
     names[k] = name_of(dims[k]);
     if (m == 0) {
-      w.line("const " + t + " " + names[k] + " = " + rem + ";");
+      w.line(t + " " + names[k] + " = " + rem + ";");
     } else {
       const std::string e = w.extent(dom, dims[k]);
-      w.line("const " + t + " " + names[k] + " = " + rem + " % " + e + ";");
+      w.line(t + " " + names[k] + " = " + rem + " % " + e + ";");
       w.line(rem + " /= " + e + ";");
     }
   }

@@ -19,8 +19,9 @@ inline constexpr const char* kThread = "(long long)blockIdx.x * blockDim.x + thr
 // Unravels `linear` over `dims` of `dom` (outermost first) into locals
 // i<d><suffix>; returns one index expression per listed dim ("0" for
 // size-1 dims).
+// maybe_unused: the locals may go unread (all reads come from elsewhere).
 std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector<size_t>& dims,
-                                 const std::string& linear, const std::string& suffix = "");
+                                 const std::string& linear, const std::string& suffix = "", bool maybe_unused = false);
 // The same over every dim of `dom` in `order` (outermost first), returned
 // in domain order.
 std::vector<std::string> unravel_in_order(KernelWriter& w, int64_t dom, const std::vector<size_t>& order,

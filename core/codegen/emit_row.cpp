@@ -2,8 +2,8 @@
 // of thread-strided accumulation and block reductions, then a pass writing
 // the domain-shaped outputs and one thread writing the row-shaped ones.
 // With a vector plan the row is held in registers when it fits (checked at
-// run time with the vector conditions); otherwise it is re-read from
-// memory in every phase.
+// run time with the vector conditions), else staged in shared memory when
+// it fits there; otherwise it is re-read from memory in every phase.
 #include <algorithm>
 
 #include "core/codegen/emit_common.h"
@@ -61,6 +61,22 @@ OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& 
   return o;
 }
 
+// The staged path (RowParams::staged): the row's staged inputs in dynamic
+// shared memory, one row of each input's storage type after the other,
+// then with stage_outer one row of partials per outer reduction.
+struct Stage {
+  std::map<int64_t, std::string> rows;  // staged input -> its row in shared memory
+  std::vector<std::string> partials;    // per outer reduction (stage_outer)
+  bool active() const { return !rows.empty(); }
+};
+
+// The input's own index where the domain index is `idx` (its dims' map).
+std::vector<std::string> input_index(const std::vector<int>& dims, const std::vector<std::string>& idx) {
+  std::vector<std::string> out;
+  for (int d : dims) out.push_back(d < 0 ? "0" : idx[static_cast<size_t>(d)]);
+  return out;
+}
+
 // One element of every outer reduction at domain index `idx` into `acc(a)`.
 void outer_step(KernelWriter& w, const OuterAccs& o, const std::vector<std::string>& idx,
                 const std::function<std::string(size_t)>& acc) {
@@ -70,17 +86,29 @@ void outer_step(KernelWriter& w, const OuterAccs& o, const std::vector<std::stri
   }
 }
 
-// The row re-read from global memory in every phase, one element per
-// thread step (any row length and layout).
-void row_streaming(KernelWriter& w, const RowDomain& s, const OuterAccs& outer, const std::vector<size_t>& red,
-                   const std::string& row_len) {
+// The row re-read in every phase, one element per thread step (any row
+// length and layout): from global memory, or for the inputs of `stage`
+// (when given) from their rows in shared memory.
+void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, const std::vector<size_t>& red,
+                   const std::string& row_len, const Stage* stage) {
   const Fusion& f = w.fusion();
+  const RowDomain& s = p.rows;
   const int64_t dom = s.domain;
   const std::string row_loop = "for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)";
+  // The domain index of element j, with the staged inputs read at it
+  // pointed at shared memory.
+  auto element = [&] {
+    std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
+    w.tile_reads.clear();
+    if (stage != nullptr)
+      for (const auto& [in, row] : stage->rows)
+        w.tile_reads[in] = {input_index(p.vectors.inputs.at(in), idx), load_form(f.value(in).dtype, row + "[j]")};
+    return idx;
+  };
   for (const std::vector<int64_t>& phase : s.phases) {
     std::vector<Accumulator> accs = declare_accs(w, phase, false);
     w.open(row_loop);
-    const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j"));
+    const std::vector<std::string> idx = element();
     for (const Accumulator& a : accs) {
       const int64_t in = a.expr->inputs[0];
       w.line(acc_step(*a.expr, a.acc, a.name, convert(f.value(in).dtype, a.acc, w.value_at(in, idx))));
@@ -90,11 +118,59 @@ void row_streaming(KernelWriter& w, const RowDomain& s, const OuterAccs& outer, 
   }
   if (!s.domain_outputs.empty() || outer.active()) {
     w.open(row_loop);
-    const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j"));
+    const std::vector<std::string> idx = element();
     for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
-    outer_step(w, outer, idx, [&](size_t a) { return outer.partials[a] + "[j]"; });
+    const bool smem = stage != nullptr && !stage->partials.empty();
+    outer_step(w, outer, idx, [&](size_t a) { return (smem ? stage->partials[a] : outer.partials[a]) + "[j]"; });
     w.close();
   }
+  w.tile_reads.clear();
+}
+
+// Declares the staged path's shared-memory rows (kernel level) and returns
+// its run-time condition: the vector conditions of the staged inputs and
+// enough dynamic shared memory for this row (the launch sizes it per call,
+// LaunchRule::row_stage_bytes).
+std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& outer, const ExtentSets& sets,
+                          const std::string& row_len, Stage* stage, std::vector<std::string>* lines) {
+  const Fusion& f = w.fusion();
+  const int64_t dom = p.rows.domain;
+  const int V = p.vectors.width;
+  std::vector<std::string> conds = {w.extent(dom, w.rank(dom) - 1) + " % " + std::to_string(V) + " == 0"};
+  lines->push_back("extern __shared__ __align__(16) unsigned char kf_stage[];");
+  std::string at = "0";
+  auto place = [&](const std::string& type, const std::string& prefix) {
+    const std::string name = w.fresh(prefix);
+    lines->push_back(type + "* const " + name + " = (" + type + "*)(kf_stage + " + at + ");");
+    at = "(" + at + " + (unsigned long long)" + row_len + " * sizeof(" + type + "))";
+    return name;
+  };
+  for (int64_t in : p.staged) {
+    stage->rows[in] = place(storage_type(f.value(in).dtype), "st");
+    vector_conditions(w, sets, in, dom, V, p.vectors.dim, &conds);
+  }
+  if (p.stage_outer)
+    for (size_t a = 0; a < outer.exprs.size(); ++a) stage->partials.push_back(place(reg_type(outer.types[a]), "spart"));
+  conds.push_back(at + " <= (unsigned long long)kf_dynamic_smem()");
+  return all_of(conds);
+}
+
+// Copies the row's staged inputs into shared memory, 16 bytes per load.
+void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const std::vector<size_t>& red,
+                const std::string& row_len) {
+  const int V = p.vectors.width;
+  const std::string& t = w.index_type();
+  w.line("__syncthreads();  // the previous row's reads of the stage are done");
+  w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
+  w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
+  const std::vector<std::string> idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
+  for (const auto& [in, row] : stage.rows) {
+    const std::string vt = vector_type(w, in, V);
+    w.line("*(" + vt + "*)(" + row + " + j) = *(const " + vt + "*)(" + w.pointer(in) + " + " +
+           w.offset(in, input_index(p.vectors.inputs.at(in), idx)) + ");");
+  }
+  w.close();
+  w.line("__syncthreads();");
 }
 
 // Whether `v` is a task input seen through casts and shape ops only.
@@ -259,16 +335,29 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
   const std::string row_len = extent_product(w, dom, red, "1");
   w.reduced = s.reduced;
   use_vectors(w, p.vectors);
-  // Whether the row is held in registers: the same for every row (the
-  // conditions read extents, strides and base pointers only).
+  // Whether the row is held in registers, or staged: the same for every
+  // row (the conditions read extents, strides and base pointers only).
   const KernelWriter::Section cond = w.reserve();
   const std::string cached = w.fresh("kfrow");
+  const std::string staged = w.fresh("kfstage");
   const OuterAccs outer = declare_outer(w, p, row_len);
-  if (outer.active()) {  // the streaming path accumulates in memory, from the identity
+  Stage stage;
+  std::vector<std::string> stage_lines;
+  std::string stage_cond = "false";
+  if (p.vectors.width > 0 && !p.staged.empty())
+    stage_cond = declare_stage(w, p, outer, sets, row_len, &stage, &stage_lines);
+  const KernelWriter::Section stage_decl = w.reserve();
+  if (outer.active()) {  // the partials accumulate from the identity
+    const bool smem = !stage.partials.empty();
     w.open("if (!" + cached + ")");
     w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
-    for (size_t a = 0; a < outer.exprs.size(); ++a)
-      w.line(outer.partials[a] + "[j] = " + acc_init(*outer.exprs[a], outer.types[a]) + ";");
+    for (size_t a = 0; a < outer.exprs.size(); ++a) {
+      const std::string init = acc_init(*outer.exprs[a], outer.types[a]);
+      if (smem)
+        w.line("if (" + staged + ") " + stage.partials[a] + "[j] = " + init + "; else " + outer.partials[a] + "[j] = " + init + ";");
+      else
+        w.line(outer.partials[a] + "[j] = " + init + ";");
+    }
     w.close();
     w.close();
   }
@@ -280,13 +369,20 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
   if (p.vectors.width > 0) {
     w.open("if (" + cached + ")");
     w.fill(cond, {"const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len) + ";"});
+    if (stage.active()) {
+      w.close_open("else if (" + staged + ")");
+      fill_stage(w, p, stage, red, row_len);
+      row_streaming(w, p, outer, red, row_len, &stage);
+    }
     w.close_open("else");
-    row_streaming(w, s, outer, red, row_len);
+    row_streaming(w, p, outer, red, row_len, nullptr);
     w.close();
   } else {
     w.fill(cond, {"const bool " + cached + " = false;"});
-    row_streaming(w, s, outer, red, row_len);
+    row_streaming(w, p, outer, red, row_len, nullptr);
   }
+  stage_lines.push_back("const bool " + staged + " = !" + cached + " && " + stage_cond + ";");
+  w.fill(stage_decl, stage_lines);
   if (!s.row_outputs.empty()) {
     w.open("if (threadIdx.x == 0)");
     store_row_outputs(w, s, kept);
@@ -307,6 +403,23 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
       }
     w.close();
   }
+  if (!stage.partials.empty()) {  // the staged path's partials, once
+    w.open("if (" + staged + ")");
+    w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
+    for (size_t a = 0; a < outer.exprs.size(); ++a) w.line(outer.partials[a] + "[j] = " + stage.partials[a] + "[j];");
+    w.close();
+    w.close();
+  }
+}
+
+int row_stage_bytes(const Fusion& f, const RowParams& p) {
+  if (p.vectors.width == 0) return 0;
+  int bytes = 0;
+  for (int64_t in : p.staged) bytes += dtype_size(f.value(in).dtype);
+  if (p.stage_outer && !p.staged.empty())
+    for (int64_t ei : p.outer.phases.at(0))
+      bytes += dtype_size(accumulator_dtype(f.value(f.exprs[static_cast<size_t>(ei)].inputs[0]).dtype));
+  return p.staged.empty() ? 0 : bytes;
 }
 
 }  // namespace kf

@@ -11,6 +11,9 @@ namespace kf {
 void emit_pointwise(KernelWriter& w, const Task& task, const PointwiseParams& p);  // emit_pointwise.cpp
 void emit_tiled(KernelWriter& w, const TiledParams& p);                           // emit_tiled.cpp
 void emit_row(KernelWriter& w, const Task& task, const RowParams& p);              // emit_row.cpp
+// Bytes of dynamic shared memory per row element of the staged path (0:
+// the kernel has none): LaunchRule::row_stage_bytes.
+int row_stage_bytes(const Fusion& f, const RowParams& p);
 // emit_column.cpp: kernel 1 (partials) and kernel 2 (finish); both read
 // args.scratch and args.splits.
 void emit_column_partials(KernelWriter& w, const ColumnParams& p);

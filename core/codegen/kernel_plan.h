@@ -22,8 +22,9 @@
 // is __launch_bounds__(launch.block): launch exactly launch.block threads
 // (PerRow kernels need a multiple of 32, at most 1024). Grid size only
 // affects speed: every kernel grid-strides over its elements or rows, so
-// any grid.x >= 1 is correct. Kernels use static shared memory only
-// (shared_bytes stays 0).
+// any grid.x >= 1 is correct. Kernels use static shared memory, except
+// PerRow kernels with a staged path (row_stage_bytes > 0), which read
+// dynamic shared memory when the launch gives them enough for the row.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +81,11 @@ struct LaunchRule {
   // block is then chosen per call: ceil(row length / row_items) threads
   // rounded up to a warp, at most `block` (the kernel reads blockDim.x).
   int row_items = 0;
+  // PerRow: when > 0, the kernel can stage a row that does not fit its
+  // registers in dynamic shared memory, this many bytes per row element;
+  // the launch gives it row length * row_stage_bytes when that is within
+  // the kernel's limit (else 0, and the kernel streams from memory).
+  int row_stage_bytes = 0;
   // ColumnReduce.
   int tile_cols = 0;
   int accumulators = 0;

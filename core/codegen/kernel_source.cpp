@@ -103,6 +103,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.reduced_dims = row.rows.reduced;
     launch.block = row.block;
     launch.row_items = row.vectors.width * row.vectors_per_thread;
+    launch.row_stage_bytes = row_stage_bytes(w.fusion(), row);
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel
       launch.outer_accumulators = static_cast<int>(row.outer.phases[0].size());
       launch.threads_per_sm = row.outer_threads_per_sm;

@@ -207,6 +207,9 @@ template <class T> KF_DEV kf_welford<T> kf_welford_merge(kf_welford<T> a, kf_wel
   return r;
 }
 
+// Bytes of dynamic shared memory this launch has (the staged row path
+// checks that its row fits).
+KF_DEV unsigned kf_dynamic_smem() { unsigned r; asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r)); return r; }
 template <class T> KF_DEV T kf_shfl_xor(T v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
 template <class T> KF_DEV kf_welford<T> kf_shfl_xor(kf_welford<T> v, int lane_mask) {
   kf_welford<T> r;

@@ -92,8 +92,13 @@ struct RowDomain {
 // Row: one block per row. With a vector plan (the innermost dim is reduced
 // and of class >1) the row is held in registers, vectors_per_thread
 // vectors per thread, the block sized per call to the row (at most
-// `block`); rows longer than that, or failing the run-time vector checks,
-// are re-read from memory in every phase.
+// `block`). A row longer than that is staged in shared memory: the
+// `staged` inputs (read once per row, no reuse across rows) are copied in
+// with 16-byte loads, and every phase reads them from there (and, with
+// stage_outer, the inner-outer partials are kept there too), when the
+// row's bytes fit the device's shared memory. Rows failing the run-time
+// vector checks, or too long for both, are re-read from memory in every
+// phase.
 //
 // Inner-outer (the norm backward pattern): the task also has reductions
 // over the kept dims (`outer`: same domain, reduced = the rows' kept dims,
@@ -109,6 +114,8 @@ struct RowParams {
   VectorPlan vectors;  // along the last dim
   int vectors_per_thread = 4;
   int block = 256;
+  std::vector<int64_t> staged;  // inputs staged in shared memory (empty: no staged path)
+  bool stage_outer = false;     // the outer partials in shared memory on the staged path
   RowDomain outer;  // outer.domain < 0: none
   int outer_threads_per_sm = 0;
   int finish_block = 256;

@@ -1,7 +1,10 @@
 // The row scheduler (reductions and normalizations): one block per row.
 // When the innermost dim is reduced, the row can be held in registers as
-// 16-byte vectors (the block then sized per call to the row); any row, and
-// any layout, also runs re-read from memory in every phase.
+// 16-byte vectors (the block then sized per call to the row), or, when it
+// is too long for them, staged in shared memory; any row, and any layout,
+// also runs re-read from memory in every phase.
+#include <algorithm>
+
 #include "core/schedule/schedulers.h"
 #include "core/schedule/vector_plan.h"
 
@@ -20,6 +23,18 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   if (r > 0 && rows.reduced[r - 1] && c.size_classes[static_cast<size_t>(rows.domain)][r - 1] == SizeClass::Many)
     p.vectors = plan_vectors(c, task, rows.domain_outputs, rows.domain, r - 1);
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;
+  // Staged: the vector inputs read at every element of the row and varying
+  // across rows (x, dy); those broadcast over the rows (weights) are reused
+  // by every row from the caches and would only cost shared memory.
+  for (const auto& [in, dims] : p.vectors.inputs) {
+    bool whole_row = true, varies = false;
+    for (size_t d = 0; d < r; ++d) {
+      const bool read = std::find(dims.begin(), dims.end(), static_cast<int>(d)) != dims.end();
+      if (rows.reduced[d]) whole_row = whole_row && read;
+      else varies = varies || (read && c.size_classes[static_cast<size_t>(rows.domain)][d] == SizeClass::Many);
+    }
+    if (whole_row && varies) p.staged.push_back(in);
+  }
   return p;
 }
 

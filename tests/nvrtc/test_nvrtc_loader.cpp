@@ -175,6 +175,23 @@ void test_launch_dims(void**) {
   assert_int_equal(d.scratch_bytes, 2ull * 528 * 1000 * 8);
   assert_int_equal(launch_dims(r, Sizes{10, 1000}, 1 << 30, 132).grid, 10);
   assert_int_equal(launch_dims(r, Sizes{0, 1000}, 1 << 30, 132).grid, 1);
+  // A staged row path: rows that fit the registers (row_items per thread)
+  // get no shared memory; longer ones get row * row_stage_bytes when the
+  // kernel may have that much, which also bounds the resident blocks.
+  r.row_items = 8;
+  r.block = 1024;
+  r.threads_per_sm = 2048;
+  r.row_stage_bytes = 12;
+  d = launch_dims(r, Sizes{100000, 8192}, 1 << 30, 132, 227 * 1024);
+  assert_int_equal(d.block, 1024);
+  assert_int_equal(d.shared_bytes, 0);
+  assert_int_equal(d.grid, 264);
+  d = launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132, 227 * 1024);
+  assert_int_equal(d.shared_bytes, 16392 * 12);
+  assert_int_equal(d.grid, 132);  // one such block fits a multiprocessor
+  d = launch_dims(r, Sizes{100000, 50000}, 1 << 30, 132, 227 * 1024);
+  assert_int_equal(d.shared_bytes, 0);  // too long: the kernel streams
+  assert_int_equal(launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132).shared_bytes, 0);  // no limit given
 }
 
 // x (f32, rank 2) * s (f32 scalar) -> y

@@ -30,6 +30,7 @@ struct LoadedKernel {
   std::vector<cuda::SlotSource> sources;
   CUfunction function = nullptr;
   CUfunction finish = nullptr;  // ColumnReduce and inner-outer: the finishing kernel
+  int64_t max_dynamic_shared = 0;  // a staged row kernel: the dynamic shared memory it may use
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
   Task task;             // a matmul pattern's epilogue: what the kernel computes
 };
@@ -101,6 +102,18 @@ void load_segments(const Plan& p) {
       check(driver().cuFuncSetAttribute_(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          static_cast<int>(shared)),
             "cuFuncSetAttribute");
+    }
+    if (k->plan.launch.row_stage_bytes > 0) {  // the staged row path: all the device allows
+      ScopedContext context(device);
+      int static_bytes = 0;
+      check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function),
+            "cuFuncGetAttribute");
+      const int dynamic = context.info().max_shared_optin - static_bytes;
+      if (dynamic > 0) {
+        check(driver().cuFuncSetAttribute_(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
+              "cuFuncSetAttribute");
+        k->max_dynamic_shared = dynamic;
+      }
     }
     KernelSlot& slot = p.kernel_slot(missing[i]);
     slot.kernel = k;
@@ -206,7 +219,7 @@ class CudaBackend final : public Backend {
                   const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options,
                   ScopedContext& context) {
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
-                                        context.info().multiprocessors);
+                                        context.info().multiprocessors, k.max_dynamic_shared);
     if (dims.grid == 0) return;  // empty domain
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
     std::vector<int64_t>& args = *arg_block;

@@ -21,7 +21,7 @@ namespace kf::cuda {
 #define KF_CUDA_DRIVER_FUNCTIONS(X)                                              \
   X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) \
   X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent)              \
-  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute)              \
+  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute) \
   X(cuLaunchKernel) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAlloc) X(cuMemFree) \
   X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuStreamSynchronize) X(cuGetErrorName)  \
   X(cuGetErrorString)

@@ -127,7 +127,8 @@ void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
   }
 }
 
-LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors) {
+LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
+                       int64_t max_dynamic_shared) {
   LaunchDims dims;
   dims.block = static_cast<uint32_t>(rule.block);
   dims.shared_bytes = static_cast<uint32_t>(rule.shared_bytes);
@@ -154,7 +155,9 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     for (int64_t s : domain) work *= s;
     const int64_t per_block = static_cast<int64_t>(rule.block) * std::max(rule.items_per_thread, 1);
     work = (work + per_block - 1) / per_block;
-  } else {  // PerRow: a reduction over an empty row still writes its identity
+  }
+  int64_t blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(rule.block, 1);
+  if (rule.kind == LaunchRule::Kind::PerRow) {  // a reduction over an empty row still writes its identity
     int64_t row = 1;
     for (size_t d = 0; d < domain.size(); ++d) {
       if (d >= rule.reduced_dims.size() || !rule.reduced_dims[d]) work *= domain[d];
@@ -164,11 +167,20 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       const int64_t threads = (row + rule.row_items - 1) / rule.row_items;
       dims.block = static_cast<uint32_t>(std::clamp<int64_t>((threads + 31) / 32 * 32, 32, rule.block));
     }
+    blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
+    // Too long for the registers: staged in shared memory where it fits
+    // (the kernel checks the size it got and streams otherwise).
+    if (rule.row_stage_bytes > 0 && row > int64_t{dims.block} * rule.row_items) {
+      const int64_t bytes = row * rule.row_stage_bytes;
+      if (bytes <= max_dynamic_shared) {
+        dims.shared_bytes = static_cast<uint32_t>(bytes);
+        blocks_per_sm = std::min(blocks_per_sm, max_dynamic_shared / bytes);
+      }
+    }
   }
   int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
   if (rule.outer_accumulators > 0)  // resident blocks only: each writes a row of partials
-    cap = std::min<int64_t>(cap, int64_t{std::max(multiprocessors, 1)} *
-                                     std::max<int64_t>(1, rule.threads_per_sm / std::max<uint32_t>(dims.block, 1)));
+    cap = std::min<int64_t>(cap, int64_t{std::max(multiprocessors, 1)} * std::max<int64_t>(1, blocks_per_sm));
   dims.grid = static_cast<uint32_t>(std::clamp<int64_t>(work, 0, std::max<int64_t>(cap, 1)));
   if (rule.outer_accumulators > 0) {
     int64_t row = 1;

@@ -45,7 +45,9 @@ struct LaunchDims {
 };
 
 // domain: this call's sizes of rule.domain_value; the device's grid limit
-// and multiprocessor count.
-LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors);
+// and multiprocessor count; the dynamic shared memory the kernel may use
+// (its staged row path: LaunchRule::row_stage_bytes).
+LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
+                       int64_t max_dynamic_shared = 0);
 
 }  // namespace kf::cuda
