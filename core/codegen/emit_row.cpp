@@ -381,7 +381,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
     w.fill(cond, {"const bool " + cached + " = false;"});
     row_streaming(w, p, outer, red, row_len, nullptr);
   }
-  stage_lines.push_back("const bool " + staged + " = !" + cached + " && " + stage_cond + ";");
+  if (stage.active()) stage_lines.push_back("const bool " + staged + " = !" + cached + " && " + stage_cond + ";");
   w.fill(stage_decl, stage_lines);
   if (!s.row_outputs.empty()) {
     w.open("if (threadIdx.x == 0)");

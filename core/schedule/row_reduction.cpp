@@ -25,7 +25,10 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;
   // Staged: the vector inputs read at every element of the row and varying
   // across rows (x, dy); those broadcast over the rows (weights) are reused
-  // by every row from the caches and would only cost shared memory.
+  // by every row from the caches and would only cost shared memory. Only
+  // rows read more than once: a single pass (a plain row sum) gains nothing.
+  const bool output_pass = !rows.domain_outputs.empty();
+  if (rows.phases.size() + (output_pass ? 1 : 0) < 2) return p;
   for (const auto& [in, dims] : p.vectors.inputs) {
     bool whole_row = true, varies = false;
     for (size_t d = 0; d < r; ++d) {

@@ -182,15 +182,22 @@ void test_launch_dims(void**) {
   r.block = 1024;
   r.threads_per_sm = 2048;
   r.row_stage_bytes = 12;
-  d = launch_dims(r, Sizes{100000, 8192}, 1 << 30, 132, 227 * 1024);
+  const KernelLimits limits{227 * 1024, 62};
+  d = launch_dims(r, Sizes{100000, 8192}, 1 << 30, 132, limits);
   assert_int_equal(d.block, 1024);
   assert_int_equal(d.shared_bytes, 0);
   assert_int_equal(d.grid, 264);
-  d = launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132, 227 * 1024);
+  d = launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132, limits);
   assert_int_equal(d.shared_bytes, 16392 * 12);
-  assert_int_equal(d.grid, 132);  // one such block fits a multiprocessor
-  d = launch_dims(r, Sizes{100000, 50000}, 1 << 30, 132, 227 * 1024);
+  assert_int_equal(d.block, 1024);  // one block fits a multiprocessor, whatever its size
+  assert_int_equal(d.grid, 132);
+  d = launch_dims(r, Sizes{100000, 8200}, 1 << 30, 132, limits);
+  assert_int_equal(d.shared_bytes, 8200 * 12);
+  assert_int_equal(d.block, 512);  // 2 x 512 threads (shared memory), not 1 x 1024 (registers)
+  assert_int_equal(d.grid, 264);
+  d = launch_dims(r, Sizes{100000, 50000}, 1 << 30, 132, limits);
   assert_int_equal(d.shared_bytes, 0);  // too long: the kernel streams
+  assert_int_equal(d.block, 256);       // 8 x 256 threads by registers
   assert_int_equal(launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132).shared_bytes, 0);  // no limit given
 }
 

@@ -30,7 +30,7 @@ struct LoadedKernel {
   std::vector<cuda::SlotSource> sources;
   CUfunction function = nullptr;
   CUfunction finish = nullptr;  // ColumnReduce and inner-outer: the finishing kernel
-  int64_t max_dynamic_shared = 0;  // a staged row kernel: the dynamic shared memory it may use
+  cuda::KernelLimits limits;  // PerRow kernels: for the block of rows too long for the registers
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
   Task task;             // a matmul pattern's epilogue: what the kernel computes
 };
@@ -112,9 +112,12 @@ void load_segments(const Plan& p) {
       if (dynamic > 0) {
         check(driver().cuFuncSetAttribute_(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
               "cuFuncSetAttribute");
-        k->max_dynamic_shared = dynamic;
+        k->limits.max_dynamic_shared = dynamic;
       }
     }
+    if (k->plan.launch.kind == LaunchRule::Kind::PerRow)
+      check(driver().cuFuncGetAttribute_(&k->limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->function),
+            "cuFuncGetAttribute");
     KernelSlot& slot = p.kernel_slot(missing[i]);
     slot.kernel = k;
     slot.ready.store(k.get(), std::memory_order_release);
@@ -219,7 +222,7 @@ class CudaBackend final : public Backend {
                   const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options,
                   ScopedContext& context) {
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
-                                        context.info().multiprocessors, k.max_dynamic_shared);
+                                        context.info().multiprocessors, k.limits);
     if (dims.grid == 0) return;  // empty domain
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
     std::vector<int64_t>& args = *arg_block;

@@ -127,8 +127,26 @@ void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
   }
 }
 
+namespace {
+
+// Threads per multiprocessor and its register file (every GPU kfuse
+// targets, sm_80 to sm_100, has these).
+constexpr int64_t kThreadsPerSm = 2048, kRegistersPerSm = 65536;
+
+// Blocks of `block` threads resident on one multiprocessor, by threads,
+// registers (allocated in units of 8 per thread) and shared memory.
+int64_t resident_blocks(int64_t block, int registers, int64_t shared, int64_t max_shared) {
+  int64_t n = kThreadsPerSm / block;
+  if (registers > 0) n = std::min(n, kRegistersPerSm / ((registers + 7) / 8 * 8 * block));
+  if (shared > 0) n = std::min(n, max_shared / shared);
+  return n;
+}
+
+}  // namespace
+
 LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
-                       int64_t max_dynamic_shared) {
+                       const KernelLimits& limits) {
+  const int64_t max_dynamic_shared = limits.max_dynamic_shared;
   LaunchDims dims;
   dims.block = static_cast<uint32_t>(rule.block);
   dims.shared_bytes = static_cast<uint32_t>(rule.shared_bytes);
@@ -168,13 +186,24 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       dims.block = static_cast<uint32_t>(std::clamp<int64_t>((threads + 31) / 32 * 32, 32, rule.block));
     }
     blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
-    // Too long for the registers: staged in shared memory where it fits
-    // (the kernel checks the size it got and streams otherwise).
-    if (rule.row_stage_bytes > 0 && row > int64_t{dims.block} * rule.row_items) {
-      const int64_t bytes = row * rule.row_stage_bytes;
-      if (bytes <= max_dynamic_shared) {
-        dims.shared_bytes = static_cast<uint32_t>(bytes);
-        blocks_per_sm = std::min(blocks_per_sm, max_dynamic_shared / bytes);
+    if (rule.row_items > 0 && row > int64_t{dims.block} * rule.row_items) {
+      // Too long for the registers: staged in shared memory where it fits
+      // (the kernel checks the size it got and streams otherwise).
+      const int64_t bytes = rule.row_stage_bytes * row;
+      const int64_t shared = bytes > 0 && bytes <= max_dynamic_shared ? bytes : 0;
+      dims.shared_bytes = static_cast<uint32_t>(shared);
+      // Any block size serves these paths: the one that keeps the most
+      // threads resident (a 1024-thread block of 64 registers is alone on
+      // its multiprocessor, idle at every barrier; docs/PERF.md).
+      // On a tie the smaller block: more blocks overlap each other's barriers.
+      int64_t best = 0;
+      for (int64_t b = rule.block; b >= 256; b /= 2) {
+        const int64_t n = resident_blocks(b, limits.registers, shared, max_dynamic_shared);
+        if (n * b >= best) {
+          best = n * b;
+          dims.block = static_cast<uint32_t>(b);
+          blocks_per_sm = n;
+        }
       }
     }
   }

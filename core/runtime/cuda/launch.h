@@ -44,10 +44,15 @@ struct LaunchDims {
   uint64_t scratch_bytes = 0;
 };
 
+// What launch_dims needs to know of the kernel as loaded (0: unknown).
+struct KernelLimits {
+  int64_t max_dynamic_shared = 0;  // dynamic shared memory it may use (staged row path)
+  int registers = 0;               // per thread
+};
+
 // domain: this call's sizes of rule.domain_value; the device's grid limit
-// and multiprocessor count; the dynamic shared memory the kernel may use
-// (its staged row path: LaunchRule::row_stage_bytes).
+// and multiprocessor count.
 LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
-                       int64_t max_dynamic_shared = 0);
+                       const KernelLimits& limits = {});
 
 }  // namespace kf::cuda
