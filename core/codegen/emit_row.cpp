@@ -86,43 +86,104 @@ void outer_step(KernelWriter& w, const OuterAccs& o, const std::vector<std::stri
   }
 }
 
-// The row re-read in every phase, one element per thread step (any row
-// length and layout): from global memory, or for the inputs of `stage`
-// (when given) from their rows in shared memory.
+// How the streaming loops step through a row: one element per thread step
+// (any row length and layout), or 16-byte vector steps (VectorSteps: the
+// vector plan's inputs loaded as whole vectors; the run-time conditions of
+// every register used are collected by the caller from the writer's
+// vector registers of groups >= kStreamGroups).
+constexpr int kStreamGroups = 1000;
+struct VectorSteps {
+  int next = kStreamGroups;  // the next loop's register group (and load section)
+};
+
+// The row re-read in every phase: from global memory, or for the inputs of
+// `stage` (when given) from their rows in shared memory.
 void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, const std::vector<size_t>& red,
-                   const std::string& row_len, const Stage* stage) {
+                   const std::string& row_len, const Stage* stage, VectorSteps* steps) {
   const Fusion& f = w.fusion();
   const RowDomain& s = p.rows;
   const int64_t dom = s.domain;
-  const std::string row_loop = "for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)";
-  // The domain index of element j, with the staged inputs read at it
-  // pointed at shared memory.
-  auto element = [&] {
-    std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
-    w.tile_reads.clear();
-    if (stage != nullptr)
-      for (const auto& [in, row] : stage->rows)
-        w.tile_reads[in] = {input_index(p.vectors.inputs.at(in), idx), load_form(f.value(in).dtype, row + "[j]")};
-    return idx;
-  };
-  for (const std::vector<int64_t>& phase : s.phases) {
-    std::vector<Accumulator> accs = declare_accs(w, phase, false);
-    w.open(row_loop);
-    const std::vector<std::string> idx = element();
-    for (const Accumulator& a : accs) {
-      const int64_t in = a.expr->inputs[0];
-      w.line(acc_step(*a.expr, a.acc, a.name, convert(f.value(in).dtype, a.acc, w.value_at(in, idx))));
+  const std::string& t = w.index_type();
+  // body(domain index, element of the row) for every element of the row,
+  // with the staged inputs read there pointed at shared memory.
+  auto each_element = [&](const std::function<void(const std::vector<std::string>&, const std::string&)>& body) {
+    auto point_stage = [&](const std::vector<std::string>& idx, const std::string& j) {
+      w.tile_reads.clear();
+      if (stage != nullptr)
+        for (const auto& [in, row] : stage->rows)
+          w.tile_reads[in] = {input_index(p.vectors.inputs.at(in), idx), load_form(f.value(in).dtype, row + "[" + j + "]")};
+    };
+    if (steps == nullptr) {
+      w.open("for (" + t + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
+      const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
+      point_stage(idx, "j");
+      body(idx, "j");
+      w.close();
+      return;
     }
+    const int V = p.vectors.width;
+    const size_t last = w.rank(dom) - 1;
+    w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
+    w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
+    const std::vector<std::string> base = full_index(w, red, unravel(w, dom, red, "j", "", true));
+    const KernelWriter::Section loads = w.reserve();
+    const int group = steps->next++;
+    w.group = group;
+    w.section = group;
+    w.lane_base = base;
+    for (int lane = 0; lane < V; ++lane) {
+      std::vector<std::string> idx = base;
+      const std::string j = lane == 0 ? "j" : "(j + " + std::to_string(lane) + ")";
+      if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
+      w.lane = lane;
+      w.lane_index = idx;
+      point_stage(idx, j);
+      body(idx, j);
+    }
+    w.lane = -1;
+    w.fill(loads, vector_loads(w, V, group, {}));
     w.close();
+  };
+  // With the row in shared memory a variance takes two passes (the row
+  // sum, then squared deviations from the mean) as on the register path:
+  // cheaper than Welford's division per element.
+  const bool two_pass = stage != nullptr;
+  for (const std::vector<int64_t>& phase : s.phases) {
+    std::vector<Accumulator> accs = declare_accs(w, phase, two_pass);
+    auto input_of = [&](const Accumulator& a, const std::vector<std::string>& idx) {
+      const int64_t in = a.expr->inputs[0];
+      return convert(f.value(in).dtype, a.acc, w.value_at(in, idx));
+    };
+    each_element([&](const std::vector<std::string>& idx, const std::string&) {
+      for (const Accumulator& a : accs) {
+        if (!a.sum.empty()) w.line(a.sum + " += " + input_of(a, idx) + ";");
+        else w.line(acc_step(*a.expr, a.acc, a.name, input_of(a, idx)));
+      }
+    });
+    bool second = false;
+    for (const Accumulator& a : accs) {
+      if (a.sum.empty()) continue;
+      second = true;
+      w.line(a.sum + " = " + row_len + " > 0 ? kf_block_reduce(" + a.sum + ", kf_sum_op()) / (" + reg_type(a.acc) +
+             ")" + row_len + " : 0;");
+    }
+    if (second)
+      each_element([&](const std::vector<std::string>& idx, const std::string&) {
+        for (const Accumulator& a : accs) {
+          if (a.sum.empty()) continue;
+          const std::string d = w.fresh("wd");
+          w.line("const " + std::string(reg_type(a.acc)) + " " + d + " = " + input_of(a, idx) + " - " + a.sum + ";");
+          w.line(a.name + " += " + d + " * " + d + ";");
+        }
+      });
     reduce_block(w, accs, row_len);
   }
   if (!s.domain_outputs.empty() || outer.active()) {
-    w.open(row_loop);
-    const std::vector<std::string> idx = element();
-    for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
     const bool smem = stage != nullptr && !stage->partials.empty();
-    outer_step(w, outer, idx, [&](size_t a) { return (smem ? stage->partials[a] : outer.partials[a]) + "[j]"; });
-    w.close();
+    each_element([&](const std::vector<std::string>& idx, const std::string& j) {
+      for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
+      outer_step(w, outer, idx, [&](size_t a) { return (smem ? stage->partials[a] : outer.partials[a]) + "[" + j + "]"; });
+    });
   }
   w.tile_reads.clear();
 }
@@ -340,6 +401,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
   const KernelWriter::Section cond = w.reserve();
   const std::string cached = w.fresh("kfrow");
   const std::string staged = w.fresh("kfstage");
+  const std::string vec = w.fresh("kfvec");
   const OuterAccs outer = declare_outer(w, p, row_len);
   Stage stage;
   std::vector<std::string> stage_lines;
@@ -354,12 +416,14 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
     for (size_t a = 0; a < outer.exprs.size(); ++a) {
       const std::string init = acc_init(*outer.exprs[a], outer.types[a]);
       if (smem)
-        w.line("if (" + staged + ") " + stage.partials[a] + "[j] = " + init + "; else " + outer.partials[a] + "[j] = " + init + ";");
+        w.line("if (" + staged + " && " + vec + ") " + stage.partials[a] + "[j] = " + init + "; else " + outer.partials[a] + "[j] = " + init + ";");
       else
         w.line(outer.partials[a] + "[j] = " + init + ";");
     }
     w.close();
     w.close();
+    // The loops over rows may give an element to another thread.
+    w.line("__syncthreads();");
   }
   w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
   std::vector<std::string> kept_idx = unravel(w, dom, kept, "row");
@@ -367,21 +431,34 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kept_idx[k];
   declare_results(w, s);
   if (p.vectors.width > 0) {
+    // Registers, else shared memory, else memory in 16-byte steps, else
+    // memory one element at a time.
     w.open("if (" + cached + ")");
     w.fill(cond, {"const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len) + ";"});
+    VectorSteps steps;
     if (stage.active()) {
-      w.close_open("else if (" + staged + ")");
+      w.close_open("else if (" + staged + " && " + vec + ")");
       fill_stage(w, p, stage, red, row_len);
-      row_streaming(w, p, outer, red, row_len, &stage);
+      row_streaming(w, p, outer, red, row_len, &stage, &steps);
     }
+    w.close_open("else if (" + vec + ")");
+    row_streaming(w, p, outer, red, row_len, nullptr, &steps);
     w.close_open("else");
-    row_streaming(w, p, outer, red, row_len, nullptr);
+    row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
     w.close();
+    std::vector<std::string> conds = {w.extent(dom, r - 1) + " % " + std::to_string(p.vectors.width) + " == 0"};
+    std::vector<int64_t> seen;
+    for (const auto& [key, reg] : w.vector_regs)
+      if (key.second >= kStreamGroups && std::find(seen.begin(), seen.end(), key.first) == seen.end()) {
+        seen.push_back(key.first);
+        vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds);
+      }
+    if (stage.active()) stage_lines.push_back("const bool " + staged + " = !" + cached + " && " + stage_cond + ";");
+    stage_lines.push_back("const bool " + vec + " = !" + cached + " && " + all_of(conds) + ";");
   } else {
     w.fill(cond, {"const bool " + cached + " = false;"});
-    row_streaming(w, p, outer, red, row_len, nullptr);
+    row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
   }
-  if (stage.active()) stage_lines.push_back("const bool " + staged + " = !" + cached + " && " + stage_cond + ";");
   w.fill(stage_decl, stage_lines);
   if (!s.row_outputs.empty()) {
     w.open("if (threadIdx.x == 0)");
@@ -404,7 +481,8 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
     w.close();
   }
   if (!stage.partials.empty()) {  // the staged path's partials, once
-    w.open("if (" + staged + ")");
+    w.line("__syncthreads();  // written by the row loops' threads");
+    w.open("if (" + staged + " && " + vec + ")");
     w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
     for (size_t a = 0; a < outer.exprs.size(); ++a) w.line(outer.partials[a] + "[j] = " + stage.partials[a] + "[j];");
     w.close();
