@@ -106,14 +106,20 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
   const std::string& t = w.index_type();
   // body(domain index, element of the row) for every element of the row,
   // with the staged inputs read there pointed at shared memory.
-  auto each_element = [&](const std::function<void(const std::vector<std::string>&, const std::string&)>& body) {
+  // Vector steps read each staged input's vector from shared memory whole
+  // (lane-by-lane reads, 16 bytes apart across threads, conflict 4-way).
+  auto each_element = [&](const std::function<void(const std::vector<std::string>&, const std::string&)>& body,
+                          bool vector_steps) {
+    std::map<int64_t, std::string> stage_vectors;  // staged input -> its vector at j (vector steps)
     auto point_stage = [&](const std::vector<std::string>& idx, const std::string& j) {
       w.tile_reads.clear();
       if (stage != nullptr)
-        for (const auto& [in, row] : stage->rows)
-          w.tile_reads[in] = {input_index(p.vectors.inputs.at(in), idx), load_form(f.value(in).dtype, row + "[" + j + "]")};
+        for (const auto& [in, row] : stage->rows) {
+          const std::string at = stage_vectors.empty() ? row + "[" + j + "]" : stage_vectors[in] + ".v[" + std::to_string(w.lane) + "]";
+          w.tile_reads[in] = {input_index(p.vectors.inputs.at(in), idx), load_form(f.value(in).dtype, at)};
+        }
     };
-    if (steps == nullptr) {
+    if (steps == nullptr || !vector_steps) {
       w.open("for (" + t + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
       const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
       point_stage(idx, "j");
@@ -127,6 +133,12 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
     const std::vector<std::string> base = full_index(w, red, unravel(w, dom, red, "j", "", true));
     const KernelWriter::Section loads = w.reserve();
+    if (stage != nullptr)
+      for (const auto& [in, row] : stage->rows) {
+        const std::string vt = vector_type(w, in, V);
+        stage_vectors[in] = w.fresh("sv");
+        w.line("[[maybe_unused]] const " + vt + " " + stage_vectors[in] + " = *(const " + vt + "*)(" + row + " + j);");
+      }
     const int group = steps->next++;
     w.group = group;
     w.section = group;
@@ -159,7 +171,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
         if (!a.sum.empty()) w.line(a.sum + " += " + input_of(a, idx) + ";");
         else w.line(acc_step(*a.expr, a.acc, a.name, input_of(a, idx)));
       }
-    });
+    }, true);
     bool second = false;
     for (const Accumulator& a : accs) {
       if (a.sum.empty()) continue;
@@ -175,15 +187,18 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
           w.line("const " + std::string(reg_type(a.acc)) + " " + d + " = " + input_of(a, idx) + " - " + a.sum + ";");
           w.line(a.name + " += " + d + " * " + d + ";");
         }
-      });
+      }, true);
     reduce_block(w, accs, row_len);
   }
   if (!s.domain_outputs.empty() || outer.active()) {
+    // Partial rows are read and written one element per thread step: as
+    // vectors of lanes their accesses would conflict in shared memory (and
+    // the partials' initialization and copy use the same mapping).
     const bool smem = stage != nullptr && !stage->partials.empty();
     each_element([&](const std::vector<std::string>& idx, const std::string& j) {
       for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
       outer_step(w, outer, idx, [&](size_t a) { return (smem ? stage->partials[a] : outer.partials[a]) + "[" + j + "]"; });
-    });
+    }, !outer.active());
   }
   w.tile_reads.clear();
 }
