@@ -108,8 +108,9 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
   // with the staged inputs read there pointed at shared memory.
   // Vector steps read each staged input's vector from shared memory whole
   // (lane-by-lane reads, 16 bytes apart across threads, conflict 4-way).
+  // `after`: run after the lanes of a vector step, in its scope.
   auto each_element = [&](const std::function<void(const std::vector<std::string>&, const std::string&)>& body,
-                          bool vector_steps) {
+                          bool vector_steps, const std::function<void()>& after = {}) {
     std::map<int64_t, std::string> stage_vectors;  // staged input -> its vector at j (vector steps)
     auto point_stage = [&](const std::vector<std::string>& idx, const std::string& j) {
       w.tile_reads.clear();
@@ -153,6 +154,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
       body(idx, j);
     }
     w.lane = -1;
+    if (after) after();
     w.fill(loads, vector_loads(w, V, group, {}));
     w.close();
   };
@@ -194,11 +196,34 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     // Partial rows are read and written one element per thread step: as
     // vectors of lanes their accesses would conflict in shared memory (and
     // the partials' initialization and copy use the same mapping).
+    // In vector steps the plan's vector outputs are stored 16 bytes at once.
     const bool smem = stage != nullptr && !stage->partials.empty();
+    const VectorPlan& vp = p.vectors;
+    std::vector<std::string> ov;
+    std::vector<std::string> base;
     each_element([&](const std::vector<std::string>& idx, const std::string& j) {
-      for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
+      if (w.lane == 0) base = idx;
+      if (w.lane == 0 && ov.empty())
+        for (int64_t o : vp.outputs) {
+          ov.push_back(w.fresh("ov"));
+          w.line(vector_type(w, o, vp.width) + " " + ov.back() + ";");
+        }
+      for (int64_t o : s.domain_outputs) {
+        const std::string reg = w.value_at(o, idx);
+        auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
+        if (w.lane < 0 || it == vp.outputs.end())
+          w.store(o, idx, reg);
+        else
+          w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(w.lane) + "] = " +
+                 w.stored(f.value(o).dtype, reg) + ";");
+      }
       outer_step(w, outer, idx, [&](size_t a) { return (smem ? stage->partials[a] : outer.partials[a]) + "[" + j + "]"; });
-    }, !outer.active());
+    }, !outer.active(), [&] {
+      for (size_t q = 0; q < ov.size(); ++q) {
+        const int64_t o = vp.outputs[q];
+        w.line("*(" + vector_type(w, o, vp.width) + "*)(" + w.pointer(o) + " + " + w.offset(o, base) + ") = " + ov[q] + ";");
+      }
+    });
   }
   w.tile_reads.clear();
 }
@@ -468,6 +493,8 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
         seen.push_back(key.first);
         vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds);
       }
+    if (!outer.active())  // the output pass stores the plan's vector outputs whole
+      for (int64_t o : p.vectors.outputs) vector_conditions(w, sets, o, dom, p.vectors.width, p.vectors.dim, &conds);
     if (stage.active()) stage_lines.push_back("const bool " + staged + " = !" + cached + " && " + stage_cond + ";");
     stage_lines.push_back("const bool " + vec + " = !" + cached + " && " + all_of(conds) + ";");
   } else {
