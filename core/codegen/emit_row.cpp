@@ -36,7 +36,8 @@ struct OuterAccs {
   bool active() const { return !exprs.empty(); }
 };
 
-OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& row_len) {
+// registers: the cached path's accumulators too (main kernel).
+OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& row_len, bool registers) {
   OuterAccs o;
   if (!p.has_outer()) return o;
   const Fusion& f = w.fusion();
@@ -49,7 +50,7 @@ OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& 
     o.partials.push_back(w.hoist(at + "*", "part", "(" + at + "*)args.scratch + (" + std::to_string(a) +
                                                        " * args.splits + blockIdx.x) * " + row_len));
     o.regs.emplace_back();
-    if (p.vectors.width == 0) continue;
+    if (p.vectors.width == 0 || !registers) continue;
     for (int k = 0; k < p.vectors_per_thread; ++k) {
       o.regs.back().emplace_back();
       for (int lane = 0; lane < p.vectors.width; ++lane) {
@@ -425,7 +426,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
 
 }  // namespace
 
-void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
+void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which) {
   const RowDomain& s = p.rows;
   const ExtentSets& sets = extent_sets_of(w.concrete());
   const int64_t dom = s.domain;
@@ -434,28 +435,29 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
   for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
   const std::string rows = extent_product(w, dom, kept, "1");
   const std::string row_len = extent_product(w, dom, red, "1");
+  const bool long_rows = which == RowKernel::LongRows;
   w.reduced = s.reduced;
   use_vectors(w, p.vectors);
-  // Whether the row is held in registers, or staged: the same for every
-  // row (the conditions read extents, strides and base pointers only).
+  // Which path runs: the same for every row (the conditions read extents,
+  // strides and base pointers only). Main: registers, else memory one
+  // element at a time. LongRows: shared memory, else memory in 16-byte
+  // steps, else one element at a time.
   const KernelWriter::Section cond = w.reserve();
   const std::string cached = w.fresh("kfrow");
   const std::string staged = w.fresh("kfstage");
   const std::string vec = w.fresh("kfvec");
-  const OuterAccs outer = declare_outer(w, p, row_len);
+  const OuterAccs outer = declare_outer(w, p, row_len, !long_rows);
   Stage stage;
-  std::vector<std::string> stage_lines;
+  std::vector<std::string> cond_lines;
   std::string stage_cond = "false";
-  if (p.vectors.width > 0 && !p.staged.empty())
-    stage_cond = declare_stage(w, p, outer, sets, row_len, &stage, &stage_lines);
-  const KernelWriter::Section stage_decl = w.reserve();
+  if (long_rows && !p.staged.empty()) stage_cond = declare_stage(w, p, outer, sets, row_len, &stage, &cond_lines);
+  const bool staged_partials = !stage.partials.empty();
   if (outer.active()) {  // the partials accumulate from the identity
-    const bool smem = !stage.partials.empty();
-    w.open("if (!" + cached + ")");
+    w.open(long_rows ? "" : "if (!" + cached + ")");
     w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
     for (size_t a = 0; a < outer.exprs.size(); ++a) {
       const std::string init = acc_init(*outer.exprs[a], outer.types[a]);
-      if (smem)
+      if (staged_partials)
         w.line("if (" + staged + " && " + vec + ") " + stage.partials[a] + "[j] = " + init + "; else " + outer.partials[a] + "[j] = " + init + ";");
       else
         w.line(outer.partials[a] + "[j] = " + init + ";");
@@ -463,25 +465,29 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
     w.close();
     w.close();
     // The loops over rows may give an element to another thread.
-    w.line("__syncthreads();");
+    if (long_rows) w.line("__syncthreads();");
   }
   w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
   std::vector<std::string> kept_idx = unravel(w, dom, kept, "row");
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kept_idx[k];
   declare_results(w, s);
-  if (p.vectors.width > 0) {
-    // Registers, else shared memory, else memory in 16-byte steps, else
-    // memory one element at a time.
+  if (!long_rows && p.vectors.width > 0) {
     w.open("if (" + cached + ")");
-    w.fill(cond, {"const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len) + ";"});
+    cond_lines.push_back("const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len) + ";");
+    w.close_open("else");
+    row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
+    w.close();
+  } else if (long_rows) {
     VectorSteps steps;
     if (stage.active()) {
-      w.close_open("else if (" + staged + " && " + vec + ")");
+      w.open("if (" + staged + " && " + vec + ")");
       fill_stage(w, p, stage, red, row_len);
       row_streaming(w, p, outer, red, row_len, &stage, &steps);
+      w.close_open("else if (" + vec + ")");
+    } else {
+      w.open("if (" + vec + ")");
     }
-    w.close_open("else if (" + vec + ")");
     row_streaming(w, p, outer, red, row_len, nullptr, &steps);
     w.close_open("else");
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
@@ -495,20 +501,20 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
       }
     if (!outer.active())  // the output pass stores the plan's vector outputs whole
       for (int64_t o : p.vectors.outputs) vector_conditions(w, sets, o, dom, p.vectors.width, p.vectors.dim, &conds);
-    if (stage.active()) stage_lines.push_back("const bool " + staged + " = !" + cached + " && " + stage_cond + ";");
-    stage_lines.push_back("const bool " + vec + " = !" + cached + " && " + all_of(conds) + ";");
+    if (stage.active()) cond_lines.push_back("const bool " + staged + " = " + stage_cond + ";");
+    cond_lines.push_back("const bool " + vec + " = " + all_of(conds) + ";");
   } else {
-    w.fill(cond, {"const bool " + cached + " = false;"});
+    if (outer.active()) cond_lines.push_back("const bool " + cached + " = false;");
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
   }
-  w.fill(stage_decl, stage_lines);
+  w.fill(cond, cond_lines);
   if (!s.row_outputs.empty()) {
     w.open("if (threadIdx.x == 0)");
     store_row_outputs(w, s, kept);
     w.close();
   }
   w.close();
-  if (outer.active() && p.vectors.width > 0) {  // the cached path's partials, once
+  if (outer.active() && !long_rows && p.vectors.width > 0) {  // the cached path's partials, once
     w.open("if (" + cached + ")");
     const std::string& t = w.index_type();
     for (int k = 0; k < p.vectors_per_thread; ++k)
@@ -522,7 +528,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
       }
     w.close();
   }
-  if (!stage.partials.empty()) {  // the staged path's partials, once
+  if (staged_partials) {  // the staged path's partials, once
     w.line("__syncthreads();  // written by the row loops' threads");
     w.open("if (" + staged + " && " + vec + ")");
     w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
@@ -531,6 +537,8 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p) {
     w.close();
   }
 }
+
+bool has_long_row_kernel(const RowParams& p) { return p.vectors.width > 0; }
 
 int row_stage_bytes(const Fusion& f, const RowParams& p) {
   if (p.vectors.width == 0) return 0;

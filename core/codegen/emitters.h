@@ -10,7 +10,14 @@ namespace kf {
 
 void emit_pointwise(KernelWriter& w, const Task& task, const PointwiseParams& p);  // emit_pointwise.cpp
 void emit_tiled(KernelWriter& w, const TiledParams& p);                           // emit_tiled.cpp
-void emit_row(KernelWriter& w, const Task& task, const RowParams& p);              // emit_row.cpp
+// Row kernels come in two: Main holds the row in registers (or streams it
+// when the vector conditions fail); with a vector plan, LongRows runs rows
+// longer than the registers hold (staged in shared memory, or streamed in
+// 16-byte steps). Two kernels, so that the long-row paths' registers do
+// not lower the main kernel's occupancy or make it spill.
+enum class RowKernel { Main, LongRows };
+void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which);  // emit_row.cpp
+bool has_long_row_kernel(const RowParams& p);
 // Bytes of dynamic shared memory per row element of the staged path (0:
 // the kernel has none): LaunchRule::row_stage_bytes.
 int row_stage_bytes(const Fusion& f, const RowParams& p);

@@ -103,6 +103,9 @@ struct KernelPlan {
   std::vector<ArgSlot> args;
   LaunchRule launch;
   std::string finish_name;  // ColumnReduce and inner-outer PerRow: the second kernel
+  // PerRow with a vector plan: the kernel for rows longer than `name` holds
+  // in registers (LaunchDims::long_rows says which to launch).
+  std::string long_row_name;
   SchedulerKind scheduler = SchedulerKind::Pointwise;
 };
 

@@ -43,15 +43,19 @@ KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body
 
 // Names every kernel of `kernels` kf_<hash of the whole text><suffix>, so
 // equal sources get equal names (the kernel cache keys on the source).
+// Suffixes: "" (the main kernel), "_finish" and "_long" set plan.name,
+// finish_name and long_row_name.
 void assemble(KernelPlan& plan, const std::string& args, const std::vector<KernelText>& kernels,
               const std::vector<std::string>& suffixes) {
   std::string unnamed = args;
   for (const KernelText& k : kernels) unnamed += k.head + k.tail;
   const std::string name = "kf_" + hex64(fnv1a(unnamed));
   std::string text = args;
-  for (size_t i = 0; i < kernels.size(); ++i) text += kernels[i].head + name + suffixes[i] + kernels[i].tail;
-  plan.name = name + suffixes[0];
-  if (kernels.size() > 1) plan.finish_name = name + suffixes[1];
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    text += kernels[i].head + name + suffixes[i] + kernels[i].tail;
+    std::string& field = suffixes[i] == "_finish" ? plan.finish_name : suffixes[i] == "_long" ? plan.long_row_name : plan.name;
+    field = name + suffixes[i];
+  }
   plan.source = std::string(cuda_prelude()) + text;
 }
 
@@ -97,31 +101,38 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.items_per_thread = t->tile * t->tile / t->block;  // one tile per block
   } else {
     const RowParams& row = std::get<RowParams>(schedule);
-    emit_row(w, task, row);
+    emit_row(w, task, row, RowKernel::Main);
     launch.kind = LaunchRule::Kind::PerRow;
     launch.domain_value = row.rows.domain;
     launch.reduced_dims = row.rows.reduced;
     launch.block = row.block;
     launch.row_items = row.vectors.width * row.vectors_per_thread;
     launch.row_stage_bytes = row_stage_bytes(w.fusion(), row);
+    const bool long_rows = has_long_row_kernel(row);
+    const std::string main = w.take_kernel();
+    std::vector<KernelText> kernels = {kernel_text(launch.block, launch.row_items > 0, main)};
+    std::vector<std::string> suffixes = {""};
+    if (long_rows) {  // rows longer than the main kernel's registers hold
+      emit_row(w, task, row, RowKernel::LongRows);
+      kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
+      suffixes.push_back("_long");
+    }
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel
       launch.outer_accumulators = static_cast<int>(row.outer.phases[0].size());
       launch.threads_per_sm = row.outer_threads_per_sm;
       launch.finish_block = row.finish_block;
       launch.finish_cols = ColumnParams{}.col_threads;
       launch.extra_args = 2;
-      const std::string main = w.take_kernel();
       ColumnParams finish;
       finish.rows = row.outer;
       finish.finish_block = row.finish_block;
       emit_column_finish(w, finish);
-      const std::string fin = w.take_kernel();
-      plan.args = w.args();
-      assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"),
-               {kernel_text(launch.block, launch.row_items > 0, main), kernel_text(row.finish_block, false, fin)},
-               {"", "_finish"});
-      return plan;
+      kernels.push_back(kernel_text(row.finish_block, false, w.take_kernel()));
+      suffixes.push_back("_finish");
     }
+    plan.args = w.args();
+    assemble(plan, args_struct(plan.args.size(), row.has_outer() ? " long long scratch, splits;" : ""), kernels, suffixes);
+    return plan;
   }
   plan.args = w.args();
   assemble(plan, args_struct(plan.args.size(), ""),

@@ -155,6 +155,14 @@ std::string KernelWriter::take_kernel() {
   hoisted_.clear();
   scopes_.assign(1, {});
   depth_ = 1;
+  // Registers and reads of the kernel just taken mean nothing in the next.
+  unrounded_.clear();
+  vector_regs.clear();
+  tile_reads.clear();
+  row_results.clear();
+  reciprocals.clear();
+  lane = -1;
+  group = section = 0;
   return k;
 }
 

@@ -30,6 +30,7 @@ struct LoadedKernel {
   std::vector<cuda::SlotSource> sources;
   CUfunction function = nullptr;
   CUfunction finish = nullptr;  // ColumnReduce and inner-outer: the finishing kernel
+  CUfunction long_row = nullptr;  // PerRow with a vector plan: rows too long for the registers
   cuda::KernelLimits limits;  // PerRow kernels: for the block of rows too long for the registers
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
   Task task;             // a matmul pattern's epilogue: what the kernel computes
@@ -92,6 +93,8 @@ void load_segments(const Plan& p) {
     k->function = load_kernel(device, made.key, made.plan.source, made.plan.name, made.image.get());
     if (!made.plan.finish_name.empty())
       k->finish = load_kernel(device, made.key, made.plan.source, made.plan.finish_name, made.image.get());
+    if (!made.plan.long_row_name.empty())
+      k->long_row = load_kernel(device, made.key, made.plan.source, made.plan.long_row_name, made.image.get());
     k->plan = std::move(made.plan);
     const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
     if (shared > kDefaultSharedLimit) {
@@ -103,21 +106,22 @@ void load_segments(const Plan& p) {
                                          static_cast<int>(shared)),
             "cuFuncSetAttribute");
     }
-    if (k->plan.launch.row_stage_bytes > 0) {  // the staged row path: all the device allows
-      ScopedContext context(device);
-      int static_bytes = 0;
-      check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function),
-            "cuFuncGetAttribute");
-      const int dynamic = context.info().max_shared_optin - static_bytes;
-      if (dynamic > 0) {
-        check(driver().cuFuncSetAttribute_(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
-              "cuFuncSetAttribute");
-        k->limits.max_dynamic_shared = dynamic;
+    if (k->long_row != nullptr) {
+      if (k->plan.launch.row_stage_bytes > 0) {  // the staged row path: all the device allows
+        ScopedContext context(device);
+        int static_bytes = 0;
+        check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->long_row),
+              "cuFuncGetAttribute");
+        const int dynamic = context.info().max_shared_optin - static_bytes;
+        if (dynamic > 0) {
+          check(driver().cuFuncSetAttribute_(k->long_row, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
+                "cuFuncSetAttribute");
+          k->limits.max_dynamic_shared = dynamic;
+        }
       }
-    }
-    if (k->plan.launch.kind == LaunchRule::Kind::PerRow)
-      check(driver().cuFuncGetAttribute_(&k->limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->function),
+      check(driver().cuFuncGetAttribute_(&k->limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->long_row),
             "cuFuncGetAttribute");
+    }
     KernelSlot& slot = p.kernel_slot(missing[i]);
     slot.kernel = k;
     slot.ready.store(k.get(), std::memory_order_release);
@@ -156,6 +160,8 @@ const LoadedKernel& loaded_pattern_kernel(const Plan& plan, size_t index) {
   k->sources = resolve_slots(*c.fusion, k->task, k->plan.args);
   k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
   if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);
+  if (!k->plan.long_row_name.empty())
+    fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue kernel ", k->plan.name, " is a row kernel");
   slot.kernel = k;
   slot.ready.store(k.get(), std::memory_order_release);
   return *k;
@@ -224,6 +230,9 @@ class CudaBackend final : public Backend {
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
                                         context.info().multiprocessors, k.limits);
     if (dims.grid == 0) return;  // empty domain
+    const bool long_rows = dims.long_rows && k.long_row != nullptr;
+    CUfunction function = long_rows ? k.long_row : k.function;
+    const char* name = long_rows ? k.plan.long_row_name.c_str() : k.plan.name.c_str();
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
@@ -237,7 +246,7 @@ class CudaBackend final : public Backend {
       args[n] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scratch));
       args[n + 1] = dims.splits;
       try {
-        launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes, stream_of(options), args.data(),
+        launch(function, name, dims.grid, dims.block, dims.shared_bytes, stream_of(options), args.data(),
                dims.grid_y);
         launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
                stream_of(options), args.data());
@@ -248,7 +257,7 @@ class CudaBackend final : public Backend {
       release(scratch, bytes, c.device.id, options);
       return;
     }
-    launch(k.function, k.plan.name.c_str(), dims.grid, dims.block, dims.shared_bytes,
+    launch(function, name, dims.grid, dims.block, dims.shared_bytes,
            stream_of(options), args.data());
   }
 

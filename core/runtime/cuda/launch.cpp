@@ -187,6 +187,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     }
     blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
     if (rule.row_items > 0 && row > int64_t{dims.block} * rule.row_items) {
+      dims.long_rows = true;
       // Too long for the registers: staged in shared memory where it fits
       // (the kernel checks the size it got and streams otherwise).
       const int64_t bytes = rule.row_stage_bytes * row;

@@ -39,6 +39,9 @@ struct LaunchDims {
   // rows); inner-outer PerRow: 1. Both: the number of partials per column
   // (splits), the second kernel's grid, and the scratch they need.
   uint32_t grid_y = 1;
+  // PerRow: rows longer than the main kernel holds in registers; launch
+  // the plan's long_row_name kernel.
+  bool long_rows = false;
   uint32_t splits = 0;
   uint32_t finish_grid = 0;
   uint64_t scratch_bytes = 0;
@@ -47,7 +50,7 @@ struct LaunchDims {
 // What launch_dims needs to know of the kernel as loaded (0: unknown).
 struct KernelLimits {
   int64_t max_dynamic_shared = 0;  // dynamic shared memory it may use (staged row path)
-  int registers = 0;               // per thread
+  int registers = 0;               // per thread (of the long-row kernel)
 };
 
 // domain: this call's sizes of rule.domain_value; the device's grid limit
