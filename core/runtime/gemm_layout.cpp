@@ -152,13 +152,20 @@ void collapse_batch(std::vector<int64_t>& batch, GemmMatrix& a, GemmMatrix& b, G
 }
 
 // One batch dim that B does not have, stepped over by whole matrices of A
-// and D: one GEMM with M * batch rows.
+// and D: one GEMM with M * batch rows, when D folded is still a matrix the
+// library can write (with M = 1 a batch stride that is neither 1 nor the
+// column stride's partner makes D neither column- nor row-major).
 void fold_batch_into_m(std::vector<int64_t>& batch, GemmMatrix& a, GemmMatrix& b, GemmMatrix& d) {
   if (batch.size() != 1 || b.batch_strides[0] != 0) return;
   const int64_t m = d.rows;
   const int64_t ra = m == 1 ? a.batch_strides[0] : a.row_stride;
   const int64_t rd = m == 1 ? d.batch_strides[0] : d.row_stride;
   if (a.batch_strides[0] != m * ra || d.batch_strides[0] != m * rd) return;
+  GemmMatrix folded = d;
+  folded.rows = m * batch[0];
+  folded.row_stride = rd;
+  int64_t ld = 0;
+  if (!col_ok(folded, &ld) && !row_ok(folded, &ld)) return;
   a.rows = d.rows = m * batch[0];
   a.row_stride = ra;
   d.row_stride = rd;

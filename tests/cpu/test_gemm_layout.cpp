@@ -228,6 +228,15 @@ void test_batch_folded_into_m(void**) {
   assert_true(p.gemm_batch == std::vector<int64_t>{2});
   expect_operand(p.a, GemmSource::Y, false, 5, {5, 4, 1, 5, {0}});
   expect_operand(p.b, GemmSource::X, false, 4, {4, 3, 1, 4, {16}});
+
+  // M = 1 into an output whose rows are 4 apart and columns 12 apart: each
+  // [1, 4] matrix is writable (column-major, ld 12) but the batch folded
+  // into M would be neither layout; it stays a strided batch.
+  p = plan_gemm(matmul(dense(kX, {3, 1, 4}), dense(kY, {4, 4}), tensor(kOut, {3, 1, 4}, {4, 1, 12})));
+  expect_mnk(p, 1, 4, 4);
+  assert_true(p.gemm_batch == std::vector<int64_t>{3});
+  assert_false(p.output_scratch);
+  expect_matrix(p.d, {1, 4, 1, 12, {4}});
 }
 
 // 1-D operands: [4] @ [4] is a dot product into a 0-dim output; a 1-D x
