@@ -1,0 +1,43 @@
+#!/bin/sh
+# Input errors of the `kfuse` CLI: each case writes its fixture into a
+# scratch folder, runs the CLI and checks the exit status and one line of
+# its message. Usage: cli_cases.sh KFUSE CASE (tests/CMakeLists.txt lists
+# the cases, one CTest each).
+set -u
+kfuse=$1
+case_name=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+
+# expect STATUS TEXT COMMAND...: COMMAND exits with STATUS and prints TEXT
+# (a fixed string) on stdout or stderr.
+expect() {
+  want_status=$1
+  want_text=$2
+  shift 2
+  out=$("$@" 2>&1)
+  status=$?
+  printf '%s\n(exit status %s)\n' "$out" "$status"
+  if [ "$status" -ne "$want_status" ]; then
+    echo "FAIL: expected exit status $want_status"
+    exit 1
+  fi
+  if ! printf '%s\n' "$out" | grep -qF -- "$want_text"; then
+    echo "FAIL: expected the output to contain: $want_text"
+    exit 1
+  fi
+}
+
+case $case_name in
+  directory)
+    mkdir fusions
+    expect 2 "cannot read fusions: it is a directory, expected a fusion file (.kf)" \
+      "$kfuse" run fusions --device cpu
+    expect 2 "it is a directory" "$kfuse" explain fusions
+    ;;
+  *)
+    echo "unknown case '$case_name'"
+    exit 1
+    ;;
+esac
