@@ -129,7 +129,10 @@ std::string float64_text(const std::string& text) {
   return replace_words(text, {"float32", "float16", "bfloat16"}, "float64");
 }
 
-Fusion::Fusion(const std::string& text) { check(kf_fusion_from_text(text.c_str(), &f_), "kf_fusion_from_text"); }
+// With the length: a NUL inside a file is reported, not taken as its end.
+Fusion::Fusion(const std::string& text) {
+  check(kf_fusion_from_text_n(text.data(), text.size(), &f_), "kf_fusion_from_text_n");
+}
 
 std::vector<kf_value_info> Fusion::inputs() const {
   size_t n = 0;

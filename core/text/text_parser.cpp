@@ -1,5 +1,6 @@
 #include "core/text/text_parser.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -143,9 +144,10 @@ constexpr size_t kMaxResults = 2;
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : lexer_(text), tok_(lexer_.next()) {}
+  explicit Parser(std::string_view text) : text_(text), lexer_(text), tok_(lexer_.next()) {}
 
   std::shared_ptr<Fusion> run() {
+    reject_nul();
     while (tok_.kind != Tok::End) statement();
     if (builder_.draft().outputs.empty()) error(tok_, "the text defines no outputs");
     return builder_.finalize();
@@ -158,6 +160,20 @@ class Parser {
   };
 
   // --- tokens and errors ---------------------------------------------------
+
+  // A NUL is never text: it marks a binary or damaged file, and a C string
+  // taken from such a buffer would end there silently. Checked before any
+  // statement so that one in a comment is caught too.
+  void reject_nul() {
+    const size_t at = text_.find('\0');
+    if (at == std::string_view::npos) return;
+    const std::string_view before = text_.substr(0, at);
+    const size_t newline = before.rfind('\n');
+    Token t;
+    t.line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+    t.column = newline == std::string_view::npos ? at + 1 : at - newline;
+    error(t, "NUL byte (0x00) in the text, expected only text (is the file binary or damaged?)");
+  }
 
   Token take() {
     Token t = tok_;
@@ -544,6 +560,7 @@ class Parser {
     return std::bit_cast<double>(kExponent | fraction);
   }
 
+  std::string_view text_;
   Lexer lexer_;
   Token tok_;
   std::optional<Token> ahead_;

@@ -36,6 +36,11 @@ case $case_name in
       "$kfuse" run fusions --device cpu
     expect 2 "it is a directory" "$kfuse" explain fusions
     ;;
+  nul)
+    # A NUL on line 2 used to end the text there (no outputs).
+    printf 'input x: tensor<float32, 1>\ny = relu(x)\000\noutput y\n' > nul.kf
+    expect 2 "line 2, column 12: NUL byte (0x00) in the text" "$kfuse" run nul.kf --shapes 4 --device cpu
+    ;;
   *)
     echo "unknown case '$case_name'"
     exit 1
