@@ -240,9 +240,36 @@ class Parser {
     if (keyword && tok_.text == "input") input_statement();
     else if (keyword && tok_.text == "const") const_statement();
     else if (keyword && tok_.text == "output") output_statement();
+    else if (keyword) unknown_statement();
     else op_statement();
     if (tok_.kind == Tok::Newline) take();
     else if (tok_.kind != Tok::End) expected("end of line after the statement");
+  }
+
+  // Two names in a row start no statement but a misspelt keyword's
+  // (`inptu x: ...`); without this the parser would expect `=` after `inptu`.
+  [[noreturn]] void unknown_statement() {
+    std::string hint = " (expected input, const, output or 'name = op(...)')";
+    for (std::string_view keyword : {"input", "const", "output"})
+      if (edit_distance(tok_.text, keyword) <= 2) hint = " (did you mean '" + std::string(keyword) + "'?)";
+    error(tok_, "unknown statement '", tok_.text, "'", hint);
+  }
+
+  // Levenshtein distance, for the suggestion above (short words only).
+  static size_t edit_distance(std::string_view a, std::string_view b) {
+    if (a.size() > 32 || b.size() > 32) return std::max(a.size(), b.size());
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+        diagonal = row[j];
+        row[j] = std::min({substitute, row[j] + 1, row[j - 1] + 1});
+      }
+    }
+    return row[b.size()];
   }
 
   void input_statement() {
@@ -348,9 +375,29 @@ class Parser {
   int64_t value_ref(std::string_view what) {
     if (tok_.kind != Tok::Ident) expected(what);
     auto it = names_.find(tok_.text);
-    if (it == names_.end()) error(tok_, "unknown name '", tok_.text, "'");
+    if (it == names_.end()) {
+      if (peek().is('('))
+        error(tok_, "unknown name '", tok_.text, "' (calls do not nest: bind ", call_text(tok_),
+              " to a name first)");
+      error(tok_, "unknown name '", tok_.text, "'");
+    }
     take();
     return it->second.id;
+  }
+
+  // The source of the call that starts at `name`, up to its closing ')' on
+  // the same line, for the hint above; "name(...)" when long or unclosed.
+  std::string call_text(const Token& name) const {
+    constexpr size_t kShown = 40;
+    const size_t start = static_cast<size_t>(name.text.data() - text_.data());
+    int depth = 0;
+    for (size_t i = start + name.text.size(); i < text_.size() && i - start < kShown; ++i) {
+      const char c = text_[i];
+      if (c == '\n' || c == ';' || c == '#') break;
+      if (c == '(') ++depth;
+      if (c == ')' && --depth == 0) return std::string(text_.substr(start, i + 1 - start));
+    }
+    return std::string(name.text) + "(...)";
   }
 
   // --- op arguments ----------------------------------------------------------

@@ -450,6 +450,24 @@ static void test_syntax_errors(void** state) {
                "line 2, column 11: expected ')' after argument list, got 'x'");
   expect_error(BASE "y = neg(z)\n", KF_ERR_PARSE, "line 2, column 9: unknown name 'z'");
   expect_error(BASE "y = neg(y)\n", KF_ERR_PARSE, "line 2, column 9: unknown name 'y'");
+  /* An op name used as an argument: calls do not nest, and the hint says so. */
+  expect_error(BASE "y = exp(neg(x))\noutput y\n", KF_ERR_PARSE,
+               "line 2, column 9: unknown name 'neg' (calls do not nest: bind neg(x) to a name first)");
+  expect_error(BASE "y = add(x, mul(x, exp(x)))\n", KF_ERR_PARSE,
+               "line 2, column 12: unknown name 'mul' (calls do not nest: bind mul(x, exp(x)) to a "
+               "name first)");
+  expect_error(BASE "output neg(x\n", KF_ERR_PARSE,
+               "line 2, column 8: unknown name 'neg' (calls do not nest: bind neg(...) to a name first)");
+  /* Two names in a row: a misspelt statement keyword. */
+  expect_error("inptu x: tensor<float32, 2>\n", KF_ERR_PARSE,
+               "line 1, column 1: unknown statement 'inptu' (did you mean 'input'?)");
+  expect_error(BASE "outptu x\n", KF_ERR_PARSE,
+               "line 2, column 1: unknown statement 'outptu' (did you mean 'output'?)");
+  expect_error("cnst c: float32 = 1\n", KF_ERR_PARSE,
+               "line 1, column 1: unknown statement 'cnst' (did you mean 'const'?)");
+  expect_error("define x: tensor<float32, 2>\n", KF_ERR_PARSE,
+               "line 1, column 1: unknown statement 'define' (expected input, const, output or "
+               "'name = op(...)')");
   expect_error(BASE "input x: tensor<float32, 1>\n", KF_ERR_PARSE,
                "line 2, column 7: 'x' is already defined on line 1");
   expect_error(BASE "y = neg(x)\ny = exp(x)\n", KF_ERR_PARSE,
