@@ -41,6 +41,14 @@ case $case_name in
     printf 'input x: tensor<float32, 1>\ny = relu(x)\000\noutput y\n' > nul.kf
     expect 2 "line 2, column 12: NUL byte (0x00) in the text" "$kfuse" run nul.kf --shapes 4 --device cpu
     ;;
+  broadcast)
+    # Shapes that do not broadcast are an input error (2), not a FAIL (1).
+    printf 'input x: tensor<float32, 2>\ninput b: tensor<float32, 1>\ny = add(x, b)\noutput y\n' > add.kf
+    expect 2 "the input shapes do not fit the fusion: KF_ERR_SHAPE_MISMATCH: add (value 2): cannot broadcast dim 1" \
+      "$kfuse" run add.kf --shapes "2x3, 4" --device cpu
+    expect 2 "cannot broadcast dim 1" "$kfuse" explain add.kf --shapes "2x3, 4"
+    expect 0 "PASS" "$kfuse" run add.kf --shapes "2x3, 3" --device cpu
+    ;;
   *)
     echo "unknown case '$case_name'"
     exit 1
