@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include "c_api/api_guard.h"
 #include "core/text/text_parser.h"
@@ -34,6 +35,17 @@ KF_API kf_status kf_fusion_from_text(const char* text, kf_fusion* out) {
     require(text, fn, "text");
     require(out, fn, "out");
     std::shared_ptr<kf::Fusion> fusion = kf::parse_fusion(text);
+    fusion->retain_external();
+    *out = fusion.get();
+  });
+}
+
+KF_API kf_status kf_fusion_from_text_n(const char* text, size_t length, kf_fusion* out) {
+  return guard([&] {
+    const char* fn = "kf_fusion_from_text_n";
+    require(text, fn, "text");
+    require(out, fn, "out");
+    std::shared_ptr<kf::Fusion> fusion = kf::parse_fusion(std::string_view(text, length));
     fusion->retain_external();
     *out = fusion.get();
   });

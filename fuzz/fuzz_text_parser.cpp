@@ -4,14 +4,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "kfuse/kfuse.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string text(reinterpret_cast<const char*>(data), size);  // NUL-terminated copy
+  // Every byte counts: NUL bytes inside the input are parse errors too.
   kf_fusion f = nullptr;
-  kf_status st = kf_fusion_from_text(text.c_str(), &f);
+  kf_status st = kf_fusion_from_text_n(reinterpret_cast<const char*>(data), size, &f);
   if (st == KF_ERR_PARSE && std::strncmp(kf_last_error(), "line ", 5) != 0) std::abort();
   if (st != KF_OK) return 0;
   char* printed = nullptr;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -63,6 +64,11 @@ void check(kf_status status, const char* call) {
 }
 
 FusionFile load_fusion_file(const std::string& path) {
+  // An ifstream opens a directory and reads it as empty text, which the
+  // parser would report as "no outputs": say what the path is instead.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw CliError(KF_OK, "cannot read " + path + ": it is a directory, expected a fusion file (.kf)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CliError(KF_OK, "cannot read " + path);
   std::ostringstream buffer;
@@ -123,7 +129,10 @@ std::string float64_text(const std::string& text) {
   return replace_words(text, {"float32", "float16", "bfloat16"}, "float64");
 }
 
-Fusion::Fusion(const std::string& text) { check(kf_fusion_from_text(text.c_str(), &f_), "kf_fusion_from_text"); }
+// With the length: a NUL inside a file is reported, not taken as its end.
+Fusion::Fusion(const std::string& text) {
+  check(kf_fusion_from_text_n(text.data(), text.size(), &f_), "kf_fusion_from_text_n");
+}
 
 std::vector<kf_value_info> Fusion::inputs() const {
   size_t n = 0;

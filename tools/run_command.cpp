@@ -118,6 +118,25 @@ bool compare(const std::vector<double>& got, const std::vector<double>& want, kf
   return bad == 0;
 }
 
+// Shapes that the fusion rejects (a broadcast of 3 against 4, a reshape to
+// another element count) are an input error, exit status 2 like a bad
+// --shapes string, not a FAIL of kfuse: shape inference alone decides.
+void check_input_shapes(const Fusion& fusion, std::vector<HostTensor>& inputs,
+                        const std::vector<kf_value_info>& outs) {
+  std::vector<DLTensor> dl;
+  for (HostTensor& t : inputs) dl.push_back(t.dl());
+  std::vector<const DLTensor*> args;
+  for (const DLTensor& t : dl) args.push_back(&t);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::vector<int64_t> shape(static_cast<size_t>(outs[i].rank));
+    const kf_status status =
+        kf_output_shape(fusion.get(), args.data(), args.size(), i, shape.data(), shape.size());
+    if (status != KF_OK)
+      throw CliError(status, std::string("the input shapes do not fit the fusion: ") +
+                                 kf_status_name(status) + ": " + kf_last_error());
+  }
+}
+
 }  // namespace
 
 int run_command(const Options& options) {
@@ -129,6 +148,7 @@ int run_command(const Options& options) {
   std::printf("fusion: %s (inputs: %zu, outputs: %zu)\n", file.path.c_str(), inputs.size(), outs.size());
   std::printf("inputs: %s; layout %s, seed %llu\n", description.c_str(), layout_name(options.layout),
               static_cast<unsigned long long>(options.seed));
+  check_input_shapes(fusion, inputs, outs);
 
   // Pick the device. auto uses a GPU when the driver finds one and says so.
   std::unique_ptr<CudaDriver> driver;

@@ -116,6 +116,11 @@ void read_input(const Fusion& fusion, size_t index, const DLTensor* t, InputMeta
   // not be offset as a pointer.
   m.data = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(t->data) + t->byte_offset);
   m.alignment = alignment_of(reinterpret_cast<uintptr_t>(m.data));
+  // Kernels and the CPU backend load whole elements (vectors of them on the
+  // GPU, sized from m.alignment): a split element is never addressable.
+  if (count > 0 && m.alignment < dtype_size(v.dtype))
+    fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,
+         ") is not aligned to ", dtype_size(v.dtype), " bytes for ", dtype_name(v.dtype));
   if (v.is_scalar) {
     if (m.device.kind != DeviceKind::CPU)
       fail(KF_ERR_DEVICE_MISMATCH, name, ": scalar inputs must be 0-dim CPU tensors");

@@ -1,5 +1,6 @@
 #include "core/text/text_parser.h"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -143,9 +144,10 @@ constexpr size_t kMaxResults = 2;
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : lexer_(text), tok_(lexer_.next()) {}
+  explicit Parser(std::string_view text) : text_(text), lexer_(text), tok_(lexer_.next()) {}
 
   std::shared_ptr<Fusion> run() {
+    reject_nul();
     while (tok_.kind != Tok::End) statement();
     if (builder_.draft().outputs.empty()) error(tok_, "the text defines no outputs");
     return builder_.finalize();
@@ -158,6 +160,20 @@ class Parser {
   };
 
   // --- tokens and errors ---------------------------------------------------
+
+  // A NUL is never text: it marks a binary or damaged file, and a C string
+  // taken from such a buffer would end there silently. Checked before any
+  // statement so that one in a comment is caught too.
+  void reject_nul() {
+    const size_t at = text_.find('\0');
+    if (at == std::string_view::npos) return;
+    const std::string_view before = text_.substr(0, at);
+    const size_t newline = before.rfind('\n');
+    Token t;
+    t.line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+    t.column = newline == std::string_view::npos ? at + 1 : at - newline;
+    error(t, "NUL byte (0x00) in the text, expected only text (is the file binary or damaged?)");
+  }
 
   Token take() {
     Token t = tok_;
@@ -224,9 +240,36 @@ class Parser {
     if (keyword && tok_.text == "input") input_statement();
     else if (keyword && tok_.text == "const") const_statement();
     else if (keyword && tok_.text == "output") output_statement();
+    else if (keyword) unknown_statement();
     else op_statement();
     if (tok_.kind == Tok::Newline) take();
     else if (tok_.kind != Tok::End) expected("end of line after the statement");
+  }
+
+  // Two names in a row start no statement but a misspelt keyword's
+  // (`inptu x: ...`); without this the parser would expect `=` after `inptu`.
+  [[noreturn]] void unknown_statement() {
+    std::string hint = " (expected input, const, output or 'name = op(...)')";
+    for (std::string_view keyword : {"input", "const", "output"})
+      if (edit_distance(tok_.text, keyword) <= 2) hint = " (did you mean '" + std::string(keyword) + "'?)";
+    error(tok_, "unknown statement '", tok_.text, "'", hint);
+  }
+
+  // Levenshtein distance, for the suggestion above (short words only).
+  static size_t edit_distance(std::string_view a, std::string_view b) {
+    if (a.size() > 32 || b.size() > 32) return std::max(a.size(), b.size());
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t substitute = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1);
+        diagonal = row[j];
+        row[j] = std::min({substitute, row[j] + 1, row[j - 1] + 1});
+      }
+    }
+    return row[b.size()];
   }
 
   void input_statement() {
@@ -332,9 +375,29 @@ class Parser {
   int64_t value_ref(std::string_view what) {
     if (tok_.kind != Tok::Ident) expected(what);
     auto it = names_.find(tok_.text);
-    if (it == names_.end()) error(tok_, "unknown name '", tok_.text, "'");
+    if (it == names_.end()) {
+      if (peek().is('('))
+        error(tok_, "unknown name '", tok_.text, "' (calls do not nest: bind ", call_text(tok_),
+              " to a name first)");
+      error(tok_, "unknown name '", tok_.text, "'");
+    }
     take();
     return it->second.id;
+  }
+
+  // The source of the call that starts at `name`, up to its closing ')' on
+  // the same line, for the hint above; "name(...)" when long or unclosed.
+  std::string call_text(const Token& name) const {
+    constexpr size_t kShown = 40;
+    const size_t start = static_cast<size_t>(name.text.data() - text_.data());
+    int depth = 0;
+    for (size_t i = start + name.text.size(); i < text_.size() && i - start < kShown; ++i) {
+      const char c = text_[i];
+      if (c == '\n' || c == ';' || c == '#') break;
+      if (c == '(') ++depth;
+      if (c == ')' && --depth == 0) return std::string(text_.substr(start, i + 1 - start));
+    }
+    return std::string(name.text) + "(...)";
   }
 
   // --- op arguments ----------------------------------------------------------
@@ -544,6 +607,7 @@ class Parser {
     return std::bit_cast<double>(kExponent | fraction);
   }
 
+  std::string_view text_;
   Lexer lexer_;
   Token tok_;
   std::optional<Token> ahead_;

@@ -470,6 +470,24 @@ static void test_wrong_inputs(void** state) {
   in.x.strides = far_strides;
   EXPECT_FAIL(kf_execute(g_fusion, in.list, 2, &out, 1, NULL), KF_ERR_SHAPE_MISMATCH, "input 0 (value 0): strides reach beyond int64 offsets");
 
+  /* Elements must be whole: data + byte_offset aligned to the dtype's size
+   * (a float32 read at byte 2 would also run 2 bytes past the buffer). */
+  make_inputs(&in);
+  in.x.byte_offset = 2;
+  EXPECT_FAIL(kf_execute(g_fusion, in.list, 2, &out, 1, NULL), KF_ERR_INVALID_ARGUMENT, "input 0 (value 0): data pointer + byte_offset (");
+  EXPECT_FAIL(kf_concretize(g_fusion, in.list, 2, &(kf_concrete){NULL}), KF_ERR_INVALID_ARGUMENT, " + 2) is not aligned to 4 bytes for float32");
+  make_inputs(&in);
+  in.b.data = (char*)g_b + 1;
+  EXPECT_FAIL(kf_output_shape(g_fusion, in.list, 2, 0, (int64_t[2]){0, 0}, 2), KF_ERR_INVALID_ARGUMENT, "input 1 (value 1): data pointer + byte_offset");
+  /* An offset of whole elements is fine: b starts at its second element. */
+  float b4[4] = {100, 0.5f, 1.5f, -10};
+  make_inputs(&in);
+  in.b.data = b4;
+  in.b.byte_offset = sizeof(float);
+  KF_CHECK(kf_execute(g_fusion, in.list, 2, &out, 1, NULL));
+  assert_float_equal(((float*)out->dl_tensor.data)[1], 3.5f, 0); /* relu(2 + 1.5) */
+  out->deleter(out);
+
   /* A scalar input must be a 0-dim CPU tensor. */
   kf_fusion scaled = NULL;
   KF_CHECK(kf_fusion_from_text("input x: tensor<float32, 1>\ninput s: scalar<float32>\ny = mul(x, s)\noutput y\n", &scaled));

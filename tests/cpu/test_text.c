@@ -450,6 +450,24 @@ static void test_syntax_errors(void** state) {
                "line 2, column 11: expected ')' after argument list, got 'x'");
   expect_error(BASE "y = neg(z)\n", KF_ERR_PARSE, "line 2, column 9: unknown name 'z'");
   expect_error(BASE "y = neg(y)\n", KF_ERR_PARSE, "line 2, column 9: unknown name 'y'");
+  /* An op name used as an argument: calls do not nest, and the hint says so. */
+  expect_error(BASE "y = exp(neg(x))\noutput y\n", KF_ERR_PARSE,
+               "line 2, column 9: unknown name 'neg' (calls do not nest: bind neg(x) to a name first)");
+  expect_error(BASE "y = add(x, mul(x, exp(x)))\n", KF_ERR_PARSE,
+               "line 2, column 12: unknown name 'mul' (calls do not nest: bind mul(x, exp(x)) to a "
+               "name first)");
+  expect_error(BASE "output neg(x\n", KF_ERR_PARSE,
+               "line 2, column 8: unknown name 'neg' (calls do not nest: bind neg(...) to a name first)");
+  /* Two names in a row: a misspelt statement keyword. */
+  expect_error("inptu x: tensor<float32, 2>\n", KF_ERR_PARSE,
+               "line 1, column 1: unknown statement 'inptu' (did you mean 'input'?)");
+  expect_error(BASE "outptu x\n", KF_ERR_PARSE,
+               "line 2, column 1: unknown statement 'outptu' (did you mean 'output'?)");
+  expect_error("cnst c: float32 = 1\n", KF_ERR_PARSE,
+               "line 1, column 1: unknown statement 'cnst' (did you mean 'const'?)");
+  expect_error("define x: tensor<float32, 2>\n", KF_ERR_PARSE,
+               "line 1, column 1: unknown statement 'define' (expected input, const, output or "
+               "'name = op(...)')");
   expect_error(BASE "input x: tensor<float32, 1>\n", KF_ERR_PARSE,
                "line 2, column 7: 'x' is already defined on line 1");
   expect_error(BASE "y = neg(x)\ny = exp(x)\n", KF_ERR_PARSE,
@@ -534,6 +552,35 @@ static void test_garbage_truncated_and_empty(void** state) {
   expect_error(BASE "y = neg(x)", KF_ERR_PARSE, "line 2, column 11: the text defines no outputs");
 }
 
+/* kf_fusion_from_text_n reads exactly `length` bytes: a NUL among them (in a
+ * statement or a comment) is an error with its position, not the end. */
+static void test_nul_bytes_with_length(void** state) {
+  (void)state;
+  static const char in_statement[] = BASE "y = neg(x)\0\noutput y\n";
+  static const char in_comment[] = "# a\0b\n" BASE "output x\n";
+  kf_fusion f = NULL;
+  assert_int_equal(kf_fusion_from_text_n(in_statement, sizeof in_statement - 1, &f), KF_ERR_PARSE);
+  assert_string_equal(kf_last_error(),
+                      "line 2, column 11: NUL byte (0x00) in the text, expected only text (is the "
+                      "file binary or damaged?)");
+  assert_null(f);
+  assert_int_equal(kf_fusion_from_text_n(in_comment, sizeof in_comment - 1, &f), KF_ERR_PARSE);
+  assert_true(strncmp(kf_last_error(), "line 1, column 4: NUL byte", 26) == 0);
+  assert_null(f);
+
+  /* No terminator needed: the bytes after `length` are not read. */
+  static const char text[] = BASE "output x\n" "garbage(";
+  kf_fusion parsed = NULL;
+  KF_CHECK(kf_fusion_from_text_n(text, strlen(BASE "output x\n"), &parsed));
+  kf_fusion same = parse(BASE "output x\n");
+  assert_ptr_equal(parsed, same);
+  kf_fusion_release(same);
+  kf_fusion_release(parsed);
+
+  KF_EXPECT_ERROR(kf_fusion_from_text_n(NULL, 0, &f), KF_ERR_INVALID_ARGUMENT, "text");
+  KF_EXPECT_ERROR(kf_fusion_from_text_n(text, 4, NULL), KF_ERR_INVALID_ARGUMENT, "out");
+}
+
 /* Errors of the builder's rules keep their status and gain the position. */
 static void test_builder_errors_keep_status(void** state) {
   (void)state;
@@ -601,6 +648,7 @@ int main(void) {
       cmocka_unit_test(test_attribute_errors),
       cmocka_unit_test(test_literal_overflow),
       cmocka_unit_test(test_garbage_truncated_and_empty),
+      cmocka_unit_test(test_nul_bytes_with_length),
       cmocka_unit_test(test_builder_errors_keep_status),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_damaged_text_fails_cleanly),

@@ -1,5 +1,5 @@
 // Shared by the nvrtc tests: NVRTC loaded with dlopen (the library never
-// links it), fake DLTensor metadata for concretization, and batching of
+// links it; nvrtc_skip.h skips the test without it), fake DLTensor metadata for concretization, and batching of
 // many generated kernels into one NVRTC program per architecture.
 // Include after the project headers and <cmocka.h>.
 #pragma once
@@ -21,6 +21,7 @@
 #include "core/pipeline/plan.h"
 #include "core/define/builder.h"
 #include "core/segment/segmentation.h"
+#include "nvrtc/nvrtc_skip.h"
 
 namespace kftest {
 
@@ -33,11 +34,13 @@ struct Nvrtc {
   int (*destroy)(nvrtcProgram*);
 };
 
-// NVRTC, or nullptr when it cannot be loaded (the test then exits 77).
+// NVRTC, or nullptr when it cannot be loaded (main calls
+// skip_without_nvrtc() first, which then exits 77).
 inline const Nvrtc* nvrtc() {
   static std::unique_ptr<Nvrtc> lib = [] {
-    void* h = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) h = dlopen("/usr/local/cuda/lib64/libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+    void* h = nullptr;
+    for (const std::string& candidate : nvrtc_candidates())
+      if ((h = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
     if (h == nullptr) return std::unique_ptr<Nvrtc>();
     auto n = std::make_unique<Nvrtc>();
     n->create = reinterpret_cast<decltype(n->create)>(dlsym(h, "nvrtcCreateProgram"));

@@ -229,10 +229,7 @@ void test_library_rejected(void** /*state*/) {
 }  // namespace
 
 int main() {
-  if (kftest::nvrtc() == nullptr) {
-    std::fprintf(stderr, "libnvrtc.so.13 not found: skipped\n");
-    return 77;
-  }
+  kftest::skip_without_nvrtc();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pointwise_ops),
       cmocka_unit_test(test_cast_and_creation),

@@ -438,10 +438,7 @@ void test_compile(void** /*state*/) {
 }  // namespace
 
 int main() {
-  if (kftest::nvrtc() == nullptr) {
-    std::fprintf(stderr, "libnvrtc.so.13 not found: skipped\n");
-    return 77;
-  }
+  kftest::skip_without_nvrtc();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pointwise_layouts),
       cmocka_unit_test(test_fusions),

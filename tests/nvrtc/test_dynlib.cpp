@@ -16,6 +16,8 @@ extern "C" {
 #include <cmocka.h>
 }
 
+#include "nvrtc/nvrtc_skip.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -126,6 +128,7 @@ void test_driver_search(void**) {
 }  // namespace
 
 int main() {
+  kftest::skip_without_nvrtc();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roots_and_candidates),
       cmocka_unit_test(test_failed_attempts_are_reported),

@@ -16,6 +16,8 @@ extern "C" {
 #include <cmocka.h>
 }
 
+#include "nvrtc/nvrtc_skip.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -285,6 +287,7 @@ void test_unusable_directory_still_compiles(void**) {
 }  // namespace
 
 int main() {
+  kftest::skip_without_nvrtc();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sha256_vectors),
       cmocka_unit_test(test_keys),

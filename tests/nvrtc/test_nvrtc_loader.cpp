@@ -22,6 +22,8 @@ extern "C" {
 #include <cmocka.h>
 }
 
+#include "nvrtc/nvrtc_skip.h"
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -288,6 +290,7 @@ void test_no_driver_reports_no_device(void**) {
 }  // namespace
 
 int main() {
+  kftest::skip_without_nvrtc();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvrtc_loads),
       cmocka_unit_test(test_compiles_cubin_for_sm80_and_sm90),

@@ -146,7 +146,7 @@ void test_compile_error_names_the_first_segment(void**) {
 }  // namespace
 
 int main() {
-  if (!nvrtc_available()) return 77;
+  kftest::skip_without_nvrtc();
   // A fresh disk cache, so the first round really compiles.
   char dir[] = "/tmp/kfuse-segment-kernels-XXXXXX";
   if (mkdtemp(dir) == nullptr) return 1;

@@ -71,12 +71,10 @@ fn op_list_macro(header: &str) -> String {
     for line in body.lines() {
         let code = line.split("/*").next().unwrap();
         for token in code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-            let Some(name) = token.strip_prefix("KF_OP_") else {
-                continue;
+            let name = match token.strip_prefix("KF_OP_") {
+                Some(name) if name != "COUNT" && name != "MAX_ENUM" => name,
+                _ => continue,
             };
-            if name == "COUNT" || name == "MAX_ENUM" {
-                continue;
-            }
             let camel: String = name
                 .split('_')
                 .map(|part| {

@@ -261,6 +261,10 @@ KF_API kf_status kf_fusion_to_text(kf_fusion f, char** out);
 /* Parses through the definition cache: printing and parsing a fusion gives
  * back the same handle. Errors: KF_ERR_PARSE with "line L, column C: ...". */
 KF_API kf_status kf_fusion_from_text(const char* text, kf_fusion* out);
+/* The same for the `length` bytes at `text` (no terminating NUL needed), as
+ * read from a file: a NUL byte among them is KF_ERR_PARSE with its line and
+ * column, where kf_fusion_from_text would stop at it. */
+KF_API kf_status kf_fusion_from_text_n(const char* text, size_t length, kf_fusion* out);
 KF_API void kf_string_free(char* s);
 
 /* ------------------------------------------------------------------------ */

@@ -1,4 +1,5 @@
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_void, CStr, CString};
+use std::os::raw::c_char; // std::ffi::c_char needs Rust 1.64
 use std::ptr::{self, NonNull};
 
 use kfuse_sys as sys;

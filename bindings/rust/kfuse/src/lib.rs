@@ -54,7 +54,7 @@ pub use tensor::{AsDLTensor, AsDLTensorMut, Device, OutputTensor, TensorRef};
 /// concretization and segmentation).
 pub use kfuse_sys as sys;
 
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 /// The library's API version (`kf_version`).
 pub fn version() -> u32 {
@@ -64,9 +64,11 @@ pub fn version() -> u32 {
 
 /// Checks once per process that the library implements the header's API.
 fn check_version() -> Result<()> {
-    static CHECKED: OnceLock<Result<()>> = OnceLock::new();
-    CHECKED
-        .get_or_init(|| error::check(unsafe { sys::kf_check_version(sys::KF_API_VERSION as u32) }))
+    // A Mutex, not OnceLock: OnceLock needs Rust 1.70 (rust-version is 1.63).
+    static CHECKED: Mutex<Option<Result<()>>> = Mutex::new(None);
+    let mut checked = CHECKED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    checked
+        .get_or_insert_with(|| error::check(unsafe { sys::kf_check_version(sys::KF_API_VERSION as u32) }))
         .clone()
 }
 

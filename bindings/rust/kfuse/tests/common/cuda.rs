@@ -1,7 +1,8 @@
 //! Just enough of the CUDA driver API, loaded with dlopen, to move test data
 //! to and from a GPU. `Cuda::load()` is `None` where there is no usable GPU.
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::c_void;
+use std::os::raw::{c_char, c_int, c_uint}; // in std::ffi from Rust 1.64
 
 extern "C" {
     fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void;
@@ -30,29 +31,31 @@ pub struct Cuda {
     dtoh: MemcpyDtoH,
 }
 
-unsafe fn sym<T: Copy>(lib: *mut c_void, name: &CStr) -> Option<T> {
-    let p = dlsym(lib, name.as_ptr());
+// `name` ends in NUL: byte strings, as C string literals need Rust 1.77.
+unsafe fn sym<T: Copy>(lib: *mut c_void, name: &[u8]) -> Option<T> {
+    assert_eq!(name.last(), Some(&0), "symbol names end in NUL");
+    let p = dlsym(lib, name.as_ptr() as *const c_char);
     (!p.is_null()).then(|| std::mem::transmute_copy(&p))
 }
 
 impl Cuda {
     pub fn load() -> Option<Cuda> {
         unsafe {
-            let lib = dlopen(c"libcuda.so.1".as_ptr(), RTLD_NOW);
+            let lib = dlopen(b"libcuda.so.1\0".as_ptr() as *const c_char, RTLD_NOW);
             if lib.is_null() {
                 return None;
             }
-            let init: Init = sym(lib, c"cuInit")?;
-            let device_get: DeviceGet = sym(lib, c"cuDeviceGet")?;
-            let retain: PrimaryCtxRetain = sym(lib, c"cuDevicePrimaryCtxRetain")?;
+            let init: Init = sym(lib, b"cuInit\0")?;
+            let device_get: DeviceGet = sym(lib, b"cuDeviceGet\0")?;
+            let retain: PrimaryCtxRetain = sym(lib, b"cuDevicePrimaryCtxRetain\0")?;
             let cuda = Cuda {
-                ctx_set_current: sym(lib, c"cuCtxSetCurrent")?,
+                ctx_set_current: sym(lib, b"cuCtxSetCurrent\0")?,
                 ctx: std::ptr::null_mut(),
-                synchronize: sym(lib, c"cuCtxSynchronize")?,
-                alloc: sym(lib, c"cuMemAlloc_v2")?,
-                free: sym(lib, c"cuMemFree_v2")?,
-                htod: sym(lib, c"cuMemcpyHtoD_v2")?,
-                dtoh: sym(lib, c"cuMemcpyDtoH_v2")?,
+                synchronize: sym(lib, b"cuCtxSynchronize\0")?,
+                alloc: sym(lib, b"cuMemAlloc_v2\0")?,
+                free: sym(lib, b"cuMemFree_v2\0")?,
+                htod: sym(lib, b"cuMemcpyHtoD_v2\0")?,
+                dtoh: sym(lib, b"cuMemcpyDtoH_v2\0")?,
             };
             let mut device = 0;
             let mut ctx = std::ptr::null_mut();

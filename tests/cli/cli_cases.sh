@@ -1,0 +1,56 @@
+#!/bin/sh
+# Input errors of the `kfuse` CLI: each case writes its fixture into a
+# scratch folder, runs the CLI and checks the exit status and one line of
+# its message. Usage: cli_cases.sh KFUSE CASE (tests/CMakeLists.txt lists
+# the cases, one CTest each).
+set -u
+kfuse=$1
+case_name=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+
+# expect STATUS TEXT COMMAND...: COMMAND exits with STATUS and prints TEXT
+# (a fixed string) on stdout or stderr.
+expect() {
+  want_status=$1
+  want_text=$2
+  shift 2
+  out=$("$@" 2>&1)
+  status=$?
+  printf '%s\n(exit status %s)\n' "$out" "$status"
+  if [ "$status" -ne "$want_status" ]; then
+    echo "FAIL: expected exit status $want_status"
+    exit 1
+  fi
+  if ! printf '%s\n' "$out" | grep -qF -- "$want_text"; then
+    echo "FAIL: expected the output to contain: $want_text"
+    exit 1
+  fi
+}
+
+case $case_name in
+  directory)
+    mkdir fusions
+    expect 2 "cannot read fusions: it is a directory, expected a fusion file (.kf)" \
+      "$kfuse" run fusions --device cpu
+    expect 2 "it is a directory" "$kfuse" explain fusions
+    ;;
+  nul)
+    # A NUL on line 2 used to end the text there (no outputs).
+    printf 'input x: tensor<float32, 1>\ny = relu(x)\000\noutput y\n' > nul.kf
+    expect 2 "line 2, column 12: NUL byte (0x00) in the text" "$kfuse" run nul.kf --shapes 4 --device cpu
+    ;;
+  broadcast)
+    # Shapes that do not broadcast are an input error (2), not a FAIL (1).
+    printf 'input x: tensor<float32, 2>\ninput b: tensor<float32, 1>\ny = add(x, b)\noutput y\n' > add.kf
+    expect 2 "the input shapes do not fit the fusion: KF_ERR_SHAPE_MISMATCH: add (value 2): cannot broadcast dim 1" \
+      "$kfuse" run add.kf --shapes "2x3, 4" --device cpu
+    expect 2 "cannot broadcast dim 1" "$kfuse" explain add.kf --shapes "2x3, 4"
+    expect 0 "PASS" "$kfuse" run add.kf --shapes "2x3, 3" --device cpu
+    ;;
+  *)
+    echo "unknown case '$case_name'"
+    exit 1
+    ;;
+esac
