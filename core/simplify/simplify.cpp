@@ -124,8 +124,9 @@ class Simplifier {
         return reciprocal_of_sqrt(b, target) || emit_to(target, Op::RECIPROCAL, {b});
       }
       if (*c == 3 || *c == -2) {
+        // x as pow sees it (converted to T), then widened exactly.
         const DType w = wide(t.dtype);
-        const int64_t b = as_dtype(x, w);
+        const int64_t b = as_dtype(as_dtype(x, t.dtype), w);
         const int64_t square = emit(Op::MUL, {b, b});
         const Op last = *c == 3 ? Op::MUL : Op::RECIPROCAL;
         const std::vector<int64_t> args = *c == 3 ? std::vector<int64_t>{square, b} : std::vector<int64_t>{square};

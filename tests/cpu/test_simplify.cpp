@@ -319,6 +319,25 @@ void test_pow_integer_base_float_exponent(void**) {
   }
 }
 
+// An int32 base with a float16 exponent tensor (rank 0) computes in
+// float16: the base is rounded to float16 first (2049 -> 2048), then
+// widened to float32 for the products.
+void test_pow_half_result_other_base(void**) {
+  for (double c : {3.0, -2.0}) {
+    Builder b;
+    const int64_t x = b.tensor_input(1, DType::I32);
+    const int64_t e = b.op(Op::FULL, {b.constant_f64(c, DType::F64)}, {static_cast<int64_t>(DType::F16)})[0];
+    b.output(b.op(Op::POW, {x, e}, {})[0], {}, -1);
+    const Both p = both(b);
+    expect_ops(*p.simple, c == 3 ? "cast cast mul mul cast" : "cast cast mul reciprocal cast", "int32 ^ f16");
+    expect_invariants(p, "int32 ^ f16");
+    TensorView v = allocate(DType::I32, {5});
+    const int32_t xs[] = {3, -7, 40, 2049, 0};
+    std::memcpy(v.data, xs, sizeof xs);
+    compare(p, {{0, v}}, Match::Ulps, 1, {}, {}, "int32 ^ f16 values");
+  }
+}
+
 // Only exponents known when the fusion is defined: constants, and full of a
 // constant that leaves x's shape alone. Scalar inputs are run-time values.
 void test_pow_which_exponents(void**) {
@@ -531,7 +550,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pow_float_structure),     cmocka_unit_test(test_pow_float_values),
       cmocka_unit_test(test_pow_square_negative),     cmocka_unit_test(test_pow_integer),
-      cmocka_unit_test(test_pow_integer_base_float_exponent), cmocka_unit_test(test_pow_which_exponents),
+      cmocka_unit_test(test_pow_integer_base_float_exponent), cmocka_unit_test(test_pow_half_result_other_base),
+      cmocka_unit_test(test_pow_which_exponents),
       cmocka_unit_test(test_rsqrt),                   cmocka_unit_test(test_div_by_sqrt),
       cmocka_unit_test(test_rmsnorm_as_written),      cmocka_unit_test(test_definition_cache_simplifies),
   };
