@@ -95,6 +95,17 @@ def torch_fn(name):
     if name == "rmsnorm":
         return lambda x, w: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)
                              * w.float()).to(x.dtype)
+    # The as_written list: the same functions written as frameworks write
+    # them (kfuse's simplify stage rewrites the pow, sqrt and division).
+    if name == "rmsnorm_pow":
+        return lambda x, w: (x.float() * torch.reciprocal(torch.sqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6))
+                             * w.float()).to(x.dtype)
+    if name == "layernorm_div_sqrt":
+        def layernorm_div_sqrt(x, w, b):
+            xf = x.float()
+            xc = xf - xf.mean(-1, keepdim=True)
+            return (xc / torch.sqrt(xc.pow(2).mean(-1, keepdim=True) + 1e-5) * w.float() + b.float()).to(x.dtype)
+        return layernorm_div_sqrt
     if name == "inner_sum":
         return lambda x: x.float().sum(dim=-1)
     if name == "outer_sum":
@@ -307,7 +318,7 @@ def main():
     p.add_argument("--lib", default="build/libkfuse.so")
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--sweep", action="store_true")
-    p.add_argument("--suite", default="suite", help="case list in bench/cases: suite (headline) or training")
+    p.add_argument("--suite", default="suite", help="case list in bench/cases: suite (headline), training or as_written")
     p.add_argument("--cases", default="", help="comma list (default: the whole --suite)")
     p.add_argument("--rows", default="32768", help="comma list")
     p.add_argument("--cols", default="8192", help="comma list")

@@ -45,7 +45,7 @@ def input_shapes(name, m, n, cases_dir=CASES_DIR):
 
 def _self_check():
     """Every suite case loads for every dtype, with one bench shape per tensor input."""
-    names = suite() + suite(name="training")
+    names = suite() + suite(name="training") + suite(name="as_written")
     for name in names:
         for storage in ("bfloat16", "float16", "float32"):
             text = case_text(name, storage)

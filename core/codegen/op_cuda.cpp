@@ -34,7 +34,13 @@ constexpr OpForm kForms[] = {
     {Op::LOG10, "log10@($0)", "", ""},
     {Op::LOG1P, "log1p@($0)", "", ""},
     {Op::SQRT, "sqrt@($0)", "", ""},
-    {Op::RSQRT, "(1.0# / sqrt@($0))", "", ""},
+    // rsqrtf (2 ulps; rsqrt for float64: 1 ulp) is one MUFU.RSQ and a
+    // fix-up for denormals, against an IEEE sqrt and an IEEE reciprocal
+    // (two multi-instruction sequences) for 1/sqrt. torch's rsqrt is the
+    // same call. Specials as 1/sqrt: +-0 -> +-inf, inf -> 0, x < 0 -> NaN.
+    {Op::RSQRT, "rsqrt@($0)", "", ""},
+    // 1/x: with NVRTC's defaults (-prec-div=true) NVVM emits rcp.rn, the
+    // correctly rounded reciprocal; __frcp_rn would give the same bits.
     {Op::RECIPROCAL, "(1.0# / $0)", "", ""},
     {Op::SIN, "sin@($0)", "", ""},
     {Op::COS, "cos@($0)", "", ""},

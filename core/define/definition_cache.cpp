@@ -1,5 +1,7 @@
 #include "core/define/definition_cache.h"
 
+#include "core/simplify/simplify.h"
+
 namespace kf {
 
 DefinitionCache& DefinitionCache::global() {
@@ -28,6 +30,9 @@ std::shared_ptr<Fusion> DefinitionCache::find_or_insert(const Fusion& draft) {
   }
   ++stats_.misses;
   auto fusion = std::make_shared<Fusion>(draft);
+  // Once per definition: the exprs every later stage sees (core/simplify);
+  // the records, which the trie is keyed by, stay as defined.
+  if (simplify_enabled()) simplify(*fusion);
   fusion->finish();
   node->fusion = fusion;
   lru_.push_front(node);

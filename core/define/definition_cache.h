@@ -1,8 +1,9 @@
 // The process-wide definition cache: a prefix trie of Records. Finalizing a
 // definition walks the trie along its records; if the last node holds a
 // fusion, that same fusion is returned (a hit), otherwise the draft becomes
-// the fusion of that node (a miss). Bounded by an LRU limit on fusions;
-// evicting a fusion prunes the trie nodes only it used.
+// the fusion of that node (a miss), simplified once (core/simplify: its
+// exprs are rewritten, its records and value ids stay). Bounded by an LRU
+// limit on fusions; evicting a fusion prunes the trie nodes only it used.
 #pragma once
 
 #include <cstdint>

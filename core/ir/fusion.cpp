@@ -10,6 +10,28 @@ void Fusion::finish() {
   for (size_t e = 0; e < exprs.size(); ++e)
     for (int64_t in : exprs[e].inputs) last_use[static_cast<size_t>(in)] = static_cast<int64_t>(e);
 
+  // Liveness, backwards from the outputs; then the live readers of each value.
+  is_output.assign(values.size(), false);
+  for (const Output& o : outputs) is_output[static_cast<size_t>(o.value)] = true;
+  std::vector<bool> needed = is_output;
+  live.assign(exprs.size(), false);
+  for (size_t e = exprs.size(); e > 0; --e) {
+    for (int64_t out : exprs[e - 1].outputs)
+      if (needed[static_cast<size_t>(out)]) live[e - 1] = true;
+    if (live[e - 1])
+      for (int64_t in : exprs[e - 1].inputs) needed[static_cast<size_t>(in)] = true;
+  }
+  reader_begin.assign(values.size() + 1, 0);
+  for (size_t e = 0; e < exprs.size(); ++e)
+    if (live[e])
+      for (int64_t in : exprs[e].inputs) ++reader_begin[static_cast<size_t>(in) + 1];
+  for (size_t id = 0; id < values.size(); ++id) reader_begin[id + 1] += reader_begin[id];
+  live_readers.assign(reader_begin.back(), 0);
+  std::vector<uint32_t> next(reader_begin.begin(), reader_begin.end() - 1);
+  for (size_t e = 0; e < exprs.size(); ++e)
+    if (live[e])
+      for (int64_t in : exprs[e].inputs) live_readers[next[static_cast<size_t>(in)]++] = static_cast<int64_t>(e);
+
   first_extent_index.assign(inputs.size(), -1);
   num_extents = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -37,6 +59,14 @@ void Fusion::finish() {
     size_offsets[id] = static_cast<uint32_t>(size_table_length);
     size_table_length += static_cast<size_t>(values[id].rank);
   }
+}
+
+bool Fusion::needed_outside(int64_t id, std::span<const int64_t> set) const {
+  const size_t v = static_cast<size_t>(id);
+  if (is_output[v]) return true;
+  for (uint32_t r = reader_begin[v]; r < reader_begin[v + 1]; ++r)
+    if (!std::binary_search(set.begin(), set.end(), live_readers[r])) return true;
+  return false;
 }
 
 }  // namespace kf

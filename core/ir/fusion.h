@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,13 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   std::vector<int64_t> shape_scalars;
   // For each value, the index of the last Expr that reads it (-1: none).
   std::vector<int64_t> last_use;
+  // Per expr: live when an output needs one of its results (segmentation
+  // runs live exprs only). Per value: whether it is an output, and the live
+  // exprs that read it (live_readers[reader_begin[id] .. reader_begin[id + 1])).
+  std::vector<bool> live;
+  std::vector<bool> is_output;
+  std::vector<uint32_t> reader_begin;
+  std::vector<int64_t> live_readers;
   // Per value: where its extents start in a flat table of every value's
   // sizes (ValueSizes); size_table_length is the table's length.
   std::vector<uint32_t> size_offsets;
@@ -85,11 +93,14 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   Lazy<PlanCache> plan_cache;
 
   const Value& value(int64_t id) const { return values.at(static_cast<size_t>(id)); }
+  // Whether value `id` is an output or read by a live expr not in `exprs`
+  // (sorted expr indices). Dead exprs do not count: they never run.
+  bool needed_outside(int64_t id, std::span<const int64_t> exprs) const;
   int64_t extent_id(size_t input_index, int dim) const {
     return -1 - (first_extent_index[input_index] + dim);
   }
-  // Fills the derived tables (last_use, extents, shape_scalars, size
-  // offsets) after the records were applied.
+  // Fills the derived tables (last_use, liveness, extents, shape_scalars,
+  // size offsets) after the records were applied.
   void finish();
 };
 

@@ -18,9 +18,12 @@ Task make_task(const Fusion& fusion, std::vector<int64_t> exprs,
       if (produced.count(in) || fusion.value(in).kind == ValueKind::Constant) continue;
       if (listed.insert(in).second) t.inputs.push_back(in);
     }
+  // A value that only dead exprs read outside the set is not handed out:
+  // they never run (a definition may hold some, and the simplify stage
+  // leaves the sqrt of a reciprocal(sqrt(x)) it rewrote).
   for (int64_t e : t.exprs)
     for (int64_t out : fusion.exprs[static_cast<size_t>(e)].outputs)
-      if (used_outside(out)) t.outputs.push_back(out);
+      if (used_outside(out) && fusion.needed_outside(out, t.exprs)) t.outputs.push_back(out);
   return t;
 }
 

@@ -24,7 +24,9 @@ struct Task {
 
 // Builds a Task from a set of exprs: inputs are the non-constant values
 // they read but do not produce; outputs the values they produce for which
-// used_outside(id) holds (fusion outputs, values read outside the set).
+// used_outside(id) holds (fusion outputs, values read outside the set) and
+// that an output or a live expr outside the set needs
+// (Fusion::needed_outside: dead exprs never run).
 // Costs O(size of the set), not of the fusion: segmentation builds many.
 Task make_task(const Fusion& fusion, std::vector<int64_t> exprs,
                const std::function<bool(int64_t)>& used_outside);

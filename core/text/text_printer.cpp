@@ -113,14 +113,16 @@ class Printer {
  public:
   explicit Printer(const Fusion& f) : f_(f) {}
 
+  // Ops print from their records, not from Fusion::exprs: the simplify
+  // stage (core/simplify) rewrites the exprs, while the text is the
+  // definition as written (parsing it gives back the same fusion).
   std::string run() {
-    size_t expr = 0;
     for (const Record& r : f_.records) {
       switch (r.kind) {
         case RecordKind::TensorInput:
         case RecordKind::ScalarInput: input(r); break;
         case RecordKind::Constant: constant(r); break;
-        case RecordKind::Op: op(f_.exprs.at(expr++)); break;
+        case RecordKind::Op: op(r); break;
         case RecordKind::Output: output(r); break;
       }
       out_ += '\n';
@@ -176,15 +178,20 @@ class Printer {
     else append_int(out_, stored);
   }
 
-  void op(const Expr& e) {
-    next_id_ += static_cast<int64_t>(e.outputs.size());
-    names(e.outputs);
+  // An op record holds the builder call: op, argument ids, normalized
+  // attributes; its results are the next value ids.
+  void op(const Record& r) {
+    const int outputs = op_info(r.op).num_outputs;
+    for (int i = 0; i < outputs; ++i) {
+      if (i) out_ += ", ";
+      name(next_id_++);
+    }
     out_ += " = ";
-    out_ += op_name(e.op);
+    out_ += op_name(r.op);
     out_ += '(';
-    arguments(text_signature(e.op), e.inputs);
+    arguments(text_signature(r.op), r.args);
     out_ += ')';
-    attributes(text_signature(e.op), e.attrs);
+    attributes(text_signature(r.op), r.attrs);
   }
 
   void arguments(const TextSignature& sig, std::span<const int64_t> args) {

@@ -725,7 +725,11 @@ static kf_fusion finish(kf_builder b, int64_t out) {
   return f;
 }
 
-/* kind: 0 layernorm, 1 softmax, 2 rmsnorm, 3 gelu(x + bias), 4 permute(x) + z */
+/* kind: 0 layernorm, 1 softmax, 2 rmsnorm, 3 gelu(x + bias), 4 permute(x) + z,
+ * and as frameworks write them, which the simplify stage rewrites
+ * (core/simplify, docs/semantics.md "Algebraic simplification"): 5 rmsnorm
+ * with pow(x, 2), sqrt and reciprocal; 6 layernorm dividing by sqrt(var +
+ * eps); 7 pow(|x| + 0.25, c) for c = 2, 3, -2, 0.5, -0.5, -1, summed. */
 static kf_fusion build_e2e(int kind, kf_dtype dt) {
   kf_builder b;
   int64_t x, w, bias, y;
@@ -759,6 +763,30 @@ static kf_fusion build_e2e(int kind, kf_dtype dt) {
       KF_CHECK(kf_define_tensor(b, 1, dt, &bias));
       y = un(b, KF_OP_GELU, bin(b, KF_OP_ADD, x, bias));
       break;
+    case 5: {
+      KF_CHECK(kf_define_tensor(b, 1, dt, &w));
+      int64_t ms = red(b, KF_OP_MEAN, bin(b, KF_OP_POW, x, c_f64(b, 2, KF_FLOAT64)), 1, 1);
+      int64_t inv = un(b, KF_OP_RECIPROCAL, un(b, KF_OP_SQRT, bin(b, KF_OP_ADD, ms, c_f64(b, 1e-6, KF_FLOAT64))));
+      y = bin(b, KF_OP_MUL, bin(b, KF_OP_MUL, x, inv), w);
+      break;
+    }
+    case 6: {
+      KF_CHECK(kf_define_tensor(b, 1, dt, &w));
+      KF_CHECK(kf_define_tensor(b, 1, dt, &bias));
+      int64_t mean = red(b, KF_OP_MEAN, x, 1, 1);
+      int64_t xc = bin(b, KF_OP_SUB, x, mean);
+      int64_t var = red(b, KF_OP_MEAN, bin(b, KF_OP_POW, xc, c_f64(b, 2, KF_FLOAT64)), 1, 1);
+      int64_t sd = un(b, KF_OP_SQRT, bin(b, KF_OP_ADD, var, c_f64(b, 1e-5, KF_FLOAT64)));
+      y = bin(b, KF_OP_ADD, bin(b, KF_OP_MUL, bin(b, KF_OP_DIV, xc, sd), w), bias);
+      break;
+    }
+    case 7: {
+      const double cs[] = {2, 3, -2, 0.5, -0.5, -1};
+      int64_t base = bin(b, KF_OP_ADD, un(b, KF_OP_ABS, x), c_f64(b, 0.25, KF_FLOAT64));
+      y = bin(b, KF_OP_POW, base, c_f64(b, 1, KF_FLOAT64));
+      for (int k = 0; k < 6; ++k) y = bin(b, KF_OP_ADD, y, bin(b, KF_OP_POW, base, c_f64(b, cs[k], KF_FLOAT64)));
+      break;
+    }
     default: {
       int64_t z, t, perm[2] = {1, 0};
       KF_CHECK(kf_define_tensor(b, 2, dt, &z));
@@ -772,7 +800,8 @@ static kf_fusion build_e2e(int kind, kf_dtype dt) {
 
 static void test_fusions(void** state) {
   (void)state;
-  static const char* names[] = {"layernorm", "softmax", "rmsnorm", "gelu_bias", "transpose_add"};
+  static const char* names[] = {"layernorm", "softmax", "rmsnorm", "gelu_bias", "transpose_add",
+                                "rmsnorm_pow_reciprocal_sqrt", "layernorm_div_sqrt", "pow_constants"};
   const kf_dtype dts[] = {KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16, KF_FLOAT64};
   /* Rows held in registers (1024, 4096, 2056, 1000: a partial last vector
    * group), rows too long for them (40000: the streaming path), short rows
@@ -780,7 +809,7 @@ static void test_fusions(void** state) {
    * 131) and transposes with partial tiles (131x67). */
   const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {1, 4096}, {300, 3}, {0, 16},
                                {3, 40000}, {9, 2056}, {67, 131}, {4, 1000}, {33, 64}};
-  for (int kind = 0; kind < 5; ++kind)
+  for (int kind = 0; kind < 8; ++kind)
     for (int d = 0; d < 4; ++d)
       for (int s = 0; s < 10; ++s) {
         kf_fusion f = build_e2e(kind, dts[d]);
@@ -789,11 +818,11 @@ static void test_fusions(void** state) {
         in[0] = input(dts[d], 2, shapes[s]);
         fill(&in[0], -3, 3, 0);
         int64_t row = shapes[s][1];
-        if (kind == 0 || kind == 2 || kind == 3) {
+        if (kind == 0 || kind == 2 || kind == 3 || kind == 5 || kind == 6) {
           in[n] = input(dts[d], 1, &row);
           fill(&in[n++], 0.5, 1.5, 0);
         }
-        if (kind == 0) {
+        if (kind == 0 || kind == 6) {
           in[n] = input(dts[d], 1, &row);
           fill(&in[n++], -1, 1, 0);
         }

@@ -11,6 +11,8 @@
 #include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
 
+#include <regex>  // before cmocka.h, whose fail() macro it must not see
+
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -222,6 +224,47 @@ void test_fusions(void** /*state*/) {
     }, in);
     assert_int_equal(static_cast<int>(g.plan.scheduler), static_cast<int>(SchedulerKind::Normalization));
     assert_int_equal(std::get<RowParams>(g.schedule).rows.phases.size(), 1);
+  }
+  // rmsnorm and layernorm as frameworks write them: the simplify stage
+  // (core/simplify) leaves no powf, a square is one multiply of a register
+  // by itself, 1/sqrt is one rsqrtf, and nothing divides by a register.
+  const std::regex square(R"(const float v[0-9]+ = \((v[0-9]+) \* \1\);)");
+  const std::regex division(R"(\(v[0-9]+ / v[0-9]+\))");
+  for (DType t : {DType::F32, DType::BF16}) {  // rmsnorm: pow(x, 2), sqrt, reciprocal
+    Inputs in;
+    in.push_back(kftest::tensor(t, {64, 4096}));
+    in.push_back(kftest::tensor(t, {4096}));
+    const Generated g = generate([t](Builder& b) {
+      const int64_t x = b.tensor_input(2, t), w = b.tensor_input(1, t);
+      const int64_t xf = b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0];
+      const int64_t ms = b.op(Op::MEAN, {b.op(Op::POW, {xf, b.constant_f64(2, DType::F64)}, {})[0]}, {1, 1})[0];
+      const int64_t s = b.op(Op::SQRT, {b.op(Op::ADD, {ms, b.constant_f64(1e-6, DType::F64)}, {})[0]}, {})[0];
+      const int64_t y = b.op(Op::MUL, {b.op(Op::MUL, {xf, b.op(Op::RECIPROCAL, {s}, {})[0]}, {})[0], w}, {})[0];
+      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(t)})[0], {}, -1);
+    }, in);
+    assert_int_equal(static_cast<int>(g.plan.scheduler), static_cast<int>(SchedulerKind::Normalization));
+    assert_false(contains(g.plan.source, "powf("));
+    assert_false(contains(g.plan.source, "= sqrtf("));  // the sqrt left without readers is not computed
+    assert_false(contains(g.plan.source, "/ sqrtf("));
+    assert_true(contains(g.plan.source, "= rsqrtf(v"));
+    assert_true(std::regex_search(g.plan.source, square));
+    assert_false(std::regex_search(g.plan.source, division));
+  }
+  {  // layernorm: (x - mean) / sqrt(mean(pow(x - mean, 2)) + eps)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F32);
+      const int64_t d = b.op(Op::SUB, {x, b.op(Op::MEAN, {x}, {1, 1})[0]}, {})[0];
+      const int64_t var = b.op(Op::MEAN, {b.op(Op::POW, {d, b.constant_f64(2, DType::F64)}, {})[0]}, {1, 1})[0];
+      const int64_t sd = b.op(Op::SQRT, {b.op(Op::ADD, {var, b.constant_f64(1e-5, DType::F64)}, {})[0]}, {})[0];
+      b.output(b.op(Op::DIV, {d, sd}, {})[0], {}, -1);
+    }, in);
+    assert_false(contains(g.plan.source, "powf("));
+    assert_false(contains(g.plan.source, "/ sqrtf("));
+    assert_true(contains(g.plan.source, "= rsqrtf(v"));
+    assert_true(std::regex_search(g.plan.source, square));
+    assert_false(std::regex_search(g.plan.source, division));
   }
   {  // column sums with an epilogue, 64-bit indices, int input
     Inputs in;
