@@ -27,7 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from kfuse_cases import case_text, input_dtypes, input_shapes, suite
+from kfuse_cases import case_text, input_dtypes, input_shapes, nonnegative_inputs, suite
 
 # ---------------------------------------------------------------------------
 # libkfuse through ctypes
@@ -139,7 +139,124 @@ def torch_fn(name):
         return silu_bwd_bias_grad
     if name == "transpose3d_add":
         return lambda x, z: (x.float().transpose(1, 2) + z.float()).to(x.dtype)
+    if name == "layernorm_fwd_stats":
+        def layernorm_fwd_stats(x, w, b):
+            xf = x.float()
+            var, mean = torch.var_mean(xf, dim=-1, keepdim=True, correction=0)
+            rstd = torch.rsqrt(var + 1e-5)
+            return ((xf - mean) * rstd * w.float() + b.float()).to(x.dtype), mean, rstd
+        return layernorm_fwd_stats
+    if name == "rmsnorm_fwd_rms":
+        def rmsnorm_fwd_rms(x, w):
+            xf = x.float()
+            rms = torch.sqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)
+            return (xf * torch.reciprocal(rms) * w.float()).to(x.dtype), rms
+        return rmsnorm_fwd_rms
+    if name == "groupnorm_fwd":
+        def groupnorm_fwd(x, w, b):
+            xg = x.float().reshape(4, 32, 10, -1)  # [B, groups, channels per group, HW]
+            var, mean = torch.var_mean(xg, dim=(2, 3), keepdim=True, correction=0)
+            rstd = torch.rsqrt(var + 1e-5)
+            y = (xg - mean) * rstd * w.float().reshape(32, 10, 1) + b.float().reshape(32, 10, 1)
+            return y.to(x.dtype).reshape(x.shape), mean.reshape(4, 32), rstd.reshape(4, 32)
+        return groupnorm_fwd
+    if name == "batchnorm_fwd_train":
+        def batchnorm_fwd_train(x, w, b, running_mean, running_var):
+            xf = x.float()  # [B, C, HW]
+            var, mean = torch.var_mean(xf, dim=(0, 2), correction=0)
+            var_unbiased = torch.var(xf, dim=(0, 2), correction=1)
+            rstd = torch.rsqrt(var + 1e-5)
+            y = (xf - mean[:, None]) * rstd[:, None] * w.float()[:, None] + b.float()[:, None]
+            return (y.to(x.dtype), mean, rstd, mean * 0.1 + running_mean * 0.9,
+                    var_unbiased * 0.1 + running_var * 0.9)
+        return batchnorm_fwd_train
+    if name == "instancenorm_fwd":
+        def instancenorm_fwd(x, w, b):
+            xf = x.float()  # [B, C, HW]
+            var, mean = torch.var_mean(xf, dim=2, keepdim=True, correction=0)
+            y = (xf - mean) * torch.rsqrt(var + 1e-5) * w.float()[:, None] + b.float()[:, None]
+            return y.to(x.dtype)
+        return instancenorm_fwd
+    if name == "dropout_add_layernorm":
+        def dropout_add_layernorm(x, keep, residual, w, b):
+            h = x.float() * keep.float() * (1 / 0.9) + residual.float()
+            var, mean = torch.var_mean(h, dim=-1, keepdim=True, correction=0)
+            rstd = torch.rsqrt(var + 1e-5)
+            y = (h - mean) * rstd * w.float() + b.float()
+            return h.to(x.dtype), y.to(x.dtype), mean, rstd
+        return dropout_add_layernorm
+    if name == "softmax_bwd":
+        def softmax_bwd(dy, y):
+            dyf, yf = dy.float(), y.float()
+            return (yf * (dyf - (dyf * yf).sum(-1, keepdim=True))).to(dy.dtype)
+        return softmax_bwd
+    if name == "softmax_dim0":
+        return lambda x: torch.softmax(x.float(), dim=0).to(x.dtype)
+    if name == "softmax_bwd_dim0":
+        def softmax_bwd_dim0(dy, y):
+            dyf, yf = dy.float(), y.float()
+            return (yf * (dyf - (dyf * yf).sum(0, keepdim=True))).to(dy.dtype)
+        return softmax_bwd_dim0
+    if name == "log_softmax":
+        return lambda x: torch.log_softmax(x.float(), dim=-1).to(x.dtype)
+    if name == "log_softmax_bwd":
+        def log_softmax_bwd(dy, y):
+            dyf = dy.float()
+            return (dyf - torch.exp(y.float()) * dyf.sum(-1, keepdim=True)).to(dy.dtype)
+        return log_softmax_bwd
+    if name == "cross_entropy_fwd":
+        def cross_entropy_fwd(logits, label):
+            xf = logits.float()
+            lse = torch.logsumexp(xf, dim=-1, keepdim=True)
+            return lse - xf.gather(1, label), lse
+        return cross_entropy_fwd
+    if name == "cross_entropy_bwd":
+        def cross_entropy_bwd(logits, label, lse, dloss):
+            one_hot = (torch.arange(32000, device=logits.device) == label).float()
+            return ((torch.exp(logits.float() - lse) - one_hot) * dloss).to(logits.dtype)
+        return cross_entropy_bwd
+    if name == "gelu_tanh_bwd":
+        return lambda dy, x: (dy.float() * gelu_tanh_grad(x.float())).to(dy.dtype)
+    if name == "bias_gelu_tanh_bwd":
+        def bias_gelu_tanh_bwd(dy, x, b):
+            dx = dy.float() * gelu_tanh_grad(x.float() + b.float())
+            return dx.to(dy.dtype), dx.sum(0)
+        return bias_gelu_tanh_bwd
+    if name == "rope":
+        def rope(q, k, cos, sin):
+            c, s = cos[:, None, :], sin[:, None, :]  # [M, 1, 128]: broadcast over the heads
+
+            def rotate(x):
+                xf = x.float()
+                return (xf * c + torch.cat((-xf[..., 64:], xf[..., :64]), dim=-1) * s).to(x.dtype)
+            return rotate(q), rotate(k)
+        return rope
+    if name == "permute4d_scale":
+        return lambda k: (k.float().permute(0, 2, 3, 1) * 0.08838834764831845).contiguous().to(k.dtype)
+    if name == "residual_add_cast":
+        def residual_add_cast(x, residual):
+            h = residual + x.float()
+            return h, h.to(x.dtype)
+        return residual_add_cast
+    if name == "adamw_step":
+        def adamw_step(param, grad, exp_avg, exp_avg_sq):
+            # The constants of adamw_step.kf: decay = 1 - lr * weight_decay,
+            # step_size = lr / (1 - 0.9**100), bc2_sqrt = sqrt(1 - 0.999**100).
+            decay, step_size, bc2_sqrt, eps = 0.99999, 0.0010000265621044142, 0.30855769782374753, 1e-8
+            g = grad.float()
+            m = exp_avg.lerp(g, 0.1)
+            v = exp_avg_sq * 0.999 + g * g * 0.001
+            p = param * decay - m / (v.sqrt() / bc2_sqrt + eps) * step_size
+            return p, m, v, p.to(grad.dtype)
+        return adamw_step
     raise ValueError(name)
+
+
+def gelu_tanh_grad(h):
+    """d gelu(h, approximate='tanh') / dh as aten's gelu_backward computes it."""
+    beta, kappa = math.sqrt(2 / math.pi), 0.044715
+    t = torch.tanh(beta * (h + kappa * (h * h * h)))
+    return 0.5 * (t + 1) + 0.5 * h * (1 - t * t) * (beta * (h * h * 0.134145 + 1))
 
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -148,10 +265,24 @@ TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32":
 def make_inputs(name, m, n, dtype):
     # Each input in the dtype its case declares (the storage dtype, or
     # float32 for saved statistics such as mean and rstd).
+    # Class labels (int64) lie in [0, the first input's last dim), dropout
+    # keep masks (bool) keep with probability 0.9, and `#! nonnegative:`
+    # inputs (second moments) are |randn|.
     g = torch.Generator(device="cuda").manual_seed(0)
     dtypes = input_dtypes(name, STORAGE[dtype])
-    return [torch.randn(*shape, device="cuda", dtype=torch.float32, generator=g).to(TORCH_DTYPES[d])
-            for shape, d in zip(input_shapes(name, m, n), dtypes)]
+    shapes = input_shapes(name, m, n)
+    nonnegative = nonnegative_inputs(name)
+    inputs = []
+    for i, (shape, d) in enumerate(zip(shapes, dtypes)):
+        if d == "int64":
+            t = torch.randint(0, shapes[0][-1], shape, device="cuda", generator=g)
+        elif d == "bool":
+            t = torch.rand(*shape, device="cuda", generator=g) >= 0.1
+        else:
+            t = torch.randn(*shape, device="cuda", dtype=torch.float32, generator=g)
+            t = (t.abs() if i in nonnegative else t).to(TORCH_DTYPES[d])
+        inputs.append(t)
+    return inputs
 
 
 STORAGE = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float16: "float16"}
@@ -196,7 +327,8 @@ def run_case(kf, name, m, n, dtype, iters, ceiling):
     run()
     torch.cuda.synchronize()
     # Sums over many rows or columns round differently in every order.
-    sums = ("inner_sum", "outer_sum", "layernorm_bwd", "rmsnorm_bwd", "silu_bwd_bias_grad")
+    sums = ("inner_sum", "outer_sum", "layernorm_bwd", "rmsnorm_bwd", "silu_bwd_bias_grad",
+            "bias_gelu_tanh_bwd")
     tol = tolerance(dtype) * (10 if name in sums else 1)
     ok, err = True, 0.0
     for out, e in zip(outs, expected):

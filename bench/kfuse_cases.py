@@ -31,16 +31,42 @@ def input_dtypes(name, storage, cases_dir=CASES_DIR):
     return re.findall(r"^input \w+: tensor<(\w+), \d+>", case_text(name, storage, cases_dir), re.M)
 
 
+def _directive(name, key, cases_dir):
+    """The value of the case's last `#! KEY: VALUE` line, or None."""
+    value = None
+    for line in _read(name, cases_dir).splitlines():
+        line = line.strip()
+        if line.startswith("#!") and ":" in line and line[2:].split(":", 1)[0].strip() == key:
+            value = line.split(":", 1)[1].strip()
+    return value
+
+
+def input_names(name, cases_dir=CASES_DIR):
+    """The names of the tensor inputs, in input order."""
+    return re.findall(r"^input (\w+): tensor<", _read(name, cases_dir), re.M)
+
+
 def input_shapes(name, m, n, cases_dir=CASES_DIR):
     """Shapes of the tensor inputs, in input order, from `#! bench: MxN, N`
     (sizes M, N or whole numbers)."""
-    for line in _read(name, cases_dir).splitlines():
-        line = line.strip()
-        if line.startswith("#!") and line[2:].split(":", 1)[0].strip() == "bench":
-            dims = {"M": m, "N": n}
-            return [tuple(dims[d.strip()] if d.strip() in dims else int(d) for d in shape.split("x"))
-                    for shape in line.split(":", 1)[1].split(",")]
-    raise ValueError(f"case '{name}' has no '#! bench:' line")
+    line = _directive(name, "bench", cases_dir)
+    if line is None:
+        raise ValueError(f"case '{name}' has no '#! bench:' line")
+    dims = {"M": m, "N": n}
+    return [tuple(dims[d.strip()] if d.strip() in dims else int(d) for d in shape.split("x"))
+            for shape in line.split(",")]
+
+
+def nonnegative_inputs(name, cases_dir=CASES_DIR):
+    """Indices (in input order) of the tensor inputs named by `#! nonnegative:
+    a, b`: values a benchmark must draw >= 0 (second moments under a sqrt)."""
+    line = _directive(name, "nonnegative", cases_dir)
+    names = input_names(name, cases_dir)
+    wanted = [w.strip() for w in line.split(",")] if line else []
+    for w in wanted:
+        if w not in names:
+            raise ValueError(f"case '{name}': '#! nonnegative:' names '{w}', not a tensor input")
+    return [i for i, x in enumerate(names) if x in wanted]
 
 
 def _self_check():
@@ -53,9 +79,11 @@ def _self_check():
             shapes = input_shapes(name, 3, 5)
             assert len(inputs) == len(shapes), f"{name}: {len(inputs)} inputs, {len(shapes)} bench shapes"
             for (dtype, rank), shape in zip(inputs, shapes):
-                # Storage dtype, or float32 for saved statistics (mean, rstd).
-                assert dtype in (storage, "float32") and int(rank) == len(shape), \
+                # Storage dtype, float32 (saved statistics, optimizer state),
+                # int64 (class labels) or bool (dropout keep masks).
+                assert dtype in (storage, "float32", "int64", "bool") and int(rank) == len(shape), \
                     f"{name} ({storage}): {dtype}, {rank} vs {shape}"
+        nonnegative_inputs(name)
     print(f"{len(names)} cases ok")
 
 
