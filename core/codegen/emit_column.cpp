@@ -1,8 +1,18 @@
-// Column reductions (reduced dims outer, the innermost dim kept): kernel 1
-// reduces, per block, a slab of reduced rows (blockIdx.y's split) for a
-// tile of columns into partials in args.scratch, writing any domain-shaped
-// outputs on the way; kernel 2 combines the splits of each column in a
-// fixed order (deterministic) and writes the row-shaped outputs.
+// Column reductions (reduced dims outer, the innermost dim kept): per
+// phase, kernel 1 reduces, per block, a slab of reduced rows (blockIdx.y's
+// split) for a tile of columns into partials in args.scratch, and kernel 2
+// combines the splits of each column in a fixed order (deterministic) into
+// the phase's results. With one phase and no normalization, kernel 1 also
+// writes the domain-shaped outputs on the way and kernel 2 the row-shaped
+// ones. Otherwise each finish also keeps its results in per-column arrays
+// in the scratch (after the partials) for the later kernels: the next
+// phase's partials, and the epilogue, which walks the domain like kernel 1
+// and writes the domain-shaped outputs.
+//
+// Scratch layout (8-byte words; cols = the product of the kept extents):
+//   [0, W * splits * cols)  the partials of the phase running now (W: the
+//                           most words any phase's accumulators take)
+//   then one array of cols words per reduction result, in phase order.
 #include <algorithm>
 
 #include "core/codegen/emit_common.h"
@@ -18,12 +28,78 @@ void split_dims(const RowDomain& s, std::vector<size_t>* kept, std::vector<size_
   for (size_t d = 0; d < s.reduced.size(); ++d) (s.reduced[d] ? red : kept)->push_back(d);
 }
 
+// The register type of an accumulator (Welford's triple for a variance).
+std::string acc_type(const Expr& e, DType acc) {
+  return is_welford(e) ? "kf_welford<" + std::string(reg_type(acc)) + ">" : reg_type(acc);
+}
+
+// The typed pointer to accumulator `a`'s partials of `phase` (splits rows
+// of cols each).
+std::string partials_of(KernelWriter& w, const std::vector<int64_t>& phase, size_t a, const std::string& cols) {
+  const Fusion& f = w.fusion();
+  int words = 0;
+  for (size_t b = 0; b < a; ++b) words += column_acc_words(f, f.exprs[static_cast<size_t>(phase[b])]);
+  const Expr& e = f.exprs[static_cast<size_t>(phase[a])];
+  const std::string t = acc_type(e, accumulator_dtype(f.value(e.inputs[0]).dtype));
+  return "((" + t + "*)((char*)args.scratch + " + std::to_string(words) + "LL * splits * " + cols + " * 8))";
+}
+
+// Points the writer's stored results at their arrays: those of phases
+// before `phase` (all of them for the epilogue).
+void use_stored_results(KernelWriter& w, const ColumnParams& p, size_t phase, const std::string& cols) {
+  const Fusion& f = w.fusion();
+  const std::string base = w.hoist("char*", "kfres",
+                                   "(char*)args.scratch + " + std::to_string(column_partial_words(f, p.rows)) +
+                                       "LL * args.splits * " + cols + " * 8");
+  size_t k = 0;
+  w.result_domain = p.rows.domain;
+  for (size_t ph = 0; ph < p.rows.phases.size(); ++ph)
+    for (int64_t ei : p.rows.phases[ph])
+      for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
+        if (ph < phase) {
+          const std::string t = reg_type(f.value(o).dtype);
+          w.result_arrays[o] = w.hoist(t + "*", "kfr", "(" + t + "*)(" + base + " + " + std::to_string(k) + "LL * " + cols + " * 8)");
+        }
+        ++k;
+      }
+}
+
 }  // namespace
 
-void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
+int column_acc_words(const Fusion& f, const Expr& e) {
+  if (!is_welford(e)) return 1;
+  // kf_welford<float> (12 bytes) in 2 words, kf_welford<double> in 3.
+  return accumulator_dtype(f.value(e.inputs[0]).dtype) == DType::F64 ? 3 : 2;
+}
+
+int column_partial_words(const Fusion& f, const RowDomain& rows) {
+  int most = 0;
+  for (const auto& phase : rows.phases) {
+    int words = 0;
+    for (int64_t ei : phase) words += column_acc_words(f, f.exprs[static_cast<size_t>(ei)]);
+    most = std::max(most, words);
+  }
+  return most;
+}
+
+int column_result_words(const Fusion& f, const RowDomain& rows) {
+  int n = 0;
+  for (const auto& phase : rows.phases)
+    for (int64_t ei : phase) n += static_cast<int>(f.exprs[static_cast<size_t>(ei)].outputs.size());
+  return n;
+}
+
+bool column_epilogue(const ColumnParams& p) { return p.rows.normalizes; }
+
+void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) {
   const Fusion& f = w.fusion();
   const ExtentSets& sets = extent_sets_of(w.concrete());
   const RowDomain& s = p.rows;
+  const bool epilogue = phase == s.phases.size();
+  // The domain-shaped outputs: the epilogue writes them when there is
+  // one, else phase 0's partials do.
+  std::vector<int64_t> outs;
+  if (epilogue || (phase == 0 && !column_epilogue(p))) outs = s.domain_outputs;
   const int64_t dom = s.domain;
   const size_t r = w.rank(dom), last = r - 1;
   std::vector<size_t> kept, red;
@@ -31,6 +107,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
   const std::string cols = extent_product(w, dom, kept, "1LL"), rlen = extent_product(w, dom, red, "1LL");
   w.reduced = s.reduced;
   use_vectors(w, p.vectors);
+  if (phase > 0) use_stored_results(w, p, phase, cols);
   const int V = p.vectors.width > 0 ? p.vectors.width : 4;
   const std::string Vs = std::to_string(V), tile = std::to_string(p.tile_cols()), groups = std::to_string(p.row_groups);
   w.line("const long long splits = args.splits;");
@@ -40,16 +117,18 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
   w.line("const long long per = (" + rlen + " + splits - 1) / splits;");
   w.line("const long long q0 = (long long)blockIdx.y * per, q1 = q0 + per < " + rlen + " ? q0 + per : " + rlen + ";");
   // Accumulators per lane.
-  std::vector<std::vector<std::string>> acc(s.phases[0].size());
+  const std::vector<int64_t> none;
+  const std::vector<int64_t>& accs_of = epilogue ? none : s.phases[phase];
+  std::vector<std::vector<std::string>> acc(accs_of.size());
   std::vector<const Expr*> exprs;
   std::vector<DType> types;
-  for (size_t a = 0; a < s.phases[0].size(); ++a) {
-    const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
+  for (size_t a = 0; a < accs_of.size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(accs_of[a])];
     exprs.push_back(&e);
     types.push_back(accumulator_dtype(f.value(e.inputs[0]).dtype));
     for (int l = 0; l < V; ++l) {
       acc[a].push_back(w.fresh("acc"));
-      w.line(std::string(reg_type(types[a])) + " " + acc[a].back() + " = " + acc_init(e, types[a]) + ";");
+      w.line(acc_type(e, types[a]) + " " + acc[a].back() + " = " + (is_welford(e) ? "{0, 0, 0}" : acc_init(e, types[a])) + ";");
     }
   }
   // One element: into the accumulators, and the domain-shaped outputs
@@ -61,7 +140,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
       w.line(acc_step(*exprs[a], types[a], acc[a][static_cast<size_t>(lane)],
                       convert(f.value(in).dtype, types[a], w.value_at(in, idx))));
     }
-    for (int64_t o : s.domain_outputs) {
+    for (int64_t o : outs) {
       const std::string reg = w.value_at(o, idx);
       auto it = std::find(p.vectors.outputs.begin(), p.vectors.outputs.end(), o);
       if (vector_out.empty() || it == p.vectors.outputs.end())
@@ -71,6 +150,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
                "] = " + w.stored(f.value(o).dtype, reg) + ";");
     }
   };
+  const std::vector<int64_t> vector_outs = outs.empty() ? std::vector<int64_t>{} : p.vectors.outputs;
   const KernelWriter::Section cond = w.reserve();
   const std::string vec_flag = w.fresh("kfvec");
   if (p.vectors.width > 0) {
@@ -79,6 +159,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
     w.line("const long long cb = c0 + (long long)tx * " + Vs + ";");
     w.open("if (cb < " + cols + ")");
     const std::vector<std::string> kidx = unravel(w, dom, kept, "cb", "_c");
+    w.begin_result_loads();
     w.line("#pragma unroll 4");  // several rows' loads in flight
     w.open("for (long long q = q0 + ty; q < q1; q += " + groups + ")");
     const std::vector<std::string> ridx = unravel(w, dom, red, "q");
@@ -90,7 +171,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
     w.section = 0;
     w.lane_base = base;
     std::vector<std::string> ov;
-    for (int64_t o : p.vectors.outputs) {
+    for (int64_t o : vector_outs) {
       ov.push_back(w.fresh("ov"));
       w.line(vector_type(w, o, V) + " " + ov.back() + ";");
     }
@@ -103,11 +184,12 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
     }
     w.lane = -1;
     for (size_t q = 0; q < ov.size(); ++q) {
-      const int64_t o = p.vectors.outputs[q];
+      const int64_t o = vector_outs[q];
       w.line("*(" + vector_type(w, o, V) + "*)(" + w.pointer(o) + " + " + w.offset(o, base) + ") = " + ov[q] + ";");
     }
     w.fill(loads, vector_loads(w, V, 0, {}));
     w.close();
+    w.end_result_loads();
     w.close();
     std::vector<std::string> conds = {w.extent(dom, last) + " % " + Vs + " == 0"};
     used_vector_conditions(w, sets, p.vectors, dom, true, &conds);
@@ -126,6 +208,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
     w.line("const long long " + cl[l] + " = c0 + tx + " + std::to_string(p.col_threads * lane) + ";");
     kidx[l] = unravel(w, dom, kept, cl[l] + " < " + cols + " ? " + cl[l] + " : 0", "_" + std::to_string(lane));
   }
+  w.begin_result_loads();
   w.line("#pragma unroll 2");
   w.open("for (long long q = q0 + ty; q < q1; q += " + groups + ")");
   const std::vector<std::string> ridx = unravel(w, dom, red, "q");
@@ -138,63 +221,78 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p) {
     w.close();
   }
   w.close();
+  w.end_result_loads();
   w.close();
-  // Combine the row groups through shared memory, then one partial per column.
+  if (exprs.empty()) return;
+  // Combine the row groups through shared memory (one buffer, reused by
+  // each accumulator in turn), then one partial per column.
+  size_t most = 0;
+  for (size_t a = 0; a < exprs.size(); ++a)
+    most = std::max<size_t>(most, (is_welford(*exprs[a]) ? 3 : 1) * (types[a] == DType::F32 ? 4 : 8));
+  const std::string sh = w.fresh("kf_part");
+  w.line("__shared__ __align__(16) char " + sh + "[" + std::to_string(most * static_cast<size_t>(p.row_groups * p.tile_cols())) + "];");
   for (size_t a = 0; a < exprs.size(); ++a) {
-    const std::string at = reg_type(types[a]);
-    const std::string sh = w.fresh("kf_part");
-    w.line("__shared__ " + at + " " + sh + "[" + groups + "][" + tile + "];");
+    const std::string at = acc_type(*exprs[a], types[a]);
+    const std::string part = w.fresh("kfp");
+    w.line("auto* " + part + " = (" + at + "(*)[" + tile + "])" + sh + ";");
+    if (a > 0) w.line("__syncthreads();  // the buffer's previous values are consumed");
     for (int lane = 0; lane < V; ++lane)
-      w.line(sh + "[ty][" + vec_flag + " ? tx * " + Vs + " + " + std::to_string(lane) + " : tx + " +
+      w.line(part + "[ty][" + vec_flag + " ? tx * " + Vs + " + " + std::to_string(lane) + " : tx + " +
              std::to_string(p.col_threads * lane) + "] = " + acc[a][static_cast<size_t>(lane)] + ";");
     w.line("__syncthreads();");
     w.open("for (int cc = threadIdx.x; cc < " + tile + "; cc += blockDim.x)");
     w.open("if (c0 + cc < " + cols + ")");
-    w.line(at + " v = " + sh + "[0][cc];");
+    w.line(at + " v = " + part + "[0][cc];");
     w.line("#pragma unroll");
-    w.line("for (int y = 1; y < " + groups + "; ++y) v = " + combine_op(*exprs[a], types[a]) + "(v, " + sh + "[y][cc]);");
-    w.line("((" + at + "*)args.scratch + " + std::to_string(a) + " * splits * " + cols + ")[(long long)blockIdx.y * " +
-           cols + " + c0 + cc] = v;");
+    w.line("for (int y = 1; y < " + groups + "; ++y) v = " + combine_op(*exprs[a], types[a]) + "(v, " + part + "[y][cc]);");
+    w.line(partials_of(w, accs_of, a, cols) + "[(long long)blockIdx.y * " + cols + " + c0 + cc] = v;");
     w.close();
     w.close();
   }
 }
 
-void emit_column_finish(KernelWriter& w, const ColumnParams& p) {
+void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {
   const Fusion& f = w.fusion();
   const RowDomain& s = p.rows;
+  const std::vector<int64_t>& accs_of = s.phases[phase];
+  const bool last_phase = phase + 1 == s.phases.size();
+  const bool keep_results = !last_phase || column_epilogue(p);  // later kernels read them
   const int64_t dom = s.domain;
   const size_t r = w.rank(dom);
   std::vector<size_t> kept, red;
   split_dims(s, &kept, &red);
   const std::string cols = extent_product(w, dom, kept, "1LL");
-  bool mean = false;  // only a mean reads the row length (an unused local is a warning)
-  for (int64_t ei : s.phases[0]) mean = mean || f.exprs[static_cast<size_t>(ei)].op == Op::MEAN;
-  const std::string rlen = mean ? extent_product(w, dom, red, "1LL") : "1";
+  bool row_len = false;  // only a mean or a variance reads the row length (an unused local is a warning)
+  for (int64_t ei : accs_of) {
+    const Expr& e = f.exprs[static_cast<size_t>(ei)];
+    row_len = row_len || e.op == Op::MEAN || is_welford(e);
+  }
+  const std::string rlen = row_len ? extent_product(w, dom, red, "1LL") : "1";
   const std::string tx_n = std::to_string(p.col_threads), groups = std::to_string(p.finish_block / p.col_threads);
   w.reduced = s.reduced;
   w.row_results.clear();
+  if (phase > 0 || keep_results) use_stored_results(w, p, keep_results ? s.phases.size() : phase, cols);
   // Thread (tx, ty): column c0 + tx, splits ty, ty + groups, ... in order;
   // then the groups' values combined in order through shared memory (a
   // fixed order: the result does not depend on scheduling).
   w.line("const long long splits = args.splits;");
   w.line("const int tx = threadIdx.x % " + tx_n + ", ty = threadIdx.x / " + tx_n + ";");
   std::vector<std::string> shared;
-  for (size_t a = 0; a < s.phases[0].size(); ++a) {
-    const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
+  for (size_t a = 0; a < accs_of.size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(accs_of[a])];
     shared.push_back(w.fresh("kf_fin"));
-    w.line("__shared__ " + std::string(reg_type(accumulator_dtype(f.value(e.inputs[0]).dtype))) + " " + shared.back() + "[" +
-           groups + "][" + tx_n + "];");
+    w.line("__shared__ " + acc_type(e, accumulator_dtype(f.value(e.inputs[0]).dtype)) + " " + shared.back() + "[" + groups +
+           "][" + tx_n + "];");
   }
   w.open("for (long long c0 = (long long)blockIdx.x * " + tx_n + "; c0 < " + cols + "; c0 += (long long)gridDim.x * " + tx_n + ")");
   w.line("const long long c = c0 + tx;");
-  for (size_t a = 0; a < s.phases[0].size(); ++a) {
-    const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
+  for (size_t a = 0; a < accs_of.size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(accs_of[a])];
     const DType acc = accumulator_dtype(f.value(e.inputs[0]).dtype);
-    const std::string at = reg_type(acc);
+    const std::string at = acc_type(e, acc);
     const std::string part = w.fresh("part"), v = w.fresh("red");
-    w.line("const " + at + "* " + part + " = (const " + at + "*)args.scratch + " + std::to_string(a) + " * splits * " + cols + ";");
-    w.line(at + " " + v + " = " + acc_init(e, acc) + ";");
+    w.line("const " + at + "* " + part + " = " + partials_of(w, accs_of, a, cols) + ";");
+    w.line(at + " " + v + " = " + (is_welford(e) ? "{0, 0, 0}" : acc_init(e, acc)) + ";");
     w.line("if (c < " + cols + ") for (long long sp = ty; sp < splits; sp += " + groups + ") " + v + " = " + combine_op(e, acc) +
            "(" + v + ", " + part + "[sp * " + cols + " + c]);");
     w.line(shared[a] + "[ty][tx] = " + v + ";");
@@ -204,16 +302,29 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p) {
   const std::vector<std::string> kidx = unravel(w, dom, kept, "c");
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kidx[k];
-  declare_results(w, s);
-  for (size_t a = 0; a < s.phases[0].size(); ++a) {
-    const Expr& e = f.exprs[static_cast<size_t>(s.phases[0][a])];
+  // This phase's results in registers; earlier phases' are read from memory.
+  const std::map<int64_t, std::string> arrays = w.result_arrays;
+  w.result_arrays.clear();
+  for (const auto& [v, ptr] : arrays)
+    if (std::find_if(accs_of.begin(), accs_of.end(), [&](int64_t ei) {
+          const auto& o = f.exprs[static_cast<size_t>(ei)].outputs;
+          return std::find(o.begin(), o.end(), v) != o.end();
+        }) == accs_of.end())
+      w.result_arrays[v] = ptr;
+  RowDomain current = s;
+  current.phases = {accs_of};
+  declare_results(w, current);
+  for (size_t a = 0; a < accs_of.size(); ++a) {
+    const Expr& e = f.exprs[static_cast<size_t>(accs_of[a])];
     const DType acc = accumulator_dtype(f.value(e.inputs[0]).dtype);
     const std::string v = w.fresh("red");
-    w.line(std::string(reg_type(acc)) + " " + v + " = " + shared[a] + "[0][tx];");
+    w.line(acc_type(e, acc) + " " + v + " = " + shared[a] + "[0][tx];");
     w.line("for (int y = 1; y < " + groups + "; ++y) " + v + " = " + combine_op(e, acc) + "(" + v + ", " + shared[a] + "[y][tx]);");
     finish_results(w, e, acc, v, rlen);
+    if (keep_results)
+      for (int64_t o : e.outputs) w.line(arrays.at(o) + "[c] = " + w.row_results.at(o) + ";");
   }
-  store_row_outputs(w, s, kept);
+  if (last_phase) store_row_outputs(w, s, kept);
   w.close();
   w.line("__syncthreads();  // the shared values are consumed");
   w.close();

@@ -47,8 +47,10 @@ OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& 
     o.exprs.push_back(&e);
     o.types.push_back(accumulator_dtype(f.value(e.inputs[0]).dtype));
     const std::string at = reg_type(o.types.back());
-    o.partials.push_back(w.hoist(at + "*", "part", "(" + at + "*)args.scratch + (" + std::to_string(a) +
-                                                       " * args.splits + blockIdx.x) * " + row_len));
+    // Accumulator a's partials start at word a * splits * row_len (8-byte
+    // words, as emit_column_finish reads them).
+    o.partials.push_back(w.hoist(at + "*", "part", "(" + at + "*)((char*)args.scratch + " + std::to_string(a) +
+                                                       "LL * args.splits * " + row_len + " * 8) + (long long)blockIdx.x * " + row_len));
     o.regs.emplace_back();
     if (p.vectors.width == 0 || !registers) continue;
     for (int k = 0; k < p.vectors_per_thread; ++k) {

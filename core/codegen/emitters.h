@@ -21,9 +21,18 @@ bool has_long_row_kernel(const RowParams& p);
 // Bytes of dynamic shared memory per row element of the staged path (0:
 // the kernel has none): LaunchRule::row_stage_bytes.
 int row_stage_bytes(const Fusion& f, const RowParams& p);
-// emit_column.cpp: kernel 1 (partials) and kernel 2 (finish); both read
-// args.scratch and args.splits.
-void emit_column_partials(KernelWriter& w, const ColumnParams& p);
-void emit_column_finish(KernelWriter& w, const ColumnParams& p);
+// emit_column.cpp: per phase, kernel 1 (partials) and kernel 2 (finish);
+// then, when column_epilogue, the epilogue (emit_column_partials with
+// phase = the number of phases). All read args.scratch and args.splits.
+void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase = 0);
+void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase = 0);
+// Whether the domain-shaped outputs wait for the results (a normalization:
+// a kernel after the last phase writes them).
+bool column_epilogue(const ColumnParams& p);
+// Scratch words: of one accumulator's partial; the most any phase's
+// partials take (per split and column); the per-column result arrays.
+int column_acc_words(const Fusion& f, const Expr& e);
+int column_partial_words(const Fusion& f, const RowDomain& rows);
+int column_result_words(const Fusion& f, const RowDomain& rows);
 
 }  // namespace kf

@@ -68,6 +68,9 @@ struct LaunchRule {
     // splits in order (deterministic) and writes the outputs. The kernels
     // take two extra argument words after the slots: the scratch pointer
     // and the number of splits (KfArgs::scratch and KfArgs::splits).
+    // Reductions in several phases, or a normalization, add the kernels of
+    // KernelPlan::later (the scratch also holds result_words arrays of
+    // cols words).
     ColumnReduce,
   };
   Kind kind = Kind::Elementwise;
@@ -88,7 +91,8 @@ struct LaunchRule {
   int row_stage_bytes = 0;
   // ColumnReduce.
   int tile_cols = 0;
-  int accumulators = 0;
+  int accumulators = 0;  // words per split and column (the most of any phase)
+  int result_words = 0;  // per column, kept for later kernels
   // PerRow, inner-outer.
   int outer_accumulators = 0;
   int threads_per_sm = 0;
@@ -106,6 +110,14 @@ struct KernelPlan {
   // PerRow with a vector plan: the kernel for rows longer than `name` holds
   // in registers (LaunchDims::long_rows says which to launch).
   std::string long_row_name;
+  // ColumnReduce: the kernels after name and finish_name, in launch order,
+  // each on the first kernel's grid or (finish) the finishing grid: a
+  // (partials, finish) pair per later phase, then the epilogue.
+  struct LaterKernel {
+    std::string name;
+    bool finish = false;
+  };
+  std::vector<LaterKernel> later;
   SchedulerKind scheduler = SchedulerKind::Pointwise;
 };
 

@@ -53,8 +53,11 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
   std::string text = args;
   for (size_t i = 0; i < kernels.size(); ++i) {
     text += kernels[i].head + name + suffixes[i] + kernels[i].tail;
-    std::string& field = suffixes[i] == "_finish" ? plan.finish_name : suffixes[i] == "_long" ? plan.long_row_name : plan.name;
-    field = name + suffixes[i];
+    const std::string& sfx = suffixes[i];
+    if (sfx != "_finish" && (sfx.starts_with("_p") || sfx.starts_with("_f") || sfx == "_epilogue"))  // later column kernels
+      plan.later.push_back({name + sfx, sfx.starts_with("_f")});
+    else
+      (sfx == "_finish" ? plan.finish_name : sfx == "_long" ? plan.long_row_name : plan.name) = name + sfx;
   }
   plan.source = std::string(cuda_prelude()) + text;
 }
@@ -74,15 +77,28 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.finish_block = col->finish_block;
     launch.finish_cols = col->col_threads;
     launch.tile_cols = col->tile_cols();
-    launch.accumulators = static_cast<int>(col->rows.phases[0].size());
+    launch.accumulators = column_partial_words(w.fusion(), col->rows);
+    const size_t phases = col->rows.phases.size();
+    const bool epilogue = column_epilogue(*col);
+    if (phases > 1 || epilogue) launch.result_words = column_result_words(w.fusion(), col->rows);
     launch.extra_args = 2;
-    emit_column_partials(w, *col);
-    const std::string partials = w.take_kernel();
-    emit_column_finish(w, *col);
-    const std::string finish = w.take_kernel();
+    std::vector<KernelText> kernels;
+    std::vector<std::string> suffixes;
+    for (size_t ph = 0; ph < phases; ++ph) {
+      emit_column_partials(w, *col, ph);
+      kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
+      emit_column_finish(w, *col, ph);
+      kernels.push_back(kernel_text(col->finish_block, false, w.take_kernel()));
+      suffixes.push_back(ph == 0 ? "" : "_p" + std::to_string(ph));
+      suffixes.push_back(ph == 0 ? "_finish" : "_f" + std::to_string(ph));
+    }
+    if (epilogue) {
+      emit_column_partials(w, *col, phases);
+      kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
+      suffixes.push_back("_epilogue");
+    }
     plan.args = w.args();
-    assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"),
-             {kernel_text(col->block, false, partials), kernel_text(col->finish_block, false, finish)}, {"", "_finish"});
+    assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"), kernels, suffixes);
     return plan;
   }
   if (const auto* pw = std::get_if<PointwiseParams>(&schedule)) {

@@ -160,6 +160,10 @@ std::string KernelWriter::take_kernel() {
   vector_regs.clear();
   tile_reads.clear();
   row_results.clear();
+  result_arrays.clear();
+  result_section_.reset();
+  result_lines_.clear();
+  result_regs_.clear();
   reciprocals.clear();
   lane = -1;
   group = section = 0;
@@ -267,6 +271,7 @@ std::string KernelWriter::load_input(int64_t value, const std::vector<std::strin
 }
 
 std::string KernelWriter::reduction_result(int64_t value, const std::vector<std::string>& idx) {
+  if (!row_results.contains(value) && result_arrays.contains(value)) return stored_result(value, idx);
   // The result is only in registers for the current row: the index must be
   // the row's own (dims of size 1 read index 0 whatever the row).
   const size_t r = reduced.size();
@@ -286,6 +291,53 @@ std::string KernelWriter::reduction_result(int64_t value, const std::vector<std:
   if (it == row_results.end())
     unsupported("the reduction result value " + std::to_string(value) + " is read before it is computed");
   return it->second;
+}
+
+void KernelWriter::begin_result_loads() {
+  result_section_ = reserve();
+  result_lines_.clear();
+  result_regs_.clear();
+}
+
+void KernelWriter::end_result_loads() {
+  if (result_section_) fill(*result_section_, result_lines_);
+  result_section_.reset();
+  result_lines_.clear();
+  result_regs_.clear();
+}
+
+std::string KernelWriter::stored_result(int64_t value, const std::vector<std::string>& idx) {
+  // The index of the result's own element among the domain's kept dims
+  // (a keepdim result reads its reduced dims at 0).
+  const size_t r = reduced.size();
+  std::vector<std::string> kept_idx;
+  for (size_t d = 0, k = 0; d < r; ++d) {
+    if (reduced[d]) continue;
+    kept_idx.push_back(idx.size() == r ? idx[d] : k < idx.size() ? idx[k] : "0");
+    ++k;
+  }
+  std::string col;
+  size_t k = 0;
+  for (size_t d = 0; d < r; ++d) {
+    if (reduced[d]) continue;
+    const std::string e = extent(result_domain, d), i = kept_idx[k++];
+    if (e == "1") continue;
+    col = col.empty() ? i : "(" + col + ") * " + e + " + " + i;
+  }
+  if (col.empty()) col = "0";
+  const std::string load = result_arrays.at(value) + "[" + col + "]";
+  const std::string t = reg_type(f_.value(value).dtype);
+  if (!result_section_) return define(f_.value(value).dtype, load);
+  const std::string key = std::to_string(value) + "@" + col;
+  if (auto it = result_regs_.find(key); it != result_regs_.end()) return it->second;
+  const std::string reg = fresh("sr");
+  result_lines_.push_back("const " + t + " " + reg + " = " + load + ";");
+  if (f_.value(value).dtype == DType::F32) {  // divisions by it multiply (unused: dropped by the compiler)
+    reciprocals[reg] = reg + "_rcp";
+    result_lines_.push_back("[[maybe_unused]] const float " + reg + "_rcp = kf_rcp_for_div(" + reg + ");");
+  }
+  result_regs_[key] = reg;
+  return reg;
 }
 
 std::string KernelWriter::compute(int64_t value, const std::vector<std::string>& idx) {

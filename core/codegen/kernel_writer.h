@@ -70,6 +70,16 @@ class KernelWriter {
   std::vector<std::string> row_index;  // domain dims; reduced dims unused
   std::vector<bool> reduced;
   std::map<int64_t, std::string> row_results;
+  // Column kernels in several phases: the results an earlier kernel of the
+  // source computed, read from their per-column arrays in memory (value ->
+  // pointer local), at the linear index of the result's kept dims of
+  // `result_domain`. Between begin_result_loads and end_result_loads the
+  // loads go to the place begin_result_loads marked (before a loop over
+  // rows: each column's results are loaded once, not once per row).
+  std::map<int64_t, std::string> result_arrays;
+  int64_t result_domain = -1;
+  void begin_result_loads();
+  void end_result_loads();
   // float registers fixed over the row -> their kf_rcp_for_div (divisions
   // by them multiply instead: kf_div_by).
   std::map<std::string, std::string> reciprocals;
@@ -115,6 +125,7 @@ class KernelWriter {
   std::string load_input(int64_t value, const std::vector<std::string>& idx);
   std::string scalar_input(int64_t value);
   std::string reduction_result(int64_t value, const std::vector<std::string>& idx);
+  std::string stored_result(int64_t value, const std::vector<std::string>& idx);
   std::string pointwise(const Expr& e, const std::vector<std::string>& idx);
   std::string shape(const Expr& e, const std::vector<std::string>& idx);
   std::string indexing(const Expr& e, const std::vector<std::string>& idx);
@@ -133,7 +144,10 @@ class KernelWriter {
   int depth_ = 1;
   int counter_ = 0;
   std::vector<std::map<std::string, std::string>> scopes_;
-  std::map<std::string, std::string> unrounded_;  // rounded half/bfloat16 register -> its float before rounding
+  std::map<std::string, std::string> unrounded_;
+  std::optional<Section> result_section_;
+  std::vector<std::string> result_lines_;
+  std::map<std::string, std::string> result_regs_;  // value@column -> register, within the section  // rounded half/bfloat16 register -> its float before rounding
 };
 
 }  // namespace kf

@@ -62,7 +62,8 @@ struct Describe {
 SchedulerKind kind_of(const KernelSchedule& s) {
   if (const auto* r = std::get_if<RowParams>(&s))
     return r->rows.normalizes ? SchedulerKind::Normalization : SchedulerKind::Reduction;
-  if (std::holds_alternative<ColumnParams>(s)) return SchedulerKind::Reduction;
+  if (const auto* c = std::get_if<ColumnParams>(&s))
+    return c->rows.normalizes ? SchedulerKind::Normalization : SchedulerKind::Reduction;
   return SchedulerKind::Pointwise;
 }
 

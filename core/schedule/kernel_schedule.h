@@ -124,13 +124,18 @@ struct RowParams {
 };
 
 // Column (outer) reduction: the innermost dim is kept, the reduced rows are
-// strided. Kernel 1: a block reduces a slab of rows for a tile of
-// col_threads * vector-width columns (row_groups rows at a time), split
-// over the rows (grid.y) into partials, and writes the domain-shaped
-// outputs (none of which reads a reduction result) as it visits each
-// element; kernel 2 (blocks of finish_block threads: col_threads columns,
-// the other threads splitting the partials) combines the splits in a fixed
-// order (deterministic) and writes the row-shaped outputs.
+// strided. Per phase, kernel 1: a block reduces a slab of rows for a tile
+// of col_threads * vector-width columns (row_groups rows at a time), split
+// over the rows (grid.y) into partials (Welford triples for a variance);
+// kernel 2 (blocks of finish_block threads: col_threads columns, the other
+// threads splitting the partials) combines the splits in a fixed order
+// (deterministic) into the phase's results, kept per column for the later
+// kernels, and the last one writes the row-shaped outputs. The
+// domain-shaped outputs are written by phase 0's kernel 1 as it visits
+// each element, or, when they read a result (a normalization over outer
+// dims: softmax over dim 0, a channels-last batch norm), by an epilogue
+// walking the domain like kernel 1. Each phase re-reads its inputs: a
+// normalization costs (phases + 1) reads and one write.
 struct ColumnParams {
   RowDomain rows;
   VectorPlan vectors;  // along the last (kept) dim

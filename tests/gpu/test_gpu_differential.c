@@ -979,6 +979,92 @@ static void test_norm_backward(void** state) {
   end_test("norm backward");
 }
 
+/* Normalizations over outer dims (the column scheduler in phases, with an
+ * epilogue): softmax over dim 0 (two phases), its backward (one phase and
+ * an epilogue), a channels-last norm over dims 0 and 1 (Welford partials,
+ * saved mean and rstd), and two phases with row outputs only (no
+ * epilogue). Shapes: vector tiles with a partial last tile (2056), scalar
+ * tiles (1001, 3 columns), many splits of the rows (3000) and few (5),
+ * one row, and rank 3 with the rows over two dims. */
+static const char* const kColumnNorms[] = {
+    "input x: tensor<%1$s, %2$d>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=%3$s, keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=%3$s, keepdim=true}\n"
+    "p = div(e, s)\n"
+    "y = cast(p) {dtype=%1$s}\n"
+    "output y\n",
+    "input x: tensor<%1$s, %2$d>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "dyf = cast(x) {dtype=float32}\n"
+    "yf = cast(w) {dtype=float32}\n"
+    "p = mul(dyf, yf)\n"
+    "s = sum(p) {axes=%3$s, keepdim=true}\n"
+    "d = sub(dyf, s)\n"
+    "dx = mul(yf, d)\n"
+    "y = cast(dx) {dtype=%1$s}\n"
+    "output y\n"
+    "output s\n",
+    "input x: tensor<%1$s, %2$d>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "const eps: float32 = 1e-5\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "wf = cast(w) {dtype=float32}\n"
+    "v, mu = var_mean(xf) {axes=%3$s, keepdim=false, correction=0}\n"
+    "ve = add(v, eps)\n"
+    "r = rsqrt(ve)\n"
+    "xc = sub(xf, mu)\n"
+    "n = mul(xc, r)\n"
+    "o = mul(n, wf)\n"
+    "y = cast(o) {dtype=%1$s}\n"
+    "output y\n"
+    "output mu\n"
+    "output r\n",
+    "input x: tensor<%1$s, %2$d>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=%3$s, keepdim=false}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=%3$s, keepdim=false}\n"
+    "l = log(s)\n"
+    "lse = add(l, m)\n"
+    "output lse\n"
+    "output m\n",
+};
+
+static void test_column_normalizations(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT64};
+  const int64_t shapes[][3] = {{3000, 2056, 0}, {700, 1001, 0}, {5, 4096, 0}, {1, 8, 0},
+                               {300, 3, 0},     {4, 700, 64},   {3, 5, 1001}, {2, 1, 2056}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int k = 0; k < 4; ++k)
+    for (int d = 0; d < 3; ++d)
+      for (int s = 0; s < kShapes; ++s) {
+        const int rank = shapes[s][2] > 0 ? 3 : 2;
+        char text[2048];
+        snprintf(text, sizeof text, kColumnNorms[k], kf_dtype_name(dts[d]), rank, rank == 3 ? "[0, 1]" : "[0]");
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        tin in[2];
+        in[0] = input(dts[d], rank, shapes[s]);
+        in[1] = input(dts[d], 1, &shapes[s][rank - 1]);
+        fill(&in[0], -3, 3, 0);
+        fill(&in[1], 0.5, 1.5, 0);
+        char what[160];
+        snprintf(what, sizeof what, "column norm %d %s [%lld,%lld,%lld]", k, kf_dtype_name(dts[d]),
+                 (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2]);
+        run_case_tol(f, in, 2, what, 16.0 + (double)(shapes[s][0] * (rank == 3 ? shapes[s][1] : 1)) / 64.0, -1);
+        free_inputs(in, 2);
+        kf_fusion_release(f);
+      }
+  end_test("column normalizations");
+}
+
 /* exp(x) | segment_set | + y, then a sum: more than one segment, with an
  * intermediate the executor allocates; also through a caller allocator. */
 typedef struct {
@@ -1147,7 +1233,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

@@ -31,6 +31,7 @@ struct LoadedKernel {
   CUfunction function = nullptr;
   CUfunction finish = nullptr;  // ColumnReduce and inner-outer: the finishing kernel
   CUfunction long_row = nullptr;  // PerRow with a vector plan: rows too long for the registers
+  std::vector<CUfunction> later;  // ColumnReduce: plan.later's kernels
   cuda::KernelLimits limits;  // PerRow kernels: for the block of rows too long for the registers
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
   Task task;             // a matmul pattern's epilogue: what the kernel computes
@@ -95,6 +96,8 @@ void load_segments(const Plan& p) {
       k->finish = load_kernel(device, made.key, made.plan.source, made.plan.finish_name, made.image.get());
     if (!made.plan.long_row_name.empty())
       k->long_row = load_kernel(device, made.key, made.plan.source, made.plan.long_row_name, made.image.get());
+    for (const KernelPlan::LaterKernel& l : made.plan.later)
+      k->later.push_back(load_kernel(device, made.key, made.plan.source, l.name, made.image.get()));
     k->plan = std::move(made.plan);
     const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
     if (shared > kDefaultSharedLimit) {
@@ -160,6 +163,7 @@ const LoadedKernel& loaded_pattern_kernel(const Plan& plan, size_t index) {
   k->sources = resolve_slots(*c.fusion, k->task, k->plan.args);
   k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
   if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);
+  for (const KernelPlan::LaterKernel& l : k->plan.later) k->later.push_back(load_kernel(c.device.id, k->plan.source, l.name));
   if (!k->plan.long_row_name.empty())
     fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue kernel ", k->plan.name, " is a row kernel");
   slot.kernel = k;
@@ -250,6 +254,15 @@ class CudaBackend final : public Backend {
                dims.grid_y);
         launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
                stream_of(options), args.data());
+        for (size_t i = 0; i < k.later.size(); ++i) {  // later phases, the epilogue
+          const KernelPlan::LaterKernel& l = k.plan.later[i];
+          if (l.finish)
+            launch(k.later[i], l.name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
+                   stream_of(options), args.data());
+          else
+            launch(k.later[i], l.name.c_str(), dims.grid, dims.block, dims.shared_bytes, stream_of(options), args.data(),
+                   dims.grid_y);
+        }
       } catch (...) {
         release(scratch, bytes, c.device.id, options);
         throw;

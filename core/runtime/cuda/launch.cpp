@@ -166,7 +166,9 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     dims.grid_y = static_cast<uint32_t>(std::min<int64_t>(splits, 65535));
     dims.splits = dims.grid_y;
     dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((cols + rule.finish_cols - 1) / rule.finish_cols, cap));
-    dims.scratch_bytes = static_cast<uint64_t>(rule.accumulators) * dims.grid_y * static_cast<uint64_t>(cols) * 8;
+    dims.scratch_bytes =
+        (static_cast<uint64_t>(rule.accumulators) * dims.grid_y + static_cast<uint64_t>(rule.result_words)) *
+        static_cast<uint64_t>(cols) * 8;
     return dims;
   }
   if (rule.kind == LaunchRule::Kind::Elementwise) {
