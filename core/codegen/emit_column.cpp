@@ -110,7 +110,9 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
   if (phase > 0) use_stored_results(w, p, phase, cols);
   const int V = p.vectors.width > 0 ? p.vectors.width : 4;
   const std::string Vs = std::to_string(V), tile = std::to_string(p.tile_cols()), groups = std::to_string(p.row_groups);
-  w.line("const long long splits = args.splits;");
+  // The rows' slabs: args.splits of them (the partials' count), or, in
+  // the epilogue (no partials), gridDim.y.
+  w.line(std::string("const long long splits = ") + (epilogue ? "gridDim.y;" : "args.splits;"));
   w.line("const long long c0 = (long long)blockIdx.x * " + tile + ";");
   w.line("const int tx = threadIdx.x % " + std::to_string(p.col_threads) + ", ty = threadIdx.x / " +
          std::to_string(p.col_threads) + ";");

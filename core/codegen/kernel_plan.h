@@ -110,12 +110,14 @@ struct KernelPlan {
   // PerRow with a vector plan: the kernel for rows longer than `name` holds
   // in registers (LaunchDims::long_rows says which to launch).
   std::string long_row_name;
-  // ColumnReduce: the kernels after name and finish_name, in launch order,
-  // each on the first kernel's grid or (finish) the finishing grid: a
-  // (partials, finish) pair per later phase, then the epilogue.
+  // ColumnReduce: the kernels after name and finish_name, in launch order:
+  // a (partials, finish) pair per later phase, on the first kernel's grid
+  // and the finishing grid, then the epilogue, on the epilogue grid (its
+  // blocks split the reduced rows gridDim.y ways).
   struct LaterKernel {
+    enum class Grid : uint8_t { Partials, Finish, Epilogue };
     std::string name;
-    bool finish = false;
+    Grid grid = Grid::Partials;
   };
   std::vector<LaterKernel> later;
   SchedulerKind scheduler = SchedulerKind::Pointwise;

@@ -55,7 +55,9 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
     text += kernels[i].head + name + suffixes[i] + kernels[i].tail;
     const std::string& sfx = suffixes[i];
     if (sfx != "_finish" && (sfx.starts_with("_p") || sfx.starts_with("_f") || sfx == "_epilogue"))  // later column kernels
-      plan.later.push_back({name + sfx, sfx.starts_with("_f")});
+      plan.later.push_back({name + sfx, sfx == "_epilogue"    ? KernelPlan::LaterKernel::Grid::Epilogue
+                                        : sfx.starts_with("_f") ? KernelPlan::LaterKernel::Grid::Finish
+                                                                : KernelPlan::LaterKernel::Grid::Partials});
     else
       (sfx == "_finish" ? plan.finish_name : sfx == "_long" ? plan.long_row_name : plan.name) = name + sfx;
   }

@@ -4,6 +4,8 @@
 // is too long for them, staged in shared memory; any row, and any layout,
 // also runs re-read from memory in every phase.
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "core/schedule/schedulers.h"
 #include "core/schedule/vector_plan.h"
@@ -13,6 +15,52 @@ namespace kf {
 namespace {
 constexpr int kStreamingBlock = 256;
 constexpr int kCachedBlock = 1024;  // the most threads a row may need (the block is chosen per call)
+
+// The values the kernel evaluates at domain indices to compute `v`: its
+// producers within the task back to the task inputs, stopping at
+// reduction results (row values).
+void domain_closure(const Fusion& f, const Task& task, int64_t v, std::set<int64_t>* out) {
+  if (!out->insert(v).second) return;
+  if (std::find(task.inputs.begin(), task.inputs.end(), v) != task.inputs.end()) return;
+  const Value& val = f.value(v);
+  if (val.producer < 0) return;
+  const Expr& e = f.exprs[static_cast<size_t>(val.producer)];
+  if (op_info(e.op).category == OpCategory::Reduction) return;
+  for (int64_t in : e.inputs) domain_closure(f, task, in, out);
+}
+
+// How many values per element a cached row keeps live across block-wide
+// reductions: the values that two passes (the reduction phases, then the
+// output pass) both read, counting only the last of a chain (softmax
+// backward keeps dy and y for dy - sum(dy * y) and y * (...): 2; dropout +
+// residual + layernorm keeps only h = x * mask + r: 1).
+int values_live_across_phases(const Fusion& f, const Task& task, const RowDomain& rows) {
+  std::vector<std::set<int64_t>> passes;
+  for (const auto& phase : rows.phases) {
+    std::set<int64_t> r;
+    for (int64_t ei : phase) domain_closure(f, task, f.exprs[static_cast<size_t>(ei)].inputs[0], &r);
+    passes.push_back(std::move(r));
+  }
+  std::set<int64_t> out;
+  for (int64_t o : rows.domain_outputs) domain_closure(f, task, o, &out);
+  passes.push_back(std::move(out));
+  std::map<int64_t, int> uses;
+  for (const auto& pass : passes)
+    for (int64_t v : pass) ++uses[v];
+  std::set<int64_t> shared;
+  for (const auto& [v, n] : uses)
+    if (n >= 2 && f.value(v).kind != ValueKind::Constant && f.value(v).kind != ValueKind::ScalarInput) shared.insert(v);
+  std::set<int64_t> held = shared;
+  for (int64_t ei : task.exprs) {  // a shared value that feeds another shared one is not held itself
+    const Expr& e = f.exprs[static_cast<size_t>(ei)];
+    if (op_info(e.op).category == OpCategory::Reduction) continue;
+    bool feeds_shared = false;
+    for (int64_t o : e.outputs) feeds_shared = feeds_shared || shared.contains(o);
+    if (feeds_shared)
+      for (int64_t in : e.inputs) held.erase(in);
+  }
+  return static_cast<int>(held.size());
+}
 }  // namespace
 
 RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
@@ -23,12 +71,10 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   if (r > 0 && rows.reduced[r - 1] && c.size_classes[static_cast<size_t>(rows.domain)][r - 1] == SizeClass::Many)
     p.vectors = plan_vectors(c, task, rows.domain_outputs, rows.domain, r - 1);
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;
-  // Staged: the vector inputs read at every element of the row and varying
-  // across rows (x, dy); those broadcast over the rows (weights) are reused
-  // by every row from the caches and would only cost shared memory. Only
-  // rows read more than once: a single pass (a plain row sum) gains nothing.
-  const bool output_pass = !rows.domain_outputs.empty();
-  if (rows.phases.size() + (output_pass ? 1 : 0) < 2) return p;
+  // Row inputs: the vector inputs read at every element of the row and
+  // varying across rows (x, dy); those broadcast over the rows (weights)
+  // are reused by every row from the caches.
+  std::vector<int64_t> row_inputs;
   for (const auto& [in, dims] : p.vectors.inputs) {
     bool whole_row = true, varies = false;
     for (size_t d = 0; d < r; ++d) {
@@ -36,8 +82,20 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
       if (rows.reduced[d]) whole_row = whole_row && read;
       else varies = varies || (read && c.size_classes[static_cast<size_t>(rows.domain)][d] == SizeClass::Many);
     }
-    if (whole_row && varies) p.staged.push_back(in);
+    if (whole_row && varies) row_inputs.push_back(in);
   }
+  // Registers: each thread of a cached row holds vectors_per_thread
+  // vectors of every value live across a block-wide reduction, as floats,
+  // under the 64-register cap of 1024-thread blocks; two such values at 4
+  // vectors spill (softmax backward: docs/PERF.md), so they get half as
+  // many (and twice the threads per row).
+  if (values_live_across_phases(*c.fusion, task, rows) >= 2)
+    p.vectors_per_thread = std::max(1, p.vectors_per_thread / 2);
+  // Staged: the row inputs, when the row is read more than once (a
+  // single pass, a plain row sum, gains nothing).
+  const bool output_pass = !rows.domain_outputs.empty();
+  if (rows.phases.size() + (output_pass ? 1 : 0) < 2) return p;
+  p.staged = row_inputs;
   return p;
 }
 

@@ -985,11 +985,12 @@ static void test_norm_backward(void** state) {
  * saved mean and rstd), and two phases with row outputs only (no
  * epilogue). Shapes: vector tiles with a partial last tile (2056), scalar
  * tiles (1001, 3 columns), many splits of the rows (3000) and few (5),
- * one row, and rank 3 with the rows over two dims. */
+ * one row, and rank 3 with the rows over two dims. Math in float32, or
+ * float64 for float64 storage. */
 static const char* const kColumnNorms[] = {
     "input x: tensor<%1$s, %2$d>\n"
     "input w: tensor<%1$s, 1>\n"
-    "xf = cast(x) {dtype=float32}\n"
+    "xf = cast(x) {dtype=%4$s}\n"
     "m = max(xf) {axes=%3$s, keepdim=true}\n"
     "d = sub(xf, m)\n"
     "e = exp(d)\n"
@@ -999,8 +1000,8 @@ static const char* const kColumnNorms[] = {
     "output y\n",
     "input x: tensor<%1$s, %2$d>\n"
     "input w: tensor<%1$s, 1>\n"
-    "dyf = cast(x) {dtype=float32}\n"
-    "yf = cast(w) {dtype=float32}\n"
+    "dyf = cast(x) {dtype=%4$s}\n"
+    "yf = cast(w) {dtype=%4$s}\n"
     "p = mul(dyf, yf)\n"
     "s = sum(p) {axes=%3$s, keepdim=true}\n"
     "d = sub(dyf, s)\n"
@@ -1011,8 +1012,8 @@ static const char* const kColumnNorms[] = {
     "input x: tensor<%1$s, %2$d>\n"
     "input w: tensor<%1$s, 1>\n"
     "const eps: float32 = 1e-5\n"
-    "xf = cast(x) {dtype=float32}\n"
-    "wf = cast(w) {dtype=float32}\n"
+    "xf = cast(x) {dtype=%4$s}\n"
+    "wf = cast(w) {dtype=%4$s}\n"
     "v, mu = var_mean(xf) {axes=%3$s, keepdim=false, correction=0}\n"
     "ve = add(v, eps)\n"
     "r = rsqrt(ve)\n"
@@ -1025,7 +1026,7 @@ static const char* const kColumnNorms[] = {
     "output r\n",
     "input x: tensor<%1$s, %2$d>\n"
     "input w: tensor<%1$s, 1>\n"
-    "xf = cast(x) {dtype=float32}\n"
+    "xf = cast(x) {dtype=%4$s}\n"
     "m = max(xf) {axes=%3$s, keepdim=false}\n"
     "d = sub(xf, m)\n"
     "e = exp(d)\n"
@@ -1047,7 +1048,8 @@ static void test_column_normalizations(void** state) {
       for (int s = 0; s < kShapes; ++s) {
         const int rank = shapes[s][2] > 0 ? 3 : 2;
         char text[2048];
-        snprintf(text, sizeof text, kColumnNorms[k], kf_dtype_name(dts[d]), rank, rank == 3 ? "[0, 1]" : "[0]");
+        snprintf(text, sizeof text, kColumnNorms[k], kf_dtype_name(dts[d]), rank, rank == 3 ? "[0, 1]" : "[0]",
+                 dts[d] == KF_FLOAT64 ? "float64" : "float32");
         kf_fusion f;
         KF_CHECK(kf_fusion_from_text(text, &f));
         tin in[2];

@@ -201,6 +201,25 @@ void test_launch_dims(void**) {
   assert_int_equal(d.shared_bytes, 0);  // too long: the kernel streams
   assert_int_equal(d.block, 256);       // 8 x 256 threads by registers
   assert_int_equal(launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132).shared_bytes, 0);  // no limit given
+  // Column reductions: tiles x splits (about 1024 blocks, at least 128
+  // rows each); a normalization's per-column results after the partials
+  // in the scratch, and its epilogue split finer (about 4096 blocks, at
+  // least 32 rows each).
+  LaunchRule col;
+  col.kind = LaunchRule::Kind::ColumnReduce;
+  col.domain_value = 0;
+  col.reduced_dims = {true, false};
+  col.tile_cols = 256;
+  col.accumulators = 2;
+  col.result_words = 3;
+  d = launch_dims(col, Sizes{32768, 8192}, 1 << 30, 132);
+  assert_int_equal(d.grid, 32);
+  assert_int_equal(d.grid_y, 32);
+  assert_int_equal(d.epilogue_grid_y, 128);
+  assert_int_equal(d.scratch_bytes, (2ull * 32 + 3) * 8192 * 8);
+  d = launch_dims(col, Sizes{100, 8192}, 1 << 30, 132);
+  assert_int_equal(d.grid_y, 1);
+  assert_int_equal(d.epilogue_grid_y, 3);
 }
 
 // x (f32, rank 2) * s (f32 scalar) -> y

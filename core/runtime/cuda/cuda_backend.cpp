@@ -256,12 +256,13 @@ class CudaBackend final : public Backend {
                stream_of(options), args.data());
         for (size_t i = 0; i < k.later.size(); ++i) {  // later phases, the epilogue
           const KernelPlan::LaterKernel& l = k.plan.later[i];
-          if (l.finish)
+          using Grid = KernelPlan::LaterKernel::Grid;
+          if (l.grid == Grid::Finish)
             launch(k.later[i], l.name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
                    stream_of(options), args.data());
           else
             launch(k.later[i], l.name.c_str(), dims.grid, dims.block, dims.shared_bytes, stream_of(options), args.data(),
-                   dims.grid_y);
+                   l.grid == Grid::Epilogue ? dims.epilogue_grid_y : dims.grid_y);
         }
       } catch (...) {
         release(scratch, bytes, c.device.id, options);

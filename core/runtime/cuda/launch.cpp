@@ -166,6 +166,11 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     dims.grid_y = static_cast<uint32_t>(std::min<int64_t>(splits, 65535));
     dims.splits = dims.grid_y;
     dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((cols + rule.finish_cols - 1) / rule.finish_cols, cap));
+    // The epilogue: about 4096 blocks (a short tail on any current GPU),
+    // each writing at least 32 rows (4 per row group).
+    constexpr int64_t kEpilogueBlocks = 4096, kEpilogueRows = 32;
+    dims.epilogue_grid_y = static_cast<uint32_t>(std::clamp<int64_t>(
+        (kEpilogueBlocks + tiles - 1) / tiles, 1, std::min<int64_t>(65535, std::max<int64_t>(1, rows / kEpilogueRows))));
     dims.scratch_bytes =
         (static_cast<uint64_t>(rule.accumulators) * dims.grid_y + static_cast<uint64_t>(rule.result_words)) *
         static_cast<uint64_t>(cols) * 8;

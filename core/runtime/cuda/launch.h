@@ -43,6 +43,9 @@ struct LaunchDims {
   // the plan's long_row_name kernel.
   bool long_rows = false;
   uint32_t splits = 0;
+  // ColumnReduce with an epilogue: its grid.y (it writes, no partials, so
+  // it splits the rows finer than the partials kernels).
+  uint32_t epilogue_grid_y = 1;
   uint32_t finish_grid = 0;
   uint64_t scratch_bytes = 0;
 };
