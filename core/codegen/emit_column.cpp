@@ -28,6 +28,10 @@ void split_dims(const RowDomain& s, std::vector<size_t>* kept, std::vector<size_
   for (size_t d = 0; d < s.reduced.size(); ++d) (s.reduced[d] ? red : kept)->push_back(d);
 }
 
+// Rows each thread of a vector tile loads before computing any (its
+// loads in flight).
+constexpr int kRowsInFlight = 4;
+
 // The register type of an accumulator (Welford's triple for a variance).
 std::string acc_type(const Expr& e, DType acc) {
   return is_welford(e) ? "kf_welford<" + std::string(reg_type(acc)) + ">" : reg_type(acc);
@@ -162,34 +166,54 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
     w.open("if (cb < " + cols + ")");
     const std::vector<std::string> kidx = unravel(w, dom, kept, "cb", "_c");
     w.begin_result_loads();
-    w.line("#pragma unroll 4");  // several rows' loads in flight
-    w.open("for (long long q = q0 + ty; q < q1; q += " + groups + ")");
-    const std::vector<std::string> ridx = unravel(w, dom, red, "q");
-    std::vector<std::string> base(r);
-    for (size_t k = 0; k < kept.size(); ++k) base[kept[k]] = kidx[k];
-    for (size_t k = 0; k < red.size(); ++k) base[red[k]] = ridx[k];
+    // kRowsInFlight rows per step, all their loads first: a kernel that
+    // also stores (the epilogue) cannot have the compiler move a later
+    // row's loads above this row's stores (they may alias), which leaves
+    // one load in flight per thread (docs/PERF.md).
+    const int U = kRowsInFlight;
+    w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");
+    std::vector<std::string> oks;
+    std::vector<std::vector<std::string>> bases;
+    for (int g = 0; g < U; ++g) {
+      const std::string qg = w.fresh("q"), ok = w.fresh("ok");
+      w.line("const long long " + qg + " = q + " + std::to_string(p.row_groups * g) + ";");
+      w.line("const bool " + ok + " = " + qg + " < q1;");
+      const std::vector<std::string> ridx =
+          unravel(w, dom, red, "(" + ok + " ? " + qg + " : q)", "_g" + std::to_string(g), true);
+      std::vector<std::string> base(r);
+      for (size_t k = 0; k < kept.size(); ++k) base[kept[k]] = kidx[k];
+      for (size_t k = 0; k < red.size(); ++k) base[red[k]] = ridx[k];
+      oks.push_back(ok);
+      bases.push_back(base);
+    }
     const KernelWriter::Section loads = w.reserve();
+    for (int g = 0; g < U; ++g) {
+      const std::vector<std::string>& base = bases[static_cast<size_t>(g)];
+      w.open("if (" + oks[static_cast<size_t>(g)] + ")");
+      w.group = g;
+      w.section = 0;
+      w.lane_base = base;
+      std::vector<std::string> ov;
+      for (int64_t o : vector_outs) {
+        ov.push_back(w.fresh("ov"));
+        w.line(vector_type(w, o, V) + " " + ov.back() + ";");
+      }
+      for (int lane = 0; lane < V; ++lane) {
+        std::vector<std::string> idx = base;
+        if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
+        w.lane = lane;
+        w.lane_index = idx;
+        step(lane, idx, ov);
+      }
+      w.lane = -1;
+      for (size_t q = 0; q < ov.size(); ++q) {
+        const int64_t o = vector_outs[q];
+        w.line("*(" + vector_type(w, o, V) + "*)(" + w.pointer(o) + " + " + w.offset(o, base) + ") = " + ov[q] + ";");
+      }
+      w.close();
+    }
     w.group = 0;
-    w.section = 0;
-    w.lane_base = base;
-    std::vector<std::string> ov;
-    for (int64_t o : vector_outs) {
-      ov.push_back(w.fresh("ov"));
-      w.line(vector_type(w, o, V) + " " + ov.back() + ";");
-    }
-    for (int lane = 0; lane < V; ++lane) {
-      std::vector<std::string> idx = base;
-      if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
-      w.lane = lane;
-      w.lane_index = idx;
-      step(lane, idx, ov);
-    }
-    w.lane = -1;
-    for (size_t q = 0; q < ov.size(); ++q) {
-      const int64_t o = vector_outs[q];
-      w.line("*(" + vector_type(w, o, V) + "*)(" + w.pointer(o) + " + " + w.offset(o, base) + ") = " + ov[q] + ";");
-    }
-    w.fill(loads, vector_loads(w, V, 0, {}));
+    w.fill(loads, vector_loads(w, V, 0, oks));
     w.close();
     w.end_result_loads();
     w.close();
