@@ -70,7 +70,11 @@ namespace {
 
 std::string describe_launch(const kf::KernelPlan& plan) {
   const kf::LaunchRule& l = plan.launch;
-  std::string s = l.kind == kf::LaunchRule::Kind::Elementwise ? "elementwise over" : "one block per row of";
+  using Kind = kf::LaunchRule::Kind;
+  std::string s = l.kind == Kind::Elementwise    ? "elementwise over"
+                  : l.kind == Kind::PerRow       ? "one block per row of"
+                  : l.kind == Kind::ColumnReduce ? "column tiles x row splits of"
+                                                 : "rows x row splits of";
   s += " value " + std::to_string(l.domain_value) + ", block " + std::to_string(l.block);
   if (l.kind == kf::LaunchRule::Kind::Elementwise)
     s += ", " + std::to_string(l.items_per_thread) + " items per thread";
@@ -220,6 +224,9 @@ KF_API kf_status kf_segment_cuda_source(kf_segmentation s, size_t index, char** 
                        "// schedule: " + kf::describe(*seg.schedule) + " index=" + (h->concrete->index32 ? "int32" : "int64") + "\n" +
                        "// launch: " + describe_launch(plan) + "\n" +
                        "// args: " + describe_args(plan) + "\n" + plan.source;
+    for (const kf::KernelPlan& split : plan.split_rows)  // compiled only when a call launches it
+      text += "\n// rows split over blocks (few rows too long for one block): kernel " + split.name + "\n" +
+              "// launch: " + describe_launch(split) + "\n" + "// args: " + describe_args(split) + "\n" + split.source;
     *out = copy_string(text);
   });
 }

@@ -19,6 +19,7 @@
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
 #include "core/codegen/reduction_code.h"
+#include "core/codegen/reduction_scratch.h"
 
 namespace kf {
 
@@ -28,9 +29,7 @@ void split_dims(const RowDomain& s, std::vector<size_t>* kept, std::vector<size_
   for (size_t d = 0; d < s.reduced.size(); ++d) (s.reduced[d] ? red : kept)->push_back(d);
 }
 
-// Rows each thread of a vector tile loads before computing any (its
-// loads in flight).
-constexpr int kRowsInFlight = 4;
+}  // namespace
 
 // The register type of an accumulator (Welford's triple for a variance).
 std::string acc_type(const Expr& e, DType acc) {
@@ -48,17 +47,15 @@ std::string partials_of(KernelWriter& w, const std::vector<int64_t>& phase, size
   return "((" + t + "*)((char*)args.scratch + " + std::to_string(words) + "LL * splits * " + cols + " * 8))";
 }
 
-// Points the writer's stored results at their arrays: those of phases
-// before `phase` (all of them for the epilogue).
-void use_stored_results(KernelWriter& w, const ColumnParams& p, size_t phase, const std::string& cols) {
+void use_stored_results(KernelWriter& w, const RowDomain& rows, size_t phase, const std::string& cols) {
   const Fusion& f = w.fusion();
   const std::string base = w.hoist("char*", "kfres",
-                                   "(char*)args.scratch + " + std::to_string(column_partial_words(f, p.rows)) +
+                                   "(char*)args.scratch + " + std::to_string(column_partial_words(f, rows)) +
                                        "LL * args.splits * " + cols + " * 8");
   size_t k = 0;
-  w.result_domain = p.rows.domain;
-  for (size_t ph = 0; ph < p.rows.phases.size(); ++ph)
-    for (int64_t ei : p.rows.phases[ph])
+  w.result_domain = rows.domain;
+  for (size_t ph = 0; ph < rows.phases.size(); ++ph)
+    for (int64_t ei : rows.phases[ph])
       for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
         if (ph < phase) {
           const std::string t = reg_type(f.value(o).dtype);
@@ -67,8 +64,6 @@ void use_stored_results(KernelWriter& w, const ColumnParams& p, size_t phase, co
         ++k;
       }
 }
-
-}  // namespace
 
 int column_acc_words(const Fusion& f, const Expr& e) {
   if (!is_welford(e)) return 1;
@@ -111,7 +106,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
   const std::string cols = extent_product(w, dom, kept, "1LL"), rlen = extent_product(w, dom, red, "1LL");
   w.reduced = s.reduced;
   use_vectors(w, p.vectors);
-  if (phase > 0) use_stored_results(w, p, phase, cols);
+  if (phase > 0) use_stored_results(w, p.rows, phase, cols);
   const int V = p.vectors.width > 0 ? p.vectors.width : 4;
   const std::string Vs = std::to_string(V), tile = std::to_string(p.tile_cols()), groups = std::to_string(p.row_groups);
   // The rows' slabs: args.splits of them (the partials' count), or, in
@@ -297,7 +292,7 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {
   const std::string tx_n = std::to_string(p.col_threads), groups = std::to_string(p.finish_block / p.col_threads);
   w.reduced = s.reduced;
   w.row_results.clear();
-  if (phase > 0 || keep_results) use_stored_results(w, p, keep_results ? s.phases.size() : phase, cols);
+  if (phase > 0 || keep_results) use_stored_results(w, p.rows, keep_results ? s.phases.size() : phase, cols);
   // Thread (tx, ty): column c0 + tx, splits ty, ty + groups, ... in order;
   // then the groups' values combined in order through shared memory (a
   // fixed order: the result does not depend on scheduling).
@@ -325,7 +320,7 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {
   }
   w.line("__syncthreads();");
   w.open("if (ty == 0 && c < " + cols + ")");
-  const std::vector<std::string> kidx = unravel(w, dom, kept, "c");
+  const std::vector<std::string> kidx = unravel(w, dom, kept, "c", "", true);
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kidx[k];
   // This phase's results in registers; earlier phases' are read from memory.

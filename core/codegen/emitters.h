@@ -29,10 +29,13 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase = 0
 // Whether the domain-shaped outputs wait for the results (a normalization:
 // a kernel after the last phase writes them).
 bool column_epilogue(const ColumnParams& p);
-// Scratch words: of one accumulator's partial; the most any phase's
-// partials take (per split and column); the per-column result arrays.
-int column_acc_words(const Fusion& f, const Expr& e);
-int column_partial_words(const Fusion& f, const RowDomain& rows);
-int column_result_words(const Fusion& f, const RowDomain& rows);
+// emit_split_row.cpp: rows too long for one block and too few to fill the
+// device, split over blocks: per phase, the partials kernel (grid: rows x
+// splits) then emit_column_finish; the epilogue is the partials kernel
+// with phase = the number of phases. LaunchDims::split_rows says when.
+void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase);
+bool has_split_row_kernels(const RowParams& p);
+// The column finish for the rows of `p` (the same kernels serve both).
+ColumnParams split_row_finish(const RowParams& p);
 
 }  // namespace kf

@@ -72,6 +72,11 @@ struct LaunchRule {
     // KernelPlan::later (the scratch also holds result_words arrays of
     // cols words).
     ColumnReduce,
+    // Rows split over blocks (emit_split_row): grid (rows, splits), then
+    // the kernels of KernelPlan::later as for ColumnReduce, with the rows
+    // as columns. Launched instead of a PerRow plan when
+    // prefer_split_rows (launch.h) says so.
+    SplitRows,
   };
   Kind kind = Kind::Elementwise;
   int64_t domain_value = -1;        // value whose sizes define the iteration domain
@@ -120,6 +125,9 @@ struct KernelPlan {
     Grid grid = Grid::Partials;
   };
   std::vector<LaterKernel> later;
+  // PerRow: the split-row kernels (0 or 1 plan of kind SplitRows), in a
+  // source of their own, compiled the first time a call needs them.
+  std::vector<KernelPlan> split_rows;
   SchedulerKind scheduler = SchedulerKind::Pointwise;
 };
 

@@ -6,6 +6,7 @@
 #include "core/codegen/emitters.h"
 #include "core/codegen/kernel_plan.h"
 #include "core/codegen/prelude.h"
+#include "core/codegen/reduction_scratch.h"
 #include "core/util/error.h"
 
 namespace kf {
@@ -62,6 +63,47 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
       (sfx == "_finish" ? plan.finish_name : sfx == "_long" ? plan.long_row_name : plan.name) = name + sfx;
   }
   plan.source = std::string(cuda_prelude()) + text;
+}
+
+// The split-row kernels of a row schedule (emit_split_row.cpp): per phase
+// the partials and the column finish, then the epilogue of a
+// normalization.
+KernelPlan split_row_plan(const ConcreteFusion& c, const Task& task, const RowParams& row, SchedulerKind scheduler) {
+  constexpr int kSplitBlock = 256;
+  KernelWriter w(c, task);
+  KernelPlan plan;
+  plan.scheduler = scheduler;
+  LaunchRule& launch = plan.launch;
+  launch.kind = LaunchRule::Kind::SplitRows;
+  launch.domain_value = row.rows.domain;
+  launch.reduced_dims = row.rows.reduced;
+  launch.block = kSplitBlock;
+  launch.items_per_thread = row.vectors.width;
+  const ColumnParams finish = split_row_finish(row);
+  launch.finish_block = finish.finish_block;
+  launch.finish_cols = finish.col_threads;
+  launch.accumulators = column_partial_words(w.fusion(), row.rows);
+  const size_t phases = row.rows.phases.size();
+  if (phases > 1 || row.rows.normalizes) launch.result_words = column_result_words(w.fusion(), row.rows);
+  launch.extra_args = 2;
+  std::vector<KernelText> kernels;
+  std::vector<std::string> suffixes;
+  for (size_t ph = 0; ph < phases; ++ph) {
+    emit_split_row(w, row, ph);
+    kernels.push_back(kernel_text(kSplitBlock, false, w.take_kernel()));
+    emit_column_finish(w, finish, ph);
+    kernels.push_back(kernel_text(finish.finish_block, false, w.take_kernel()));
+    suffixes.push_back(ph == 0 ? "" : "_p" + std::to_string(ph));
+    suffixes.push_back(ph == 0 ? "_finish" : "_f" + std::to_string(ph));
+  }
+  if (row.rows.normalizes) {
+    emit_split_row(w, row, phases);
+    kernels.push_back(kernel_text(kSplitBlock, false, w.take_kernel()));
+    suffixes.push_back("_epilogue");
+  }
+  plan.args = w.args();
+  assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"), kernels, suffixes);
+  return plan;
 }
 
 }  // namespace
@@ -135,6 +177,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
       suffixes.push_back("_long");
     }
+    if (has_split_row_kernels(row)) plan.split_rows.push_back(split_row_plan(c, task, row, plan.scheduler));
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel
       launch.outer_accumulators = static_cast<int>(row.outer.phases[0].size());
       launch.threads_per_sm = row.outer_threads_per_sm;

@@ -1067,6 +1067,67 @@ static void test_column_normalizations(void** state) {
   end_test("column normalizations");
 }
 
+/* Few rows too long for one block (fewer than two per multiprocessor):
+ * the rows split over blocks (emit_split_row), for a layernorm (Welford
+ * partials, the saved mean and rstd), a softmax (two phases and an
+ * epilogue) and a plain row sum (no epilogue); rank 3 with the kept dim
+ * between the reduced ones (a batch norm's layout). Shapes: vector slabs
+ * (300000), an odd length (99999: the element path), one row, and rows
+ * long enough for many splits. */
+static const char* const kSplitRows[] = {
+    "input x: tensor<%1$s, %2$d>\n"
+    "const eps: float32 = 1e-5\n"
+    "xf = cast(x) {dtype=%4$s}\n"
+    "v, mu = var_mean(xf) {axes=%3$s, keepdim=true, correction=0}\n"
+    "ve = add(v, eps)\n"
+    "r = rsqrt(ve)\n"
+    "xc = sub(xf, mu)\n"
+    "n = mul(xc, r)\n"
+    "y = cast(n) {dtype=%1$s}\n"
+    "output y\n"
+    "output mu\n"
+    "output r\n",
+    "input x: tensor<%1$s, %2$d>\n"
+    "xf = cast(x) {dtype=%4$s}\n"
+    "m = max(xf) {axes=%3$s, keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=%3$s, keepdim=true}\n"
+    "p = div(e, s)\n"
+    "y = cast(p) {dtype=%1$s}\n"
+    "output y\n",
+    "input x: tensor<%1$s, %2$d>\n"
+    "xf = cast(x) {dtype=%4$s}\n"
+    "s = sum(xf) {axes=%3$s, keepdim=false}\n"
+    "output s\n",
+};
+
+static void test_split_rows(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  const int64_t shapes[][3] = {{3, 300000, 0}, {1, 99999, 0}, {130, 70000, 0}, {4, 8, 40000}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int k = 0; k < 3; ++k)
+    for (int d = 0; d < 2; ++d)
+      for (int s = 0; s < kShapes; ++s) {
+        const int rank = shapes[s][2] > 0 ? 3 : 2;
+        char text[2048];
+        snprintf(text, sizeof text, kSplitRows[k], kf_dtype_name(dts[d]), rank, rank == 3 ? "[0, 2]" : "[1]", "float32");
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        tin in = input(dts[d], rank, shapes[s]);
+        fill(&in, -3, 3, 0);
+        const double length = (double)(rank == 3 ? shapes[s][0] * shapes[s][2] : shapes[s][1]);
+        char what[160];
+        snprintf(what, sizeof what, "split rows %d %s [%lld,%lld,%lld]", k, kf_dtype_name(dts[d]),
+                 (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2]);
+        run_case_tol(f, &in, 1, what, 16.0 + length / 1024.0, -1);
+        free_inputs(&in, 1);
+        kf_fusion_release(f);
+      }
+  end_test("split rows");
+}
+
 /* exp(x) | segment_set | + y, then a sum: more than one segment, with an
  * intermediate the executor allocates; also through a caller allocator. */
 typedef struct {
@@ -1235,7 +1296,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

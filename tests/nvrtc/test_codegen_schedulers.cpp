@@ -297,6 +297,27 @@ void test_fast_paths(void** /*state*/) {
     assert_true(contains(g.plan.source, "blockDim.x * 32"));
     assert_true(contains(g.plan.source, "j += blockDim.x"));  // the streaming fallback
   }
+  {  // layernorm rows: with split-row kernels in a source of their own
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {16, 8192}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::BF16);
+      const int64_t xf = b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0];
+      const auto vm = b.op(Op::VAR_MEAN, {xf}, {1, 0, 1});
+      const int64_t xc = b.op(Op::SUB, {xf, vm[1]}, {})[0];
+      b.output(b.op(Op::MUL, {xc, b.op(Op::RSQRT, {vm[0]}, {})[0]}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(g.plan.split_rows.size(), 1);
+    const KernelPlan& split = g.plan.split_rows[0];
+    assert_int_equal(static_cast<int>(split.launch.kind), static_cast<int>(LaunchRule::Kind::SplitRows));
+    assert_int_equal(split.launch.accumulators, 2);  // a Welford triple
+    assert_int_equal(split.launch.result_words, 2);  // var, mean
+    assert_false(split.finish_name.empty());
+    assert_int_equal(split.later.size(), 1);
+    assert_true(split.later[0].grid == KernelPlan::LaterKernel::Grid::Epilogue);
+    assert_true(contains(split.source, "kf_block_reduce"));
+    batch().add(split);
+  }
   {  // sum over dim 0: column reduction
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {300, 1000}));

@@ -220,6 +220,34 @@ void test_launch_dims(void**) {
   d = launch_dims(col, Sizes{100, 8192}, 1 << 30, 132);
   assert_int_equal(d.grid_y, 1);
   assert_int_equal(d.epilogue_grid_y, 3);
+  // Rows split over blocks: only for rows too long for the registers and
+  // fewer than two per multiprocessor; about 1024 partials blocks of at
+  // least 4 vectors per thread, an epilogue of about 4096.
+  LaunchRule row;
+  row.kind = LaunchRule::Kind::PerRow;
+  row.reduced_dims = {false, true};
+  row.block = 1024;
+  row.row_items = 32;
+  assert_true(prefer_split_rows(row, Sizes{128, 327680}, 132));
+  assert_false(prefer_split_rows(row, Sizes{264, 327680}, 132));  // enough rows
+  assert_false(prefer_split_rows(row, Sizes{128, 32768}, 132));   // fits the registers
+  assert_false(prefer_split_rows(row, Sizes{0, 327680}, 132));
+  LaunchRule split;
+  split.kind = LaunchRule::Kind::SplitRows;
+  split.reduced_dims = {false, true};
+  split.block = 256;
+  split.items_per_thread = 8;
+  split.accumulators = 2;
+  split.result_words = 2;
+  d = launch_dims(split, Sizes{128, 327680}, 1 << 30, 132);
+  assert_int_equal(d.grid, 128);
+  assert_int_equal(d.grid_y, 8);
+  assert_int_equal(d.epilogue_grid_y, 32);
+  assert_int_equal(d.finish_grid, 4);
+  assert_int_equal(d.scratch_bytes, (2ull * 8 + 2) * 128 * 8);
+  d = launch_dims(split, Sizes{3, 20000}, 1 << 30, 132);
+  assert_int_equal(d.grid_y, 2);           // 20000 / (4 * 2048) rows per split at least
+  assert_int_equal(d.epilogue_grid_y, 9);  // 20000 / 2048
 }
 
 // x (f32, rank 2) * s (f32 scalar) -> y

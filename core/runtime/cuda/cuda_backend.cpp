@@ -22,6 +22,8 @@
 #include "core/util/error.h"
 #include "core/util/scratch.h"
 
+#include <mutex>
+
 namespace kf {
 
 // What a KernelSlot holds (declared in core/pipeline/plan.h).
@@ -31,7 +33,11 @@ struct LoadedKernel {
   CUfunction function = nullptr;
   CUfunction finish = nullptr;  // ColumnReduce and inner-outer: the finishing kernel
   CUfunction long_row = nullptr;  // PerRow with a vector plan: rows too long for the registers
-  std::vector<CUfunction> later;  // ColumnReduce: plan.later's kernels
+  std::vector<CUfunction> later;  // ColumnReduce, SplitRows: plan.later's kernels
+  // PerRow: plan.split_rows as a kernel of its own (slots resolved when
+  // loaded; its functions compiled and loaded on first use).
+  std::unique_ptr<LoadedKernel> split;
+  mutable std::once_flag split_loaded;
   cuda::KernelLimits limits;  // PerRow kernels: for the block of rows too long for the registers
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
   Task task;             // a matmul pattern's epilogue: what the kernel computes
@@ -98,6 +104,11 @@ void load_segments(const Plan& p) {
       k->long_row = load_kernel(device, made.key, made.plan.source, made.plan.long_row_name, made.image.get());
     for (const KernelPlan::LaterKernel& l : made.plan.later)
       k->later.push_back(load_kernel(device, made.key, made.plan.source, l.name, made.image.get()));
+    if (!made.plan.split_rows.empty()) {
+      k->split = std::make_unique<LoadedKernel>();
+      k->split->plan = made.plan.split_rows[0];
+      k->split->sources = resolve_slots(*c.fusion, seg.task, k->split->plan.args);
+    }
     k->plan = std::move(made.plan);
     const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
     if (shared > kDefaultSharedLimit) {
@@ -231,6 +242,18 @@ class CudaBackend final : public Backend {
   void run_kernel(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes,
                   const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options,
                   ScopedContext& context) {
+    if (k.split != nullptr &&
+        prefer_split_rows(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().multiprocessors)) {
+      const LoadedKernel& s = *k.split;
+      std::call_once(k.split_loaded, [&] {  // compiled the first time a call needs it
+        auto& m = const_cast<LoadedKernel&>(s);
+        m.function = load_kernel(c.device.id, s.plan.source, s.plan.name);
+        m.finish = load_kernel(c.device.id, s.plan.source, s.plan.finish_name);
+        for (const KernelPlan::LaterKernel& l : s.plan.later) m.later.push_back(load_kernel(c.device.id, s.plan.source, l.name));
+      });
+      run_kernel(c, s, sizes, inputs, outputs, options, context);
+      return;
+    }
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
                                         context.info().multiprocessors, k.limits);
     if (dims.grid == 0) return;  // empty domain

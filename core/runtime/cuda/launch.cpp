@@ -176,6 +176,26 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
         static_cast<uint64_t>(cols) * 8;
     return dims;
   }
+  if (rule.kind == LaunchRule::Kind::SplitRows) {
+    int64_t rows = 1, row = 1;
+    for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? row : rows) *= domain[d];
+    const int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
+    if (rows == 0 || rows > cap) return dims;  // (prefer_split_rows never picks these)
+    // About 1024 partials blocks, each at least kRowsInFlight vectors per
+    // thread; the epilogue about 4096 blocks, at least one vector per thread.
+    const int64_t vector = int64_t{rule.block} * std::max(rule.items_per_thread, 1);
+    dims.grid = static_cast<uint32_t>(rows);
+    dims.grid_y = static_cast<uint32_t>(
+        std::clamp<int64_t>((1024 + rows - 1) / rows, 1, std::clamp<int64_t>(row / (4 * vector), 1, 65535)));
+    dims.splits = dims.grid_y;
+    dims.epilogue_grid_y = static_cast<uint32_t>(
+        std::clamp<int64_t>((4096 + rows - 1) / rows, 1, std::clamp<int64_t>(row / vector, 1, 65535)));
+    dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((rows + rule.finish_cols - 1) / rule.finish_cols, cap));
+    dims.scratch_bytes =
+        (static_cast<uint64_t>(rule.accumulators) * dims.grid_y + static_cast<uint64_t>(rule.result_words)) *
+        static_cast<uint64_t>(rows) * 8;
+    return dims;
+  }
   if (rule.kind == LaunchRule::Kind::Elementwise) {
     for (int64_t s : domain) work *= s;
     const int64_t per_block = static_cast<int64_t>(rule.block) * std::max(rule.items_per_thread, 1);
@@ -232,6 +252,13 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     dims.scratch_bytes = static_cast<uint64_t>(rule.outer_accumulators) * dims.grid * static_cast<uint64_t>(row) * 8;
   }
   return dims;
+}
+
+bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {
+  if (rule.kind != LaunchRule::Kind::PerRow || rule.row_items <= 0) return false;
+  int64_t rows = 1, row = 1;
+  for (size_t d = 0; d < domain.size(); ++d) (d < rule.reduced_dims.size() && rule.reduced_dims[d] ? row : rows) *= domain[d];
+  return rows > 0 && rows < 2 * int64_t{std::max(multiprocessors, 1)} && row > int64_t{rule.block} * rule.row_items;
 }
 
 }  // namespace kf::cuda
