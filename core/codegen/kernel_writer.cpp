@@ -437,6 +437,41 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
       return value_at(in, sub);
     }
     case Op::RESHAPE: {
+      // Group by group (reshape_groups.h): a dim kept whole passes its
+      // index through; a split dim reads the linear index of its output
+      // dims; a merged dim unravels its output index over the input's.
+      if (auto g = c_.reshapes.find(static_cast<int64_t>(&e - f_.exprs.data())); g != c_.reshapes.end() && g->second.size() > 1) {
+        size_t id = 0, od = 0;
+        for (const ReshapeGroup& grp : g->second) {
+          std::string lin;
+          for (size_t d = od; d < od + static_cast<size_t>(grp.out_dims); ++d) {
+            if (size_class(out, d) != SizeClass::Many) continue;
+            lin = lin.empty() ? idx[d] : "(" + lin + ") * " + extent(out, d) + " + " + idx[d];
+          }
+          std::vector<size_t> many;
+          for (size_t d = id; d < id + static_cast<size_t>(grp.in_dims); ++d)
+            if (size_class(in, d) == SizeClass::Many) many.push_back(d);
+          if (many.size() == 1) {
+            sub[many[0]] = lin.empty() ? "0" : "(" + lin + ")";
+          } else if (!many.empty()) {
+            const std::string rem = fresh("t");
+            line(idx_t_ + " " + rem + " = " + (lin.empty() ? "0" : lin) + ";");
+            for (size_t k = many.size(); k-- > 0;) {
+              const std::string name = fresh("t");
+              if (k == 0) {
+                line("const " + idx_t_ + " " + name + " = " + rem + ";");
+              } else {
+                line("const " + idx_t_ + " " + name + " = " + rem + " % " + extent(in, many[k]) + ";");
+                line(rem + " /= " + extent(in, many[k]) + ";");
+              }
+              sub[many[k]] = name;
+            }
+          }
+          id += static_cast<size_t>(grp.in_dims);
+          od += static_cast<size_t>(grp.out_dims);
+        }
+        return value_at(in, sub);
+      }
       std::string lin;
       for (size_t d = 0; d < r; ++d) {
         if (size_class(out, d) != SizeClass::Many) continue;

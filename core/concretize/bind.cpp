@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "core/concretize/concrete_fusion.h"
+#include "core/concretize/reshape_groups.h"
 #include "core/concretize/layout.h"
 #include "core/util/error.h"
 
@@ -77,6 +78,10 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
                                        (static_cast<uint64_t>(m.device.kind) << 28)));
     }
     for (size_t id = 0; id < fusion.values.size(); ++id) w.push_back(pack_classes(b.sizes[static_cast<int64_t>(id)]));
+    for (int64_t ei : fusion.reshapes) {
+      const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
+      append_reshape_key(reshape_groups(b.sizes[e.inputs[0]], b.sizes[e.outputs[0]]), &w);
+    }
     b.key.hash = hash_words(w);
   }
 }

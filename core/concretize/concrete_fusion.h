@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/concretize/input_meta.h"
+#include "core/concretize/reshape_groups.h"
 #include "core/ir/fusion.h"
 
 namespace kf {
@@ -69,6 +71,8 @@ class ConcreteFusion {
   // Which extents are equal in every call of the class (extent_sets.h):
   // segmentation asks the schedulers about many groups of one fusion.
   std::shared_ptr<const ExtentSets> extent_sets;
+  // Per reshape expr: how it regroups dims in this class (reshape_groups.h).
+  std::map<int64_t, ReshapeGroups> reshapes;
 
   std::string describe() const;
 };

@@ -15,6 +15,10 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
   c->size_classes.resize(fusion.values.size());
   for (size_t id = 0; id < fusion.values.size(); ++id)
     for (int64_t e : b.sizes[static_cast<int64_t>(id)]) c->size_classes[id].push_back(size_class(e));
+  for (int64_t ei : fusion.reshapes) {
+    const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
+    c->reshapes[ei] = reshape_groups(b.sizes[e.inputs[0]], b.sizes[e.outputs[0]]);
+  }
   propagate_layouts(*c);
   propagate_extent_deps(*c);
   auto sets = std::make_shared<ExtentSets>(*c);  // reads the fields above

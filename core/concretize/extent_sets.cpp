@@ -109,7 +109,18 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
               for (size_t d = 0; d < r; ++d)
                 if (d != DimAttr(e).index()) map_dim(out, d, in, d);
             break;
-          default: break;  // reshape: only classes 0/1 are known
+          case Op::RESHAPE: {  // a dim kept whole (one dim on each side of its group)
+            auto it = c.reshapes.find(static_cast<int64_t>(&e - f.exprs.data()));
+            if (it == c.reshapes.end()) break;
+            size_t id = 0, od = 0;
+            for (const ReshapeGroup& g : it->second) {
+              if (g.in_dims == 1 && g.out_dims == 1) map_dim(out, od, e.inputs[0], id);
+              id += static_cast<size_t>(g.in_dims);
+              od += static_cast<size_t>(g.out_dims);
+            }
+            break;
+          }
+          default: break;
         }
         break;
       case OpCategory::Indexing: {

@@ -52,6 +52,9 @@ void Fusion::finish() {
     }
   }
   std::sort(shape_scalars.begin(), shape_scalars.end());
+  reshapes.clear();
+  for (size_t k = 0; k < exprs.size(); ++k)
+    if (exprs[k].op == Op::RESHAPE) reshapes.push_back(static_cast<int64_t>(k));
 
   size_offsets.resize(values.size());
   size_table_length = 0;

@@ -75,6 +75,8 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   int64_t num_extents = 0;
   // Scalar inputs whose values decide shapes (they join the concretization key).
   std::vector<int64_t> shape_scalars;
+  // Reshape exprs (their dims' grouping joins the concretization key).
+  std::vector<int64_t> reshapes;
   // For each value, the index of the last Expr that reads it (-1: none).
   std::vector<int64_t> last_use;
   // Per expr: live when an output needs one of its results (segmentation

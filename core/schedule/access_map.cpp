@@ -101,12 +101,24 @@ class Tracer {
         if (c_.size_classes[static_cast<size_t>(in)][dim] == SizeClass::Many) sub[dim] = kOpaqueIndex;  // start + i * step
         break;
       }
-      case Op::RESHAPE:
-        // The output's linear index unravelled over the input's dims.
-        if (any_many(e.outputs[0]))
-          for (size_t d = 0; d < ri; ++d)
-            if (c_.size_classes[static_cast<size_t>(in)][d] == SizeClass::Many) sub[d] = kOpaqueIndex;
+      case Op::RESHAPE: {
+        // The output's linear index unravelled over the input's dims, group
+        // by group (reshape_groups.h): a dim kept whole reads its output
+        // dim's index.
+        if (!any_many(e.outputs[0])) break;
+        for (size_t d = 0; d < ri; ++d)
+          if (c_.size_classes[static_cast<size_t>(in)][d] == SizeClass::Many) sub[d] = kOpaqueIndex;
+        auto g = c_.reshapes.find(static_cast<int64_t>(&e - c_.fusion->exprs.data()));
+        if (g == c_.reshapes.end()) break;
+        size_t id = 0, od = 0;
+        for (const ReshapeGroup& grp : g->second) {
+          if (grp.in_dims == 1 && grp.out_dims == 1 && c_.size_classes[static_cast<size_t>(in)][id] == SizeClass::Many)
+            sub[id] = at(in, id, map[od]);
+          id += static_cast<size_t>(grp.in_dims);
+          od += static_cast<size_t>(grp.out_dims);
+        }
         break;
+      }
       case Op::PAD:
         for (size_t d = 0; d < r; ++d)
           sub[d] = PadAttrs(e).pads_dim(d) ? kOpaqueIndex : at(in, d, map[d]);

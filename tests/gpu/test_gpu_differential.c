@@ -1128,6 +1128,54 @@ static void test_split_rows(void** state) {
   end_test("split rows");
 }
 
+/* Reshapes as the sizes group their dims (reshape_groups.h): dims kept
+ * whole pass their index through, split and merged dims index
+ * arithmetically, a regrouping with no common factor unravels the whole
+ * linear index; in pointwise kernels, a group norm (rows over a split
+ * dim, its output reshaped back: two segments) and a row sum. */
+static const struct {
+  const char* text;
+  int rank;
+  int64_t shape[3];
+} kReshapes[] = {
+    {"input x: tensor<float32, 3>\nconst a: int64 = 6\nconst r: int64 = -1\n"
+     "y = reshape(x, [a, r])\nz = mul(y, y)\noutput z\n", 3, {6, 7, 130}},
+    {"input x: tensor<float32, 2>\nconst a: int64 = 5\nconst b: int64 = 7\nconst r: int64 = -1\n"
+     "y = reshape(x, [a, b, r])\nz = add(y, y)\noutput z\n", 2, {5, 7 * 96}},
+    {"input x: tensor<bfloat16, 3>\nconst a: int64 = 9\nconst r: int64 = -1\n"
+     "y = reshape(x, [a, r])\nyf = cast(y) {dtype=float32}\nz = exp(yf)\noutput z\n", 3, {9, 1, 4000}},
+    {"input x: tensor<float32, 2>\nconst a: int64 = 4\nconst b: int64 = 15\n"
+     "y = reshape(x, [a, b])\nz = neg(y)\noutput z\n", 2, {6, 10}},
+    {"input x: tensor<bfloat16, 3>\nconst b: int64 = 2\nconst g: int64 = 4\nconst pg: int64 = 6\n"
+     "const c: int64 = 24\nconst r: int64 = -1\nconst eps: float32 = 1e-5\n"
+     "xf = cast(x) {dtype=float32}\nxg = reshape(xf, [b, g, pg, r])\n"
+     "v, mu = var_mean(xg) {axes=[2, 3], keepdim=true, correction=0}\n"
+     "ve = add(v, eps)\nrs = rsqrt(ve)\nxc = sub(xg, mu)\nn = mul(xc, rs)\n"
+     "nc = cast(n) {dtype=bfloat16}\ny = reshape(nc, [b, c, r])\noutput y\noutput mu\n", 3, {2, 24, 5000}},
+    {"input x: tensor<float32, 3>\nconst b: int64 = 3\nconst r: int64 = -1\n"
+     "xg = reshape(x, [b, r])\ns = sum(xg) {axes=[1], keepdim=false}\noutput s\n", 3, {3, 40, 1001}},
+};
+
+static void test_reshapes(void** state) {
+  (void)state;
+  for (size_t k = 0; k < sizeof kReshapes / sizeof kReshapes[0]; ++k) {
+    kf_fusion f;
+    KF_CHECK(kf_fusion_from_text(kReshapes[k].text, &f));
+    kf_value_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    KF_CHECK(kf_fusion_input(f, 0, &info));
+    tin in = input(info.dtype, kReshapes[k].rank, kReshapes[k].shape);
+    fill(&in, -2, 2, 0);
+    char what[64];
+    snprintf(what, sizeof what, "reshape case %zu", k);
+    run_case_tol(f, &in, 1, what, 64.0, -1);
+    free_inputs(&in, 1);
+    kf_fusion_release(f);
+  }
+  end_test("reshapes");
+}
+
 /* exp(x) | segment_set | + y, then a sum: more than one segment, with an
  * intermediate the executor allocates; also through a caller allocator. */
 typedef struct {
@@ -1296,7 +1344,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
