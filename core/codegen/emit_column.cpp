@@ -105,6 +105,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
   split_dims(s, &kept, &red);
   const std::string cols = extent_product(w, dom, kept, "1LL"), rlen = extent_product(w, dom, red, "1LL");
   w.reduced = s.reduced;
+  w.views = s.views;
   use_vectors(w, p.vectors);
   if (phase > 0) use_stored_results(w, p.rows, phase, cols);
   const int V = p.vectors.width > 0 ? p.vectors.width : 4;
@@ -291,6 +292,7 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {
   const std::string rlen = row_len ? extent_product(w, dom, red, "1LL") : "1";
   const std::string tx_n = std::to_string(p.col_threads), groups = std::to_string(p.finish_block / p.col_threads);
   w.reduced = s.reduced;
+  w.views = s.views;
   w.row_results.clear();
   if (phase > 0 || keep_results) use_stored_results(w, p.rows, keep_results ? s.phases.size() : phase, cols);
   // Thread (tx, ty): column c0 + tx, splits ty, ty + groups, ... in order;
@@ -326,12 +328,11 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {
   // This phase's results in registers; earlier phases' are read from memory.
   const std::map<int64_t, std::string> arrays = w.result_arrays;
   w.result_arrays.clear();
+  std::vector<int64_t> current_results;
+  for (int64_t ei : accs_of)
+    for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) current_results.push_back(o);
   for (const auto& [v, ptr] : arrays)
-    if (std::find_if(accs_of.begin(), accs_of.end(), [&](int64_t ei) {
-          const auto& o = f.exprs[static_cast<size_t>(ei)].outputs;
-          return std::find(o.begin(), o.end(), v) != o.end();
-        }) == accs_of.end())
-      w.result_arrays[v] = ptr;
+    if (std::find(current_results.begin(), current_results.end(), v) == current_results.end()) w.result_arrays[v] = ptr;
   RowDomain current = s;
   current.phases = {accs_of};
   declare_results(w, current);

@@ -439,6 +439,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
   const std::string row_len = extent_product(w, dom, red, "1");
   const bool long_rows = which == RowKernel::LongRows;
   w.reduced = s.reduced;
+  w.views = s.views;
   use_vectors(w, p.vectors);
   // Which path runs: the same for every row (the conditions read extents,
   // strides and base pointers only). Main: registers, else memory one

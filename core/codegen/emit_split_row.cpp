@@ -40,6 +40,7 @@ void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase) {
   for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
   const std::string rows = extent_product(w, dom, kept, "1LL"), rlen = extent_product(w, dom, red, "1LL");
   w.reduced = s.reduced;
+  w.views = s.views;
   use_vectors(w, p.vectors);
   if (phase > 0) use_stored_results(w, s, phase, rows);
   const int V = p.vectors.width;

@@ -161,6 +161,7 @@ std::string KernelWriter::take_kernel() {
   tile_reads.clear();
   row_results.clear();
   result_arrays.clear();
+  views.clear();
   result_section_.reset();
   result_lines_.clear();
   result_regs_.clear();
@@ -204,7 +205,45 @@ std::string KernelWriter::stored(DType t, const std::string& reg) const {
   return store_form(t, it != unrounded_.end() ? it->second : reg);
 }
 
+std::vector<std::string> KernelWriter::view_index(int64_t output, const std::vector<std::string>& idx) {
+  const int64_t producer = f_.value(output).producer;
+  const int64_t in = views.at(output);
+  const std::vector<ReshapeGroup>& groups = c_.reshapes.at(producer);
+  std::vector<std::string> out(rank(output), "0");
+  size_t id = 0, od = 0;
+  for (const ReshapeGroup& g : groups) {
+    std::string lin;  // the group's linear index over the input's dims
+    for (size_t d = id; d < id + static_cast<size_t>(g.in_dims); ++d) {
+      if (size_class(in, d) != SizeClass::Many) continue;
+      lin = lin.empty() ? idx[d] : "(" + lin + ") * " + extent(in, d) + " + " + idx[d];
+    }
+    std::vector<size_t> many;
+    for (size_t d = od; d < od + static_cast<size_t>(g.out_dims); ++d)
+      if (size_class(output, d) == SizeClass::Many) many.push_back(d);
+    if (many.size() == 1) {
+      out[many[0]] = lin.empty() ? "0" : "(" + lin + ")";
+    } else if (!many.empty()) {
+      const std::string rem = fresh("t");
+      line(idx_t_ + " " + rem + " = " + (lin.empty() ? "0" : lin) + ";");
+      for (size_t k = many.size(); k-- > 0;) {
+        const std::string name = fresh("t");
+        if (k == 0) {
+          line("const " + idx_t_ + " " + name + " = " + rem + ";");
+        } else {
+          line("const " + idx_t_ + " " + name + " = " + rem + " % " + extent(output, many[k]) + ";");
+          line(rem + " /= " + extent(output, many[k]) + ";");
+        }
+        out[many[k]] = name;
+      }
+    }
+    id += static_cast<size_t>(g.in_dims);
+    od += static_cast<size_t>(g.out_dims);
+  }
+  return out;
+}
+
 std::string KernelWriter::offset(int64_t value, const std::vector<std::string>& idx) {
+  if (views.contains(value) && idx.size() == rank(views.at(value))) return offset(value, view_index(value, idx));
   std::string off;
   for (size_t d = 0; d < idx.size(); ++d) {
     if (size_class(value, d) != SizeClass::Many || idx[d] == "0") continue;
@@ -223,6 +262,8 @@ std::string KernelWriter::value_at(int64_t value, const std::vector<std::string>
   const Value& v = f_.value(value);
   if (v.kind == ValueKind::Constant)
     return is_float(v.dtype) ? literal_f64(v.dtype, v.f64) : literal_i64(v.dtype, v.i64);
+  if (auto view = views.find(value); view != views.end() && idx.size() == rank(view->second))
+    return value_at(view->second, idx);  // a view output, read at its source's index
   if (idx.size() != rank(value))
     fail(KF_ERR_INTERNAL, "codegen: value ", value, " read with ", idx.size(), " indices, rank ", rank(value));
   const std::string key = std::to_string(value) + "@" + join(idx, ",");

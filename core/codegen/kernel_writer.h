@@ -77,6 +77,11 @@ class KernelWriter {
   // loads go to the place begin_result_loads marked (before a loop over
   // rows: each column's results are loaded once, not once per row).
   std::map<int64_t, std::string> result_arrays;
+  // Outputs stored through a reshape (RowDomain::views): output -> the
+  // value it reshapes. value_at(output, idx) reads that value at idx (its
+  // own index), and store/offset map idx through the reshape's groups to
+  // the output's index.
+  std::map<int64_t, int64_t> views;
   int64_t result_domain = -1;
   void begin_result_loads();
   void end_result_loads();
@@ -126,6 +131,8 @@ class KernelWriter {
   std::string scalar_input(int64_t value);
   std::string reduction_result(int64_t value, const std::vector<std::string>& idx);
   std::string stored_result(int64_t value, const std::vector<std::string>& idx);
+  // The index of a view output for index `idx` of the value it reshapes.
+  std::vector<std::string> view_index(int64_t output, const std::vector<std::string>& idx);
   std::string pointwise(const Expr& e, const std::vector<std::string>& idx);
   std::string shape(const Expr& e, const std::vector<std::string>& idx);
   std::string indexing(const Expr& e, const std::vector<std::string>& idx);

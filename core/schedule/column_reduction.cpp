@@ -8,6 +8,7 @@
 // exactly once; a normalization over the outer dims (softmax over dim 0)
 // runs its phases one after the other and an epilogue writes the outputs
 // (kernel_schedule.h).
+#include "core/schedule/row_domain.h"
 #include "core/schedule/schedulers.h"
 #include "core/schedule/why_not.h"
 #include "core/schedule/vector_plan.h"
@@ -21,7 +22,7 @@ std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task&
     return reject(why, "the innermost dim is reduced or of size class 0/1");
   ColumnParams p;
   p.rows = rows;
-  p.vectors = plan_vectors(c, task, rows.domain_outputs, rows.domain, r - 1);
+  p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, r - 1);
   return p;
 }
 

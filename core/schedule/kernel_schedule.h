@@ -86,6 +86,11 @@ struct RowDomain {
   std::vector<int64_t> domain_outputs;
   std::vector<int64_t> row_outputs;
   bool normalizes = false;  // some domain output reads a reduction result
+  // Domain outputs that reshape a domain-shaped value (group norm's
+  // [B, G, C/G, HW] result returned as [B, C, HW]): output -> that value.
+  // The kernel computes the value at each domain index and stores it at
+  // the reshaped index (KernelWriter::views).
+  std::map<int64_t, int64_t> views;
   bool operator==(const RowDomain&) const = default;
 };
 

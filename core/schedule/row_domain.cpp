@@ -52,6 +52,34 @@ IndexMap row_map(const ConcreteFusion& c, const RowDomain& s, size_t rank) {
 
 std::vector<bool> reduced_dims(const Expr& e, size_t rank) { return ReduceAttrs(e).reduced(rank); }
 
+namespace {
+
+// The domain-shaped value that output `o` reshapes, when the task's only
+// use of `o` is as an output (-1 otherwise).
+int64_t reshaped_domain_value(const ConcreteFusion& c, const Task& task, const ExtentSets& sets, int64_t domain,
+                              int64_t o) {
+  const Fusion& f = *c.fusion;
+  const int64_t producer = f.value(o).producer;
+  if (producer < 0 || f.exprs[static_cast<size_t>(producer)].op != Op::RESHAPE || !c.reshapes.contains(producer)) return -1;
+  if (std::find(task.exprs.begin(), task.exprs.end(), producer) == task.exprs.end()) return -1;
+  const int64_t u = f.exprs[static_cast<size_t>(producer)].inputs[0];
+  if (!sets.same_sizes(u, domain)) return -1;
+  for (int64_t ei : task.exprs) {
+    const auto& ins = f.exprs[static_cast<size_t>(ei)].inputs;
+    if (std::find(ins.begin(), ins.end(), o) != ins.end()) return -1;
+  }
+  return u;
+}
+
+}  // namespace
+
+std::vector<int64_t> plain_domain_outputs(const RowDomain& rows) {
+  std::vector<int64_t> outs;
+  for (int64_t o : rows.domain_outputs)
+    if (!rows.views.contains(o)) outs.push_back(o);
+  return outs;
+}
+
 std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why,
                                          const std::vector<int64_t>& domain_reads) {
   const Fusion& f = *c.fusion;
@@ -102,6 +130,10 @@ std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& ta
       if (level_of(o) > 0) s.normalizes = true;
     } else if (level_of(o) > 0 && is_row_shaped(c, sets, s, o)) {
       s.row_outputs.push_back(o);
+    } else if (const int64_t u = reshaped_domain_value(c, task, sets, s.domain, o); u >= 0) {
+      s.domain_outputs.push_back(o);
+      s.views[o] = u;
+      if (level_of(o) > 0) s.normalizes = true;
     } else {
       return reject(why, "output value " + std::to_string(o) +
                              " has sizes that neither the reduction domain (value " + std::to_string(s.domain) +
@@ -112,7 +144,7 @@ std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& ta
   // Reduction results live in registers for the current row only.
   const IndexMap id = identity_map(c, s.domain);
   std::vector<std::pair<int64_t, IndexMap>> roots;
-  for (int64_t o : s.domain_outputs) roots.push_back({o, id});
+  for (int64_t o : s.domain_outputs) roots.push_back({s.views.contains(o) ? s.views.at(o) : o, id});
   for (int64_t v : domain_reads) roots.push_back({v, id});
   for (int64_t ei : reductions) roots.push_back({f.exprs[static_cast<size_t>(ei)].inputs[0], id});
   for (int64_t o : s.row_outputs) roots.push_back({o, row_map(c, s, c.size_classes[static_cast<size_t>(o)].size())});

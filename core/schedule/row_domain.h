@@ -12,6 +12,10 @@
 
 namespace kf {
 
+// The domain outputs stored at the domain's own index (not through a
+// reshape: RowDomain::views), the ones a vector plan may store as vectors.
+std::vector<int64_t> plain_domain_outputs(const RowDomain& rows);
+
 // The reduced dims of a reduction expr over an input of rank `rank`.
 std::vector<bool> reduced_dims(const Expr& e, size_t rank);
 

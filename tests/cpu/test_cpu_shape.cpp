@@ -5,6 +5,7 @@
 // from constants and from scalar inputs.
 // Project headers first: cmocka defines a fail() macro that kf::fail's
 // declaration must not see.
+#include "core/concretize/reshape_groups.h"
 #include "core/define/builder.h"
 #include "core/runtime/cpu/eval.h"
 #include "core/util/error.h"
@@ -163,6 +164,30 @@ void test_scalar_shape_input(void** state) {
   expect_values(env.get(e), want, "expand of reshape");
 }
 
+// How a reshape groups dims (the concretization of reshapes): a dim kept
+// whole is a group of one dim on each side.
+std::string groups(std::vector<int64_t> in, std::vector<int64_t> out) {
+  std::string s;
+  for (const kf::ReshapeGroup& g : kf::reshape_groups(in, out))
+    s += std::to_string(g.in_dims) + ":" + std::to_string(g.out_dims) + " ";
+  return s;
+}
+
+void test_reshape_groups(void** state) {
+  (void)state;
+  assert_string_equal(groups({4, 320, 64}, {4, 32, 10, 64}).c_str(), "1:1 1:2 1:1 ");  // a split
+  assert_string_equal(groups({6, 7, 130}, {6, 910}).c_str(), "1:1 2:1 ");              // a merge
+  assert_string_equal(groups({6, 10}, {4, 15}).c_str(), "2:2 ");                        // no common factor
+  assert_string_equal(groups({9, 1, 4000}, {9, 4000}).c_str(), "2:1 1:1 ");             // size 1 joins the group before
+  assert_string_equal(groups({1, 6}, {6}).c_str(), "2:1 ");
+  assert_string_equal(groups({5}, {5, 1, 1}).c_str(), "1:3 ");
+  assert_string_equal(groups({3, 0}, {0, 7}).c_str(), "2:2 ");  // a zero extent: one group
+  assert_string_equal(groups({}, {1}).c_str(), "0:1 ");
+  std::vector<int64_t> key;
+  kf::append_reshape_key(kf::reshape_groups(std::vector<int64_t>{4, 320, 64}, std::vector<int64_t>{4, 32, 10, 64}), &key);
+  assert_true(key == (std::vector<int64_t>{3, 257, 258, 257}));
+}
+
 }  // namespace
 
 int main(void) {
@@ -170,6 +195,7 @@ int main(void) {
       cmocka_unit_test(test_views),
       cmocka_unit_test(test_copies),
       cmocka_unit_test(test_scalar_shape_input),
+      cmocka_unit_test(test_reshape_groups),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
