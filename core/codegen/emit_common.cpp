@@ -88,6 +88,9 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
   std::vector<int> dims;
   if (auto vi = w.vector_inputs.find(v); vi != w.vector_inputs.end()) {
     dims = vi->second;
+  } else if (w.views.contains(v)) {  // an output through a reshape keeping the last dim (add_view_vectors)
+    dims.assign(r, kZeroIndex);
+    dims[r - 1] = static_cast<int>(dim);
   } else {  // an output in domain order
     dims.assign(r, kZeroIndex);
     for (size_t j = 0; j < r && r <= rd; ++j)

@@ -5,6 +5,7 @@
 
 #include "core/schedule/access_map.h"
 #include "core/concretize/extent_sets.h"
+#include "core/schedule/vector_plan.h"
 #include "core/schedule/why_not.h"
 #include "core/ir/op_attrs.h"
 
@@ -78,6 +79,21 @@ std::vector<int64_t> plain_domain_outputs(const RowDomain& rows) {
   for (int64_t o : rows.domain_outputs)
     if (!rows.views.contains(o)) outs.push_back(o);
   return outs;
+}
+
+void add_view_vectors(const ConcreteFusion& c, const RowDomain& rows, VectorPlan* vp) {
+  const Fusion& f = *c.fusion;
+  for (const auto& [o, u] : rows.views) {
+    (void)u;
+    const auto& groups = c.reshapes.at(f.value(o).producer);
+    const size_t ro = c.size_classes[static_cast<size_t>(o)].size();
+    const auto& order = c.stride_orders[static_cast<size_t>(o)];
+    if (vp->width == 0 || groups.empty() || groups.back().in_dims != 1 || groups.back().out_dims != 1 || ro == 0 ||
+        c.size_classes[static_cast<size_t>(o)][ro - 1] != SizeClass::Many || order.empty() ||
+        order.back() != static_cast<int>(ro - 1) || dtype_size(f.value(o).dtype) * vp->width > kVectorBytes)
+      continue;
+    vp->outputs.push_back(o);
+  }
 }
 
 std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& task, std::string* why,

@@ -15,6 +15,10 @@ namespace kf {
 // The domain outputs stored at the domain's own index (not through a
 // reshape: RowDomain::views), the ones a vector plan may store as vectors.
 std::vector<int64_t> plain_domain_outputs(const RowDomain& rows);
+// Adds to `vp` (a plan along the domain's last dim) the view outputs whose
+// reshape keeps the last dim whole and whose last dim is their innermost:
+// their lanes are consecutive in memory too.
+void add_view_vectors(const ConcreteFusion& c, const RowDomain& rows, VectorPlan* vp);
 
 // The reduced dims of a reduction expr over an input of rank `rank`.
 std::vector<bool> reduced_dims(const Expr& e, size_t rank);

@@ -69,8 +69,10 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   p.rows = rows;
   p.vectors_per_thread = tuning.row_vectors;
   const size_t r = rows.reduced.size();
-  if (r > 0 && rows.reduced[r - 1] && c.size_classes[static_cast<size_t>(rows.domain)][r - 1] == SizeClass::Many)
+  if (r > 0 && rows.reduced[r - 1] && c.size_classes[static_cast<size_t>(rows.domain)][r - 1] == SizeClass::Many) {
     p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, r - 1);
+    add_view_vectors(c, rows, &p.vectors);
+  }
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;
   // Row inputs: the vector inputs read at every element of the row and
   // varying across rows (x, dy); those broadcast over the rows (weights)
