@@ -49,17 +49,18 @@ std::string partials_of(KernelWriter& w, const std::vector<int64_t>& phase, size
 
 void use_stored_results(KernelWriter& w, const RowDomain& rows, size_t phase, const std::string& cols) {
   const Fusion& f = w.fusion();
-  const std::string base = w.hoist("char*", "kfres",
-                                   "(char*)args.scratch + " + std::to_string(column_partial_words(f, rows)) +
-                                       "LL * args.splits * " + cols + " * 8");
+  const std::string words = std::to_string(column_partial_words(f, rows));
   size_t k = 0;
   w.result_domain = rows.domain;
+  // Written where used (a kernel uses some of the arrays; the compiler
+  // shares the address arithmetic).
   for (size_t ph = 0; ph < rows.phases.size(); ++ph)
     for (int64_t ei : rows.phases[ph])
       for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
         if (ph < phase) {
           const std::string t = reg_type(f.value(o).dtype);
-          w.result_arrays[o] = w.hoist(t + "*", "kfr", "(" + t + "*)(" + base + " + " + std::to_string(k) + "LL * " + cols + " * 8)");
+          w.result_arrays[o] = "((" + t + "*)((char*)args.scratch + (" + words + "LL * args.splits + " + std::to_string(k) +
+                               ") * " + cols + " * 8))";
         }
         ++k;
       }
@@ -133,26 +134,16 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
       w.line(acc_type(e, types[a]) + " " + acc[a].back() + " = " + (is_welford(e) ? "{0, 0, 0}" : acc_init(e, types[a])) + ";");
     }
   }
-  // One element: into the accumulators, and the domain-shaped outputs
-  // (each element is visited once; `vector_out` registers take the lanes
-  // of the plan's vector outputs, stored as one 16-byte vector after).
-  auto step = [&](int lane, const std::vector<std::string>& idx, const std::vector<std::string>& vector_out) {
+  // One element into the accumulators (lane: whose registers).
+  auto accumulate = [&](int lane, const std::vector<std::string>& idx) {
     for (size_t a = 0; a < exprs.size(); ++a) {
       const int64_t in = exprs[a]->inputs[0];
       w.line(acc_step(*exprs[a], types[a], acc[a][static_cast<size_t>(lane)],
                       convert(f.value(in).dtype, types[a], w.value_at(in, idx))));
     }
-    for (int64_t o : outs) {
-      const std::string reg = w.value_at(o, idx);
-      auto it = std::find(p.vectors.outputs.begin(), p.vectors.outputs.end(), o);
-      if (vector_out.empty() || it == p.vectors.outputs.end())
-        w.store(o, idx, reg);
-      else
-        w.line(vector_out[static_cast<size_t>(it - p.vectors.outputs.begin())] + ".v[" + std::to_string(lane) +
-               "] = " + w.stored(f.value(o).dtype, reg) + ";");
-    }
   };
-  const std::vector<int64_t> vector_outs = outs.empty() ? std::vector<int64_t>{} : p.vectors.outputs;
+  VectorPlan store_plan = p.vectors;  // the vector outputs this kernel stores
+  if (outs.empty()) store_plan.outputs.clear();
   const KernelWriter::Section cond = w.reserve();
   const std::string vec_flag = w.fresh("kfvec");
   if (p.vectors.width > 0) {
@@ -184,28 +175,12 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
     }
     const KernelWriter::Section loads = w.reserve();
     for (int g = 0; g < U; ++g) {
-      const std::vector<std::string>& base = bases[static_cast<size_t>(g)];
       w.open("if (" + oks[static_cast<size_t>(g)] + ")");
       w.group = g;
       w.section = 0;
-      w.lane_base = base;
-      std::vector<std::string> ov;
-      for (int64_t o : vector_outs) {
-        ov.push_back(w.fresh("ov"));
-        w.line(vector_type(w, o, V) + " " + ov.back() + ";");
-      }
-      for (int lane = 0; lane < V; ++lane) {
-        std::vector<std::string> idx = base;
-        if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
-        w.lane = lane;
-        w.lane_index = idx;
-        step(lane, idx, ov);
-      }
-      w.lane = -1;
-      for (size_t q = 0; q < ov.size(); ++q) {
-        const int64_t o = vector_outs[q];
-        w.line("*(" + vector_type(w, o, V) + "*)(" + w.pointer(o) + " + " + w.offset(o, base) + ") = " + ov[q] + ";");
-      }
+      // Each element visited once: the domain-shaped outputs are computed
+      // and stored here too (16-byte stores for the plan's).
+      vector_group(w, store_plan, outs, bases[static_cast<size_t>(g)], [&](int lane) { accumulate(lane, w.lane_index); });
       w.close();
     }
     w.group = 0;
@@ -239,7 +214,8 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
     std::vector<std::string> idx(r);
     for (size_t k = 0; k < kept.size(); ++k) idx[kept[k]] = kidx[static_cast<size_t>(lane)][k];
     for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = ridx[k];
-    step(lane, idx, {});
+    accumulate(lane, idx);
+    for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
     w.close();
   }
   w.close();

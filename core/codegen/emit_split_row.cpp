@@ -76,7 +76,8 @@ void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase) {
       w.line(acc_step(*exprs[a], types[a], acc[a], convert(f.value(in).dtype, types[a], w.value_at(in, idx))));
     }
   };
-  const std::vector<int64_t> vector_outs = outs.empty() ? std::vector<int64_t>{} : p.vectors.outputs;
+  VectorPlan store_plan = p.vectors;  // the vector outputs this kernel stores
+  if (outs.empty()) store_plan.outputs.clear();
   const KernelWriter::Section cond = w.reserve();
   const std::string vec = w.fresh("kfvec");
   // Vectors: thread t's vectors at q0 + (t + k * blockDim.x) * V.
@@ -96,36 +97,10 @@ void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase) {
   }
   const KernelWriter::Section loads = w.reserve();
   for (int g = 0; g < U; ++g) {
-    const std::vector<std::string>& base = bases[static_cast<size_t>(g)];
     w.open("if (" + oks[static_cast<size_t>(g)] + ")");
     w.group = g;
     w.section = 0;
-    w.lane_base = base;
-    std::vector<std::string> ov;
-    for (int64_t o : vector_outs) {
-      ov.push_back(w.fresh("ov"));
-      w.line(vector_type(w, o, V) + " " + ov.back() + ";");
-    }
-    for (int lane = 0; lane < V; ++lane) {
-      std::vector<std::string> idx = base;
-      if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
-      w.lane = lane;
-      w.lane_index = idx;
-      step(idx);
-      for (int64_t o : outs) {
-        const std::string reg = w.value_at(o, idx);
-        auto it = std::find(vector_outs.begin(), vector_outs.end(), o);
-        if (it == vector_outs.end())
-          w.store(o, idx, reg);
-        else
-          w.line(ov[static_cast<size_t>(it - vector_outs.begin())] + ".v[" + std::to_string(lane) + "] = " +
-                 w.stored(f.value(o).dtype, reg) + ";");
-      }
-    }
-    w.lane = -1;
-    for (size_t k = 0; k < ov.size(); ++k)
-      w.line("*(" + vector_type(w, vector_outs[k], V) + "*)(" + w.pointer(vector_outs[k]) + " + " +
-             w.offset(vector_outs[k], base) + ") = " + ov[k] + ";");
+    vector_group(w, store_plan, outs, bases[static_cast<size_t>(g)], [&](int) { step(w.lane_index); });
     w.close();
   }
   w.group = 0;

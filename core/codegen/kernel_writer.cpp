@@ -207,21 +207,26 @@ std::string KernelWriter::stored(DType t, const std::string& reg) const {
 
 std::vector<std::string> KernelWriter::view_index(int64_t output, const std::vector<std::string>& idx) {
   const int64_t producer = f_.value(output).producer;
-  const int64_t in = views.at(output);
-  const std::vector<ReshapeGroup>& groups = c_.reshapes.at(producer);
-  std::vector<std::string> out(rank(output), "0");
-  size_t id = 0, od = 0;
+  return regroup(c_.reshapes.at(producer), false, views.at(output), idx, output);
+}
+
+std::vector<std::string> KernelWriter::regroup(const ReshapeGroups& groups, bool out_to_in, int64_t from,
+                                               const std::vector<std::string>& idx, int64_t to) {
+  std::vector<std::string> res(rank(to), "0");
+  size_t fd = 0, td = 0;
   for (const ReshapeGroup& g : groups) {
-    std::string lin;  // the group's linear index over the input's dims
-    for (size_t d = id; d < id + static_cast<size_t>(g.in_dims); ++d) {
-      if (size_class(in, d) != SizeClass::Many) continue;
-      lin = lin.empty() ? idx[d] : "(" + lin + ") * " + extent(in, d) + " + " + idx[d];
+    const size_t nf = static_cast<size_t>(out_to_in ? g.out_dims : g.in_dims);
+    const size_t nt = static_cast<size_t>(out_to_in ? g.in_dims : g.out_dims);
+    std::string lin;  // the group's linear index over `from`'s dims
+    for (size_t d = fd; d < fd + nf; ++d) {
+      if (size_class(from, d) != SizeClass::Many) continue;
+      lin = lin.empty() ? idx[d] : "(" + lin + ") * " + extent(from, d) + " + " + idx[d];
     }
     std::vector<size_t> many;
-    for (size_t d = od; d < od + static_cast<size_t>(g.out_dims); ++d)
-      if (size_class(output, d) == SizeClass::Many) many.push_back(d);
-    if (many.size() == 1) {
-      out[many[0]] = lin.empty() ? "0" : "(" + lin + ")";
+    for (size_t d = td; d < td + nt; ++d)
+      if (size_class(to, d) == SizeClass::Many) many.push_back(d);
+    if (many.size() == 1) {  // a dim kept whole, or split dims merging into one: no division
+      res[many[0]] = lin.empty() ? "0" : "(" + lin + ")";
     } else if (!many.empty()) {
       const std::string rem = fresh("t");
       line(idx_t_ + " " + rem + " = " + (lin.empty() ? "0" : lin) + ";");
@@ -230,16 +235,16 @@ std::vector<std::string> KernelWriter::view_index(int64_t output, const std::vec
         if (k == 0) {
           line("const " + idx_t_ + " " + name + " = " + rem + ";");
         } else {
-          line("const " + idx_t_ + " " + name + " = " + rem + " % " + extent(output, many[k]) + ";");
-          line(rem + " /= " + extent(output, many[k]) + ";");
+          line("const " + idx_t_ + " " + name + " = " + rem + " % " + extent(to, many[k]) + ";");
+          line(rem + " /= " + extent(to, many[k]) + ";");
         }
-        out[many[k]] = name;
+        res[many[k]] = name;
       }
     }
-    id += static_cast<size_t>(g.in_dims);
-    od += static_cast<size_t>(g.out_dims);
+    fd += nf;
+    td += nt;
   }
-  return out;
+  return res;
 }
 
 std::string KernelWriter::offset(int64_t value, const std::vector<std::string>& idx) {
@@ -481,63 +486,11 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
       // Group by group (reshape_groups.h): a dim kept whole passes its
       // index through; a split dim reads the linear index of its output
       // dims; a merged dim unravels its output index over the input's.
-      if (auto g = c_.reshapes.find(static_cast<int64_t>(&e - f_.exprs.data())); g != c_.reshapes.end() && g->second.size() > 1) {
-        size_t id = 0, od = 0;
-        for (const ReshapeGroup& grp : g->second) {
-          std::string lin;
-          for (size_t d = od; d < od + static_cast<size_t>(grp.out_dims); ++d) {
-            if (size_class(out, d) != SizeClass::Many) continue;
-            lin = lin.empty() ? idx[d] : "(" + lin + ") * " + extent(out, d) + " + " + idx[d];
-          }
-          std::vector<size_t> many;
-          for (size_t d = id; d < id + static_cast<size_t>(grp.in_dims); ++d)
-            if (size_class(in, d) == SizeClass::Many) many.push_back(d);
-          if (many.size() == 1) {
-            sub[many[0]] = lin.empty() ? "0" : "(" + lin + ")";
-          } else if (!many.empty()) {
-            const std::string rem = fresh("t");
-            line(idx_t_ + " " + rem + " = " + (lin.empty() ? "0" : lin) + ";");
-            for (size_t k = many.size(); k-- > 0;) {
-              const std::string name = fresh("t");
-              if (k == 0) {
-                line("const " + idx_t_ + " " + name + " = " + rem + ";");
-              } else {
-                line("const " + idx_t_ + " " + name + " = " + rem + " % " + extent(in, many[k]) + ";");
-                line(rem + " /= " + extent(in, many[k]) + ";");
-              }
-              sub[many[k]] = name;
-            }
-          }
-          id += static_cast<size_t>(grp.in_dims);
-          od += static_cast<size_t>(grp.out_dims);
-        }
-        return value_at(in, sub);
-      }
-      std::string lin;
-      for (size_t d = 0; d < r; ++d) {
-        if (size_class(out, d) != SizeClass::Many) continue;
-        lin = lin.empty() ? idx[d] : "(" + lin + ") * " + extent(out, d) + " + " + idx[d];
-      }
-      if (lin.empty()) return value_at(in, sub);
-      size_t first_many = ri;
-      for (size_t d = 0; d < ri && first_many == ri; ++d)
-        if (size_class(in, d) == SizeClass::Many) first_many = d;
-      if (first_many == ri) return value_at(in, sub);
-      // Row-major linear index of the output element, unravelled over the input.
-      const std::string rem = fresh("t");
-      line(idx_t_ + " " + rem + " = " + lin + ";");
-      for (size_t d = ri; d-- > first_many;) {
-        if (size_class(in, d) != SizeClass::Many) continue;
-        const std::string name = fresh("t");
-        if (d == first_many) {
-          line("const " + idx_t_ + " " + name + " = " + rem + ";");
-        } else {
-          line("const " + idx_t_ + " " + name + " = " + rem + " % " + extent(in, d) + ";");
-          line(rem + " /= " + extent(in, d) + ";");
-        }
-        sub[d] = name;
-      }
-      return value_at(in, sub);
+      // (Without a grouping, which the concretization gives every live
+      // reshape, the whole index is one group.)
+      const auto g = c_.reshapes.find(static_cast<int64_t>(&e - f_.exprs.data()));
+      const ReshapeGroups whole = {{static_cast<int>(ri), static_cast<int>(r)}};
+      return value_at(in, regroup(g != c_.reshapes.end() ? g->second : whole, true, out, idx, in));
     }
     case Op::PAD: {
       std::vector<std::string> conds;

@@ -133,6 +133,11 @@ class KernelWriter {
   std::string stored_result(int64_t value, const std::vector<std::string>& idx);
   // The index of a view output for index `idx` of the value it reshapes.
   std::vector<std::string> view_index(int64_t output, const std::vector<std::string>& idx);
+  // An index of `from` as an index of `to` through a reshape's groups
+  // (out_to_in: `from` is the reshape's output): per group, the linear
+  // index over `from`'s dims unravelled over `to`'s.
+  std::vector<std::string> regroup(const ReshapeGroups& groups, bool out_to_in, int64_t from,
+                                   const std::vector<std::string>& idx, int64_t to);
   std::string pointwise(const Expr& e, const std::vector<std::string>& idx);
   std::string shape(const Expr& e, const std::vector<std::string>& idx);
   std::string indexing(const Expr& e, const std::vector<std::string>& idx);

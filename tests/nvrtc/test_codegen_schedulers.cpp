@@ -318,6 +318,21 @@ void test_fast_paths(void** /*state*/) {
     assert_true(contains(split.source, "kf_block_reduce"));
     batch().add(split);
   }
+  {  // softmax over dim 0: a column normalization in two phases
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {300, 1000}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::BF16);
+      const int64_t m = b.op(Op::MAX, {x}, {1, 0})[0];
+      const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
+      b.output(b.op(Op::DIV, {e, b.op(Op::SUM, {e}, {1, 0})[0]}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(static_cast<int>(g.plan.launch.kind), static_cast<int>(LaunchRule::Kind::ColumnReduce));
+    assert_int_equal(g.plan.launch.result_words, 2);
+    assert_int_equal(g.plan.later.size(), 3);  // _p1, _f1, _epilogue
+    assert_true(g.plan.later[2].grid == KernelPlan::LaterKernel::Grid::Epilogue);
+    batch().add(g.plan);
+  }
   {  // sum over dim 0: column reduction
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {300, 1000}));
