@@ -80,7 +80,7 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
     for (size_t id = 0; id < fusion.values.size(); ++id) w.push_back(pack_classes(b.sizes[static_cast<int64_t>(id)]));
     for (int64_t ei : fusion.reshapes) {
       const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
-      append_reshape_key(reshape_groups(b.sizes[e.inputs[0]], b.sizes[e.outputs[0]]), &w);
+      append_reshape_key(b.sizes[e.inputs[0]], b.sizes[e.outputs[0]], &w);
     }
     b.key.hash = hash_words(w);
   }

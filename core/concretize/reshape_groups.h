@@ -25,7 +25,9 @@ using ReshapeGroups = std::vector<ReshapeGroup>;
 // them (or the first). A zero extent anywhere: one group of everything.
 ReshapeGroups reshape_groups(std::span<const int64_t> in, std::span<const int64_t> out);
 
-// One key word per group (in_dims << 8 | out_dims), after their count.
-void append_reshape_key(const ReshapeGroups& g, std::vector<int64_t>* words);
+// The grouping as key words: their count, then one word per group
+// (in_dims << 8 | out_dims). Allocates nothing beyond `words` (it runs on
+// every execute).
+void append_reshape_key(std::span<const int64_t> in, std::span<const int64_t> out, std::vector<int64_t>* words);
 
 }  // namespace kf

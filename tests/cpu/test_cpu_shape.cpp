@@ -184,8 +184,9 @@ void test_reshape_groups(void** state) {
   assert_string_equal(groups({3, 0}, {0, 7}).c_str(), "2:2 ");  // a zero extent: one group
   assert_string_equal(groups({}, {1}).c_str(), "0:1 ");
   std::vector<int64_t> key;
-  kf::append_reshape_key(kf::reshape_groups(std::vector<int64_t>{4, 320, 64}, std::vector<int64_t>{4, 32, 10, 64}), &key);
-  assert_true(key == (std::vector<int64_t>{3, 257, 258, 257}));
+  kf::append_reshape_key(std::vector<int64_t>{4, 320, 64}, std::vector<int64_t>{4, 32, 10, 64}, &key);
+  kf::append_reshape_key(std::vector<int64_t>{6, 10}, std::vector<int64_t>{4, 15}, &key);  // appends
+  assert_true(key == (std::vector<int64_t>{3, 257, 258, 257, 1, 514}));
 }
 
 }  // namespace
