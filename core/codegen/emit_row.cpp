@@ -10,6 +10,7 @@
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
 #include "core/codegen/reduction_code.h"
+#include "core/schedule/online_softmax.h"
 
 namespace kf {
 
@@ -89,6 +90,26 @@ void outer_step(KernelWriter& w, const OuterAccs& o, const std::vector<std::stri
   }
 }
 
+// One element of online sum `a` (paired with max `m`): the fusion's own
+// exp(x - max) with the row's max bound to the running max (the values
+// computed stay in the caller's lane scope).
+void online_sum_step(KernelWriter& w, const Accumulator& a, const Accumulator& m,
+                     const std::function<std::string()>& term) {
+  const int64_t mo = m.expr->outputs[0];
+  const std::string row_max = w.row_results.at(mo);
+  w.row_results[mo] = m.name;
+  w.line(acc_step(*a.expr, a.acc, a.name, term()));
+  w.row_results[mo] = row_max;
+}
+
+// A thread whose elements are all -inf summed exp(-inf - -inf): NaN where
+// the row's result is 0 (unless the whole row is -inf: kf_online_sum).
+void end_online_sums(KernelWriter& w, const std::vector<Accumulator>& accs) {
+  for (const Accumulator& a : accs)
+    if (a.online_max >= 0)
+      w.line("if (" + accs[static_cast<size_t>(a.online_max)].name + " == -__int_as_float(0x7f800000)) " + a.name + " = 0.f;");
+}
+
 // How the streaming loops step through a row: one element per thread step
 // (any row length and layout), or 16-byte vector steps (VectorSteps: the
 // vector plan's inputs loaded as whole vectors; the run-time conditions of
@@ -112,8 +133,11 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
   // Vector steps read each staged input's vector from shared memory whole
   // (lane-by-lane reads, 16 bytes apart across threads, conflict 4-way).
   // `after`: run after the lanes of a vector step, in its scope.
-  auto each_element = [&](const std::function<void(const std::vector<std::string>&, const std::string&)>& body,
-                          bool vector_steps, const std::function<void()>& after = {}) {
+  // `second`: run for every lane again after `body` ran for all of them
+  // (an online max's step first, its sum's after).
+  using Body = std::function<void(const std::vector<std::string>&, const std::string&)>;
+  auto each_element = [&](const Body& body, bool vector_steps, const std::function<void()>& after = {},
+                          const Body& second = {}) {
     std::map<int64_t, std::string> stage_vectors;  // staged input -> its vector at j (vector steps)
     auto point_stage = [&](const std::vector<std::string>& idx, const std::string& j) {
       w.tile_reads.clear();
@@ -128,6 +152,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
       const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
       point_stage(idx, "j");
       body(idx, "j");
+      if (second) second(idx, "j");
       w.close();
       return;
     }
@@ -147,14 +172,17 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     w.group = group;
     w.section = group;
     w.lane_base = base;
-    for (int lane = 0; lane < V; ++lane) {
-      std::vector<std::string> idx = base;
-      const std::string j = lane == 0 ? "j" : "(j + " + std::to_string(lane) + ")";
-      if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
-      w.lane = lane;
-      w.lane_index = idx;
-      point_stage(idx, j);
-      body(idx, j);
+    for (const Body* b : {&body, &second}) {
+      if (!*b) continue;
+      for (int lane = 0; lane < V; ++lane) {
+        std::vector<std::string> idx = base;
+        const std::string j = lane == 0 ? "j" : "(j + " + std::to_string(lane) + ")";
+        if (lane > 0) idx[last] = "(" + base[last] + " + " + std::to_string(lane) + ")";
+        w.lane = lane;
+        w.lane_index = idx;
+        point_stage(idx, j);
+        (*b)(idx, j);
+      }
     }
     w.lane = -1;
     if (after) after();
@@ -165,18 +193,45 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
   // sum, then squared deviations from the mean) as on the register path:
   // cheaper than Welford's division per element.
   const bool two_pass = stage != nullptr;
-  for (const std::vector<int64_t>& phase : s.phases) {
-    std::vector<Accumulator> accs = declare_accs(w, phase, two_pass);
+  for (const std::vector<int64_t>& phase : online_phases(s, p.online)) {
+    std::vector<Accumulator> accs = declare_accs(w, phase, two_pass, p.online);
     auto input_of = [&](const Accumulator& a, const std::vector<std::string>& idx) {
       const int64_t in = a.expr->inputs[0];
       return convert(f.value(in).dtype, a.acc, w.value_at(in, idx));
     };
+    // Online pairs, per step (a vector, or one element): the step's max
+    // first, then the running sum rescaled to the new running max (one exp
+    // per step, kf_online_rescale) and the step's exp(x - max) added.
+    std::map<const Accumulator*, std::string> step_max;
     each_element([&](const std::vector<std::string>& idx, const std::string&) {
       for (const Accumulator& a : accs) {
-        if (!a.sum.empty()) w.line(a.sum + " += " + input_of(a, idx) + ";");
-        else w.line(acc_step(*a.expr, a.acc, a.name, input_of(a, idx)));
+        if (a.online_max >= 0) continue;
+        if (a.online_paired) {
+          if (w.lane <= 0) {
+            step_max[&a] = w.fresh("sm");
+            w.line("float " + step_max[&a] + " = " + acc_init(*a.expr, a.acc) + ";");
+          }
+          w.line(acc_step(*a.expr, a.acc, step_max[&a], input_of(a, idx)));
+        } else if (!a.sum.empty()) {
+          w.line(a.sum + " += " + input_of(a, idx) + ";");
+        } else {
+          w.line(acc_step(*a.expr, a.acc, a.name, input_of(a, idx)));
+        }
       }
-    }, true);
+    }, true, {}, [&](const std::vector<std::string>& idx, const std::string&) {
+      for (const Accumulator& a : accs) {
+        if (a.online_max < 0) continue;
+        const Accumulator& m = accs[static_cast<size_t>(a.online_max)];
+        if (w.lane <= 0) {
+          const std::string mn = w.fresh("mn");
+          w.line("const float " + mn + " = kf_max_acc(" + m.name + ", " + step_max[&m] + ");");
+          w.line(a.name + " = kf_online_rescale(" + a.name + ", " + m.name + ", " + mn + ");");
+          w.line(m.name + " = " + mn + ";");
+        }
+        online_sum_step(w, a, m, [&] { return input_of(a, idx); });
+      }
+    });
+    end_online_sums(w, accs);
     bool second = false;
     for (const Accumulator& a : accs) {
       if (a.sum.empty()) continue;
@@ -314,6 +369,9 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     ok[static_cast<size_t>(k)] = b + " < " + row_len;
     base[static_cast<size_t>(k)] = full_index(w, red, unravel(w, dom, red, b, "_" + std::to_string(k)));
   }
+  // Online pairs keep their two phases here: one pass measured slower on
+  // this path (docs/PERF.md, session 6).
+  const std::vector<std::vector<int64_t>>& phases = s.phases;
   std::map<int, KernelWriter::Section> loads;  // load section -> where its loads go
   // body(lane index) for each lane of vector k, in the current scope.
   auto each_lane = [&](int k, const std::function<void(const std::vector<std::string>&)>& body) {
@@ -332,13 +390,13 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
   // body(lane index) for each lane of vector k when it is in the row.
   auto lanes = [&](int k, const std::function<void(const std::vector<std::string>&)>& body) {
     w.open("if (" + ok[static_cast<size_t>(k)] + ")");
-    if (w.section > static_cast<int>(s.phases.size())) loads[w.section] = w.reserve();
+    if (w.section > static_cast<int>(phases.size())) loads[w.section] = w.reserve();
     each_lane(k, body);
   };
   loads[0] = w.reserve();
-  for (size_t ph = 0; ph < s.phases.size(); ++ph) {
+  for (size_t ph = 0; ph < phases.size(); ++ph) {
     w.section = static_cast<int>(ph);
-    std::vector<Accumulator> accs = declare_accs(w, s.phases[ph], true);
+    std::vector<Accumulator> accs = declare_accs(w, phases[ph], true);
     auto input_of = [&](const Accumulator& a, const std::vector<std::string>& idx) {
       const int64_t in = a.expr->inputs[0];
       return convert(f.value(in).dtype, a.acc, w.value_at(in, idx));
@@ -391,7 +449,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
   // The output pass loads what it alone reads (weights, biases) per vector,
   // right before use: fewer registers live at once.
   for (int k = 0; k < K && (!s.domain_outputs.empty() || outer.active()); ++k) {
-    w.section = static_cast<int>(s.phases.size()) + 1 + k;
+    w.section = static_cast<int>(phases.size()) + 1 + k;
     std::vector<std::string> ov;
     const auto& b = base[static_cast<size_t>(k)];
     lanes(k, [&](const std::vector<std::string>& idx) {

@@ -94,6 +94,9 @@ struct LaunchRule {
   // the launch gives it row length * row_stage_bytes when that is within
   // the kernel's limit (else 0, and the kernel streams from memory).
   int row_stage_bytes = 0;
+  // PerRow with row_items > 0: every row takes the LongRows kernel
+  // (RowParams::stream_rows).
+  bool stream_rows = false;
   // ColumnReduce.
   int tile_cols = 0;
   int accumulators = 0;  // words per split and column (the most of any phase)

@@ -168,6 +168,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.block = row.block;
     launch.row_items = row.vectors.width * row.vectors_per_thread;
     launch.row_stage_bytes = row_stage_bytes(w.fusion(), row);
+    launch.stream_rows = row.stream_rows;
     const bool long_rows = has_long_row_kernel(row);
     const std::string main = w.take_kernel();
     std::vector<KernelText> kernels = {kernel_text(launch.block, launch.row_items > 0, main)};

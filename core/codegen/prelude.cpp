@@ -219,6 +219,28 @@ template <class T> KF_DEV kf_welford<T> kf_shfl_xor(kf_welford<T> v, int lane_ma
   return r;
 }
 
+// Online softmax (core/schedule/online_softmax.h): a running max m and
+// s = sum of exp(x - m). A side without elements is (-inf, 0); exp of
+// -inf - -inf (NaN) is never taken, so rows holding -inf keep the two-pass
+// result, and kf_online_sum gives NaN for a row of -inf only, as
+// sum(exp(x - max(x))) does.
+struct kf_online { float m, s; };
+KF_DEV kf_online kf_shfl_xor(kf_online v, int lane_mask) {
+  return {__shfl_xor_sync(0xffffffffu, v.m, lane_mask), __shfl_xor_sync(0xffffffffu, v.s, lane_mask)};
+}
+struct kf_online_op {
+  KF_DEV kf_online operator()(kf_online a, kf_online b) const {
+    const float m = kf_max_acc(a.m, b.m);
+    return {m, (a.m == m ? a.s : a.s * expf(a.m - m)) + (b.m == m ? b.s : b.s * expf(b.m - m))};
+  }
+};
+// The running sum s of exp(x - m) as a sum of exp(x - mn), mn >= m the new
+// running max (0 while m is -inf: what was summed then was exp(-inf - -inf)).
+KF_DEV float kf_online_rescale(float s, float m, float mn) {
+  return m == mn ? s : (m == -__int_as_float(0x7f800000) ? 0.f : s * expf(m - mn));
+}
+KF_DEV float kf_online_sum(kf_online r) { return r.m == -__int_as_float(0x7f800000) ? __int_as_float(0x7fffffff) : r.s; }
+
 struct kf_sum_op { template <class T> KF_DEV T operator()(T a, T b) const { return a + b; } };
 struct kf_isum_op { KF_DEV long long operator()(long long a, long long b) const { return kf_add(a, b); } };
 struct kf_prod_op { template <class T> KF_DEV T operator()(T a, T b) const { return a * b; } };

@@ -1,5 +1,7 @@
 #include "core/codegen/reduction_code.h"
 
+#include <algorithm>
+
 #include "core/codegen/op_cuda.h"
 #include "core/ir/op_attrs.h"
 
@@ -92,12 +94,21 @@ void finish_results(KernelWriter& w, const Expr& e, DType acc, const std::string
   }
 }
 
-std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t>& phase, bool split_welford) {
+std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t>& phase, bool split_welford,
+                                      const std::vector<std::pair<int64_t, int64_t>>& online) {
   const Fusion& f = w.fusion();
   std::vector<Accumulator> accs;
   for (int64_t ei : phase) {
     const Expr& e = f.exprs[static_cast<size_t>(ei)];
     Accumulator a{w.fresh("acc"), accumulator_dtype(f.value(e.inputs[0]).dtype), &e, ""};
+    for (const auto& [mi, si] : online) {
+      if (si != ei) continue;
+      const auto m = std::find(phase.begin(), phase.end(), mi);
+      if (m == phase.end()) fail(KF_ERR_INTERNAL, "codegen: online sum expr ", si, " without its max expr ", mi);
+      a.online_max = static_cast<int>(m - phase.begin());
+      // The max is declared first: it comes first in the phase.
+      accs.at(static_cast<size_t>(a.online_max)).online_paired = true;
+    }
     const std::string at = reg_type(a.acc);
     if (is_welford(e) && split_welford) {
       a.sum = w.fresh("ws");
@@ -117,6 +128,14 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
     const Expr& e = *a.expr;
     const std::string at = reg_type(a.acc);
     const std::string red = w.fresh("red");
+    if (a.online_paired) continue;  // with its sum
+    if (a.online_max >= 0) {
+      const Accumulator& m = accs[static_cast<size_t>(a.online_max)];
+      w.line("const kf_online " + red + " = kf_block_reduce(kf_online{" + m.name + ", " + a.name + "}, kf_online_op());");
+      finish_results(w, *m.expr, m.acc, red + ".m", row_len);
+      finish_results(w, e, a.acc, "kf_online_sum(" + red + ")", row_len);
+      continue;
+    }
     const std::string red_type = is_welford(e) ? "kf_welford<" + at + ">" : at;
     std::string v = a.name;
     if (!a.sum.empty()) {  // two passes: the row's mean, this thread's squared deviations from it

@@ -16,6 +16,11 @@ struct Accumulator {
   DType acc;
   const Expr* expr;
   std::string sum;  // cached rows: variance in two passes, the row sum (then the mean) here
+  // Online softmax pairs (online_softmax.h): on a sum of exp(x - max), the
+  // index of its max's accumulator in the phase; on that max, true. The
+  // pair is reduced over the block as one kf_online.
+  int online_max = -1;
+  bool online_paired = false;
 };
 
 DType accumulator_dtype(DType in);
@@ -32,8 +37,10 @@ void declare_results(KernelWriter& w, const RowDomain& s);
 // Assigns the finished results of `e` from its combined value `red`.
 void finish_results(KernelWriter& w, const Expr& e, DType acc, const std::string& red, const std::string& row_len);
 // Declares the accumulators of one phase; split_welford: variance as a
-// row sum and squared deviations (two passes over registers).
-std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t>& phase, bool split_welford);
+// row sum and squared deviations (two passes over registers); `online`:
+// the (max, sum) expr pairs computed together (RowParams::online).
+std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t>& phase, bool split_welford,
+                                      const std::vector<std::pair<int64_t, int64_t>>& online = {});
 // Combines the accumulators over the block and finishes their results.
 void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const std::string& row_len);
 // Writes each row-shaped output once per row (keepdim: reduced dims at 0)

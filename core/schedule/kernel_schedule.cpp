@@ -46,6 +46,13 @@ struct Describe {
   std::string operator()(const RowParams& p) const {
     std::string s = "row block=" + std::to_string(p.block) + " " + rows(p.rows) + " " + vectors(p.vectors);
     if (p.vectors.width > 0) s += " cached_vectors_per_thread=" + std::to_string(p.vectors_per_thread);
+    if (!p.online.empty()) {
+      s += " online=[";
+      for (size_t i = 0; i < p.online.size(); ++i)
+        s += (i > 0 ? "," : "") + std::to_string(p.online[i].first) + ":" + std::to_string(p.online[i].second);
+      s += "]";
+    }
+    if (p.stream_rows) s += " stream_rows";
     if (!p.staged.empty()) s += " staged=" + ids(p.staged) + (p.stage_outer ? " stage_outer" : "");
     if (p.has_outer())
       s += " outer={" + rows(p.outer) + "} outer_threads_per_sm=" + std::to_string(p.outer_threads_per_sm);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -124,6 +125,15 @@ struct RowParams {
   RowDomain outer;  // outer.domain < 0: none
   int outer_threads_per_sm = 0;
   int finish_block = 256;
+  // (max expr, sum expr) pairs the register path computes in one pass
+  // (online_softmax.h); the other paths keep rows.phases.
+  std::vector<std::pair<int64_t, int64_t>> online;
+  // One pass over the row (online pairs leave one phase) and no output per
+  // element (cross-entropy's loss, a log-sum-exp): nothing is worth
+  // holding, so every row takes the LongRows kernel, streamed in 16-byte
+  // steps by blocks sized for residency (a register-cached row keeps one
+  // 1024-thread block per multiprocessor, idle at each row's barriers).
+  bool stream_rows = false;
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };

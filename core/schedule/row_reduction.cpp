@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "core/schedule/online_softmax.h"
 #include "core/schedule/row_domain.h"
 #include "core/schedule/schedulers.h"
 #include "core/schedule/vector_plan.h"
@@ -74,6 +75,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
     add_view_vectors(c, rows, &p.vectors);
   }
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;
+  if (p.vectors.width > 0) p.online = online_softmax_pairs(*c.fusion, task, rows);
   // Row inputs: the vector inputs read at every element of the row and
   // varying across rows (x, dy); those broadcast over the rows (weights)
   // are reused by every row from the caches.
@@ -97,7 +99,9 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   // Staged: the row inputs, when the row is read more than once (a
   // single pass, a plain row sum, gains nothing).
   const bool output_pass = !rows.domain_outputs.empty();
-  if (rows.phases.size() + (output_pass ? 1 : 0) < 2) return p;
+  const size_t passes = online_phases(rows, p.online).size() + (output_pass ? 1 : 0);
+  p.stream_rows = !p.online.empty() && passes == 1;
+  if (passes < 2) return p;
   p.staged = row_inputs;
   return p;
 }

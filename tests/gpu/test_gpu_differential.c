@@ -1201,6 +1201,83 @@ static void counting_free(void* ctx, void* ptr, size_t bytes, int device, void* 
   gpu.mem_free((gpu_deviceptr)(uintptr_t)ptr);
 }
 
+/* Online softmax pairs (core/schedule/online_softmax.h): max and the sum
+ * of exp(x - max) in one pass on the register path, the other paths in
+ * two phases: a log-sum-exp with keepdim (cross-entropy's), one through an
+ * unsqueezed max, and a log-softmax (its output re-reads x - max). Rows
+ * holding -inf in part, -inf only, +inf, NaN, and -inf everywhere but the
+ * last element must give the two-phase results (NaN where the definition
+ * takes exp(-inf - -inf) or exp(inf - inf)). Lengths: cached rows (1000,
+ * 32000 bfloat16, 4097), rows of 3, and 50000 (shared memory or memory). */
+static const char* const kOnlineSoftmax[] = {
+    "input x: tensor<%s, 2>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=[1], keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=[1], keepdim=true}\n"
+    "ls = log(s)\n"
+    "lse = add(m, ls)\n"
+    "output lse\n"
+    "output s\n",
+    "input x: tensor<%s, 2>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=[1], keepdim=false}\n"
+    "mu = unsqueeze(m) {dim=1}\n"
+    "d = sub(xf, mu)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=[1], keepdim=false}\n"
+    "ls = log(s)\n"
+    "lse = add(m, ls)\n"
+    "output lse\n",
+    "input x: tensor<%s, 2>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=[1], keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=[1], keepdim=true}\n"
+    "ls = log(s)\n"
+    "y = sub(d, ls)\n"
+    "yc = cast(y) {dtype=%s}\n"
+    "output yc\n",
+};
+
+static void test_online_softmax(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  const int64_t shapes[][2] = {{64, 1000}, {9, 32000}, {33, 4097}, {40, 3}, {7, 50000}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int k = 0; k < 3; ++k)
+    for (int d = 0; d < 2; ++d)
+      for (int sh = 0; sh < kShapes; ++sh) {
+        char text[1024];
+        snprintf(text, sizeof text, kOnlineSoftmax[k], kf_dtype_name(dts[d]), kf_dtype_name(dts[d]));
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        tin in = input(dts[d], 2, shapes[sh]);
+        fill(&in, -8, 8, 0);
+        const int64_t rows = shapes[sh][0], n = shapes[sh][1];
+        const size_t e = (size_t)dtype_bytes(dts[d]);
+        char* row0 = (char*)in.host;
+#define AT(r, i) (row0 + ((size_t)(r) * (size_t)n + (size_t)(i)) * e)
+        store(dts[d], AT(1, n / 3), -INFINITY);
+        store(dts[d], AT(1, n - 1), -INFINITY);
+        for (int64_t i = 0; i < n; ++i) store(dts[d], AT(2, i), -INFINITY);
+        store(dts[d], AT(3, n / 2), INFINITY);
+        store(dts[d], AT(4, 0), NAN);
+        for (int64_t i = 0; i + 1 < n; ++i) store(dts[d], AT(5, i), -INFINITY);
+        store(dts[d], AT(5, n - 1), 1.0);
+#undef AT
+        char what[160];
+        snprintf(what, sizeof what, "online softmax %d %s [%lld,%lld]", k, kf_dtype_name(dts[d]), (long long)rows,
+                 (long long)n);
+        run_case_tol(f, &in, 1, what, 16.0 + (double)n / 1024.0, -1);
+        free_inputs(&in, 1);
+        kf_fusion_release(f);
+      }
+  end_test("online softmax");
+}
+
 static void test_two_segments(void** state) {
   (void)state;
   kf_builder b;
@@ -1341,10 +1418,13 @@ static void test_large(void** state) {
 int main(void) {
   GPU_REQUIRE_DEVICE();
   GPU_CHECK(gpu.stream_create(&g_stream, 0));
+  /* KF_TEST_FILTER=test_online_softmax (a cmocka pattern, * and ? wildcards)
+   * runs some groups only: the whole suite takes minutes. */
+  if (getenv("KF_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("KF_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

@@ -201,6 +201,16 @@ void test_launch_dims(void**) {
   assert_int_equal(d.shared_bytes, 0);  // too long: the kernel streams
   assert_int_equal(d.block, 256);       // 8 x 256 threads by registers
   assert_int_equal(launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132).shared_bytes, 0);  // no limit given
+  // Streamed rows (one pass, RowParams::stream_rows): short rows too take
+  // the LongRows kernel, with the block that keeps the most threads.
+  LaunchRule sr = r;
+  sr.stream_rows = true;
+  sr.row_stage_bytes = 0;
+  d = launch_dims(sr, Sizes{100000, 4096}, 1 << 30, 132, KernelLimits{227 * 1024, 32});
+  assert_true(d.long_rows);
+  assert_int_equal(d.shared_bytes, 0);
+  assert_int_equal(d.block, 256);  // 8 x 256 at 32 registers: ties go to the smaller block
+  assert_false(launch_dims(r, Sizes{100000, 4096}, 1 << 30, 132, limits).long_rows);
   // Column reductions: tiles x splits (about 1024 blocks, at least 128
   // rows each); a normalization's per-column results after the partials
   // in the scratch, and its epilogue split finer (about 4096 blocks, at

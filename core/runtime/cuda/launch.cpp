@@ -213,7 +213,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       dims.block = static_cast<uint32_t>(std::clamp<int64_t>((threads + 31) / 32 * 32, 32, rule.block));
     }
     blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
-    if (rule.row_items > 0 && row > int64_t{dims.block} * rule.row_items) {
+    if (rule.row_items > 0 && (rule.stream_rows || row > int64_t{dims.block} * rule.row_items)) {
       dims.long_rows = true;
       // Too long for the registers: staged in shared memory where it fits
       // (the kernel checks the size it got and streams otherwise).
