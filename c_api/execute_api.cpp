@@ -83,12 +83,12 @@ std::string describe_launch(const kf::KernelPlan& plan) {
 }
 
 std::string describe_args(const kf::KernelPlan& plan) {
-  static const char* const kinds[] = {"data", "extent", "stride", "scalar"};
+  static const char* const kinds[] = {"data", "extent", "stride", "scalar", "divisor"};
   std::string s;
   for (size_t k = 0; k < plan.args.size(); ++k) {
     const kf::ArgSlot& a = plan.args[k];
     s += (k ? ", " : "") + std::string(kinds[static_cast<int>(a.kind)]) + "(" + std::to_string(a.value);
-    if (a.kind == kf::ArgSlot::Kind::Extent || a.kind == kf::ArgSlot::Kind::Stride) s += "." + std::to_string(a.dim);
+    if (a.kind != kf::ArgSlot::Kind::Data && a.kind != kf::ArgSlot::Kind::Scalar) s += "." + std::to_string(a.dim);
     s += ")";
   }
   return s;

@@ -35,9 +35,7 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
     if (m == 0) {
       w.line(t + " " + names[k] + " = " + rem + ";");
     } else {
-      const std::string e = w.extent(dom, dims[k]);
-      w.line(t + " " + names[k] + " = " + rem + " % " + e + ";");
-      w.line(rem + " /= " + e + ";");
+      w.divmod(t, names[k], rem, dom, dims[k]);
     }
   }
   return names;
@@ -76,6 +74,9 @@ std::string extent_product(KernelWriter& w, int64_t dom, const std::vector<size_
 void use_vectors(KernelWriter& w, const VectorPlan& vp) {
   w.vector_inputs = vp.inputs;
   w.vector_regs.clear();
+  w.lane_dim = vp.dim;
+  w.lane_width = vp.width;
+  w.lane_conditions.clear();
 }
 
 std::string vector_type(const KernelWriter& w, int64_t v, int V) {
@@ -114,12 +115,13 @@ void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const Vecto
                             bool every_group, std::vector<std::string>* conds) {
   std::vector<int64_t> seen;
   for (const auto& [key, vr] : w.vector_regs) {
-    if (!every_group && key.second != 0) continue;
+    if (!every_group && vr.ok_group != 0) continue;
     if (std::find(seen.begin(), seen.end(), key.first) != seen.end()) continue;
     seen.push_back(key.first);
     vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds);
   }
   for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds);
+  conds->insert(conds->end(), w.lane_conditions.begin(), w.lane_conditions.end());
 }
 
 std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok) {
@@ -129,7 +131,8 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
     const int64_t v = key.first;
     const std::string vt = vector_type(w, v, V);
     const std::string load = "*(const " + vt + "*)(" + w.pointer(v) + " + " + w.offset(v, vr.base) + ")";
-    const std::string& ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(key.second)];
+    std::string ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(vr.ok_group)];
+    if (!vr.guard.empty()) ok = ok.empty() ? vr.guard : ok + " && " + vr.guard;
     loads.push_back("const " + vt + " " + vr.reg + " = " + (ok.empty() ? load : "(" + ok + ") ? " + load + " : " + vt + "{}") + ";");
   }
   if (loads.empty()) loads.push_back("// no vector loads");

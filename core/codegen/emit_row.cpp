@@ -556,12 +556,13 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
     std::vector<std::string> conds = {w.extent(dom, r - 1) + " % " + std::to_string(p.vectors.width) + " == 0"};
     std::vector<int64_t> seen;
     for (const auto& [key, reg] : w.vector_regs)
-      if (key.second >= kStreamGroups && std::find(seen.begin(), seen.end(), key.first) == seen.end()) {
+      if (reg.ok_group >= kStreamGroups && std::find(seen.begin(), seen.end(), key.first) == seen.end()) {
         seen.push_back(key.first);
         vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds);
       }
     if (!outer.active())  // the output pass stores the plan's vector outputs whole
       for (int64_t o : p.vectors.outputs) vector_conditions(w, sets, o, dom, p.vectors.width, p.vectors.dim, &conds);
+    conds.insert(conds.end(), w.lane_conditions.begin(), w.lane_conditions.end());
     if (stage.active()) cond_lines.push_back("const bool " + staged + " = " + stage_cond + ";");
     cond_lines.push_back("const bool " + vec + " = " + all_of(conds) + ";");
   } else {

@@ -39,11 +39,27 @@
 namespace kf {
 
 struct ArgSlot {
-  enum class Kind : uint8_t { Data, Extent, Stride, Scalar };
+  // Divisor: the extent's fastdiv_word (below), for kf_fastdiv in the kernel.
+  enum class Kind : uint8_t { Data, Extent, Stride, Scalar, Divisor };
   Kind kind;
   int64_t value;  // value id (a task input or output for Data/Stride)
-  int dim = 0;    // Extent/Stride: dimension
+  int dim = 0;    // Extent/Stride/Divisor: dimension
 };
+
+// Division of 0 <= n < 2^31 by an extent 1 <= d < 2^31 with a multiply-high
+// and a shift (Granlund and Montgomery, "Division by invariant integers
+// using multiplication", PLDI 1994): s = ceil(log2 d), m = floor(2^32 (2^s
+// - d) / d) + 1 < 2^32, n / d = (umulhi(n, m) + n) >> s (the sum stays
+// below 2^32). The word packs m (low half) and s (high half); the host
+// computes it once per launch, as computing it per thread cost more than
+// the divisions it saved (docs/PERF.md, session 7).
+inline uint64_t fastdiv_word(int64_t d) {
+  if (d < 1) return 0;  // no index is divided by an empty extent
+  uint64_t s = 0;
+  while (s < 31 && (uint64_t{1} << s) < static_cast<uint64_t>(d)) ++s;
+  const uint64_t m = (uint64_t{1} << 32) * ((uint64_t{1} << s) - static_cast<uint64_t>(d)) / static_cast<uint64_t>(d) + 1;
+  return (s << 32) | (m & 0xffffffffu);
+}
 
 struct LaunchRule {
   enum class Kind : uint8_t {

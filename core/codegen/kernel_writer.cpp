@@ -232,12 +232,8 @@ std::vector<std::string> KernelWriter::regroup(const ReshapeGroups& groups, bool
       line(idx_t_ + " " + rem + " = " + (lin.empty() ? "0" : lin) + ";");
       for (size_t k = many.size(); k-- > 0;) {
         const std::string name = fresh("t");
-        if (k == 0) {
-          line("const " + idx_t_ + " " + name + " = " + rem + ";");
-        } else {
-          line("const " + idx_t_ + " " + name + " = " + rem + " % " + extent(to, many[k]) + ";");
-          line(rem + " /= " + extent(to, many[k]) + ";");
-        }
+        if (k == 0) line("const " + idx_t_ + " " + name + " = " + rem + ";");
+        else divmod("const " + idx_t_, name, rem, to, many[k]);
         res[many[k]] = name;
       }
     }
@@ -245,6 +241,22 @@ std::vector<std::string> KernelWriter::regroup(const ReshapeGroups& groups, bool
     td += nt;
   }
   return res;
+}
+
+void KernelWriter::divmod(const std::string& decl, const std::string& name, const std::string& rem, int64_t value,
+                          size_t dim) {
+  const std::string e = extent(value, dim);
+  if (idx_t_ != "int" || size_class(value, dim) != SizeClass::Many) {
+    line(decl + " " + name + " = " + rem + " % " + e + ";");
+    line(rem + " /= " + e + ";");
+    return;
+  }
+  const int k = slot(ArgSlot::Kind::Divisor, value, static_cast<int>(dim));
+  const std::string fd = hoist("kf_fastdiv", "fd", "kf_fastdiv_of(args.a[" + std::to_string(k) + "])");
+  const std::string q = fresh("dq");
+  line("const int " + q + " = kf_fastdiv_div(" + fd + ", " + rem + ");");
+  line(decl + " " + name + " = " + rem + " - " + q + " * " + e + ";");
+  line(rem + " = " + q + ";");
 }
 
 std::string KernelWriter::offset(int64_t value, const std::vector<std::string>& idx) {
@@ -309,11 +321,41 @@ std::string KernelWriter::load_input(int64_t value, const std::vector<std::strin
     if (match) {
       auto it = vector_regs.find({value, group});
       if (it == vector_regs.end())
-        it = vector_regs.emplace(std::make_pair(value, group), VectorReg{fresh("xv"), base, section}).first;
+        it = vector_regs
+                 .emplace(std::make_pair(value, group),
+                          VectorReg{fresh("xv"), base, section, lane_ok_group_ >= 0 ? lane_ok_group_ : group, lane_guard_})
+                 .first;
       return define(t, load_form(t, it->second.reg + ".v[" + std::to_string(lane) + "]"));
     }
   }
   return define(t, load_form(t, pointer(value) + "[" + offset(value, idx) + "]"));
+}
+
+bool KernelWriter::lane_indexed(const std::string& i) const {
+  return lane >= 0 && lane_width > 0 && lane_dim < lane_index.size() && i == lane_index[lane_dim];
+}
+
+std::string KernelWriter::shifted_lanes(const std::string& index, const std::string& base, const std::string& guard,
+                                        const std::vector<std::string>& conditions,
+                                        const std::function<std::string()>& fn) {
+  for (const std::string& c : conditions)
+    if (std::find(lane_conditions.begin(), lane_conditions.end(), c) == lane_conditions.end()) lane_conditions.push_back(c);
+  const std::vector<std::string> saved_index = lane_index, saved_base = lane_base;
+  const std::string saved_guard = lane_guard_;
+  const int saved_group = group, saved_ok = lane_ok_group_;
+  lane_index[lane_dim] = index;
+  lane_base[lane_dim] = base;
+  if (!guard.empty()) lane_guard_ = lane_guard_.empty() ? guard : lane_guard_ + " && " + guard;
+  if (lane_ok_group_ < 0) lane_ok_group_ = group;
+  const std::string key = std::to_string(group) + "|" + base + "|" + lane_guard_;
+  group = shifted_groups_.emplace(key, kShiftedGroups + static_cast<int>(shifted_groups_.size())).first->second;
+  const std::string r = fn();
+  lane_index = saved_index;
+  lane_base = saved_base;
+  lane_guard_ = saved_guard;
+  group = saved_group;
+  lane_ok_group_ = saved_ok;
+  return r;
 }
 
 std::string KernelWriter::reduction_result(int64_t value, const std::vector<std::string>& idx) {
@@ -479,6 +521,9 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
                                     std::to_string(sl.start) + "LL)");
         const std::string step = sl.step == 1 ? "" : " * " + std::to_string(sl.step);
         sub[dim] = "(" + start + " + " + idx[dim] + step + ")";
+        if (sl.step == 1 && lane_indexed(idx[dim]))  // the lanes, shifted by the start
+          return shifted_lanes(sub[dim], "(" + start + " + " + lane_base[lane_dim] + ")", "",
+                               {start + " % " + std::to_string(lane_width) + " == 0"}, [&] { return value_at(in, sub); });
       }
       return value_at(in, sub);
     }
@@ -519,6 +564,10 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
       const size_t dim = DimAttr(e).index();
       const std::string name = fresh("v");
       line(std::string(reg_type(out_t)) + " " + name + ";");
+      // Lanes along the cat dim take one branch together when every bound
+      // is a multiple of the width: their loads are then guarded by it.
+      const bool lanes = lane_indexed(idx[dim]);
+      const std::string lane0 = lanes ? lane_base[lane_dim] : "";
       std::string begin = "0";
       for (size_t k = 0; k < e.inputs.size(); ++k) {
         const int64_t a = e.inputs[k];
@@ -535,7 +584,20 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
           s[dim] = fresh("t");
           line("const " + idx_t_ + " " + s[dim] + " = " + idx[dim] + " - " + begin + ";");
         }
-        line(name + " = " + convert(f_.value(a).dtype, out_t, value_at(a, s)) + ";");
+        std::string v;
+        if (lanes && size_class(a, dim) == SizeClass::Many) {
+          std::vector<std::string> guard, conds;
+          if (begin != "0") guard.push_back(lane0 + " >= " + begin);
+          if (!last) {
+            guard.push_back(lane0 + " < " + end);
+            conds.push_back(end + " % " + std::to_string(lane_width) + " == 0");
+          }
+          const std::string base = begin == "0" ? lane0 : "(" + lane0 + " - " + begin + ")";
+          v = shifted_lanes(s[dim], base, join(guard, " && "), conds, [&] { return value_at(a, s); });
+        } else {
+          v = value_at(a, s);
+        }
+        line(name + " = " + convert(f_.value(a).dtype, out_t, v) + ";");
         begin = end;
       }
       close();

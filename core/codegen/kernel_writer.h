@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -56,6 +57,11 @@ class KernelWriter {
   };
   Section reserve();
   void fill(Section s, const std::vector<std::string>& lines);
+
+  // Emits `decl name = rem % e;` and `rem /= e;` for a non-negative index
+  // `rem` and e = extent(value, dim): with int indices by kf_fastdiv (a
+  // Divisor argument slot), else by plain division.
+  void divmod(const std::string& decl, const std::string& name, const std::string& rem, int64_t value, size_t dim);
 
   std::string value_at(int64_t value, const std::vector<std::string>& idx);
   // Element offset sum(idx[d] * stride[d]) of a task input or output.
@@ -106,8 +112,21 @@ class KernelWriter {
     std::string reg;
     std::vector<std::string> base;  // the input's own index of lane 0
     int section = 0;
+    int ok_group = 0;   // the group whose in-range condition guards the load
+    std::string guard;  // a further condition on lane 0's index ("": none)
   };
   std::map<std::pair<int64_t, int>, VectorReg> vector_regs;  // used (candidate, group) -> register
+  // Lanes seen through a shift along their dim (a slice's offset, a cat
+  // branch's begin: rotate_half's cat(-x[..., h:], x[..., :h])): when the
+  // shift keeps every lane of a vector together (offsets and cat bounds a
+  // multiple of the width, lane_conditions, checked at run time with the
+  // vector path's), a read of a vector input at the shifted lanes loads
+  // one vector at the shifted base, in a group of its own (ids from
+  // kShiftedGroups) guarded by the cat branch taken (VectorReg::guard).
+  static constexpr int kShiftedGroups = 1 << 20;
+  size_t lane_dim = 0;
+  int lane_width = 0;  // 0: no shifted lanes (use_vectors sets both)
+  std::vector<std::string> lane_conditions;
 
   // Tiles staged in shared memory: a load of `value` at exactly `first`
   // reads the expression `second` instead (a register form).
@@ -138,6 +157,13 @@ class KernelWriter {
   // index over `from`'s dims unravelled over `to`'s.
   std::vector<std::string> regroup(const ReshapeGroups& groups, bool out_to_in, int64_t from,
                                    const std::vector<std::string>& idx, int64_t to);
+  // Whether index `i` of a dim is the current lanes' own index along their dim.
+  bool lane_indexed(const std::string& i) const;
+  // fn() with the lanes' index along their dim replaced by `index` (lane
+  // 0's by `base`), loads guarded by `guard` too, and `condition` required
+  // of the vector path.
+  std::string shifted_lanes(const std::string& index, const std::string& base, const std::string& guard,
+                            const std::vector<std::string>& conditions, const std::function<std::string()>& fn);
   std::string pointwise(const Expr& e, const std::vector<std::string>& idx);
   std::string shape(const Expr& e, const std::vector<std::string>& idx);
   std::string indexing(const Expr& e, const std::vector<std::string>& idx);
@@ -156,10 +182,13 @@ class KernelWriter {
   int depth_ = 1;
   int counter_ = 0;
   std::vector<std::map<std::string, std::string>> scopes_;
-  std::map<std::string, std::string> unrounded_;
+  std::map<std::string, std::string> unrounded_;  // rounded half/bfloat16 register -> its float before rounding
   std::optional<Section> result_section_;
   std::vector<std::string> result_lines_;
-  std::map<std::string, std::string> result_regs_;  // value@column -> register, within the section  // rounded half/bfloat16 register -> its float before rounding
+  std::string lane_guard_;                   // while in shifted lanes: their guard
+  int lane_ok_group_ = -1;                   // while in shifted lanes: the group they came from
+  std::map<std::string, int> shifted_groups_;  // group|base|guard -> group id
+  std::map<std::string, std::string> result_regs_;  // value@column -> register, within the section
 };
 
 }  // namespace kf

@@ -207,6 +207,14 @@ template <class T> KF_DEV kf_welford<T> kf_welford_merge(kf_welford<T> a, kf_wel
   return r;
 }
 
+// Index division by an extent fixed for the launch (unravelling a linear
+// index) with a multiply-high and a shift: the word comes from the host
+// (fastdiv_word in kernel_plan.h), as a division by a run-time value costs
+// some 20 instructions each time.
+struct kf_fastdiv { unsigned m, s; };
+KF_DEV kf_fastdiv kf_fastdiv_of(long long w) { return {(unsigned)w, (unsigned)(w >> 32)}; }
+KF_DEV int kf_fastdiv_div(kf_fastdiv f, int n) { return (int)((__umulhi((unsigned)n, f.m) + (unsigned)n) >> f.s); }
+
 // Bytes of dynamic shared memory this launch has (the staged row path
 // checks that its row fits).
 KF_DEV unsigned kf_dynamic_smem() { unsigned r; asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r)); return r; }

@@ -1278,6 +1278,66 @@ static void test_online_softmax(void** state) {
   end_test("online softmax");
 }
 
+/* Lanes shifted along the vector dim (KernelWriter::shifted_lanes): RoPE's
+ * rotate_half, cat(-x[..., h:], x[..., :h]), times a float32 table; a cat
+ * of three slices (x[..., a:], x[..., :a] with a middle piece); and a
+ * slice at an offset. Widths whose halves are multiples of the vector
+ * width (128, 96, 8) take the shifted vector loads; others (100, 6, 130)
+ * fail the run-time conditions and take the scalar loop. */
+static const char* const kShifted[] = {
+    "input x: tensor<%1$s, 3>\n"
+    "input c: tensor<float32, 2>\n"
+    "cu = unsqueeze(c) {dim=1}\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "x1 = slice(xf) {dim=2, start=0, stop=%2$d}\n"
+    "x2 = slice(xf) {dim=2, start=%2$d, stop=end}\n"
+    "n2 = neg(x2)\n"
+    "r = cat(n2, x1) {dim=2}\n"
+    "a = mul(xf, cu)\n"
+    "b = mul(r, cu)\n"
+    "y = add(a, b)\n"
+    "yc = cast(y) {dtype=%1$s}\n"
+    "output yc\n",
+    "input x: tensor<%1$s, 3>\n"
+    "input c: tensor<float32, 2>\n"
+    "cu = unsqueeze(c) {dim=1}\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "x1 = slice(xf) {dim=2, start=0, stop=%2$d}\n"
+    "x2 = slice(xf) {dim=2, start=%2$d, stop=%3$d}\n"
+    "x3 = slice(xf) {dim=2, start=%3$d, stop=end}\n"
+    "r = cat(x3, x2, x1) {dim=2}\n"
+    "y = mul(r, cu)\n"
+    "yc = cast(y) {dtype=%1$s}\n"
+    "output yc\n",
+};
+
+static void test_shifted_lanes(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  const int64_t widths[] = {128, 96, 8, 100, 6, 130};
+  for (int k = 0; k < 2; ++k)
+    for (int d = 0; d < 2; ++d)
+      for (int wi = 0; wi < 6; ++wi) {
+        const int64_t n = widths[wi];
+        const int64_t shape[3] = {37, 3, n}, table[2] = {37, n};
+        char text[2048];
+        snprintf(text, sizeof text, kShifted[k], kf_dtype_name(dts[d]), (int)(n / 2), (int)(n / 2 + n / 4));
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        tin in[2];
+        in[0] = input(dts[d], 3, shape);
+        in[1] = input(KF_FLOAT32, 2, table);
+        fill(&in[0], -3, 3, 0);
+        fill(&in[1], -1, 1, 0);
+        char what[160];
+        snprintf(what, sizeof what, "shifted lanes %d %s [37,3,%lld]", k, kf_dtype_name(dts[d]), (long long)n);
+        run_case(f, in, 2, what);
+        free_inputs(in, 2);
+        kf_fusion_release(f);
+      }
+  end_test("shifted lanes");
+}
+
 static void test_two_segments(void** state) {
   (void)state;
   kf_builder b;
@@ -1424,7 +1484,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

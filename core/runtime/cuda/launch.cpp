@@ -54,7 +54,7 @@ std::vector<SlotSource> resolve_slots(const Fusion& f, const Task& task, const s
   for (const ArgSlot& slot : slots) {
     SlotSource src;
     int64_t id = slot.value;
-    if (slot.kind == ArgSlot::Kind::Extent) {
+    if (slot.kind == ArgSlot::Kind::Extent || slot.kind == ArgSlot::Kind::Divisor) {
       if (id < 0) {  // an input extent: -1 - (first_extent_index[i] + dim)
         int64_t e = -1 - id;
         for (size_t i = 0; i < f.inputs.size(); ++i) {
@@ -117,6 +117,9 @@ void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
         break;
       case ArgSlot::Kind::Extent:
         args[k] = sizes[src.value][static_cast<size_t>(slot.dim)];
+        break;
+      case ArgSlot::Kind::Divisor:
+        args[k] = static_cast<int64_t>(fastdiv_word(sizes[src.value][static_cast<size_t>(slot.dim)]));
         break;
       case ArgSlot::Kind::Scalar:
         args[k] = src.from == SlotSource::From::Constant
