@@ -101,6 +101,13 @@ struct LaunchRule {
   int items_per_thread = 1;
   int shared_bytes = 0;
   int64_t max_blocks = 65535LL * 32;
+  // Elementwise: at most a few waves of resident blocks (launch.cpp), so
+  // that each thread loops. Set for kernels of several loops (outputs of
+  // different domains), whose threads each pay every loop's set-up
+  // (arguments, vector conditions, divisors) even where a small domain
+  // gives them no step. One-step grids stay faster for single loops
+  // (docs/PERF.md, session 7).
+  bool bounded_grid = false;
   // PerRow: when > 0, the elements each thread holds in registers; the
   // block is then chosen per call: ceil(row length / row_items) threads
   // rounded up to a warp, at most `block` (the kernel reads blockDim.x).

@@ -153,6 +153,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     int width = 1;
     for (const PointwiseLoop& l : pw->loops) width = std::max(width, l.vectors.width * pw->unroll);
     launch.items_per_thread = width;
+    launch.bounded_grid = pw->loops.size() > 1;
   } else if (const auto* t = std::get_if<TiledParams>(&schedule)) {
     emit_tiled(w, *t);
     launch.kind = LaunchRule::Kind::Elementwise;

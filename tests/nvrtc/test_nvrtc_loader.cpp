@@ -157,6 +157,16 @@ void test_launch_dims(void**) {
   assert_int_equal(launch_dims(r, sizes[0], 3, 132).grid, 3);  // the device's grid limit
   // An empty domain: nothing to launch.
   assert_int_equal(launch_dims(r, sizes[1], 1 << 30, 132).grid, 0);
+  // A large domain: one step per thread, unless the grid is bounded: 16
+  // waves of resident blocks, each thread looping (16 blocks of 128
+  // threads per multiprocessor; 4 with 64 registers).
+  assert_int_equal(launch_dims(r, Sizes{1 << 20, 1024}, 1 << 30, 132).grid, 1 << 20);
+  r.bounded_grid = true;
+  assert_int_equal(launch_dims(r, Sizes{1 << 20, 1024}, 1 << 30, 132).grid, 132 * 16 * 16);
+  assert_int_equal(launch_dims(r, Sizes{1 << 20, 1024}, 1 << 30, 132, KernelLimits{0, 128}).grid, 132 * 4 * 16);
+  assert_int_equal(launch_dims(r, Sizes{1 << 20, 1024}, 1 << 30, 0).grid, 1 << 20);  // no device count: max_blocks
+  assert_int_equal(launch_dims(r, Sizes{1000, 3}, 1 << 30, 132).grid, (3000 + 511) / 512);  // small: unchanged
+  r.bounded_grid = false;
   r.kind = LaunchRule::Kind::PerRow;
   r.reduced_dims = {false, true, false};
   assert_int_equal(launch_dims(r, sizes[2], 1 << 30, 132).grid, 36);

@@ -38,7 +38,7 @@ struct LoadedKernel {
   // loaded; its functions compiled and loaded on first use).
   std::unique_ptr<LoadedKernel> split;
   mutable std::once_flag split_loaded;
-  cuda::KernelLimits limits;  // PerRow kernels: for the block of rows too long for the registers
+  cuda::KernelLimits limits;  // PerRow kernels: for the block of rows too long for the registers; Elementwise: waves
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
   Task task;             // a matmul pattern's epilogue: what the kernel computes
 };
@@ -134,6 +134,9 @@ void load_segments(const Plan& p) {
         }
       }
       check(driver().cuFuncGetAttribute_(&k->limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->long_row),
+            "cuFuncGetAttribute");
+    } else if (k->plan.launch.kind == LaunchRule::Kind::Elementwise) {  // its grid is a few waves of resident blocks
+      check(driver().cuFuncGetAttribute_(&k->limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->function),
             "cuFuncGetAttribute");
     }
     KernelSlot& slot = p.kernel_slot(missing[i]);

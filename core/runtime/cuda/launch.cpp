@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/util/error.h"
 
@@ -136,6 +137,11 @@ namespace {
 // targets, sm_80 to sm_100, has these).
 constexpr int64_t kThreadsPerSm = 2048, kRegistersPerSm = 65536;
 
+// Elementwise grids with bounded_grid: at most this many waves of resident
+// blocks (4, 8, 16 and 32 measured on rope: 16 is as fast as 8 and longer
+// loops gain nothing more).
+constexpr int64_t kElementwiseWaves = 16;
+
 // Blocks of `block` threads resident on one multiprocessor, by threads,
 // registers (allocated in units of 8 per thread) and shared memory.
 int64_t resident_blocks(int64_t block, int registers, int64_t shared, int64_t max_shared) {
@@ -199,10 +205,18 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
         static_cast<uint64_t>(rows) * 8;
     return dims;
   }
+  int64_t elementwise_cap = std::numeric_limits<int64_t>::max();
   if (rule.kind == LaunchRule::Kind::Elementwise) {
     for (int64_t s : domain) work *= s;
     const int64_t per_block = static_cast<int64_t>(rule.block) * std::max(rule.items_per_thread, 1);
     work = (work + per_block - 1) / per_block;
+    // bounded_grid: a few waves of resident blocks, each thread looping,
+    // so the set-up before the loops is paid once per thread for many
+    // steps (docs/PERF.md: rope, 56 instructions per element with one step).
+    if (rule.bounded_grid && multiprocessors > 0)
+      elementwise_cap = int64_t{multiprocessors} * kElementwiseWaves *
+                        std::max<int64_t>(1, resident_blocks(rule.block, limits.registers, rule.shared_bytes,
+                                                             std::max<int64_t>(max_dynamic_shared, rule.shared_bytes)));
   }
   int64_t blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(rule.block, 1);
   if (rule.kind == LaunchRule::Kind::PerRow) {  // a reduction over an empty row still writes its identity
@@ -238,7 +252,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       }
     }
   }
-  int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
+  int64_t cap = std::min<int64_t>({rule.max_blocks, int64_t{max_grid_x}, elementwise_cap});
   if (rule.outer_accumulators > 0)  // resident blocks only: each writes a row of partials
     cap = std::min<int64_t>(cap, int64_t{std::max(multiprocessors, 1)} * std::max<int64_t>(1, blocks_per_sm));
   dims.grid = static_cast<uint32_t>(std::clamp<int64_t>(work, 0, std::max<int64_t>(cap, 1)));
