@@ -12,25 +12,17 @@ java=$3
 work=$4
 src=$5
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-step() { printf '\n== %s\n' "$*"; }
+. "$(dirname "$0")/common.sh"
 [ -x "$javac" ] && [ -x "$java" ] || skip "no JDK (javac and java; Debian: openjdk-17-jdk-headless)"
 [ -f "$jar_file" ] || skip "$jar_file was not built (needs swig and a JDK at configure time; see docs/bindings.md)"
 
-rm -rf "$work"
-mkdir -p "$work/classes" "$work/tmp" "$work/unpacked"
-cp "$src/Consumer.java" "$work/"
-cd "$work"
-unset LD_LIBRARY_PATH || true
+fresh_work "$work" "$src/Consumer.java"
+mkdir classes tmp unpacked
 
 step "javac -cp $(basename "$jar_file") Consumer.java"
 "$javac" -encoding UTF-8 -cp "$jar_file" -d classes Consumer.java
 
-step "java -cp $(basename "$jar_file"):classes Consumer"
-"$java" -Djava.io.tmpdir="$work/tmp" -cp "$jar_file:classes" Consumer > run.log 2>&1 || { cat run.log; fail "the consumer failed"; }
-cat run.log
-grep -q '^consumer: OK$' run.log || fail "no 'consumer: OK'"
+run_consumer "$java" -Djava.io.tmpdir="$work/tmp" -cp "$jar_file:classes" Consumer
 grep -q "^JNI library: $work/tmp/kfuse-jni[^/]*/libkfuse_jni.so\$" run.log ||
   fail "the JNI library was not loaded from the jar (extracted under $work/tmp)"
 [ -z "$(ls -A tmp)" ] || fail "the extracted libraries were left behind: $(ls -A tmp)"
