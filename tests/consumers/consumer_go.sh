@@ -17,17 +17,13 @@ gocache=$7
 
 . "$(dirname "$0")/common.sh"
 [ -x "$go" ] || skip "no Go toolchain (Debian: golang-go)"
-command -v pkg-config > /dev/null || skip "no pkg-config (Debian: pkgconf)"
 [ -f "$module/go.mod" ] && [ -f "$module/internal/capi/capi.go" ] ||
   skip "$module was not staged (needs swig and go at configure time; see docs/bindings.md)"
-pc=$(find "$prefix" -name kfuse.pc | head -n 1)
-[ -n "$pc" ] || fail "no kfuse.pc under $prefix (the consumers_install fixture installs it)"
+use_install "$prefix"
 
 fresh_work "$work" "$src/go.mod" "$src/main.go"
 # Offline: no module proxy, no toolchain download; -mod=mod lets go write go.sum.
 export GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local GOCACHE="$gocache" GOPATH="$work/gopath" CGO_ENABLED=1
-export PKG_CONFIG_PATH
-PKG_CONFIG_PATH=$(dirname "$pc")
 
 step "go mod edit -replace=github.com/kfuse/kfuse/bindings/go=$module"
 "$go" mod edit -replace="github.com/kfuse/kfuse/bindings/go=$module"
@@ -42,12 +38,7 @@ export CGO_CFLAGS CGO_LDFLAGS
 echo "CGO_CFLAGS=$CGO_CFLAGS"
 echo "CGO_LDFLAGS=$CGO_LDFLAGS"
 "$go" build -o kfuse-consumer .
-resolved=$(ldd ./kfuse-consumer | sed -n 's/.*libkfuse\.so[^ ]* => \([^ ]*\) .*/\1/p')
-echo "libkfuse: $resolved"
-case $resolved in
-  "$(pkg-config --variable=libdir kfuse)"/*) ;;
-  *) fail "libkfuse does not resolve to the installed one (rpath)" ;;
-esac
+check_rpath ./kfuse-consumer
 
 run_consumer ./kfuse-consumer
 grep -q 'KF_ERR_SHAPE_MISMATCH\|cannot broadcast' run.log || fail "the shape error lost kfuse's message"
