@@ -4,7 +4,7 @@ import (
 	"errors"
 	"runtime"
 
-	"kfuse/internal/capi"
+	"github.com/kfuse/kfuse/bindings/go/internal/capi"
 )
 
 // Builder records a fusion definition op by op; Finalize returns the cached

@@ -3,7 +3,7 @@ package kfuse
 import (
 	"fmt"
 
-	"kfuse/internal/capi"
+	"github.com/kfuse/kfuse/bindings/go/internal/capi"
 )
 
 // Status is the kind of a failure: one per kf_status of the C API.

@@ -3,7 +3,7 @@ package kfuse_test
 import (
 	"fmt"
 
-	"kfuse"
+	kfuse "github.com/kfuse/kfuse/bindings/go"
 )
 
 func Example() {

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"kfuse/internal/capi"
+	"github.com/kfuse/kfuse/bindings/go/internal/capi"
 )
 
 // Fusion is a finalized fusion: immutable and safe for concurrent use (the

@@ -1,3 +1,3 @@
-module kfuse
+module github.com/kfuse/kfuse/bindings/go
 
 go 1.19

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"kfuse"
-	"kfuse/internal/cudatest"
+	kfuse "github.com/kfuse/kfuse/bindings/go"
+	"github.com/kfuse/kfuse/bindings/go/internal/cudatest"
 )
 
 const eps = 1e-5

@@ -3,7 +3,7 @@ package kfuse
 import (
 	"sync"
 
-	"kfuse/internal/capi"
+	"github.com/kfuse/kfuse/bindings/go/internal/capi"
 )
 
 // DType is the element type of a value (kf_dtype).

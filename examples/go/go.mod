@@ -2,8 +2,9 @@ module kfuse-example
 
 go 1.19
 
-require kfuse v0.0.0
+require github.com/kfuse/kfuse/bindings/go v0.0.0
 
-// The binding lives in this repository (its generated capi package comes
-// from the build, see docs/bindings.md).
-replace kfuse => ../../bindings/go
+// The binding from this checkout. Its generated capi package comes from the
+// build (target kfuse_go_module stages a complete module under
+// build/bindings/go/module; CTest example_go points this replace there).
+replace github.com/kfuse/kfuse/bindings/go => ../../bindings/go

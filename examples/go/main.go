@@ -7,7 +7,7 @@ import (
 	"log"
 	"math"
 
-	"kfuse"
+	kfuse "github.com/kfuse/kfuse/bindings/go"
 )
 
 func main() {

@@ -22,7 +22,9 @@ dirs=$(
   done
   ldconfig -p 2>/dev/null | sed -n 's|.*libnvrtc.* => \(.*\)/[^/]*$|\1|p' | xargs -r -n1 readlink -f
 )
-dirs=$(printf '%s\n' $dirs | sort -u)
+# Only folders that exist: the loader's cache can list a toolkit that is
+# gone (or hidden, as in .ci/cpu-only), and mount needs a mount point.
+dirs=$(for d in $dirs; do [ -d "$d" ] && echo "$d"; done | sort -u)
 empty=$(mktemp -d)
 trap 'rmdir "$empty"' EXIT
 out=$(CUDA_HOME=$empty CUDA_PATH= unshare -rm sh -c '

@@ -1,29 +1,77 @@
 //! Generates the raw bindings from the current kfuse.h and links libkfuse.
 //!
-//! Environment (CMake sets both; the defaults suit a checkout):
-//! - `KFUSE_INCLUDE_DIR`: the directory holding `kfuse/kfuse.h`
-//!   (default: `c_api/include` of this repository).
-//! - `KFUSE_LIB_DIR`: the directory holding `libkfuse.so` (default: the
-//!   linker's search path).
-//! - `DLPACK_INCLUDE_DIR`: where `dlpack/dlpack.h` lives, if not a system
-//!   include directory.
+//! Where kfuse is found, the first that answers:
+//! - `KFUSE_INCLUDE_DIR` (the directory holding `kfuse/kfuse.h`) and
+//!   `KFUSE_LIB_DIR` (the directory holding `libkfuse.so`);
+//! - pkg-config: `kfuse.pc` from `cmake --install` (`includedir`, `libdir`;
+//!   set `PKG_CONFIG_PATH` to `<prefix>/lib/pkgconfig` for a prefix that
+//!   pkg-config does not search);
+//! - for the header, this crate's checkout (`../../../c_api/include`); for
+//!   the library, the linker's default search path.
+//!
+//! `DLPACK_INCLUDE_DIR`: where `dlpack/dlpack.h` lives, if not a system
+//! include directory.
+//!
+//! The library's directory, when known, is passed on as `DEP_KFUSE_LIB_DIR`
+//! to the build scripts of crates that depend on this one, and written as an
+//! rpath into this crate's own tests. Cargo gives no way to add an rpath to
+//! a dependent's binaries: a program finds libkfuse at run time through its
+//! own build script (`cargo:rustc-link-arg=-Wl,-rpath,$DEP_KFUSE_LIB_DIR`,
+//! see docs/bindings.md), a directory the loader searches, or `LD_LIBRARY_PATH`.
 
 use std::env;
 use std::path::PathBuf;
+use std::process::Command;
+
+/// `pkg-config --variable=NAME kfuse`, when pkg-config knows kfuse.
+fn pkg_config_variable(name: &str) -> Option<PathBuf> {
+    let out = Command::new(env::var_os("PKG_CONFIG").unwrap_or_else(|| "pkg-config".into()))
+        .args([&format!("--variable={name}"), "kfuse"])
+        .output()
+        .ok()?;
+    let value = String::from_utf8(out.stdout).ok()?;
+    let value = value.trim();
+    if out.status.success() && !value.is_empty() {
+        Some(PathBuf::from(value))
+    } else {
+        None
+    }
+}
 
 fn main() {
-    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let include_dir = env::var_os("KFUSE_INCLUDE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest.join("../../../c_api/include"));
-    let header = include_dir.join("kfuse/kfuse.h");
-    for var in ["KFUSE_INCLUDE_DIR", "KFUSE_LIB_DIR", "DLPACK_INCLUDE_DIR"] {
+    for var in [
+        "KFUSE_INCLUDE_DIR",
+        "KFUSE_LIB_DIR",
+        "DLPACK_INCLUDE_DIR",
+        "PKG_CONFIG_PATH",
+        "PKG_CONFIG",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let checkout = manifest.join("../../../c_api/include");
+    let include_dir = env::var_os("KFUSE_INCLUDE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| pkg_config_variable("includedir"))
+        .or_else(|| Some(checkout).filter(|dir| dir.join("kfuse/kfuse.h").exists()))
+        .unwrap_or_else(|| {
+            panic!(
+                "kfuse.h not found: set KFUSE_INCLUDE_DIR to the directory holding kfuse/kfuse.h, \
+                 or PKG_CONFIG_PATH to the directory of an installed kfuse.pc"
+            )
+        });
+    let header = include_dir.join("kfuse/kfuse.h");
     println!("cargo:rerun-if-changed={}", header.display());
 
-    if let Some(lib_dir) = env::var_os("KFUSE_LIB_DIR") {
-        println!("cargo:rustc-link-search=native={}", PathBuf::from(lib_dir).display());
+    let lib_dir = env::var_os("KFUSE_LIB_DIR")
+        .map(PathBuf::from)
+        .or_else(|| pkg_config_variable("libdir"));
+    if let Some(dir) = &lib_dir {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        println!("cargo:rustc-link-search=native={}", dir.display());
+        // DEP_KFUSE_LIB_DIR for dependents' build scripts; an rpath for our tests.
+        println!("cargo:lib_dir={}", dir.display());
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
     }
     println!("cargo:rustc-link-lib=dylib=kfuse");
     // Lets dependents' build scripts find the header (DEP_KFUSE_INCLUDE).

@@ -19,6 +19,15 @@ public final class Kfuse {
     }
   }
 
+  /**
+   * Where the JNI library was loaded from: the file extracted from the jar,
+   * the path of {@code -Dkfuse.jni.library}, or "java.library.path".
+   */
+  public static String nativeLibrary() {
+    version(); // loads it
+    return NativeLibrary.loadedFrom();
+  }
+
   /** Counters of the definition cache. */
   public record CacheStats(long definitions, long hits, long misses, long evictions, long fusions,
       long concretizations, long concretizationHits) {}
