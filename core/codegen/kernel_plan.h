@@ -134,7 +134,18 @@ struct LaunchRule {
 
 struct KernelPlan {
   std::string name;
-  std::string source;
+  std::string source;  // every kernel of the plan in one text (what explain prints)
+  // What NVRTC compiles: one unit per kernel (the prelude, the argument
+  // struct and that kernel), so a segment's kernels compile as separate
+  // programs in parallel and none waits for another's optimizer
+  // (docs/PERF.md, session 7: first call).
+  struct Unit {
+    std::string kernel;
+    std::string source;
+  };
+  std::vector<Unit> units;
+  // The unit that defines `kernel` (KF_ERR_INTERNAL if none).
+  const Unit& unit_of(const std::string& kernel) const;
   std::vector<ArgSlot> args;
   LaunchRule launch;
   std::string finish_name;  // ColumnReduce and inner-outer PerRow: the second kernel

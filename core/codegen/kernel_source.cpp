@@ -51,9 +51,12 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
   std::string unnamed = args;
   for (const KernelText& k : kernels) unnamed += k.head + k.tail;
   const std::string name = "kf_" + hex64(fnv1a(unnamed));
+  const std::string prelude(cuda_prelude());
   std::string text = args;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    text += kernels[i].head + name + suffixes[i] + kernels[i].tail;
+    const std::string kernel = kernels[i].head + name + suffixes[i] + kernels[i].tail;
+    text += kernel;
+    plan.units.push_back({name + suffixes[i], prelude + args + kernel});
     const std::string& sfx = suffixes[i];
     if (sfx != "_finish" && (sfx.starts_with("_p") || sfx.starts_with("_f") || sfx == "_epilogue"))  // later column kernels
       plan.later.push_back({name + sfx, sfx == "_epilogue"    ? KernelPlan::LaterKernel::Grid::Epilogue
@@ -62,7 +65,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
     else
       (sfx == "_finish" ? plan.finish_name : sfx == "_long" ? plan.long_row_name : plan.name) = name + sfx;
   }
-  plan.source = std::string(cuda_prelude()) + text;
+  plan.source = prelude + text;
 }
 
 // The split-row kernels of a row schedule (emit_split_row.cpp): per phase
@@ -201,6 +204,12 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
   assemble(plan, args_struct(plan.args.size(), ""),
            {kernel_text(launch.block, launch.row_items > 0, w.preamble() + w.body())}, {""});
   return plan;
+}
+
+const KernelPlan::Unit& KernelPlan::unit_of(const std::string& kernel) const {
+  for (const Unit& u : units)
+    if (u.kernel == kernel) return u;
+  fail(KF_ERR_INTERNAL, "kernel ", kernel, " is in no compile unit of its plan");
 }
 
 KernelPlan emit_segment_kernel(const ConcreteFusion& c, const Segment& segment) {

@@ -105,25 +105,36 @@ void test_segments_compile_through_the_pool(void**) {
   std::vector<SegmentKernel> kernels = make_segment_kernels(*c, *s, all, 90, {});
   const KernelCacheStats after = kernel_cache_stats();
   assert_int_equal(kernels.size(), 4);
+  // One unit per kernel, each a whole program: the row reduction has its
+  // main and long-row kernels as two.
+  assert_int_equal(kernels[0].plan.units.size(), 1);
+  assert_int_equal(kernels[3].plan.units.size(), 2);
+  assert_string_equal(kernels[3].plan.units[0].kernel.c_str(), kernels[3].plan.name.c_str());
+  assert_string_equal(kernels[3].plan.units[1].kernel.c_str(), kernels[3].plan.long_row_name.c_str());
   std::set<std::string> sources;
   for (const SegmentKernel& k : kernels) {
-    assert_non_null(k.image.get());
-    assert_false(k.image->code.image.empty());
-    assert_false(k.image->code.is_ptx);  // NVRTC 13 knows sm_90: a CUBIN
-    assert_true(k.key == kernel_key(k.plan.source, 90));
-    sources.insert(k.plan.source);
+    assert_int_equal(k.keys.size(), k.plan.units.size());
+    for (size_t u = 0; u < k.keys.size(); ++u) {
+      assert_non_null(k.images[u].get());
+      assert_false(k.images[u]->code.image.empty());
+      assert_false(k.images[u]->code.is_ptx);  // NVRTC 13 knows sm_90: a CUBIN
+      assert_true(k.keys[u] == kernel_key(k.plan.units[u].source, 90));
+      assert_true(k.plan.units[u].source.find(k.plan.units[u].kernel + "(") != std::string::npos);
+      sources.insert(k.plan.units[u].source);
+    }
   }
-  assert_int_equal(sources.size(), 3);
-  assert_ptr_equal(kernels[0].image.get(), kernels[1].image.get());  // one compile for both
-  assert_int_equal(after.compiles - before.compiles, 3);
+  assert_int_equal(sources.size(), 4);
+  assert_ptr_equal(kernels[0].images[0].get(), kernels[1].images[0].get());  // one compile for both
+  assert_int_equal(after.compiles - before.compiles, 4);
 
   // Again: every image from the disk cache; none when all are loaded.
   kernels = make_segment_kernels(*c, *s, all, 90, {});
   const KernelCacheStats again = kernel_cache_stats();
   assert_int_equal(again.compiles, after.compiles);
-  assert_int_equal(again.disk_hits - after.disk_hits, 3);
+  assert_int_equal(again.disk_hits - after.disk_hits, 4);
   kernels = make_segment_kernels(*c, *s, all, 90, [](const Digest&) { return true; });
-  for (const SegmentKernel& k : kernels) assert_null(k.image.get());
+  for (const SegmentKernel& k : kernels)
+    for (const auto& image : k.images) assert_null(image.get());
   assert_int_equal(kernel_cache_stats().disk_hits, again.disk_hits);
 }
 

@@ -73,6 +73,15 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
          block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
 }
 
+// Loads the main, finishing and later kernels of k.plan (one unit each,
+// compiled here when not cached).
+void load_functions(int device, LoadedKernel& k) {
+  const auto load = [&](const std::string& name) { return load_kernel(device, k.plan.unit_of(name).source, name); };
+  k.function = load(k.plan.name);
+  if (!k.plan.finish_name.empty()) k.finish = load(k.plan.finish_name);
+  for (const KernelPlan::LaterKernel& l : k.plan.later) k.later.push_back(load(l.name));
+}
+
 bool has_kernel(const Segment& seg) {
   return seg.scheduler != SchedulerKind::Library && !seg.task.exprs.empty();
 }
@@ -97,13 +106,16 @@ void load_segments(const Plan& p) {
     SegmentKernel& made = kernels[i];
     auto k = std::make_shared<LoadedKernel>();
     k->sources = resolve_slots(*c.fusion, seg.task, made.plan.args);
-    k->function = load_kernel(device, made.key, made.plan.source, made.plan.name, made.image.get());
-    if (!made.plan.finish_name.empty())
-      k->finish = load_kernel(device, made.key, made.plan.source, made.plan.finish_name, made.image.get());
-    if (!made.plan.long_row_name.empty())
-      k->long_row = load_kernel(device, made.key, made.plan.source, made.plan.long_row_name, made.image.get());
-    for (const KernelPlan::LaterKernel& l : made.plan.later)
-      k->later.push_back(load_kernel(device, made.key, made.plan.source, l.name, made.image.get()));
+    const auto load = [&](const std::string& name) {
+      for (size_t u = 0; u < made.plan.units.size(); ++u)
+        if (made.plan.units[u].kernel == name)
+          return load_kernel(device, made.keys[u], made.plan.units[u].source, name, made.images[u].get());
+      fail(KF_ERR_INTERNAL, "kernel ", name, " is in no compile unit of its plan");
+    };
+    k->function = load(made.plan.name);
+    if (!made.plan.finish_name.empty()) k->finish = load(made.plan.finish_name);
+    if (!made.plan.long_row_name.empty()) k->long_row = load(made.plan.long_row_name);
+    for (const KernelPlan::LaterKernel& l : made.plan.later) k->later.push_back(load(l.name));
     if (!made.plan.split_rows.empty()) {
       k->split = std::make_unique<LoadedKernel>();
       k->split->plan = made.plan.split_rows[0];
@@ -175,9 +187,7 @@ const LoadedKernel& loaded_pattern_kernel(const Plan& plan, size_t index) {
   if (!seg.schedule) fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue has no schedule");
   k->plan = emit_kernel(c, k->task, *seg.schedule);
   k->sources = resolve_slots(*c.fusion, k->task, k->plan.args);
-  k->function = load_kernel(c.device.id, k->plan.source, k->plan.name);
-  if (!k->plan.finish_name.empty()) k->finish = load_kernel(c.device.id, k->plan.source, k->plan.finish_name);
-  for (const KernelPlan::LaterKernel& l : k->plan.later) k->later.push_back(load_kernel(c.device.id, k->plan.source, l.name));
+  load_functions(c.device.id, *k);
   if (!k->plan.long_row_name.empty())
     fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue kernel ", k->plan.name, " is a row kernel");
   slot.kernel = k;
@@ -249,10 +259,7 @@ class CudaBackend final : public Backend {
         prefer_split_rows(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().multiprocessors)) {
       const LoadedKernel& s = *k.split;
       std::call_once(k.split_loaded, [&] {  // compiled the first time a call needs it
-        auto& m = const_cast<LoadedKernel&>(s);
-        m.function = load_kernel(c.device.id, s.plan.source, s.plan.name);
-        m.finish = load_kernel(c.device.id, s.plan.source, s.plan.finish_name);
-        for (const KernelPlan::LaterKernel& l : s.plan.later) m.later.push_back(load_kernel(c.device.id, s.plan.source, l.name));
+        load_functions(c.device.id, const_cast<LoadedKernel&>(s));
       });
       run_kernel(c, s, sizes, inputs, outputs, options, context);
       return;

@@ -12,28 +12,37 @@ std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const S
                                                 const std::function<bool(const Digest&)>& loaded) {
   std::vector<SegmentKernel> kernels(indices.size());
   parallel_for(indices.size(), pool_size(indices.size(), kMaxCompileThreads), [&](size_t i) {
-    kernels[i].plan = emit_segment_kernel(c, s.segments[indices[i]]);
-    kernels[i].key = kernel_key(kernels[i].plan.source, sm);
+    SegmentKernel& k = kernels[i];
+    k.plan = emit_segment_kernel(c, s.segments[indices[i]]);
+    for (const KernelPlan::Unit& u : k.plan.units) k.keys.push_back(kernel_key(u.source, sm));
+    k.images.resize(k.keys.size());
   });
-  // One compile per distinct key that is not loaded; first_of[u] is the
-  // first kernel with key u.
+  // One compile per distinct key that is not loaded, in (segment, unit)
+  // order, so that the first error reported is the first segment's.
+  struct Use {
+    size_t kernel, unit;
+  };
   std::map<Digest, size_t> compile_index;
-  std::vector<size_t> first_of;
-  std::vector<size_t> compile_of(kernels.size(), SIZE_MAX);
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    if (loaded && loaded(kernels[i].key)) continue;
-    auto [it, added] = compile_index.try_emplace(kernels[i].key, first_of.size());
-    if (added) first_of.push_back(i);
-    compile_of[i] = it->second;
-  }
-  std::vector<std::shared_ptr<const KernelImage>> images(first_of.size());
-  const DiskCache& disk = process_disk_cache();
-  parallel_for(first_of.size(), pool_size(first_of.size(), kMaxCompileThreads), [&](size_t u) {
-    const SegmentKernel& k = kernels[first_of[u]];
-    images[u] = std::make_shared<const KernelImage>(kernel_image(k.key, k.plan.source, k.plan.name, sm, disk));
-  });
+  std::vector<Use> first_of;          // per compile: its first use
+  std::vector<std::vector<Use>> uses;  // per compile: every use
   for (size_t i = 0; i < kernels.size(); ++i)
-    if (compile_of[i] != SIZE_MAX) kernels[i].image = images[compile_of[i]];
+    for (size_t u = 0; u < kernels[i].keys.size(); ++u) {
+      const Digest& key = kernels[i].keys[u];
+      if (loaded && loaded(key)) continue;
+      auto [it, added] = compile_index.try_emplace(key, first_of.size());
+      if (added) {
+        first_of.push_back({i, u});
+        uses.emplace_back();
+      }
+      uses[it->second].push_back({i, u});
+    }
+  const DiskCache& disk = process_disk_cache();
+  parallel_for(first_of.size(), pool_size(first_of.size(), kMaxCompileThreads), [&](size_t n) {
+    const SegmentKernel& k = kernels[first_of[n].kernel];
+    const KernelPlan::Unit& unit = k.plan.units[first_of[n].unit];
+    auto image = std::make_shared<const KernelImage>(kernel_image(k.keys[first_of[n].unit], unit.source, unit.kernel, sm, disk));
+    for (const Use& use : uses[n]) kernels[use.kernel].images[use.unit] = image;  // distinct slots per task
+  });
   return kernels;
 }
 

@@ -22,14 +22,16 @@ inline constexpr size_t kMaxCompileThreads = 8;
 
 struct SegmentKernel {
   KernelPlan plan;
-  Digest key;  // kernel_key(plan.source, sm)
-  // The compiled image; null when `loaded` said the key needs none.
-  // Segments with equal sources share one (compiled once).
-  std::shared_ptr<const KernelImage> image;
+  // Per unit of plan.units: kernel_key(unit source, sm), and the compiled
+  // image, null when `loaded` said the key needs none. Units with equal
+  // sources (in this call) share one image (compiled once).
+  std::vector<Digest> keys;
+  std::vector<std::shared_ptr<const KernelImage>> images;
 };
 
 // The kernels of segments `indices` (generated segments only), in that
-// order, for architecture `sm`, from the process disk cache or NVRTC.
+// order, for architecture `sm`, from the process disk cache or NVRTC:
+// every unit of every segment is a task of the pool.
 // loaded(key): whether a kernel is in memory already (no image needed);
 // may be empty. Throws the first error in `indices` order after every task
 // has finished.
