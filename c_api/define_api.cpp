@@ -309,6 +309,10 @@ KF_API kf_status kf_segment_set(kf_builder b, int64_t a, int64_t* out) {
   return guard([&] { one_output(b, KF_OP_SEGMENT_SET, {a}, {}, out, "kf_segment_set"); });
 }
 
+KF_API kf_status kf_size(kf_builder b, int64_t a, int64_t dim, int64_t* out) {
+  return guard([&] { one_output(b, KF_OP_SIZE, {a}, {dim}, out, "kf_size"); });
+}
+
 KF_API kf_status kf_add_output(kf_builder b, int64_t value, const int64_t* stride_order,
                                size_t rank, int64_t alias_input) {
   return guard([&] {

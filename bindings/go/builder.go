@@ -225,6 +225,11 @@ func (b *Builder) Unsqueeze(a Value, dim int64) (Value, error) {
 	return b.one(func(p uintptr, out *int64) int64 { return capi.Kf_unsqueeze(p, int64(a), dim, out) })
 }
 
+// Size is a's extent along dim as an int64 scalar, read on each call.
+func (b *Builder) Size(a Value, dim int64) (Value, error) {
+	return b.one(func(p uintptr, out *int64) int64 { return capi.Kf_size(p, int64(a), dim, out) })
+}
+
 // Slice has Python slice semantics on one dim; stop = math.MaxInt64 runs to the end.
 func (b *Builder) Slice(a Value, dim, start, stop, step int64) (Value, error) {
 	return b.one(func(p uintptr, out *int64) int64 { return capi.Kf_slice(p, int64(a), dim, start, stop, step, out) })

@@ -126,6 +126,7 @@ constexpr OpForm kForms[] = {
     {Op::MATMUL, "", "", ""},
     {Op::LINEAR, "", "", ""},
     {Op::SEGMENT_SET, "", "", ""},
+    {Op::SIZE, "", "", ""},
 };
 
 constexpr bool forms_in_order() {

@@ -111,6 +111,7 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
       return broadcast_sizes(std::span(ops.data(), n), std::span(ids.data(), n), who, out_id);
     }
     case OpCategory::Hint: return Extents(in(0));
+    case OpCategory::Query: return Extents{};  // a scalar (its value: set_shape_scalar)
     case OpCategory::Reduction: {
       const std::span<const int64_t> a = in(0);
       const ReduceAttrs ra(e);
@@ -321,11 +322,41 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
   }
 }
 
+namespace {
+
+// The bind-time value of a shape scalar that `e` computes (is_shape_scalar
+// in fusion.h): an extent, or shape arithmetic over known values.
+void set_shape_scalar(const Fusion& fusion, const Expr& e, ValueSizes& sizes) {
+  const int64_t out = e.outputs[0];
+  if (e.op == Op::SIZE) {
+    sizes.set_scalar(out, static_cast<double>(sizes[e.inputs[0]][static_cast<size_t>(e.attrs[0])]));
+    return;
+  }
+  const Value& v = fusion.value(out);
+  if (!is_shape_arithmetic(e.op) || !v.is_scalar || !is_integer(v.dtype)) return;
+  const auto a = static_cast<int64_t>(sizes.scalar_of(e.inputs[0]));
+  const auto b = static_cast<int64_t>(sizes.scalar_of(e.inputs[1]));
+  int64_t r = 0;
+  bool overflow = false;
+  switch (e.op) {
+    case Op::ADD: overflow = __builtin_add_overflow(a, b, &r); break;
+    case Op::SUB: overflow = __builtin_sub_overflow(a, b, &r); break;
+    case Op::MUL: overflow = __builtin_mul_overflow(a, b, &r); break;
+    case Op::MAXIMUM: r = std::max(a, b); break;
+    default: r = std::min(a, b); break;
+  }
+  if (overflow) fail(KF_ERR_SHAPE_MISMATCH, op_name(e.op), " (value ", out, "): ", a, " and ", b, " overflow int64");
+  sizes.set_scalar(out, static_cast<double>(r));
+}
+
+}  // namespace
+
 void infer_sizes(const Fusion& fusion, std::span<const int64_t> exprs, ValueSizes& sizes) {
   for (int64_t ei : exprs) {
     const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
     const Extents out = infer_expr_sizes(fusion, e, sizes);
     for (int64_t id : e.outputs) sizes.set(id, out);
+    set_shape_scalar(fusion, e, sizes);
   }
 }
 
@@ -333,6 +364,7 @@ void infer_sizes(const Fusion& fusion, ValueSizes& sizes) {
   for (const Expr& e : fusion.exprs) {
     const Extents out = infer_expr_sizes(fusion, e, sizes);
     for (int64_t id : e.outputs) sizes.set(id, out);
+    set_shape_scalar(fusion, e, sizes);
   }
 }
 

@@ -37,11 +37,10 @@ const Value& tensor_arg(const Fusion& f, Op op, const std::vector<int64_t>& args
 void int_scalar_arg(const Fusion& f, Op op, const std::vector<int64_t>& args, size_t i,
                     const char* what) {
   const Value& v = arg_value(f, op, args, i);
-  if (!v.is_scalar || !is_integer(v.dtype) ||
-      !(v.kind == ValueKind::Constant || v.kind == ValueKind::ScalarInput))
+  if (!is_shape_scalar(f, v.id))
     fail(KF_ERR_INVALID_ARGUMENT, op_name(op), ": argument ", i, " (", what, ", value ", v.id,
-         "): expected an integer constant or scalar input, got a ", describe(v),
-         v.kind == ValueKind::Computed ? " computed by an op" : "");
+         "): expected an integer constant, scalar input or extent (size), or add, sub, mul, maximum, "
+         "minimum of those; got a ", describe(v), v.kind == ValueKind::Computed ? " computed by an op" : "");
 }
 
 void scalar_arg(const Fusion& f, Op op, const std::vector<int64_t>& args, size_t i,
@@ -437,6 +436,14 @@ std::vector<OutputType> infer_by_category(const Fusion& fusion, Op op,
       expect_attrs(op, attrs, 0, "none");
       const Value& a = tensor_arg(fusion, op, args, 0);
       return {{a.dtype, a.rank, false}};
+    }
+    case OpCategory::Query: {  // size
+      expect_args(op, args, 1);
+      expect_attrs(op, attrs, 1, "dim");
+      const Value& a = tensor_arg(fusion, op, args, 0);
+      if (a.rank == 0) fail(KF_ERR_SHAPE_MISMATCH, "size: argument 0 (value ", a.id, "): expected a tensor of rank >= 1");
+      attrs[0] = normalize_dim(op, attrs[0], a.rank, "dim");
+      return {{DType::I64, 0, true}};
     }
   }
   fail(KF_ERR_INTERNAL, "op ", op_name(op), " has no category");

@@ -44,14 +44,10 @@ void Fusion::finish() {
   shape_scalars.clear();
   for (const Expr& e : exprs) {
     ShapeArgs sa = shape_args(e.op, e.inputs);
-    for (size_t i = sa.begin; i < sa.end; ++i) {
-      const Value& s = value(e.inputs[i]);
-      if (s.kind == ValueKind::ScalarInput &&
-          std::find(shape_scalars.begin(), shape_scalars.end(), s.id) == shape_scalars.end())
-        shape_scalars.push_back(s.id);
-    }
+    for (size_t i = sa.begin; i < sa.end; ++i) shape_scalar_inputs(*this, e.inputs[i], &shape_scalars);
   }
   std::sort(shape_scalars.begin(), shape_scalars.end());
+  shape_scalars.erase(std::unique(shape_scalars.begin(), shape_scalars.end()), shape_scalars.end());
   reshapes.clear();
   for (size_t k = 0; k < exprs.size(); ++k)
     if (exprs[k].op == Op::RESHAPE) reshapes.push_back(static_cast<int64_t>(k));
@@ -70,6 +66,27 @@ bool Fusion::needed_outside(int64_t id, std::span<const int64_t> set) const {
   for (uint32_t r = reader_begin[v]; r < reader_begin[v + 1]; ++r)
     if (!std::binary_search(set.begin(), set.end(), live_readers[r])) return true;
   return false;
+}
+
+bool is_shape_scalar(const Fusion& f, int64_t id) {
+  const Value& v = f.value(id);
+  if (!v.is_scalar || !is_integer(v.dtype)) return false;
+  if (v.kind != ValueKind::Computed) return v.kind == ValueKind::Constant || v.kind == ValueKind::ScalarInput;
+  const Expr& e = f.exprs[static_cast<size_t>(v.producer)];
+  if (e.op == Op::SIZE) return true;
+  if (!is_shape_arithmetic(e.op)) return false;
+  for (int64_t a : e.inputs)
+    if (!is_shape_scalar(f, a)) return false;
+  return true;
+}
+
+void shape_scalar_inputs(const Fusion& f, int64_t id, std::vector<int64_t>* out) {
+  const Value& v = f.value(id);
+  if (v.kind == ValueKind::ScalarInput) out->push_back(id);
+  if (v.kind != ValueKind::Computed || v.producer < 0) return;
+  const Expr& e = f.exprs[static_cast<size_t>(v.producer)];
+  if (is_shape_arithmetic(e.op) && v.is_scalar)
+    for (int64_t a : e.inputs) shape_scalar_inputs(f, a, out);
 }
 
 }  // namespace kf

@@ -106,4 +106,17 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   void finish();
 };
 
+// Whether `id` is an integer scalar whose value is known when a call's
+// inputs are bound, before any kernel runs: a constant, a scalar input,
+// an extent (size), or add, sub, mul, maximum, minimum of such values.
+// Shape arguments (reshape, expand, full, ...) must be; bind-time
+// evaluation (shape_inference.cpp) computes them.
+bool is_shape_scalar(const Fusion& f, int64_t id);
+// The scalar inputs a shape scalar's value depends on (appended to `out`).
+void shape_scalar_inputs(const Fusion& f, int64_t id, std::vector<int64_t>* out);
+// Ops that combine shape scalars.
+inline bool is_shape_arithmetic(Op op) {
+  return op == Op::ADD || op == Op::SUB || op == Op::MUL || op == Op::MAXIMUM || op == Op::MINIMUM;
+}
+
 }  // namespace kf

@@ -14,7 +14,8 @@
 namespace kf {
 
 enum class OpCategory : uint8_t {
-  Unary, Binary, Ternary, Cast, Reduction, Shape, Indexing, Creation, Library, Hint
+  Unary, Binary, Ternary, Cast, Reduction, Shape, Indexing, Creation, Library, Hint,
+  Query,  // reads an input's metadata only (size: an extent as an int64 scalar)
 };
 
 // How an op's output dtype follows from its inputs (PyTorch's rules).

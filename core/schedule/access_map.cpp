@@ -36,6 +36,7 @@ class Tracer {
       case OpCategory::Indexing: indexing(e, map); return;
       case OpCategory::Reduction:  // read by the reduction's own loop
       case OpCategory::Creation:   // reads scalars only
+      case OpCategory::Query:      // reads sizes only
       case OpCategory::Library: return;
     }
   }

@@ -61,6 +61,7 @@ TextSignature make_signature(Op op) {
     case Op::CAT: return signature(-1, 1, std::numeric_limits<size_t>::max(), kDimAttrs);
     case Op::INDEX_SELECT:
     case Op::GATHER: return names(2, kDimAttrs);
+    case Op::SIZE: return names(1, kDimAttrs);
     case Op::FULL: return with_list(0, 1, kDTypeAttrs);
     case Op::IOTA: return names(3, kDTypeAttrs);
     case Op::UNIFORM:

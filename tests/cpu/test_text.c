@@ -242,6 +242,12 @@ static void build_other(kf_builder b, kf_op op) {
       break;
     }
     case KF_OP_SEGMENT_SET: KF_CHECK(kf_segment_set(b, tensor(b, 2, KF_FLOAT32), &out)); break;
+    case KF_OP_SIZE: {
+      int64_t n;
+      KF_CHECK(kf_size(b, tensor(b, 3, KF_BFLOAT16), -2, &n));
+      KF_CHECK(kf_binary(b, KF_OP_MUL, tensor(b, 2, KF_FLOAT32), n, &out));
+      break;
+    }
     default: fail_msg("no builder for op %s", kf_op_name(op));
   }
   output(b, out);

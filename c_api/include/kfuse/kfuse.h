@@ -134,6 +134,8 @@ typedef enum kf_op {
   KF_OP_MATMUL, KF_OP_LINEAR,
   /* hint */
   KF_OP_SEGMENT_SET,
+  /* query: attrs [dim]; an input's extent along dim as an int64 scalar */
+  KF_OP_SIZE,
   KF_OP_COUNT,
   KF_OP_MAX_ENUM = 0x7fffffff
 } kf_op;
@@ -221,6 +223,11 @@ KF_API kf_status kf_matmul(kf_builder b, int64_t a, int64_t c, int64_t* out);
 /* y = x @ w^T (+ bias); bias = -1 for none. */
 KF_API kf_status kf_linear(kf_builder b, int64_t x, int64_t w, int64_t bias, int64_t* out);
 KF_API kf_status kf_segment_set(kf_builder b, int64_t a, int64_t* out);
+/* The extent of tensor `a` along `dim` (negative counts from the end) as
+ * an int64 scalar, read when the fusion runs: usable in arithmetic and, with
+ * constants, scalar inputs and other extents through add, sub, mul,
+ * maximum and minimum, as a shape argument (reshape, expand, full, ...). */
+KF_API kf_status kf_size(kf_builder b, int64_t a, int64_t dim, int64_t* out);
 
 /* Marks `value` as an output. stride_order: NULL, or a permutation of the
  * value's dims from outermost to innermost (pins the output layout).

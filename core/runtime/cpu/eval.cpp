@@ -37,6 +37,12 @@ void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
     case OpCategory::Creation: eval_creation(fusion, e, env); return;
     case OpCategory::Library: eval_library(fusion, e, env); return;
     case OpCategory::Hint: env.set(e.outputs[0], env.get(e.inputs[0])); return;
+    case OpCategory::Query: {  // size: the extent, an int64 scalar
+      TensorView out = allocate(DType::I64, {});
+      store_i64(DType::I64, out.data, env.get(e.inputs[0]).sizes[static_cast<size_t>(e.attrs[0])]);
+      env.set(e.outputs[0], std::move(out));
+      return;
+    }
   }
 }
 

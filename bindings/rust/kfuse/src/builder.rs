@@ -294,6 +294,12 @@ impl Builder {
         self.one(|b, out| unsafe { sys::kf_segment_set(b, a.0, out) })
     }
 
+    /// `a`'s extent along `dim` as an int64 scalar, read on each call
+    /// (usable in arithmetic and in shape lists).
+    pub fn size(&mut self, a: Value, dim: i64) -> Result<Value> {
+        self.one(|b, out| unsafe { sys::kf_size(b, a.0, dim, out) })
+    }
+
     /// Marks `value` as the next output.
     pub fn output(&mut self, value: Value) -> Result<()> {
         self.output_with(value, None, None)

@@ -175,6 +175,13 @@ public final class Builder implements AutoCloseable {
     return new Value(out[0]);
   }
 
+  /** {@code a}'s extent along {@code dim} as an int64 scalar, read on each call. */
+  public Value size(Value a, long dim) {
+    long[] out = new long[1];
+    KfuseNative.kf_size(handle(), a.id(), dim, out);
+    return new Value(out[0]);
+  }
+
   /** Python slice semantics; {@code stop = Long.MAX_VALUE} runs to the end. */
   public Value slice(Value a, long dim, long start, long stop, long step) {
     long[] out = new long[1];
