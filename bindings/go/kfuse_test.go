@@ -348,3 +348,35 @@ func TestRepeatedCyclesDoNotLeak(t *testing.T) {
 		t.Fatalf("RSS grew by %d KiB over 20000 cycles", grown)
 	}
 }
+
+// Size reads an extent per call: y = x * size(x, 0).
+func TestSizeIsReadPerCall(t *testing.T) {
+	b, err := kfuse.NewBuilder()
+	must(t, err)
+	defer b.Close()
+	x, err := b.Tensor(2, kfuse.Float32)
+	must(t, err)
+	n, err := b.Size(x, 0)
+	must(t, err)
+	y, err := b.Mul(x, n)
+	must(t, err)
+	must(t, b.Output(y))
+	f, err := b.Finalize()
+	must(t, err)
+	defer f.Close()
+	for _, rows := range []int{2, 5} {
+		v := data(rows*3, 7)
+		xt := host(t, v, int64(rows), 3)
+		out, err := f.Execute(xt)
+		must(t, err)
+		got, err := kfuse.ToSlice[float32](out[0])
+		must(t, err)
+		for i := range v {
+			if got[i] != v[i]*float32(rows) {
+				t.Fatalf("rows %d: y[%d] = %v, expected %v", rows, i, got[i], v[i]*float32(rows))
+			}
+		}
+		out[0].Close()
+		xt.Close()
+	}
+}

@@ -178,3 +178,22 @@ fn layernorm_on_gpu_when_present() {
         cuda.free(p);
     }
 }
+
+#[test]
+fn size_is_read_per_call() {
+    let mut b = Builder::new().unwrap();
+    let x = b.tensor(2, DType::F32).unwrap();
+    let n = b.size(x, 0).unwrap();
+    let y = b.mul(x, n).unwrap();
+    b.output(y).unwrap();
+    let fusion = b.finalize().unwrap();
+    for rows in [2usize, 5] {
+        let v = data(rows * 3, 7);
+        let xt = TensorRef::from_slice(&v, &[rows as i64, 3]).unwrap();
+        let out = fusion.execute(&[&xt]).unwrap();
+        let got = out[0].to_vec::<f32>().unwrap();
+        for (g, x) in got.iter().zip(&v) {
+            assert_eq!(*g, x * rows as f32);
+        }
+    }
+}

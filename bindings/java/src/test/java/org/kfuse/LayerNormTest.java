@@ -37,6 +37,28 @@ class LayerNormTest {
   }
 
   @Test
+  void sizeIsReadPerCall() {
+    Fusion f;
+    try (Builder b = new Builder()) {
+      Value x = b.tensor(2, DType.FLOAT32);
+      b.output(b.mul(x, b.size(x, 0)));
+      f = b.build();
+    }
+    try (Fusion fusion = f) {
+      for (int rows : new int[] {2, 5}) {
+        float[] x = LayerNorm.data(rows * 3, 7);
+        try (Tensor xt = Tensor.of(x, rows, 3)) {
+          OutputTensor[] out = fusion.execute(xt);
+          try (OutputTensor y = out[0]) {
+            float[] got = y.toFloatArray();
+            for (int i = 0; i < x.length; ++i) assertEquals(x[i] * rows, got[i]);
+          }
+        }
+      }
+    }
+  }
+
+  @Test
   void directBuffersAndExecuteInto() {
     int rows = 3, cols = 8;
     float[] x = LayerNorm.data(rows * cols, 4), w = LayerNorm.data(cols, 5), b = LayerNorm.data(cols, 6);
