@@ -331,6 +331,8 @@ double tolerance(kf_dtype dtype) {
     case KF_FLOAT32: return 1e-4;
     case KF_FLOAT16: return 5e-3;
     case KF_BFLOAT16: return 2e-2;
+    case KF_FLOAT8_E4M3FN: return 0.15;
+    case KF_FLOAT8_E5M2: return 0.3;
     default: return 0;
   }
 }

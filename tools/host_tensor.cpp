@@ -1,12 +1,26 @@
 #include "host_tensor.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+
+#include "core/ir/fp8.h"
 
 namespace kfcli {
 
 namespace {
+
+// float8 storage, the same code as the generated kernels' (core/ir/fp8.h).
+#define KF_PM_ADD(a, b) ((a) + (b))
+#define KF_PM_SUB(a, b) ((a) - (b))
+#define KF_PM_F2U(f) std::bit_cast<uint32_t>(f)
+#define KF_PM_U2F(u) std::bit_cast<float>(static_cast<uint32_t>(u))
+KF_FP8_CONVERSIONS(inline)
+#undef KF_PM_ADD
+#undef KF_PM_SUB
+#undef KF_PM_F2U
+#undef KF_PM_U2F
 
 // IEEE-style narrow float with `mantissa` stored bits and exponent `bias`
 // (half: 10, 15; bfloat16: 7, 127), rounded once, to nearest even.
@@ -83,7 +97,8 @@ int dtype_bytes(kf_dtype dtype) {
 }
 
 bool is_floating(kf_dtype dtype) {
-  return dtype == KF_FLOAT64 || dtype == KF_FLOAT32 || dtype == KF_FLOAT16 || dtype == KF_BFLOAT16;
+  return dtype == KF_FLOAT64 || dtype == KF_FLOAT32 || dtype == KF_FLOAT16 || dtype == KF_BFLOAT16 ||
+         dtype == KF_FLOAT8_E4M3FN || dtype == KF_FLOAT8_E5M2;
 }
 
 DLDataType dlpack_type(kf_dtype dtype) {
@@ -95,6 +110,8 @@ DLDataType dlpack_type(kf_dtype dtype) {
     case KF_BFLOAT16: t = {kDLBfloat, 16, 1}; break;
     case KF_INT64: t = {kDLInt, 64, 1}; break;
     case KF_INT32: t = {kDLInt, 32, 1}; break;
+    case KF_FLOAT8_E4M3FN: t = {KF_DLPACK_FLOAT8_E4M3FN_CODE, 8, 1}; break;
+    case KF_FLOAT8_E5M2: t = {KF_DLPACK_FLOAT8_E5M2_CODE, 8, 1}; break;
     default: t = {KF_DLPACK_BOOL_CODE, 8, 1}; break;
   }
   return t;
@@ -119,6 +136,8 @@ double load_element(kf_dtype dtype, const void* p) {
     case KF_BFLOAT16: { uint16_t x; std::memcpy(&x, p, 2); return widen_float(x, 7, 127); }
     case KF_INT64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
     case KF_INT32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case KF_FLOAT8_E4M3FN: return kf_e4m3_to_f(*static_cast<const uint8_t*>(p));
+    case KF_FLOAT8_E5M2: return kf_e5m2_to_f(*static_cast<const uint8_t*>(p));
     default: return *static_cast<const uint8_t*>(p) != 0 ? 1.0 : 0.0;
   }
 }
@@ -131,6 +150,8 @@ void store_element(kf_dtype dtype, void* p, double value) {
     case KF_BFLOAT16: { uint16_t x = narrow_float(value, 7, 127); std::memcpy(p, &x, 2); break; }
     case KF_INT64: { int64_t x = static_cast<int64_t>(value); std::memcpy(p, &x, 8); break; }
     case KF_INT32: { int32_t x = static_cast<int32_t>(value); std::memcpy(p, &x, 4); break; }
+    case KF_FLOAT8_E4M3FN: *static_cast<uint8_t*>(p) = kf_f_to_e4m3(static_cast<float>(value)); break;
+    case KF_FLOAT8_E5M2: *static_cast<uint8_t*>(p) = kf_f_to_e5m2(static_cast<float>(value)); break;
     default: *static_cast<uint8_t*>(p) = value != 0 ? 1 : 0; break;
   }
 }

@@ -26,6 +26,10 @@ Tolerance tolerance_for(kf_dtype dtype) {
     case KF_FLOAT32: return {1e-5, 1e-4};
     case KF_FLOAT16: return {1e-3, 1e-2};
     case KF_BFLOAT16: return {1e-2, 2e-2};
+    // 3 and 2 mantissa bits; each op rounds to the format, so allow a few
+    // half-ulps (2^-4 and 2^-3 relative) and their subnormal quanta.
+    case KF_FLOAT8_E4M3FN: return {4e-3, 0.15};
+    case KF_FLOAT8_E5M2: return {1e-4, 0.3};
     default: return {0, 0};
   }
 }

@@ -17,6 +17,10 @@ const (
 	Int64
 	Int32
 	Bool
+	// Float8E4M3FN and Float8E5M2 are float8 storage (DLPack 1.1 codes 10
+	// and 12); math on them runs in float32.
+	Float8E4M3FN
+	Float8E5M2
 )
 
 // String returns kfuse's name, e.g. "float32".

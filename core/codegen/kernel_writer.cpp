@@ -470,8 +470,8 @@ std::string KernelWriter::pointwise(const Expr& e, const std::vector<std::string
   if (auto rcp = reciprocals.find(operands.size() == 2 ? operands[1] : ""); e.op == Op::DIV && cd == DType::F32 &&
                                                                            rcp != reciprocals.end())
     expr = "kf_div_by(" + operands[0] + ", " + operands[1] + ", " + rcp->second + ")";
-  if (rd == out_t && (out_t == DType::F16 || out_t == DType::BF16))
-    expr = (out_t == DType::F16 ? "kf_rh(" : "kf_rbf(") + expr + ")";
+  if (rd == out_t && is_narrow_float(out_t))
+    expr = round_form(out_t, expr);
   else
     expr = convert(rd, out_t, expr);
   return define(out_t, expr);

@@ -166,7 +166,9 @@ const char* reg_type(DType t) {
     case DType::F64: return "double";
     case DType::F32:
     case DType::F16:
-    case DType::BF16: return "float";
+    case DType::BF16:
+    case DType::F8E4M3:
+    case DType::F8E5M2: return "float";
     case DType::I64: return "long long";
     case DType::I32: return "int";
     case DType::Bool: return "bool";
@@ -182,7 +184,9 @@ const char* storage_type(DType t) {
     case DType::BF16: return "unsigned short";
     case DType::I64: return "long long";
     case DType::I32: return "int";
-    case DType::Bool: return "unsigned char";
+    case DType::Bool:
+    case DType::F8E4M3:
+    case DType::F8E5M2: return "unsigned char";
   }
   return "void";
 }
@@ -199,6 +203,12 @@ std::string convert(DType from, DType to, const std::string& x) {
     case DType::BF16:
       if (from == DType::F32 || from == DType::F16) return "kf_rbf(" + x + ")";
       return "kf_rbf_d((double)" + x + ")";
+    case DType::F8E4M3:
+    case DType::F8E5M2: {
+      const std::string fn = to == DType::F8E4M3 ? "kf_r8e4" : "kf_r8e5";
+      if (from == DType::F32 || from == DType::F16 || from == DType::BF16 || is_fp8(from)) return fn + "(" + x + ")";
+      return fn + "_d((double)" + x + ")";
+    }
     case DType::I64:
       if (is_float(from)) return "kf_f2i64((double)" + x + ")";
       return "((long long)" + x + ")";
@@ -210,10 +220,22 @@ std::string convert(DType from, DType to, const std::string& x) {
   return x;
 }
 
+std::string round_form(DType t, const std::string& x) {
+  switch (t) {
+    case DType::F16: return "kf_rh(" + x + ")";
+    case DType::BF16: return "kf_rbf(" + x + ")";
+    case DType::F8E4M3: return "kf_r8e4(" + x + ")";
+    case DType::F8E5M2: return "kf_r8e5(" + x + ")";
+    default: return x;
+  }
+}
+
 std::string load_form(DType t, const std::string& x) {
   switch (t) {
     case DType::F16: return "kf_h2f(" + x + ")";
     case DType::BF16: return "kf_bf2f(" + x + ")";
+    case DType::F8E4M3: return "kf_e4m3_to_f(" + x + ")";
+    case DType::F8E5M2: return "kf_e5m2_to_f(" + x + ")";
     case DType::Bool: return "(" + x + " != 0)";
     default: return x;
   }
@@ -223,6 +245,8 @@ std::string store_form(DType t, const std::string& x) {
   switch (t) {
     case DType::F16: return "kf_f2h(" + x + ")";
     case DType::BF16: return "kf_f2bf(" + x + ")";
+    case DType::F8E4M3: return "kf_f_to_e4m3(" + x + ")";
+    case DType::F8E5M2: return "kf_f_to_e5m2(" + x + ")";
     case DType::Bool: return "(unsigned char)(" + x + ")";
     default: return x;
   }
@@ -236,10 +260,14 @@ std::string literal_f64(DType t, double v) {
       return hex_double(v);
     case DType::F32:
     case DType::F16:
-    case DType::BF16: {
+    case DType::BF16:
+    case DType::F8E4M3:
+    case DType::F8E5M2: {
       float f = static_cast<float>(v);
       if (t == DType::F16) f = half_to_float(double_to_half(v));
       if (t == DType::BF16) f = bf16_to_float(double_to_bf16(v));
+      if (t == DType::F8E4M3) f = e4m3fn_to_float(double_to_e4m3fn(v));
+      if (t == DType::F8E5M2) f = e5m2_to_float(double_to_e5m2(v));
       if (!std::isfinite(f))
         return "__int_as_float(" + std::to_string(std::bit_cast<int32_t>(f)) + ")";
       return hex_double(f) + "f";

@@ -27,6 +27,9 @@ std::string convert(DType from, DType to, const std::string& expr);
 
 // A storage element (`expr` of storage_type(t)) as a register, and back.
 std::string load_form(DType t, const std::string& expr);
+// A float register rounded to narrow float `t` (half, bfloat16, float8),
+// still a float: "kf_rh(x)", "kf_rbf(x)", "kf_r8e4(x)", "kf_r8e5(x)".
+std::string round_form(DType t, const std::string& expr);
 std::string store_form(DType t, const std::string& expr);
 
 // A constant as a register expression of dtype `t`.

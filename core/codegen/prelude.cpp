@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/ir/fp8.h"
 #include "core/ir/portable_math.h"
 
 namespace kf {
@@ -304,6 +305,22 @@ __device__ inline double kf_pm_sub(double a, double b) { return __dsub_rn(a, b);
 #define KF_PM_U2D(u) __longlong_as_double((long long)(u))
 )KFCUDA";
 constexpr std::string_view kPortableMath = KF_PM_EXPAND_STRINGIFY(KF_PORTABLE_MATH(__device__ inline));
+// float8 storage (core/ir/fp8.h, the same text the host tests run), and a
+// float rounded to each format; from double: round to odd into float, then
+// once to the format (as kf_d2bf).
+constexpr std::string_view kFp8 = KF_PM_EXPAND_STRINGIFY(KF_FP8_CONVERSIONS(__device__ inline));
+constexpr std::string_view kFp8Rounding = R"KFCUDA(
+KF_DEV float kf_r8e4(float x) { return kf_e4m3_to_f(kf_f_to_e4m3(x)); }
+KF_DEV float kf_r8e5(float x) { return kf_e5m2_to_f(kf_f_to_e5m2(x)); }
+KF_DEV float kf_d2f_odd(double d) {
+  if (d != d) return (float)d;
+  float f = __double2float_rz(d);
+  if ((double)f != d) f = __int_as_float(__float_as_int(f) | 1);
+  return f;
+}
+KF_DEV float kf_r8e4_d(double x) { return kf_r8e4(kf_d2f_odd(x)); }
+KF_DEV float kf_r8e5_d(double x) { return kf_r8e5(kf_d2f_odd(x)); }
+)KFCUDA";
 
 }  // namespace
 
@@ -311,8 +328,8 @@ std::string_view cuda_prelude() {
   static const std::string text = [] {
     const std::string prelude(kPrelude);
     const size_t at = prelude.find("KF_DEV float kf_normal_f32");
-    return prelude.substr(0, at) + std::string(kPortableMathDefs) + std::string(kPortableMath) +
-           "\n" + prelude.substr(at);
+    return prelude.substr(0, at) + std::string(kPortableMathDefs) + std::string(kPortableMath) + "\n" +
+           std::string(kFp8) + "\n" + std::string(kFp8Rounding) + prelude.substr(at);
   }();
   return text;
 }

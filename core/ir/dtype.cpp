@@ -1,5 +1,8 @@
 #include "core/ir/dtype.h"
 
+#include "core/ir/fp8.h"
+#include "core/util/error.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -9,9 +12,9 @@
 namespace kf {
 
 namespace {
-constexpr std::string_view kNames[kNumDTypes] = {"float64", "float32", "float16", "bfloat16",
-                                                 "int64",   "int32",   "bool"};
-constexpr int kSizes[kNumDTypes] = {8, 4, 2, 2, 8, 4, 1};
+constexpr std::string_view kNames[kNumDTypes] = {"float64", "float32", "float16", "bfloat16", "int64",
+                                                 "int32",   "bool",    "float8_e4m3fn", "float8_e5m2"};
+constexpr int kSizes[kNumDTypes] = {8, 4, 2, 2, 8, 4, 1, 1, 1};
 }  // namespace
 
 std::string_view dtype_name(DType t) { return kNames[static_cast<int>(t)]; }
@@ -35,6 +38,9 @@ DType promote_types(DType a, DType b) {
   int ca = dtype_category(a), cb = dtype_category(b);
   if (ca != cb) return ca > cb ? a : b;
   if (ca == 1) return DType::I64;  // int32 with int64
+  if (is_fp8(a) || is_fp8(b))
+    fail(KF_ERR_DTYPE_MISMATCH, "cannot promote ", dtype_name(a), " with ", dtype_name(b),
+         ": a float8 dtype promotes with no other floating dtype (as in PyTorch); cast one operand first");
   // Two different floats: f16 with bf16 gives f32; otherwise the wider one.
   auto rank = [](DType t) {
     switch (t) {
@@ -59,6 +65,8 @@ DLDataType to_dlpack(DType t) {
     case DType::I64:
     case DType::I32: d.code = kDLInt; break;
     case DType::Bool: d.code = KF_DLPACK_BOOL_CODE; break;
+    case DType::F8E4M3: d.code = KF_DLPACK_FLOAT8_E4M3FN_CODE; break;
+    case DType::F8E5M2: d.code = KF_DLPACK_FLOAT8_E5M2_CODE; break;
   }
   return d;
 }
@@ -81,6 +89,12 @@ std::optional<DType> from_dlpack(DLDataType t) {
     case KF_DLPACK_BOOL_CODE:
       if (t.bits == 8) return DType::Bool;
       return std::nullopt;
+    case KF_DLPACK_FLOAT8_E4M3FN_CODE:
+      if (t.bits == 8) return DType::F8E4M3;
+      return std::nullopt;
+    case KF_DLPACK_FLOAT8_E5M2_CODE:
+      if (t.bits == 8) return DType::F8E5M2;
+      return std::nullopt;
     default: return std::nullopt;
   }
 }
@@ -93,6 +107,8 @@ std::string describe_dlpack(DLDataType t) {
     case kDLInt: code = "int"; break;
     case kDLUInt: code = "uint"; break;
     case KF_DLPACK_BOOL_CODE: code = "bool"; break;
+    case KF_DLPACK_FLOAT8_E4M3FN_CODE: code = "float8_e4m3fn_"; break;
+    case KF_DLPACK_FLOAT8_E5M2_CODE: code = "float8_e5m2_"; break;
     default: code = "code" + std::to_string(t.code) + "_"; break;
   }
   std::string s = code + std::to_string(t.bits);
@@ -189,5 +205,40 @@ uint16_t with_sign(double d, uint16_t magnitude, int width) {
 uint16_t double_to_half(double d) { return with_sign(d, round_magnitude(std::fabs(d), 10, 15), 16); }
 
 uint16_t double_to_bf16(double d) { return with_sign(d, round_magnitude(std::fabs(d), 7, 127), 16); }
+
+namespace fp8_host {
+// The host side of core/ir/fp8.h (built with -ffp-contract=off: each
+// operator rounds on its own).
+#define KF_PM_ADD(a, b) ((a) + (b))
+#define KF_PM_SUB(a, b) ((a) - (b))
+#define KF_PM_F2U(f) std::bit_cast<uint32_t>(f)
+#define KF_PM_U2F(u) std::bit_cast<float>(static_cast<uint32_t>(u))
+KF_FP8_CONVERSIONS(static inline)
+#undef KF_PM_ADD
+#undef KF_PM_SUB
+#undef KF_PM_F2U
+#undef KF_PM_U2F
+}  // namespace fp8_host
+
+float e4m3fn_to_float(uint8_t b) { return fp8_host::kf_e4m3_to_f(b); }
+float e5m2_to_float(uint8_t b) { return fp8_host::kf_e5m2_to_f(b); }
+uint8_t float_to_e4m3fn(float f) { return fp8_host::kf_f_to_e4m3(f); }
+uint8_t float_to_e5m2(float f) { return fp8_host::kf_f_to_e5m2(f); }
+
+namespace {
+// d rounded to odd into float: truncated, then the last bit set when
+// inexact, so one later rounding to a format of <= 22 bits is d's own.
+float round_to_odd_float(double d) {
+  if (std::isnan(d)) return static_cast<float>(d);
+  if (std::fabs(d) >= 3.4028234663852886e38) return static_cast<float>(d);  // overflow: +-max or inf, both fp8-overflow
+  float f = static_cast<float>(d);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);  // toward zero
+  if (static_cast<double>(f) != d) f = std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+  return f;
+}
+}  // namespace
+
+uint8_t double_to_e4m3fn(double d) { return float_to_e4m3fn(round_to_odd_float(d)); }
+uint8_t double_to_e5m2(double d) { return float_to_e5m2(round_to_odd_float(d)); }
 
 }  // namespace kf

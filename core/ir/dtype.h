@@ -20,15 +20,21 @@ enum class DType : uint8_t {
   I64 = KF_INT64,
   I32 = KF_INT32,
   Bool = KF_BOOL,
+  F8E4M3 = KF_FLOAT8_E4M3FN,
+  F8E5M2 = KF_FLOAT8_E5M2,
 };
 constexpr int kNumDTypes = KF_DTYPE_COUNT;
 
 std::string_view dtype_name(DType t);
 std::optional<DType> dtype_from_name(std::string_view name);
 int dtype_size(DType t);
+inline bool is_fp8(DType t) { return t == DType::F8E4M3 || t == DType::F8E5M2; }
 inline bool is_float(DType t) {
-  return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16;
+  return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16 || is_fp8(t);
 }
+// Floats narrower than float32: held in float registers, rounded to the
+// format after each op.
+inline bool is_narrow_float(DType t) { return t == DType::F16 || t == DType::BF16 || is_fp8(t); }
 inline bool is_integer(DType t) { return t == DType::I64 || t == DType::I32; }
 inline bool is_bool(DType t) { return t == DType::Bool; }
 inline bool is_valid_dtype(int code) { return code >= 0 && code < kNumDTypes; }
@@ -36,7 +42,8 @@ inline bool is_valid_dtype(int code) { return code >= 0 && code < kNumDTypes; }
 // 0 = bool, 1 = integer, 2 = floating (PyTorch's categories).
 int dtype_category(DType t);
 
-// torch.promote_types for these seven dtypes.
+// torch.promote_types for these dtypes. Like PyTorch, a float8 dtype
+// promotes with no other floating dtype: KF_ERR_DTYPE_MISMATCH (cast first).
 DType promote_types(DType a, DType b);
 
 // DLPack mapping. Bool is produced as kDLBool (code 6, 8 bits) and accepted
@@ -60,5 +67,15 @@ float bf16_to_float(uint16_t b);
 // double result is not rounded twice through float.
 uint16_t double_to_half(double d);
 uint16_t double_to_bf16(double d);
+
+// float8 e4m3fn / e5m2 (core/ir/fp8.h): decoding is exact; float -> fp8
+// is the generated kernels' own code compiled for the host; double ->
+// fp8 rounds once (to odd into float, then to nearest even).
+float e4m3fn_to_float(uint8_t b);
+float e5m2_to_float(uint8_t b);
+uint8_t float_to_e4m3fn(float f);
+uint8_t float_to_e5m2(float f);
+uint8_t double_to_e4m3fn(double d);
+uint8_t double_to_e5m2(double d);
 
 }  // namespace kf

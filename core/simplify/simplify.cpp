@@ -38,6 +38,8 @@ std::optional<double> rounded_to(DType t, double v) {
     case DType::F32: return static_cast<double>(static_cast<float>(v));
     case DType::F16: return static_cast<double>(half_to_float(double_to_half(v)));
     case DType::BF16: return static_cast<double>(bf16_to_float(double_to_bf16(v)));
+    case DType::F8E4M3: return static_cast<double>(e4m3fn_to_float(double_to_e4m3fn(v)));
+    case DType::F8E5M2: return static_cast<double>(e5m2_to_float(double_to_e5m2(v)));
     case DType::I64:
     case DType::I32: return std::trunc(v);  // float -> int truncates
     case DType::Bool: return v != 0 ? 1.0 : 0.0;
@@ -48,7 +50,7 @@ std::optional<double> rounded_to(DType t, double v) {
 // Products of half types compute in float32 and are rounded once at the end
 // (as torch computes pow(x, 3) and pow(x, -2) for them): an intermediate
 // kept in float16 would add a rounding of 2^-11.
-DType wide(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
+DType wide(DType t) { return is_narrow_float(t) ? DType::F32 : t; }
 
 struct Type {
   DType dtype;

@@ -29,6 +29,8 @@ static inline DLDataType dl_of(kf_dtype t) {
     case KF_BFLOAT16: d.code = kDLBfloat; d.bits = 16; break;
     case KF_INT64: d.code = kDLInt; d.bits = 64; break;
     case KF_INT32: d.code = kDLInt; d.bits = 32; break;
+    case KF_FLOAT8_E4M3FN: d.code = KF_DLPACK_FLOAT8_E4M3FN_CODE; d.bits = 8; break;
+    case KF_FLOAT8_E5M2: d.code = KF_DLPACK_FLOAT8_E5M2_CODE; d.bits = 8; break;
     default: d.code = KF_DLPACK_BOOL_CODE; d.bits = 8; break;
   }
   return d;
@@ -39,6 +41,8 @@ static inline kf_dtype dtype_of_dl(DLDataType d) {
   if (d.code == kDLFloat) return d.bits == 64 ? KF_FLOAT64 : d.bits == 32 ? KF_FLOAT32 : KF_FLOAT16;
   if (d.code == kDLBfloat) return KF_BFLOAT16;
   if (d.code == kDLInt) return d.bits == 64 ? KF_INT64 : d.bits == 32 ? KF_INT32 : KF_BOOL;
+  if (d.code == KF_DLPACK_FLOAT8_E4M3FN_CODE) return KF_FLOAT8_E4M3FN;
+  if (d.code == KF_DLPACK_FLOAT8_E5M2_CODE) return KF_FLOAT8_E5M2;
   return KF_BOOL;
 }
 
@@ -48,8 +52,35 @@ static inline double tolerance(kf_dtype t) {
     case KF_FLOAT32: return 1e-5;
     case KF_FLOAT16: return 1e-2;
     case KF_BFLOAT16: return 2e-2;
+    /* one unit in the last place: the GPU rounds a float result, the CPU
+     * a double one */
+    case KF_FLOAT8_E4M3FN: return 0.125;
+    case KF_FLOAT8_E5M2: return 0.25;
     default: return 0;
   }
+}
+
+/* float8 e4m3fn / e5m2 values by their fields, and the nearest-even code
+ * of a value by search (test inputs only: exact grid values). */
+static inline double fp8_value(kf_dtype t, int c) {
+  const int mb = t == KF_FLOAT8_E4M3FN ? 3 : 2, eb = 7 - mb, bias = (1 << (eb - 1)) - 1;
+  const int e = (c >> mb) & ((1 << eb) - 1), m = c & ((1 << mb) - 1);
+  double v;
+  if (t == KF_FLOAT8_E4M3FN && (c & 0x7f) == 0x7f) return NAN;
+  if (t == KF_FLOAT8_E5M2 && e == 31) v = m ? NAN : INFINITY;
+  else v = e == 0 ? ldexp(m, 1 - bias - mb) : ldexp(1.0 + ldexp(m, -mb), e - bias);
+  return (c & 0x80) ? -v : v;
+}
+static inline uint8_t fp8_code(kf_dtype t, double v) {
+  int best = 0;
+  const double a = fabs(v);
+  for (int c = 0; c < 0x7f; ++c) {
+    const double x = fp8_value(t, c);
+    if (isnan(x) || isinf(x)) continue;
+    const double e = fabs(x - a), be = fabs(fp8_value(t, best) - a);
+    if (e < be || (e == be && (c & 1) == 0)) best = c;
+  }
+  return (uint8_t)((signbit(v) ? 0x80 : 0) | best);
 }
 
 static inline uint16_t f32_to_half(float f) {
@@ -109,6 +140,8 @@ static inline void store(kf_dtype t, void* p, double v) {
     case KF_BFLOAT16: { uint16_t h = f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
     case KF_INT64: { int64_t i = (int64_t)v; memcpy(p, &i, 8); break; }
     case KF_INT32: { int32_t i = (int32_t)v; memcpy(p, &i, 4); break; }
+    case KF_FLOAT8_E4M3FN:
+    case KF_FLOAT8_E5M2: *(uint8_t*)p = fp8_code(t, v); break;
     default: *(uint8_t*)p = v != 0; break;
   }
 }
@@ -119,6 +152,8 @@ static inline double load_f(kf_dtype t, const void* p) {
     case KF_FLOAT32: { float f; memcpy(&f, p, 4); return f; }
     case KF_FLOAT16: { uint16_t h; memcpy(&h, p, 2); return half_to_f32(h); }
     case KF_BFLOAT16: { uint16_t h; memcpy(&h, p, 2); return bf16_to_f32(h); }
+    case KF_FLOAT8_E4M3FN:
+    case KF_FLOAT8_E5M2: return fp8_value(t, *(const uint8_t*)p);
     default: return 0;
   }
 }

@@ -158,6 +158,8 @@ inline std::unique_ptr<FakeInput> scalar(kf::DType dtype, double value) {
     case kf::DType::Bool: { uint8_t v = value != 0; std::memcpy(in->scalar_storage, &v, 1); break; }
     case kf::DType::F16: { uint16_t v = kf::float_to_half(static_cast<float>(value)); std::memcpy(in->scalar_storage, &v, 2); break; }
     case kf::DType::BF16: { uint16_t v = kf::float_to_bf16(static_cast<float>(value)); std::memcpy(in->scalar_storage, &v, 2); break; }
+    case kf::DType::F8E4M3: { uint8_t v = kf::double_to_e4m3fn(value); std::memcpy(in->scalar_storage, &v, 1); break; }
+    case kf::DType::F8E5M2: { uint8_t v = kf::double_to_e5m2(value); std::memcpy(in->scalar_storage, &v, 1); break; }
   }
   return in;
 }

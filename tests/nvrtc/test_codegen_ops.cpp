@@ -23,7 +23,7 @@ using kftest::Inputs;
 
 namespace {
 
-const DType kAll[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::Bool};
+const DType kAll[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::Bool, DType::F8E4M3, DType::F8E5M2};
 
 int64_t ci(Builder& b, int64_t v) { return b.constant_i64(v, DType::I64); }
 
@@ -87,7 +87,11 @@ void test_pointwise_ops(void** /*state*/) {
     assert_true(add_case(batch, [&](Builder& b) {
       const int64_t x = b.tensor_input(3, t), y = b.tensor_input(2, t), z = b.tensor_input(3, t);
       const int64_t s = b.scalar_input(t);
-      const int64_t k = is_float(t) ? b.constant_f64(0.5, DType::F64) : b.constant_i64(3, DType::I64);
+      // A float8 scalar promotes with no other float (where's two scalar
+      // branches): its constant has its own dtype.
+      const int64_t k = is_fp8(t)     ? b.constant_f64(0.5, t)
+                        : is_float(t) ? b.constant_f64(0.5, DType::F64)
+                                      : b.constant_i64(3, DType::I64);
       for (int o = 0; o < static_cast<int>(Op::COUNT); ++o) {
         const Op op = static_cast<Op>(o);
         if (!is_pointwise(op) || op == Op::CAST) continue;

@@ -38,6 +38,10 @@ extern "C" {
  * kfuse accepts it, and also kDLUInt/kDLInt with 8 bits as bool for dtypes
  * declared KF_BOOL. */
 #define KF_DLPACK_BOOL_CODE 6
+/* DLPack 1.1's float8 codes (kDLFloat8_e4m3fn, kDLFloat8_e5m2; 8 bits),
+ * which older dlpack.h headers lack. */
+#define KF_DLPACK_FLOAT8_E4M3FN_CODE 10
+#define KF_DLPACK_FLOAT8_E5M2_CODE 12
 
 /* ------------------------------------------------------------------------ */
 /* Status codes                                                             */
@@ -87,7 +91,11 @@ typedef enum kf_dtype {
   KF_INT64 = 4,
   KF_INT32 = 5,
   KF_BOOL = 6,
-  KF_DTYPE_COUNT = 7,
+  /* float8 storage (OCP FP8, as torch.float8_e4m3fn / float8_e5m2): math on
+   * them runs in float32 and rounds once to the format */
+  KF_FLOAT8_E4M3FN = 7,
+  KF_FLOAT8_E5M2 = 8,
+  KF_DTYPE_COUNT = 9,
   KF_DTYPE_MAX_ENUM = 0x7fffffff
 } kf_dtype;
 

@@ -48,6 +48,8 @@ double load_f64(DType t, const std::byte* p) {
     case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
     case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
     case DType::Bool: return *reinterpret_cast<const uint8_t*>(p) != 0 ? 1.0 : 0.0;
+    case DType::F8E4M3: return e4m3fn_to_float(*reinterpret_cast<const uint8_t*>(p));
+    case DType::F8E5M2: return e5m2_to_float(*reinterpret_cast<const uint8_t*>(p));
   }
   return 0;
 }
@@ -74,6 +76,8 @@ void store_f64(DType t, std::byte* p, double v) {
     case DType::F16: { uint16_t h = double_to_half(v); std::memcpy(p, &h, 2); return; }
     case DType::BF16: { uint16_t h = double_to_bf16(v); std::memcpy(p, &h, 2); return; }
     case DType::Bool: *reinterpret_cast<uint8_t*>(p) = v != 0 ? 1 : 0; return;
+    case DType::F8E4M3: *reinterpret_cast<uint8_t*>(p) = double_to_e4m3fn(v); return;
+    case DType::F8E5M2: *reinterpret_cast<uint8_t*>(p) = double_to_e5m2(v); return;
     default: {
       // Float -> int conversion truncates toward zero (as torch's .to(int)).
       int64_t i;

@@ -32,6 +32,8 @@ int64_t read_scalar_slot(const DLTensor& t, DType dtype) {
     case DType::F32: { float x; std::memcpy(&x, p, 4); return double_bits(x); }
     case DType::F16: { uint16_t x; std::memcpy(&x, p, 2); return double_bits(half_to_float(x)); }
     case DType::BF16: { uint16_t x; std::memcpy(&x, p, 2); return double_bits(bf16_to_float(x)); }
+    case DType::F8E4M3: return double_bits(e4m3fn_to_float(*reinterpret_cast<const uint8_t*>(p)));
+    case DType::F8E5M2: return double_bits(e5m2_to_float(*reinterpret_cast<const uint8_t*>(p)));
   }
   return 0;
 }

@@ -12,6 +12,10 @@ pub enum DType {
     I64,
     I32,
     Bool,
+    /// float8 storage (OCP e4m3fn, DLPack 1.1 code 10); math runs in float32.
+    F8E4M3FN,
+    /// float8 storage (OCP e5m2, DLPack 1.1 code 12).
+    F8E5M2,
 }
 
 impl DType {
@@ -24,6 +28,8 @@ impl DType {
             DType::I64 => sys::kf_dtype::KF_INT64,
             DType::I32 => sys::kf_dtype::KF_INT32,
             DType::Bool => sys::kf_dtype::KF_BOOL,
+            DType::F8E4M3FN => sys::kf_dtype::KF_FLOAT8_E4M3FN,
+            DType::F8E5M2 => sys::kf_dtype::KF_FLOAT8_E5M2,
         }
     }
 
@@ -36,6 +42,8 @@ impl DType {
             DType::I64,
             DType::I32,
             DType::Bool,
+            DType::F8E4M3FN,
+            DType::F8E5M2,
         ]
         .into_iter()
         .find(|d| d.to_raw() == raw)
@@ -55,7 +63,7 @@ impl DType {
             DType::F64 | DType::I64 => 8,
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
-            DType::Bool => 1,
+            DType::Bool | DType::F8E4M3FN | DType::F8E5M2 => 1,
         }
     }
 
@@ -67,6 +75,8 @@ impl DType {
             DType::BF16 => sys::DLDataTypeCode::kDLBfloat,
             DType::I64 | DType::I32 => sys::DLDataTypeCode::kDLInt,
             DType::Bool => sys::DLDataTypeCode::kDLUInt,
+            DType::F8E4M3FN => sys::DLDataTypeCode(sys::KF_DLPACK_FLOAT8_E4M3FN_CODE as u32),
+            DType::F8E5M2 => sys::DLDataTypeCode(sys::KF_DLPACK_FLOAT8_E5M2_CODE as u32),
         };
         sys::DLDataType {
             code: code.0 as u8,
@@ -90,6 +100,8 @@ impl DType {
             16 if is(sys::DLDataTypeCode::kDLBfloat) => DType::BF16,
             64 if is(sys::DLDataTypeCode::kDLInt) => DType::I64,
             32 if is(sys::DLDataTypeCode::kDLInt) => DType::I32,
+            8 if code == sys::KF_DLPACK_FLOAT8_E4M3FN_CODE as u32 => DType::F8E4M3FN,
+            8 if code == sys::KF_DLPACK_FLOAT8_E5M2_CODE as u32 => DType::F8E5M2,
             8 if is(sys::DLDataTypeCode::kDLInt)
                 || is(sys::DLDataTypeCode::kDLUInt)
                 || code == sys::KF_DLPACK_BOOL_CODE as u32 =>

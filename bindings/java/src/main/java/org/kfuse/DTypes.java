@@ -20,9 +20,13 @@ final class DTypes {
     }
   }
 
-  /** DLPack type code: 0 int, 1 uint (bool), 2 float, 4 bfloat. */
+  /** DLPack type code: 0 int, 1 uint (bool), 2 float, 4 bfloat, DLPack 1.1's float8 codes. */
   static int dlpackCode(DType d) {
     switch (d) {
+      case FLOAT8_E4M3FN:
+        return KfuseNativeConstants.KF_DLPACK_FLOAT8_E4M3FN_CODE;
+      case FLOAT8_E5M2:
+        return KfuseNativeConstants.KF_DLPACK_FLOAT8_E5M2_CODE;
       case FLOAT64:
       case FLOAT32:
       case FLOAT16:
