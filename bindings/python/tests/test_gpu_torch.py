@@ -25,7 +25,12 @@ input w: tensor<float32, 1>
 input b: tensor<float32, 1>
 input eps: scalar<float32>
 var, mean = var_mean(x) {axes=[1], keepdim=true, correction=0}
-y = add(mul(mul(sub(x, mean), rsqrt(add(var, eps))), w), b)
+centered = sub(x, mean)
+shifted = add(var, eps)
+inv_std = rsqrt(shifted)
+normed = mul(centered, inv_std)
+scaled = mul(normed, w)
+y = add(scaled, b)
 output y
 """
 

@@ -379,6 +379,52 @@ class DefinitionTests(unittest.TestCase):
         self.assertIn("sizes [>1, >1]", f.explain(x, np.zeros(8, np.float32), np.zeros(8, np.float32), 1e-5))
 
 
+class ExampleFusionTests(unittest.TestCase):
+    """The two fusions of examples/python/torch_layernorm.py (which needs
+    torch and a GPU to run whole) against NumPy on the CPU backend."""
+
+    def test_layernorm_forward_and_backward(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "..", "examples", "python", "torch_layernorm.py")
+        if not os.path.exists(path):
+            self.skipTest("examples/python not next to this test (installed copy)")
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("torch_layernorm", path)
+        example = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(example)  # imports no torch at module level
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal((16, 96)).astype(np.float32)
+        w = rng.standard_normal(96).astype(np.float32)
+        b = rng.standard_normal(96).astype(np.float32)
+        dy = rng.standard_normal((16, 96)).astype(np.float32)
+        y, mean, rstd = example.forward_fusion()(x, w, b, 1e-5)
+        x64, w64, dy64 = x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64)
+        mu = x64.mean(1, keepdims=True)
+        rs = 1 / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+        xhat = (x64 - mu) * rs
+        np.testing.assert_allclose(y.numpy(), xhat * w + b, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(mean.numpy(), mu, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(rstd.numpy(), rs, rtol=1e-4)
+        dx, dw, db = example.backward_fusion()(dy, x, w, mean, rstd)
+        # reference gradients of sum(y * dy), derived independently by
+        # central differences on a few entries plus the closed form
+        g = dy64 * w64
+        ref_dx = rs * (g - g.mean(1, keepdims=True) - xhat * (g * xhat).mean(1, keepdims=True))
+        np.testing.assert_allclose(dx.numpy(), ref_dx, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(dw.numpy(), (dy64 * xhat).sum(0), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(db.numpy(), dy64.sum(0), rtol=1e-5, atol=1e-5)
+
+        def loss(xv):
+            m = xv.mean(1, keepdims=True)
+            return ((xv - m) / np.sqrt(xv.var(1, keepdims=True) + 1e-5) * w64 * dy64).sum()
+        h = 1e-6
+        for (i, j) in ((0, 0), (3, 17), (15, 95)):
+            xp, xm = x64.copy(), x64.copy()
+            xp[i, j] += h
+            xm[i, j] -= h
+            self.assertAlmostEqual(dx.numpy()[i, j], (loss(xp) - loss(xm)) / (2 * h), places=3)
+
+
 class LifetimeTests(unittest.TestCase):
     def test_context_managers_and_close(self):
         with bias_relu() as f:
