@@ -1,4 +1,5 @@
 // Concretize, segment and execute: the run-time half of the C API.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -8,6 +9,7 @@
 #include "c_api/api_guard.h"
 #include "c_api/handles.h"
 #include "core/codegen/kernel_plan.h"
+#include "core/concretize/input_meta.h"
 #include "core/text/text_printer.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/outputs.h"
@@ -62,6 +64,111 @@ std::shared_ptr<kf::Plan> bind(kf_fusion f, const DLTensor* const* inputs, size_
 void check_output_count(const kf::Fusion& f, size_t n, const char* fn) {
   if (n != f.outputs.size())
     kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": expected ", f.outputs.size(), " outputs, got ", n);
+}
+
+bool read_only(const uint64_t* flags, size_t i) {
+  return flags != nullptr && (flags[i] & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+}
+
+// DLPack's read-only flag: no output may write into a read-only input.
+// Called after binding, so the fusion's input count has been checked.
+void check_read_only_aliases(const kf::Fusion& f, const uint64_t* input_flags, const char* fn) {
+  if (input_flags == nullptr) return;
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    const int64_t a = f.outputs[i].alias_input;
+    if (a >= 0 && read_only(input_flags, static_cast<size_t>(a)))
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": output ", i, " (value ", f.outputs[i].value,
+               ") is declared to alias ", kf::input_name(f, static_cast<size_t>(a)),
+               ", which is read-only (DLPACK_FLAG_BITMASK_READ_ONLY): an in-place output needs a "
+               "writable input");
+  }
+}
+
+// kf_execute and kf_execute_flagged: allocates the outputs and runs. On
+// failure frees what it made and writes no output.
+void execute_allocating(kf_fusion f, const DLTensor* const* inputs, const uint64_t* input_flags,
+                        size_t num_inputs, DLManagedTensor** outputs, size_t num_outputs,
+                        const kf_exec_options* options, const char* fn) {
+  kf::ExecOptions opts = options_of(options, fn);
+  kf::Scratch<kf::Binding> b;
+  auto p = bind(f, inputs, num_inputs, fn, *b);
+  const kf::ConcreteFusion& c = *p->concrete;
+  check_output_count(*c.fusion, num_outputs, fn);
+  if (num_outputs > 0) require(outputs, fn, "outputs");
+  check_read_only_aliases(*c.fusion, input_flags, fn);
+  std::vector<DLManagedTensor*> made;
+  try {
+    for (size_t i = 0; i < num_outputs; ++i)
+      made.push_back(kf::allocate_output(c, *b, i, inputs, opts));
+    std::vector<DLTensor*> dl;
+    for (auto* m : made) dl.push_back(&m->dl_tensor);
+    kf::execute(*p, *b, inputs, dl.data(), opts);
+  } catch (...) {
+    for (auto* m : made) m->deleter(m);
+    throw;
+  }
+  for (size_t i = 0; i < num_outputs; ++i) outputs[i] = made[i];
+}
+
+// kf_execute_into and kf_execute_into_flagged.
+void execute_into(kf_fusion f, const DLTensor* const* inputs, const uint64_t* input_flags,
+                  size_t num_inputs, DLTensor* const* outputs, const uint64_t* output_flags,
+                  size_t num_outputs, const kf_exec_options* options, const char* fn) {
+  kf::ExecOptions opts = options_of(options, fn);
+  kf::Scratch<kf::Binding> b;
+  auto p = bind(f, inputs, num_inputs, fn, *b);
+  check_output_count(p->fusion(), num_outputs, fn);
+  if (num_outputs > 0) require(outputs, fn, "outputs");
+  for (size_t i = 0; i < num_outputs; ++i)
+    if (read_only(output_flags, i))
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": output ", i, " (value ", p->fusion().outputs[i].value,
+               ") is read-only (DLPACK_FLAG_BITMASK_READ_ONLY)");
+  check_read_only_aliases(p->fusion(), input_flags, fn);
+  for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, *b, i, outputs[i]);
+  kf::execute(*p, *b, inputs, outputs, opts);
+}
+
+// A versioned output over one kf_execute makes: the DLTensor is copied (its
+// shape and strides stay in the inner tensor), the deleter frees both.
+struct VersionedOutput {
+  DLManagedTensorVersioned v{};
+  DLManagedTensor* inner = nullptr;
+};
+
+void delete_versioned(DLManagedTensorVersioned* m) {
+  auto* o = static_cast<VersionedOutput*>(m->manager_ctx);
+  o->inner->deleter(o->inner);
+  delete o;
+}
+
+// Runs like kf_execute and wraps each output; on failure nothing is kept.
+void execute_versioned(kf_fusion f, const DLTensor* const* inputs, const uint64_t* input_flags,
+                       size_t num_inputs, DLManagedTensorVersioned** outputs, size_t num_outputs,
+                       const kf_exec_options* options, const char* fn) {
+  if (num_outputs > 0) require(outputs, fn, "outputs");
+  std::vector<DLManagedTensor*> made(num_outputs, nullptr);
+  std::vector<VersionedOutput*> wrapped(num_outputs, nullptr);
+  execute_allocating(f, inputs, input_flags, num_inputs, made.data(), num_outputs, options, fn);
+  try {
+    for (size_t i = 0; i < num_outputs; ++i) wrapped[i] = new VersionedOutput;
+  } catch (...) {
+    for (size_t i = 0; i < num_outputs; ++i) {
+      delete wrapped[i];
+      made[i]->deleter(made[i]);
+    }
+    throw;
+  }
+  for (size_t i = 0; i < num_outputs; ++i) {
+    VersionedOutput* o = wrapped[i];
+    o->inner = made[i];
+    o->v.version.major = KF_DLPACK_MAJOR_VERSION;
+    o->v.version.minor = KF_DLPACK_MINOR_VERSION;
+    o->v.manager_ctx = o;
+    o->v.deleter = delete_versioned;
+    o->v.flags = 0;
+    o->v.dl_tensor = made[i]->dl_tensor;
+    outputs[i] = &o->v;
+  }
 }
 
 }  // namespace
@@ -235,25 +342,7 @@ KF_API kf_status kf_execute(kf_fusion f, const DLTensor* const* inputs, size_t n
                             DLManagedTensor** outputs, size_t num_outputs,
                             const kf_exec_options* options) {
   return guard([&] {
-    const char* fn = "kf_execute";
-    kf::ExecOptions opts = options_of(options, fn);
-    kf::Scratch<kf::Binding> b;
-    auto p = bind(f, inputs, num_inputs, fn, *b);
-    const kf::ConcreteFusion& c = *p->concrete;
-    check_output_count(*c.fusion, num_outputs, fn);
-    if (num_outputs > 0) require(outputs, fn, "outputs");
-    std::vector<DLManagedTensor*> made;
-    try {
-      for (size_t i = 0; i < num_outputs; ++i)
-        made.push_back(kf::allocate_output(c, *b, i, inputs, opts));
-      std::vector<DLTensor*> dl;
-      for (auto* m : made) dl.push_back(&m->dl_tensor);
-      kf::execute(*p, *b, inputs, dl.data(), opts);
-    } catch (...) {
-      for (auto* m : made) m->deleter(m);
-      throw;
-    }
-    for (size_t i = 0; i < num_outputs; ++i) outputs[i] = made[i];
+    execute_allocating(f, inputs, nullptr, num_inputs, outputs, num_outputs, options, "kf_execute");
   });
 }
 
@@ -261,14 +350,8 @@ KF_API kf_status kf_execute_into(kf_fusion f, const DLTensor* const* inputs, siz
                                  DLTensor* const* outputs, size_t num_outputs,
                                  const kf_exec_options* options) {
   return guard([&] {
-    const char* fn = "kf_execute_into";
-    kf::ExecOptions opts = options_of(options, fn);
-    kf::Scratch<kf::Binding> b;
-    auto p = bind(f, inputs, num_inputs, fn, *b);
-    check_output_count(p->fusion(), num_outputs, fn);
-    if (num_outputs > 0) require(outputs, fn, "outputs");
-    for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, *b, i, outputs[i]);
-    kf::execute(*p, *b, inputs, outputs, opts);
+    execute_into(f, inputs, nullptr, num_inputs, outputs, nullptr, num_outputs, options,
+                 "kf_execute_into");
   });
 }
 
@@ -282,6 +365,53 @@ KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTen
     if (num_inputs > 0) require(inputs, fn, "inputs");
     if (num_outputs > 0) require(outputs, fn, "outputs");
     kf::execute_segment(*h->plan, index, inputs, num_inputs, outputs, num_outputs, opts);
+  });
+}
+
+KF_API kf_status kf_execute_versioned(kf_fusion f,
+                                      const DLManagedTensorVersioned* const* inputs,
+                                      size_t num_inputs, DLManagedTensorVersioned** outputs,
+                                      size_t num_outputs, const kf_exec_options* options) {
+  return guard([&] {
+    const char* fn = "kf_execute_versioned";
+    const kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
+    if (num_inputs > 0) require(inputs, fn, "inputs");
+    // Unpacked for the DLTensor path; a count that disagrees with the
+    // definition is reported there, entries beyond it are not read.
+    const size_t n = std::min(num_inputs, fusion->inputs.size());
+    std::vector<const DLTensor*> tensors(num_inputs, nullptr);
+    std::vector<uint64_t> flags(num_inputs, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const DLManagedTensorVersioned* m = inputs[i];
+      if (m == nullptr) continue;  // "input i (value v): tensor pointer is NULL" from binding
+      if (m->version.major != KF_DLPACK_MAJOR_VERSION)
+        kf::fail(KF_ERR_UNSUPPORTED, fn, ": ", kf::input_name(*fusion, i), ": DLPack version ",
+                 m->version.major, ".", m->version.minor, " is not supported (kfuse reads major version ",
+                 KF_DLPACK_MAJOR_VERSION, ")");
+      tensors[i] = &m->dl_tensor;
+      flags[i] = m->flags;
+    }
+    execute_versioned(f, tensors.data(), flags.data(), num_inputs, outputs, num_outputs, options, fn);
+  });
+}
+
+KF_API kf_status kf_execute_flagged(kf_fusion f, const DLTensor* const* inputs,
+                                    const uint64_t* input_flags, size_t num_inputs,
+                                    DLManagedTensorVersioned** outputs, size_t num_outputs,
+                                    const kf_exec_options* options) {
+  return guard([&] {
+    execute_versioned(f, inputs, input_flags, num_inputs, outputs, num_outputs, options,
+                      "kf_execute_flagged");
+  });
+}
+
+KF_API kf_status kf_execute_into_flagged(kf_fusion f, const DLTensor* const* inputs,
+                                         const uint64_t* input_flags, size_t num_inputs,
+                                         DLTensor* const* outputs, const uint64_t* output_flags,
+                                         size_t num_outputs, const kf_exec_options* options) {
+  return guard([&] {
+    execute_into(f, inputs, input_flags, num_inputs, outputs, output_flags, num_outputs, options,
+                 "kf_execute_into_flagged");
   });
 }
 

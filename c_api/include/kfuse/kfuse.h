@@ -440,6 +440,84 @@ KF_API kf_status kf_output_shape(kf_fusion f, const DLTensor* const* inputs, siz
 KF_API kf_status kf_value_shape(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
                                 int64_t value, int64_t* shape, size_t rank);
 
+/* ======================================================================== */
+/* DLPack 1.x: versioned tensors (DLManagedTensorVersioned)                 */
+/*                                                                          */
+/* DLPack 1.0 added DLManagedTensorVersioned: a version, a flags word       */
+/* (read-only, is-copied) and the DLTensor. kfuse reads and writes it next  */
+/* to the 0.6 structs above. Where the included dlpack.h predates 1.0       */
+/* (DLPACK_MAJOR_VERSION undefined: Debian 12 ships 0.6), the 1.x layout    */
+/* is declared here, exactly as dlpack.h 1.0/1.1 declares it; with a 1.x    */
+/* dlpack.h its own declarations are used. Define                           */
+/* KF_DLPACK_VERSIONED_DECLARED before including kfuse.h if your program    */
+/* declares these types itself for an old dlpack.h. The Java and Go         */
+/* bindings (SWIG) do not wrap this section; Python and Rust use it.        */
+
+#ifndef SWIG
+
+#if !defined(DLPACK_MAJOR_VERSION) && !defined(KF_DLPACK_VERSIONED_DECLARED)
+#define KF_DLPACK_VERSIONED_DECLARED 1
+typedef struct {
+  uint32_t major;
+  uint32_t minor;
+} DLPackVersion;
+
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned* self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+
+#define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
+#define DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1UL)
+#endif
+
+/* The DLPack version kfuse writes into the versioned tensors it makes, and
+ * the major version it reads (an input of another major is
+ * KF_ERR_UNSUPPORTED, as DLPack asks of consumers). */
+#define KF_DLPACK_MAJOR_VERSION 1
+#define KF_DLPACK_MINOR_VERSION 0
+
+/* Runs the fusion on versioned inputs and makes versioned outputs.
+ *
+ * inputs: borrowed, in input order; read during the call (kfuse never calls
+ * their deleters). version.major must be 1. An input with
+ * DLPACK_FLAG_BITMASK_READ_ONLY is never written: an output declared to
+ * alias it (kf_add_output's alias_input) is KF_ERR_INVALID_ARGUMENT naming
+ * the output and the input, and nothing runs.
+ *
+ * outputs[i]: a new DLManagedTensorVersioned owned by the caller (call
+ * outputs[i]->deleter(outputs[i]), or hand it to a consumer). version is
+ * {KF_DLPACK_MAJOR_VERSION, KF_DLPACK_MINOR_VERSION}; flags are 0 (writable,
+ * not a copy: a fresh output, or a view of the writable input it aliases).
+ * Its shape and strides are never NULL. options may be NULL. */
+KF_API kf_status kf_execute_versioned(kf_fusion f,
+                                      const DLManagedTensorVersioned* const* inputs,
+                                      size_t num_inputs, DLManagedTensorVersioned** outputs,
+                                      size_t num_outputs, const kf_exec_options* options);
+
+/* The same with borrowed DLTensors and their DLPack flags side by side: what
+ * a binding holding a mix of 0.6 and 1.x tensors passes (&m->dl_tensor with
+ * m->flags, or flags 0 for a 0.6 tensor). input_flags: NULL (all writable)
+ * or num_inputs words of DLPACK_FLAG_BITMASK_* bits. Outputs as for
+ * kf_execute_versioned. */
+KF_API kf_status kf_execute_flagged(kf_fusion f, const DLTensor* const* inputs,
+                                    const uint64_t* input_flags, size_t num_inputs,
+                                    DLManagedTensorVersioned** outputs, size_t num_outputs,
+                                    const kf_exec_options* options);
+
+/* kf_execute_into with flags: input_flags and output_flags are NULL (all
+ * writable) or one word per tensor. A read-only output, or an output that
+ * aliases a read-only input, is KF_ERR_INVALID_ARGUMENT and nothing runs. */
+KF_API kf_status kf_execute_into_flagged(kf_fusion f, const DLTensor* const* inputs,
+                                         const uint64_t* input_flags, size_t num_inputs,
+                                         DLTensor* const* outputs, const uint64_t* output_flags,
+                                         size_t num_outputs, const kf_exec_options* options);
+
+#endif /* !SWIG: DLPack 1.x */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,23 @@
+"""kfuse for Python: define a fusion once, call it on any DLPack tensor.
+
+    import numpy as np, kfuse
+    with kfuse.Definition() as fd:
+        x = fd.tensor(rank=2, dtype=kfuse.float32)
+        b = fd.tensor(rank=1, dtype=kfuse.float32)
+        fd.output(fd.relu(x + b))
+    y = fd.fusion(np.ones((2, 3), np.float32), np.zeros(3, np.float32))
+    np.from_dlpack(y)          # no copy
+
+Pure Python over libkfuse's C ABI (ctypes); see docs/python.md.
+"""
+from ._lib import KfuseError, Status, library_path, version
+from ._core import (DType, Definition, Fusion, Segment, Tensor, Value, bfloat16, bool_, dtype,
+                    float16, float32, float64, int32, int64, ops)
+
+__version__ = "0.1.0"
+
+globals()["bool"] = bool_  # kfuse.bool, like torch.bool (kfuse.bool_ too)
+
+__all__ = ["Definition", "Fusion", "Tensor", "Value", "Segment", "DType", "KfuseError", "Status",
+           "float64", "float32", "float16", "bfloat16", "int64", "int32", "bool_", "dtype", "ops",
+           "library_path", "version"]

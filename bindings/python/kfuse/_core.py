@@ -1,0 +1,849 @@
+"""Definitions, fusions and output tensors over libkfuse's C API."""
+import ctypes
+import struct
+
+from . import _dlpack as dl
+from ._lib import ExecOptions, KfuseError, SegmentInfo, TaskInfo, ValueInfo, lib
+
+INT64_MAX = (1 << 63) - 1
+
+
+# ---------------------------------------------------------------------------
+# dtypes
+
+class DType:
+    """A kfuse dtype (kf_dtype); ``kfuse.float32`` etc."""
+
+    __slots__ = ("name", "code", "dl_code", "bits", "numpy_name")
+
+    def __init__(self, name, code, dl_code, bits, numpy_name):
+        self.name, self.code, self.dl_code, self.bits, self.numpy_name = name, code, dl_code, bits, numpy_name
+
+    @property
+    def itemsize(self):
+        return self.bits // 8
+
+    def __repr__(self):
+        return f"kfuse.{self.name}"
+
+    def __reduce__(self):
+        return (dtype, (self.name,))
+
+
+float64 = DType("float64", 0, dl.kDLFloat, 64, "float64")
+float32 = DType("float32", 1, dl.kDLFloat, 32, "float32")
+float16 = DType("float16", 2, dl.kDLFloat, 16, "float16")
+bfloat16 = DType("bfloat16", 3, dl.kDLBfloat, 16, None)
+int64 = DType("int64", 4, dl.kDLInt, 64, "int64")
+int32 = DType("int32", 5, dl.kDLInt, 32, "int32")
+bool_ = DType("bool", 6, dl.kDLBool, 8, "bool")
+DTYPES = (float64, float32, float16, bfloat16, int64, int32, bool_)
+_BY_NAME = {d.name: d for d in DTYPES}
+_BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
+                 "int": int32})
+
+
+def dtype(x):
+    """A DType from a DType, its name ("float32"), a kf_dtype code, or a
+    NumPy/torch dtype whose name matches ("torch.float32", np.float32)."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, int) and not isinstance(x, bool) and 0 <= x < len(DTYPES):
+        return DTYPES[x]
+    name = x if isinstance(x, str) else str(getattr(x, "name", None) or getattr(x, "__name__", None) or x)
+    name = name.replace("torch.", "").replace("numpy.", "")
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    raise TypeError(f"not a kfuse dtype: {x!r} (expected one of {', '.join(d.name for d in DTYPES)})")
+
+
+def _dtype_of_dl(code, bits):
+    for d in DTYPES:
+        if d.dl_code == code and d.bits == bits:
+            return d
+    if bits == 8 and code in (dl.kDLUInt, dl.kDLInt):
+        return None  # bytes (bool where a definition says bool)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# ops (from the library's own table: kf_op_name over the enum)
+
+class _Ops:
+    def __init__(self):
+        L = lib()
+        names = []
+        while True:
+            n = L.kf_op_name(len(names)).decode()
+            if n == "invalid":
+                break
+            names.append(n)
+        self.names = names
+        self.code = {n: i for i, n in enumerate(names)}
+        idx = self.code
+        self.unary = set(names[idx["neg"]:idx["add"]])
+        self.binary = set(names[idx["add"]:idx["where"]])
+        self.ternary = set(names[idx["where"]:idx["cast"]])
+
+
+_ops = None
+
+
+def _op_table():
+    global _ops
+    if _ops is None:
+        _ops = _Ops()
+    return _ops
+
+
+def ops():
+    """Every op name the loaded library knows, in kf_op order."""
+    return list(_op_table().names)
+
+
+# ---------------------------------------------------------------------------
+# define
+
+class Value:
+    """A value of a Definition (a tensor, scalar or constant) by id. The
+    arithmetic operators record ops: ``x + 1.0``, ``a * b``, ``-x``,
+    ``x ** 2``, ``x < y``."""
+
+    __slots__ = ("definition", "id")
+
+    def __init__(self, definition, id_):
+        self.definition, self.id = definition, id_
+
+    def __repr__(self):
+        return f"Value({self.id})"
+
+    def __index__(self):
+        raise TypeError("a kfuse Value is not an integer; pass it to Definition methods")
+
+    def _bin(self, op, other, reflected=False):
+        fd = self.definition
+        return fd._record(op, [other, self] if reflected else [self, other])
+
+    __add__ = lambda s, o: s._bin("add", o)
+    __radd__ = lambda s, o: s._bin("add", o, True)
+    __sub__ = lambda s, o: s._bin("sub", o)
+    __rsub__ = lambda s, o: s._bin("sub", o, True)
+    __mul__ = lambda s, o: s._bin("mul", o)
+    __rmul__ = lambda s, o: s._bin("mul", o, True)
+    __truediv__ = lambda s, o: s._bin("div", o)
+    __rtruediv__ = lambda s, o: s._bin("div", o, True)
+    __pow__ = lambda s, o: s._bin("pow", o)
+    __rpow__ = lambda s, o: s._bin("pow", o, True)
+    __mod__ = lambda s, o: s._bin("remainder", o)
+    __lt__ = lambda s, o: s._bin("lt", o)
+    __le__ = lambda s, o: s._bin("le", o)
+    __gt__ = lambda s, o: s._bin("gt", o)
+    __ge__ = lambda s, o: s._bin("ge", o)
+    __and__ = lambda s, o: s._bin("logical_and", o)
+    __or__ = lambda s, o: s._bin("logical_or", o)
+    __neg__ = lambda s: s.definition._record("neg", [s])
+    __abs__ = lambda s: s.definition._record("abs", [s])
+    __invert__ = lambda s: s.definition._record("logical_not", [s])
+
+
+def _ids(values):
+    a = (ctypes.c_int64 * max(len(values), 1))(*values)
+    return a, len(values)
+
+
+class Definition:
+    """Records a fusion, op by op, like kfuse's C builder::
+
+        with kfuse.Definition() as fd:
+            x = fd.tensor(rank=2, dtype=kfuse.float32)
+            b = fd.tensor(rank=1, dtype=kfuse.float32)
+            fd.output(fd.relu(x + b))
+        fusion = fd.fusion
+
+    Every op of the library is a method: unary (``fd.exp(x)``), binary
+    (``fd.maximum(a, b)``), ternary (``fd.where(c, a, b)``) by name, and
+    the ops with attributes below. Python numbers become constants
+    (float64 or int64: they act like Python scalars in torch's promotion).
+    Leaving the ``with`` block without an exception finalizes (through the
+    definition cache: the same ops give the same fusion) and frees the
+    builder. A Definition belongs to one thread at a time."""
+
+    def __init__(self):
+        self._lib = lib()
+        h = ctypes.c_void_p()
+        self._lib.check(self._lib.kf_builder_create(ctypes.byref(h)), "kf_builder_create")
+        self._h = h
+        self._fusion = None
+
+    # lifecycle
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None and self._fusion is None:
+                self.finalize()
+        finally:
+            self.close()
+        return False
+
+    def close(self):
+        """Frees the builder (the fusion, if finalized, stays valid)."""
+        h, self._h = getattr(self, "_h", None), None
+        if h is not None and h.value:
+            self._lib.kf_builder_destroy(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _builder(self):
+        if self._h is None:
+            raise ValueError("this Definition is closed")
+        return self._h
+
+    def finalize(self):
+        """Ends the definition and returns its Fusion (also ``fd.fusion``)."""
+        f = ctypes.c_void_p()
+        self._lib.check(self._lib.kf_builder_finalize(self._builder(), ctypes.byref(f)),
+                        "kf_builder_finalize")
+        self._fusion = Fusion(f)
+        return self._fusion
+
+    @property
+    def fusion(self):
+        if self._fusion is None:
+            raise ValueError("the definition is not finalized yet (leave the with block or call finalize())")
+        return self._fusion
+
+    # values
+    def _out(self, status, call, out):
+        self._lib.check(status, call)
+        return Value(self, out.value)
+
+    def tensor(self, rank, dtype=float32):
+        """A tensor input of this rank and dtype (sizes and strides are
+        decided by the tensors of each call)."""
+        out = ctypes.c_int64()
+        return self._out(self._lib.kf_define_tensor(self._builder(), int(rank), _dt(dtype).code,
+                                                    ctypes.byref(out)), "kf_define_tensor", out)
+
+    def scalar(self, dtype=float32):
+        """A scalar input: a Python number (or 0-dim CPU tensor) at each call."""
+        out = ctypes.c_int64()
+        return self._out(self._lib.kf_define_scalar(self._builder(), _dt(dtype).code, ctypes.byref(out)),
+                         "kf_define_scalar", out)
+
+    def constant(self, value, dtype=None):
+        """A constant; dtype defaults to float64 for floats, int64 for ints,
+        bool for bools."""
+        out = ctypes.c_int64()
+        if dtype is None:
+            dtype = bool_ if isinstance(value, bool) else int64 if isinstance(value, int) else float64
+        d = _dt(dtype)
+        if isinstance(value, (bool, int)) and d in (int64, int32, bool_):
+            st = self._lib.kf_define_constant_i64(self._builder(), int(value), d.code, ctypes.byref(out))
+            return self._out(st, "kf_define_constant_i64", out)
+        st = self._lib.kf_define_constant_f64(self._builder(), float(value), d.code, ctypes.byref(out))
+        return self._out(st, "kf_define_constant_f64", out)
+
+    def _arg(self, v):
+        if isinstance(v, Value):
+            if v.definition is not self:
+                raise ValueError(f"{v!r} belongs to another Definition")
+            return v.id
+        if isinstance(v, (bool, int, float)):
+            return self.constant(v).id
+        raise TypeError(f"expected a kfuse Value or a Python number, got {type(v).__name__}")
+
+    def op(self, op, args, attrs=(), num_outputs=None):
+        """The generic op record (kf_builder_op): ``op`` a name or kf_op
+        code, ``args`` values (or numbers), ``attrs`` ints. Returns a Value,
+        or a tuple for ops with several outputs."""
+        table = _op_table()
+        code = table.code[op] if isinstance(op, str) else int(op)
+        n = num_outputs or self._lib.kf_op_num_outputs(code) or 1
+        a, na = _ids([self._arg(v) for v in args])
+        t, nt = _ids([int(x) for x in attrs])
+        outs = (ctypes.c_int64 * n)()
+        name = op if isinstance(op, str) else str(code)
+        self._lib.check(self._lib.kf_builder_op(self._builder(), code, a, na, t, nt, outs, n),
+                        f"kf_builder_op({name})")
+        vals = tuple(Value(self, outs[i]) for i in range(n))
+        return vals[0] if n == 1 else vals
+
+    _record = op
+
+    def __getattr__(self, name):
+        # unary, binary and ternary ops by name: fd.exp(x), fd.maximum(a, b)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        table = _op_table()
+        arity = (1 if name in table.unary else 2 if name in table.binary
+                 else 3 if name in table.ternary else 0)
+        if not arity:
+            raise AttributeError(f"Definition has no op or attribute {name!r}")
+
+        def record(*args):
+            if len(args) != arity:
+                raise TypeError(f"{name} takes {arity} argument{'s' if arity > 1 else ''}, got {len(args)}")
+            return self.op(name, args)
+        record.__name__ = name
+        return record
+
+    def _shape(self, shape):
+        return [s if isinstance(s, Value) else self.constant(int(s), int64) for s in shape]
+
+    def cast(self, x, dtype):
+        return self.op("cast", [x], [_dt(dtype).code])
+
+    def _reduce(self, op, x, axes, keepdim, extra=()):
+        axes = [] if axes is None else [axes] if isinstance(axes, int) else list(axes)
+        return self.op(op, [x], [int(bool(keepdim)), *extra, *axes])
+
+    def sum(self, x, axes=None, keepdim=False):
+        return self._reduce("sum", x, axes, keepdim)
+
+    def prod(self, x, axes=None, keepdim=False):
+        return self._reduce("prod", x, axes, keepdim)
+
+    def max(self, x, axes=None, keepdim=False):
+        return self._reduce("max", x, axes, keepdim)
+
+    def min(self, x, axes=None, keepdim=False):
+        return self._reduce("min", x, axes, keepdim)
+
+    def mean(self, x, axes=None, keepdim=False):
+        return self._reduce("mean", x, axes, keepdim)
+
+    def var(self, x, axes=None, correction=1, keepdim=False):
+        return self._reduce("var", x, axes, keepdim, (int(correction),))
+
+    def var_mean(self, x, axes=None, correction=1, keepdim=False):
+        """(var, mean)"""
+        return self._reduce("var_mean", x, axes, keepdim, (int(correction),))
+
+    def broadcast_in_dim(self, x, shape, broadcast_dims):
+        return self.op("broadcast_in_dim", [x, *self._shape(shape)], list(broadcast_dims))
+
+    def expand(self, x, shape):
+        return self.op("expand", [x, *self._shape(shape)])
+
+    def reshape(self, x, shape):
+        return self.op("reshape", [x, *self._shape(shape)])
+
+    def permute(self, x, perm):
+        return self.op("permute", [x], list(perm))
+
+    def squeeze(self, x, dims):
+        return self.op("squeeze", [x], [dims] if isinstance(dims, int) else list(dims))
+
+    def unsqueeze(self, x, dim):
+        return self.op("unsqueeze", [x], [dim])
+
+    def slice(self, x, dim, start=0, stop=None, step=1):
+        return self.op("slice", [x], [dim, start, INT64_MAX if stop is None else stop, step])
+
+    def pad(self, x, pads, value=0.0):
+        return self.op("pad", [x, value], list(pads))
+
+    def cat(self, tensors, dim=0):
+        return self.op("cat", list(tensors), [dim])
+
+    def index_select(self, x, dim, index):
+        return self.op("index_select", [x, index], [dim])
+
+    def gather(self, x, dim, index):
+        return self.op("gather", [x, index], [dim])
+
+    def full(self, shape, fill, dtype=float32):
+        return self.op("full", [*self._shape(shape), fill], [_dt(dtype).code])
+
+    def iota(self, length, start=0, step=1, dtype=int64):
+        return self.op("iota", [*self._shape([length]), start, step], [_dt(dtype).code])
+
+    def uniform(self, shape, low, high, seed, offset, dtype=float32):
+        return self.op("uniform", [*self._shape(shape), low, high, seed, offset], [_dt(dtype).code])
+
+    def normal(self, shape, mean, std, seed, offset, dtype=float32):
+        return self.op("normal", [*self._shape(shape), mean, std, seed, offset], [_dt(dtype).code])
+
+    def matmul(self, a, b):
+        return self.op("matmul", [a, b])
+
+    def linear(self, x, w, bias=None):
+        return self.op("linear", [x, w] if bias is None else [x, w, bias])
+
+    def segment_set(self, x):
+        return self.op("segment_set", [x])
+
+    def output(self, value, stride_order=None, alias=None):
+        """Marks a tensor value as an output. ``stride_order`` pins its
+        layout (outermost dim first); ``alias`` is the index of a tensor
+        input whose memory receives it (an in-place update)."""
+        order = None if stride_order is None else list(stride_order)
+        arr, n = (None, 0) if order is None else _ids(order)
+        self._lib.check(self._lib.kf_add_output(self._builder(), self._arg(value), arr, n,
+                                                -1 if alias is None else int(alias)), "kf_add_output")
+
+
+def _dt(x):
+    return dtype(x)
+
+
+# ---------------------------------------------------------------------------
+# call-time tensors
+
+def _scalar_tensor(value, d):
+    """A 0-dim CPU DLTensor holding a Python number as dtype d."""
+    if d in (float64, float32):
+        buf = (ctypes.c_double if d is float64 else ctypes.c_float)(float(value))
+    elif d is float16:
+        buf = ctypes.c_uint16(struct.unpack("<H", struct.pack("<e", float(value)))[0])
+    elif d is bfloat16:
+        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        if (bits & 0x7F800000) == 0x7F800000 and bits & 0xFFFF:  # NaN stays NaN
+            bits |= 0x10000
+        bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
+        buf = ctypes.c_uint16((bits >> 16) & 0xFFFF)
+    elif d in (int64, int32):
+        buf = (ctypes.c_int64 if d is int64 else ctypes.c_int32)(int(value))
+    else:
+        buf = ctypes.c_uint8(1 if value else 0)
+    t = dl._Described(ctypes.addressof(buf), (dl.kDLCPU, 0), d.dl_code, d.bits, (), keep=buf)
+    return t.borrowed()
+
+
+def _is_number(x):
+    return isinstance(x, (bool, int, float))
+
+
+_ALIGNED_DUMMY = (ctypes.c_uint8 * 512)()
+
+
+def _shape_only(shape, cuda):
+    """Metadata standing for a tensor of this shape (explain: concretization
+    reads no data)."""
+    base = (ctypes.addressof(_ALIGNED_DUMMY) + 255) & ~255
+    return shape, base, (dl.kDLCUDA if cuda else dl.kDLCPU, 0)
+
+
+def _stream_handle(stream):
+    """An int CUstream from None, an int, or a torch/CuPy stream object."""
+    if stream is None:
+        return None
+    for attr in ("cuda_stream", "ptr", "handle"):
+        h = getattr(stream, attr, None)
+        if h is not None:
+            return int(h)
+    return int(stream)
+
+
+class _Owner:
+    """Owns one DLManagedTensorVersioned kfuse made; frees it when the last
+    reference (the Tensor, or a capsule a consumer still holds) goes."""
+
+    __slots__ = ("addr", "keep", "__weakref__")
+
+    def __init__(self, addr, keep):
+        self.addr, self.keep = addr, keep
+
+    def __del__(self):
+        addr, self.addr = self.addr, None
+        try:
+            if addr:
+                dl.call_deleter(dl.DLManagedTensorVersioned.from_address(addr).deleter, addr)
+        finally:
+            keep, self.keep = self.keep, None
+            for b in keep or ():
+                b.release()
+
+
+_CUDA = None
+
+
+def _cuda_order(src_stream, dst_stream):
+    """dst_stream waits for the work queued so far on src_stream (an event;
+    no host synchronization). Driver API through ctypes."""
+    global _CUDA
+    if _CUDA is None:
+        _CUDA = ctypes.CDLL("libcuda.so.1")
+    ev = ctypes.c_void_p()
+    for call, args in (("cuEventCreate", (ctypes.byref(ev), 2)),  # CU_EVENT_DISABLE_TIMING
+                       ("cuEventRecord", (ev, ctypes.c_void_p(src_stream))),
+                       ("cuStreamWaitEvent", (ctypes.c_void_p(dst_stream), ev, 0)),
+                       ("cuEventDestroy_v2", (ev,))):
+        st = getattr(_CUDA, call)(*args)
+        if st != 0:
+            raise BufferError(f"{call} failed with CUresult {st}")
+
+
+class Tensor:
+    """An output of a fusion call: kfuse's memory, handed to any DLPack
+    consumer without a copy (``numpy.from_dlpack(t)``, ``torch.from_dlpack(t)``).
+    ``close()`` (or the end of a ``with`` block, or the garbage collector)
+    gives up this object's hold on the memory; consumers that imported it
+    keep it alive until they are done."""
+
+    __slots__ = ("_owner", "_t", "_stream", "__weakref__")
+
+    def __init__(self, owner, stream):
+        self._owner = owner
+        self._t = dl.DLManagedTensorVersioned.from_address(owner.addr).dl_tensor
+        self._stream = stream
+
+    def _tensor(self):
+        if self._owner is None:
+            raise ValueError("this kfuse Tensor is closed")
+        return self._t
+
+    @property
+    def shape(self):
+        t = self._tensor()
+        return tuple(t.shape[i] for i in range(t.ndim))
+
+    @property
+    def strides(self):
+        """Strides in elements (always set by kfuse)."""
+        t = self._tensor()
+        return tuple(t.strides[i] for i in range(t.ndim))
+
+    @property
+    def ndim(self):
+        return self._tensor().ndim
+
+    @property
+    def dtype(self):
+        t = self._tensor()
+        return _dtype_of_dl(t.dtype.code, t.dtype.bits)
+
+    @property
+    def data_ptr(self):
+        t = self._tensor()
+        return (t.data or 0) + t.byte_offset
+
+    @property
+    def device(self):
+        t = self._tensor()
+        return (t.device.device_type, t.device.device_id)
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        t = self._tensor()
+        if dl_device is not None and tuple(dl_device) != self.device:
+            raise BufferError(f"kfuse tensors are exported on their own device {self.device}, "
+                              f"not {tuple(dl_device)}")
+        if copy:
+            raise BufferError("kfuse exports without copying (copy=True is not supported)")
+        if dl._is_cuda(t.device.device_type) and stream is not None and stream != -1:
+            own = self._stream or 0
+            if not (stream == 1 and own == 0) and stream != own:
+                _cuda_order(own, stream)
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        return dl.export_capsule(self._owner, t, versioned)
+
+    def _export_as(self, code, bits):
+        tensor = self
+
+        class _View:
+            def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+                versioned = max_version is not None and tuple(max_version)[0] >= 1
+                return dl.export_capsule(tensor._owner, tensor._tensor(), versioned, dtype=(code, bits))
+
+            def __dlpack_device__(self):
+                return tensor.device
+        return _View()
+
+    def numpy(self, raw=False):
+        """A NumPy array sharing this tensor's memory (CPU tensors). Bool
+        goes through uint8 where NumPy's DLPack lacks bool (NumPy 1.x);
+        bfloat16 (no NumPy dtype) needs raw=True: its bits as uint16."""
+        import numpy as np
+        d = self.dtype
+        if d is bfloat16:
+            if not raw:
+                raise TypeError("NumPy has no bfloat16: numpy(raw=True) gives the bits as uint16")
+            return np.from_dlpack(self._export_as(dl.kDLUInt, 16))
+        if d is bool_ and int(np.__version__.split(".")[0]) < 2:
+            # NumPy 1.x imports no DLPack bool (1.24 even fails without an
+            # exception): the same bytes as uint8, viewed as bool.
+            return np.from_dlpack(self._export_as(dl.kDLUInt, 8)).view(np.bool_)
+        return np.from_dlpack(self)
+
+    def close(self):
+        self._owner = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        if self._owner is None:
+            return "kfuse.Tensor(closed)"
+        return f"kfuse.Tensor(shape={self.shape}, strides={self.strides}, dtype={self.dtype}, device={self.device})"
+
+
+# ---------------------------------------------------------------------------
+# fusion
+
+class Segment:
+    """One segment of a concretized fusion (``Fusion.segments``)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def __repr__(self):
+        return f"Segment({self.index}, {self.scheduler})"
+
+
+class Fusion:
+    """A finalized fusion (immutable; safe to call from several threads).
+    ``Fusion.from_text(text)`` parses the text form; ``Definition`` builds
+    one. ``fusion(*tensors, out=None, stream=None)`` runs it."""
+
+    def __init__(self, handle):
+        self._lib = lib()
+        self._h = handle
+        L = self._lib
+        n = ctypes.c_size_t()
+        L.check(L.kf_fusion_num_inputs(handle, ctypes.byref(n)), "kf_fusion_num_inputs")
+        self.inputs = [self._info(L.kf_fusion_input, i) for i in range(n.value)]
+        L.check(L.kf_fusion_num_outputs(handle, ctypes.byref(n)), "kf_fusion_num_outputs")
+        self.outputs = [self._info(L.kf_fusion_output, i) for i in range(n.value)]
+        self._scalar = [i["is_scalar"] for i in self.inputs]
+
+    def _info(self, fn, i):
+        info = ValueInfo()
+        info.struct_size = ctypes.sizeof(ValueInfo)
+        self._lib.check(fn(self._h, i, ctypes.byref(info)), fn.__name__)
+        return {"id": info.id, "rank": info.rank, "dtype": DTYPES[info.dtype], "is_scalar": bool(info.is_scalar)}
+
+    @classmethod
+    def from_text(cls, text):
+        """Parses the text form (docs/text-format.md) through the definition
+        cache. KfuseError(PARSE) says line and column."""
+        L = lib()
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        h = ctypes.c_void_p()
+        L.check(L.kf_fusion_from_text_n(data, len(data), ctypes.byref(h)), "kf_fusion_from_text")
+        return cls(h)
+
+    def _handle(self):
+        if self._h is None:
+            raise ValueError("this Fusion is closed")
+        return self._h
+
+    def close(self):
+        """Releases the handle (idempotent); calling afterwards raises."""
+        h, self._h = getattr(self, "_h", None), None
+        if h is not None:
+            self._lib.kf_fusion_release(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    @property
+    def text(self):
+        """The text form."""
+        p = ctypes.c_void_p()
+        self._lib.check(self._lib.kf_fusion_to_text(self._handle(), ctypes.byref(p)), "kf_fusion_to_text")
+        return self._lib.take_string(p)
+
+    def __repr__(self):
+        return "kfuse.Fusion(closed)" if self._h is None else f"kfuse.Fusion(<{len(self.inputs)} inputs, {len(self.outputs)} outputs>)"
+
+    # -- inputs ------------------------------------------------------------
+    def _borrow_inputs(self, tensors, stream):
+        out = []
+        try:
+            for i, t in enumerate(tensors):
+                what = f"input {i}"
+                if i < len(self.inputs) and self.inputs[i]["is_scalar"] and _is_number(t):
+                    out.append(_scalar_tensor(t, self.inputs[i]["dtype"]))
+                else:
+                    out.append(dl.borrow(t, stream, what))
+        except BaseException:
+            for b in out:
+                b.release()
+            raise
+        return out
+
+    @staticmethod
+    def _arrays(borrowed):
+        n = len(borrowed)
+        ptrs = (ctypes.c_void_p * max(n, 1))(*[b.ptr for b in borrowed])
+        flags = (ctypes.c_uint64 * max(n, 1))(*[b.flags for b in borrowed])
+        return ptrs, flags, n
+
+    # -- call --------------------------------------------------------------
+    def __call__(self, *tensors, out=None, stream=None):
+        """Runs the fusion. ``tensors``: one per input, any object with
+        ``__dlpack__`` (NumPy, torch, CuPy, JAX, kfuse Tensors), Python
+        numbers for scalar inputs. Returns a Tensor (a tuple of them for
+        several outputs), or, with ``out`` (a tensor or a sequence, one per
+        output), writes into those and returns ``out``. ``stream``: a
+        CUstream (int, or a torch/CuPy stream) for CUDA tensors; producers
+        are asked to order their work before it, kfuse enqueues on it
+        without synchronizing."""
+        L = self._lib
+        h = self._handle()
+        s = _stream_handle(stream)
+        borrowed = self._borrow_inputs(tensors, s)
+        kept = set()
+        try:
+            ins, flags, n = self._arrays(borrowed)
+            opts = None
+            if s is not None:
+                opts = ExecOptions(ctypes.sizeof(ExecOptions), s, None)
+            m = len(self.outputs)
+            if out is None:
+                outs = (ctypes.c_void_p * max(m, 1))()
+                L.check(L.kf_execute_flagged(h, ins, flags, n, outs, m, opts), "kf_execute_flagged")
+                results = []
+                for i in range(m):
+                    addr = outs[i]
+                    data = dl.DLManagedTensorVersioned.from_address(addr).dl_tensor
+                    ptr = (data.data or 0) + data.byte_offset
+                    # An in-place output is a view of an input: keep that input.
+                    keep = [b for b in borrowed if b.data == ptr and ptr and not self._scalar_at(borrowed, b)]
+                    kept.update(id(b) for b in keep)
+                    results.append(Tensor(_Owner(addr, keep), s))
+                return results[0] if m == 1 else tuple(results)
+            targets = list(out) if isinstance(out, (list, tuple)) else [out]
+            ob = [dl.borrow(o, s, f"output {i}") for i, o in enumerate(targets)]
+            try:
+                optr, oflags, on = self._arrays(ob)
+                L.check(L.kf_execute_into_flagged(h, ins, flags, n, optr, oflags, on, opts),
+                        "kf_execute_into_flagged")
+            finally:
+                for b in ob:
+                    b.release()
+            return out
+        finally:
+            for b in borrowed:
+                if id(b) not in kept:
+                    b.release()
+
+    def _scalar_at(self, borrowed, b):
+        i = borrowed.index(b)
+        return i < len(self._scalar) and self._scalar[i]
+
+    # -- inspection --------------------------------------------------------
+    def _explain_inputs(self, args, cuda):
+        out = []
+        for i, a in enumerate(args):
+            info = self.inputs[i] if i < len(self.inputs) else None
+            if info is not None and info["is_scalar"] and _is_number(a):
+                out.append(_scalar_tensor(a, info["dtype"]))
+            elif isinstance(a, (tuple, list)) and info is not None:
+                shape, base, device = _shape_only(tuple(int(s) for s in a), cuda)
+                d = info["dtype"]
+                out.append(dl._Described(base, device, d.dl_code, d.bits, shape).borrowed())
+            else:
+                out.append(dl.borrow(a, None, f"input {i}"))
+        return out
+
+    def segments(self, *args, cuda=False):
+        """The segments kfuse makes for these inputs (tensors, or shape
+        tuples standing for tensors: concretization reads no data; Python
+        numbers for scalars), in run order, each with its scheduler, ids,
+        schedule line, text form and (cuda=True: concretized for kDLCUDA)
+        generated CUDA C++. No GPU is needed."""
+        return self._inspect(args, cuda)[1]
+
+    def explain(self, *args, cuda=False):
+        """What ``kfuse explain`` prints, as a string: the definition, its
+        concretization for these inputs and every segment (with its CUDA
+        source when cuda=True)."""
+        described, segs = self._inspect(args, cuda)
+        lines = ["== definition ==", *("  " + l for l in self.text.splitlines()), "",
+                 f"== concretization ({'kDLCUDA' if cuda else 'kDLCPU'} tensors) ==",
+                 *("  " + l for l in described.splitlines()), "", f"== segments: {len(segs)} =="]
+        ids = lambda xs: ", ".join(map(str, xs)) or "(none)"
+        for s in segs:
+            lines.append(f"segment {s.index}: run order {s.run_order}, scheduler {s.scheduler}")
+            lines.append(f"  inputs:     {ids(s.inputs)}")
+            lines.append(f"  outputs:    {ids(s.outputs)}")
+            lines.append(f"  dead after: {ids(s.dead_after)}")
+            for c, task in enumerate(s.children):
+                lines.append(f"  nested task {c}: {task['pattern']}")
+                lines.append(f"    inputs:   {ids(task['inputs'])}")
+                lines.append(f"    outputs:  {ids(task['outputs'])}")
+            if s.schedule is not None:
+                lines.append(f"  schedule:   {s.schedule}")
+            lines.append("  text:")
+            lines.extend("    " + l for l in s.text.splitlines())
+            if cuda:
+                lines.append("  cuda:")
+                lines.extend("    " + l for l in (s.cuda or s.cuda_error).splitlines())
+        return "\n".join(lines) + "\n"
+
+    def _inspect(self, args, cuda):
+        L = self._lib
+        h = self._handle()
+        borrowed = self._explain_inputs(args, cuda)
+        conc, seg = ctypes.c_void_p(), ctypes.c_void_p()
+        try:
+            ins, _, n = self._arrays(borrowed)
+            L.check(L.kf_concretize(h, ins, n, ctypes.byref(conc)), "kf_concretize")
+            p = ctypes.c_void_p()
+            L.check(L.kf_concrete_describe(conc, ctypes.byref(p)), "kf_concrete_describe")
+            described = L.take_string(p)
+            L.check(L.kf_segment(conc, ctypes.byref(seg)), "kf_segment")
+            count = ctypes.c_size_t()
+            L.check(L.kf_segmentation_count(seg, ctypes.byref(count)), "kf_segmentation_count")
+            segs = [self._segment(seg, k, cuda) for k in range(count.value)]
+            return described, segs
+        finally:
+            L.kf_segmentation_release(seg)
+            L.kf_concrete_release(conc)
+            for b in borrowed:
+                b.release()
+
+    def _segment(self, seg, k, cuda):
+        L = self._lib
+        info = SegmentInfo()
+        info.struct_size = ctypes.sizeof(SegmentInfo)
+        L.check(L.kf_segmentation_get(seg, k, ctypes.byref(info)), "kf_segmentation_get")
+        ids = lambda p, n: [p[i] for i in range(n)]
+        children = []
+        for c in range(info.num_children):
+            t = TaskInfo()
+            t.struct_size = ctypes.sizeof(TaskInfo)
+            L.check(L.kf_segment_child(seg, k, c, ctypes.byref(t)), "kf_segment_child")
+            children.append({"pattern": t.pattern.decode(), "inputs": ids(t.inputs, t.num_inputs),
+                             "outputs": ids(t.outputs, t.num_outputs)})
+
+        def text_of(fn, call, optional):
+            p = ctypes.c_void_p()
+            st = fn(seg, k, ctypes.byref(p))
+            if st != 0:
+                if optional:
+                    return None, f"{KfuseError(st, L.last_error())}"
+                L.check(st, call)
+            return L.take_string(p), None
+
+        schedule, _ = text_of(L.kf_segment_schedule, "kf_segment_schedule", True)
+        text, _ = text_of(L.kf_segment_to_text, "kf_segment_to_text", False)
+        source, err = text_of(L.kf_segment_cuda_source, "kf_segment_cuda_source", True) if cuda else (None, None)
+        return Segment(index=k, run_order=info.run_order, scheduler=info.scheduler.decode(),
+                       inputs=ids(info.inputs, info.num_inputs), outputs=ids(info.outputs, info.num_outputs),
+                       dead_after=ids(info.dead_after, info.num_dead_after), children=children,
+                       schedule=schedule, text=text, cuda=source, cuda_error=err)

@@ -1,0 +1,132 @@
+"""GPU tests of the kfuse Python package with torch (label gpu).
+
+Exits 77 (skipped) without torch, without a CUDA device, or when kfuse
+answers KF_ERR_NO_DEVICE. NOT RUN YET: written on a machine without a GPU;
+the first GPU run is its check.
+Run: KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python python3 bindings/python/tests/test_gpu_torch.py
+"""
+import sys
+import unittest
+
+try:
+    import torch
+except ImportError:
+    print("SKIP: torch is not installed for", sys.executable)
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("SKIP: no CUDA device (torch.cuda.is_available() is False)")
+    sys.exit(77)
+
+import kfuse
+
+LAYERNORM = """
+input x: tensor<float32, 2>
+input w: tensor<float32, 1>
+input b: tensor<float32, 1>
+input eps: scalar<float32>
+var, mean = var_mean(x) {axes=[1], keepdim=true, correction=0}
+centered = sub(x, mean)
+shifted = add(var, eps)
+inv_std = rsqrt(shifted)
+normed = mul(centered, inv_std)
+scaled = mul(normed, w)
+y = add(scaled, b)
+output y
+"""
+
+
+def layernorm_ref(x, w, b, eps=1e-5):
+    return torch.nn.functional.layer_norm(x.double(), (x.shape[-1],), w.double(), b.double(), eps)
+
+
+class TorchGpuTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.f = kfuse.Fusion.from_text(LAYERNORM)
+        x = torch.ones(2, 4, device="cuda")
+        try:
+            cls.f(x, torch.ones(4, device="cuda"), torch.zeros(4, device="cuda"), 1e-5)
+        except kfuse.KfuseError as e:
+            if e.status in (kfuse.Status.NO_DEVICE, kfuse.Status.UNSUPPORTED):
+                print("SKIP:", e)
+                sys.exit(77)
+            raise
+
+    def args(self, rows=16, cols=768, dtype=torch.float32):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        return (torch.randn(rows, cols, device="cuda", generator=g, dtype=dtype),
+                torch.randn(cols, device="cuda", generator=g, dtype=dtype),
+                torch.randn(cols, device="cuda", generator=g, dtype=dtype))
+
+    def test_zero_copy_both_ways(self):
+        x, w, b = self.args()
+        y = self.f(x, w, b, 1e-5)
+        t = torch.from_dlpack(y)
+        self.assertEqual(t.data_ptr(), y.data_ptr)
+        torch.testing.assert_close(t.double(), layernorm_ref(x, w, b), rtol=1e-4, atol=1e-4)
+        # a kfuse output back into kfuse, and torch views as inputs
+        y2 = self.f(t, w, b, 1e-5)
+        self.assertEqual(torch.from_dlpack(y2).shape, (16, 768))
+
+    def test_non_contiguous_and_broadcast(self):
+        x, w, b = self.args(32, 1536)
+        xs = x[::2, ::2]
+        y = torch.from_dlpack(self.f(xs, w[:768], b.expand(2, 1536)[0, ::2], 1e-5))
+        torch.testing.assert_close(y.double(), layernorm_ref(xs, w[:768], b[::2]), rtol=1e-4, atol=1e-4)
+
+    def test_bool_and_bfloat16(self):
+        with kfuse.Definition() as fd:
+            c = fd.tensor(rank=1, dtype=kfuse.bool_)
+            a = fd.tensor(rank=1, dtype=kfuse.bfloat16)
+            fd.output(fd.where(c, a, -a))
+            fd.output(a > 0.0)
+        cond = torch.tensor([True, False, True], device="cuda")
+        a = torch.tensor([1.5, -2.0, 3.0], device="cuda", dtype=torch.bfloat16)
+        y, pos = fd.fusion(cond, a)
+        torch.testing.assert_close(torch.from_dlpack(y), torch.where(cond, a, -a))
+        self.assertEqual(torch.from_dlpack(pos).dtype, torch.bool)
+
+    def test_in_place(self):
+        with kfuse.Definition() as fd:
+            x = fd.tensor(rank=1, dtype=kfuse.float32)
+            fd.output(x * 2.0, alias=0)
+        t = torch.arange(4.0, device="cuda")
+        y = fd.fusion(t)
+        self.assertEqual(y.data_ptr, t.data_ptr())
+        torch.testing.assert_close(t, torch.arange(4.0, device="cuda") * 2)
+
+    def test_stream_hand_off_without_host_sync(self):
+        # A long kernel queued on a side stream; kfuse runs on that stream
+        # and the host returns before the kernel finishes.
+        x, w, b = self.args()
+        s = torch.cuda.Stream()
+        big = torch.randn(8192, 8192, device="cuda")
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s):
+            for _ in range(20):
+                big = big @ big / 8192
+            y = self.f(x, w, b, 1e-5, stream=s)
+        self.assertFalse(s.query(), "the host waited for the stream")
+        s.synchronize()
+        with torch.cuda.stream(s):
+            t = torch.from_dlpack(y)
+        torch.testing.assert_close(t.double(), layernorm_ref(x, w, b), rtol=1e-4, atol=1e-4)
+
+    def test_cuda_graph_capture_of_a_cached_call(self):
+        x, w, b = self.args()
+        out = torch.empty_like(x)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            self.f(x, w, b, 1e-5, out=out, stream=s)  # warm: compiled and cached
+        s.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            self.f(x, w, b, 1e-5, out=out, stream=s)
+        x.mul_(2)
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out.double(), layernorm_ref(x, w, b), rtol=1e-4, atol=1e-4)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,481 @@
+"""Tests of the kfuse Python package on the CPU backend with NumPy.
+
+Run: KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python python3 bindings/python/tests/test_kfuse.py
+Exits 77 (skipped) when NumPy is missing. CTest: python_kfuse.
+"""
+import ctypes
+import gc
+import os
+import sys
+import threading
+import unittest
+import weakref
+
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not installed for", sys.executable, "(Debian: apt-get install python3-numpy)")
+    sys.exit(77)
+
+import kfuse
+from kfuse import _dlpack as dl
+
+LAYERNORM = """
+input x: tensor<float32, 2>
+input w: tensor<float32, 1>
+input b: tensor<float32, 1>
+input eps: scalar<float32>
+var, mean = var_mean(x) {axes=[1], keepdim=true, correction=0}
+centered = sub(x, mean)
+shifted = add(var, eps)
+inv_std = rsqrt(shifted)
+normed = mul(centered, inv_std)
+scaled = mul(normed, w)
+y = add(scaled, b)
+output y
+"""
+
+
+def bias_relu():
+    with kfuse.Definition() as fd:
+        x = fd.tensor(rank=2, dtype=kfuse.float32)
+        b = fd.tensor(rank=1, dtype=kfuse.float32)
+        fd.output(fd.relu(x + b))
+    return fd.fusion
+
+
+def add_one_in_place():
+    """x += 1 in place (output 0 aliases input 0)."""
+    with kfuse.Definition() as fd:
+        x = fd.tensor(rank=1, dtype=kfuse.float64)
+        fd.output(x + 1.0, alias=0)
+    return fd.fusion
+
+
+class Producer:
+    """A DLPack producer over a NumPy array's memory with a chosen DLPack
+    dtype, flags and version (NumPy 1.x exports neither versioned capsules
+    nor bfloat16): versioned=False behaves like a pre-1.0 producer."""
+
+    def __init__(self, array, dtype=None, flags=0, versioned=True, major=1):
+        self.array, self.flags, self.versioned, self.major = array, flags, versioned, major
+        code, bits = dtype or (None, None)
+        item = array.itemsize
+        self.desc = dl._Described(array.ctypes.data, (dl.kDLCPU, 0),
+                                  code if code is not None else _np_code(array.dtype),
+                                  bits or item * 8, array.shape, [s // item for s in array.strides])
+        self.calls = []
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.calls.append(max_version)
+        if max_version is not None and not self.versioned:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+        capsule = dl.export_capsule(self, self.desc.tensor, max_version is not None, self.flags)
+        if self.major != 1:
+            m = dl.DLManagedTensorVersioned.from_address(dl._get_pointer(capsule, dl.NAME_VERSIONED))
+            m.version.major = self.major
+        return capsule
+
+    def __dlpack_device__(self):
+        return (dl.kDLCPU, 0)
+
+
+def _np_code(dt):
+    return {"f": dl.kDLFloat, "i": dl.kDLInt, "u": dl.kDLUInt, "b": dl.kDLBool}[dt.kind]
+
+
+def bf16_bits(values):
+    """float32 -> bfloat16 bits (round to nearest even), as uint16."""
+    u = np.asarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class CallTests(unittest.TestCase):
+    def setUp(self):
+        self.x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+        self.b = np.full(3, 0.5, np.float32)
+
+    def test_values_and_zero_copy_output(self):
+        f = bias_relu()
+        y = f(self.x, self.b)
+        self.assertIsInstance(y, kfuse.Tensor)
+        self.assertEqual(y.shape, (2, 3))
+        self.assertEqual(y.dtype, kfuse.float32)
+        self.assertEqual(y.__dlpack_device__(), (1, 0))
+        a = np.from_dlpack(y)
+        np.testing.assert_array_equal(a, np.maximum(self.x + self.b, 0))
+        # the NumPy array is kfuse's memory: same address, and writes show
+        self.assertEqual(a.ctypes.data, y.data_ptr)
+        self.assertTrue(np.shares_memory(a, np.from_dlpack(y)))
+        if a.flags.writeable:  # NumPy 1.x imports DLPack arrays read-only
+            a[0, 0] = 42
+            self.assertEqual(np.from_dlpack(y)[0, 0], 42)
+
+    def test_inputs_are_not_copied(self):
+        # an in-place output writes through the input's own memory
+        f = add_one_in_place()
+        data = np.array([1.0, 2.0, 3.0])
+        y = f(data)
+        np.testing.assert_array_equal(data, [2, 3, 4])
+        self.assertEqual(y.data_ptr, data.ctypes.data)
+        self.assertTrue(np.shares_memory(np.from_dlpack(y), data))
+
+    def test_legacy_and_versioned_producers(self):
+        f = bias_relu()
+        want = np.maximum(self.x + self.b, 0)
+        old = Producer(self.x, versioned=False)   # rejects max_version: 0.6 capsule
+        new = Producer(self.b, versioned=True)    # versioned capsule
+        np.testing.assert_array_equal(f(old, new).numpy(), want)
+        self.assertEqual(old.calls, [(1, 0), None])
+        self.assertEqual(new.calls, [(1, 0)])
+        gc.collect()
+        self.assertEqual(dl.live_exports(), 0)  # both capsules were given back
+
+    def test_versioned_and_legacy_export(self):
+        y = bias_relu()(self.x, self.b)
+        c1 = y.__dlpack__(max_version=(1, 0))
+        self.assertIn('"dltensor_versioned"', repr(c1))
+        m = dl.DLManagedTensorVersioned.from_address(dl._get_pointer(c1, dl.NAME_VERSIONED))
+        self.assertEqual((m.version.major, m.version.minor), (1, 0))
+        self.assertEqual(m.flags, 0)
+        self.assertEqual(m.dl_tensor.data, y.data_ptr)
+        c2 = y.__dlpack__()
+        self.assertIn('"dltensor"', repr(c2))
+        before = dl.live_exports()
+        del c1, c2  # unconsumed: their destructors call the deleters
+        gc.collect()
+        self.assertEqual(dl.live_exports(), before - 2)
+        # a kfuse output as input: the versioned path end to end
+        z = bias_relu()(y, self.b)
+        np.testing.assert_array_equal(z.numpy(), np.maximum(np.maximum(self.x + self.b, 0) + self.b, 0))
+
+    def test_non_contiguous_and_broadcast_inputs(self):
+        f = bias_relu()
+        big = np.arange(48, dtype=np.float32).reshape(6, 8) - 20
+        for x in (big[:, ::2], big[::2, 1::3], big.T[:, :5], big[1:4, 2:5]):
+            got = f(x, np.ones(x.shape[1], np.float32)).numpy()
+            np.testing.assert_array_equal(got, np.maximum(x + 1, 0))
+        # a stride-0 (broadcast) view: read-only, so NumPy 1.x exports it
+        # through __array_interface__, flagged read-only
+        x = np.broadcast_to(np.array([[-1.0], [3.0]], np.float32), (2, 5))
+        got = f(x, np.broadcast_to(np.float32(0.25), (5,))).numpy()
+        np.testing.assert_array_equal(got, np.maximum(x + 0.25, 0))
+
+    def test_scalars_and_layernorm(self):
+        f = kfuse.Fusion.from_text(LAYERNORM)
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((16, 768)).astype(np.float32)
+        w = rng.standard_normal(768).astype(np.float32)
+        b = rng.standard_normal(768).astype(np.float32)
+        y = f(x, w, b, 1e-5).numpy()
+        x64 = x.astype(np.float64)
+        ref = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5) * w + b
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+        # a 0-dim NumPy array works for a scalar too
+        np.testing.assert_allclose(f(x, w, b, np.array(1e-5, np.float32)).numpy(), y)
+
+    def test_bool_inputs_and_outputs(self):
+        with kfuse.Definition() as fd:
+            c = fd.tensor(rank=1, dtype=kfuse.bool_)
+            a = fd.tensor(rank=1, dtype=kfuse.float32)
+            fd.output(fd.where(c, a, -a))
+            fd.output(a > 0.0)
+        cond = np.array([True, False, True, False])
+        a = np.array([1, -2, 3, 4], np.float32)
+        y, pos = fd.fusion(cond, a)
+        np.testing.assert_array_equal(y.numpy(), np.where(cond, a, -a))
+        self.assertEqual(pos.dtype, kfuse.bool_)
+        p = pos.numpy()
+        self.assertEqual(p.dtype, np.bool_)
+        np.testing.assert_array_equal(p, a > 0)
+        self.assertEqual(p.ctypes.data, pos.data_ptr)  # no copy either
+
+    def test_bfloat16_through_a_dlpack_producer(self):
+        # NumPy has no bfloat16 and kfuse takes no uint16 for it: the bits go
+        # through a producer that labels uint16 storage kDLBfloat.
+        with kfuse.Definition() as fd:
+            x = fd.tensor(rank=1, dtype=kfuse.bfloat16)
+            fd.output(x * 2.0)
+            fd.output(fd.cast(x, kfuse.float32))
+        vals = np.array([1.5, -0.25, 3.0, 100.0], np.float32)
+        bits = bf16_bits(vals)
+        y, y32 = fd.fusion(Producer(bits, dtype=(dl.kDLBfloat, 16)))
+        self.assertEqual(y.dtype, kfuse.bfloat16)
+        np.testing.assert_array_equal(y.numpy(raw=True), bf16_bits(vals * 2))
+        np.testing.assert_array_equal(y32.numpy(), vals)
+        with self.assertRaises(TypeError):
+            y.numpy()
+
+    def test_in_place_and_read_only(self):
+        f = add_one_in_place()
+        data = np.array([1.0, 2.0])
+        data.flags.writeable = False
+        with self.assertRaises(kfuse.KfuseError) as e:
+            f(data)
+        self.assertEqual(e.exception.status, kfuse.Status.INVALID_ARGUMENT)
+        self.assertIn("is declared to alias input 0 (value 0), which is read-only", e.exception.message)
+        np.testing.assert_array_equal(data, [1, 2])
+        # the same through a versioned producer's read-only flag
+        w = np.array([5.0])
+        with self.assertRaises(kfuse.KfuseError):
+            f(Producer(w, flags=dl.FLAG_READ_ONLY))
+        self.assertEqual(w[0], 5)
+        f(Producer(w, flags=0))
+        self.assertEqual(w[0], 6)
+        # read-only inputs that no output aliases are only read
+        x = self.x.copy()
+        x.flags.writeable = False
+        np.testing.assert_array_equal(bias_relu()(x, self.b).numpy(), np.maximum(self.x + self.b, 0))
+
+    def test_in_place_output_keeps_input_alive(self):
+        f = add_one_in_place()
+        p = Producer(np.array([1.0, 2.0]))
+        y = f(p)
+        ref = weakref.ref(p)
+        del p
+        gc.collect()
+        self.assertIsNotNone(ref())  # y is a view of the producer's memory
+        np.testing.assert_array_equal(y.numpy(), [2, 3])
+        del y
+        gc.collect()
+        self.assertIsNone(ref())
+
+    def test_out(self):
+        f = bias_relu()
+        out = np.empty((2, 3), np.float32)
+        self.assertIs(f(self.x, self.b, out=out), out)
+        np.testing.assert_array_equal(out, np.maximum(self.x + self.b, 0))
+        t = np.zeros((3, 2), np.float32).T  # strided output
+        f(self.x, self.b, out=[t])
+        np.testing.assert_array_equal(t, np.maximum(self.x + self.b, 0))
+        ro = np.zeros((2, 3), np.float32)
+        ro.flags.writeable = False
+        with self.assertRaises(kfuse.KfuseError) as e:
+            f(self.x, self.b, out=ro)
+        self.assertIn("output 0 (value 3) is read-only", str(e.exception))
+        with self.assertRaises(kfuse.KfuseError) as e:
+            f(self.x, self.b, out=np.empty((2, 4), np.float32))
+        self.assertEqual(e.exception.status, kfuse.Status.SHAPE_MISMATCH)
+
+    def test_errors_carry_status_and_message(self):
+        f = bias_relu()
+        cases = [
+            ((np.zeros((2, 3, 1), np.float32), self.b), kfuse.Status.SHAPE_MISMATCH,
+             "input 0 (value 0): expected rank 2, got rank 3"),
+            ((self.x.astype(np.float64), self.b), kfuse.Status.DTYPE_MISMATCH,
+             "input 0 (value 0): expected float32, got float64"),
+            ((self.x,), kfuse.Status.INVALID_ARGUMENT, "expected 2 inputs, got 1"),
+            ((self.x, np.zeros(4, np.float32)), kfuse.Status.SHAPE_MISMATCH, "broadcast"),
+            ((self.x[:, ::-1], self.b), kfuse.Status.UNSUPPORTED, "negative strides"),
+        ]
+        for args, status, needle in cases:
+            with self.subTest(needle=needle):
+                with self.assertRaises(kfuse.KfuseError) as e:
+                    f(*args)
+                self.assertEqual(e.exception.status, status)
+                self.assertIn(needle, e.exception.message)
+                self.assertIn("KF_ERR_" + status.name, str(e.exception))
+        with self.assertRaises(kfuse.KfuseError) as e:
+            kfuse.Fusion.from_text("input x: tensor<float32, 2>\ny = relu(z)\noutput y\n")
+        self.assertEqual(e.exception.status, kfuse.Status.PARSE)
+        self.assertIn("line 2, column", e.exception.message)
+        with self.assertRaises(TypeError):
+            f("not a tensor", self.b)
+        with self.assertRaises(BufferError):
+            f(Producer(self.x, major=2), self.b)
+        gc.collect()
+        self.assertEqual(dl.live_exports(), 0)  # the rejected capsule was freed
+
+    def test_errors_from_threads_keep_their_message(self):
+        f = bias_relu()
+        bad = [np.zeros((2, 3, 1), np.float32), self.x.astype(np.float64)]
+        needles = ["expected rank 2, got rank 3", "expected float32, got float64"]
+        wrong = []
+
+        def run(k):
+            for _ in range(300):
+                try:
+                    f(bad[k], self.b)
+                except kfuse.KfuseError as e:
+                    if needles[k] not in e.message:
+                        wrong.append(e.message)
+                y = f(self.x, self.b)
+                if y.shape != (2, 3):
+                    wrong.append("shape")
+        threads = [threading.Thread(target=run, args=(i % 2,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(wrong, [])
+
+
+class DefinitionTests(unittest.TestCase):
+    def test_builder_mirrors_the_text_form(self):
+        with kfuse.Definition() as fd:
+            x = fd.tensor(rank=2, dtype=kfuse.float32)
+            w = fd.tensor(rank=1, dtype=kfuse.float32)
+            b = fd.tensor(rank=1, dtype=kfuse.float32)
+            eps = fd.scalar(dtype=kfuse.float32)
+            var, mean = fd.var_mean(x, axes=[1], correction=0, keepdim=True)
+            fd.output((x - mean) * fd.rsqrt(var + eps) * w + b)
+        f = fd.fusion
+        # printing and parsing go through the definition cache: same handle
+        g = kfuse.Fusion.from_text(f.text)
+        self.assertEqual(f._h.value, g._h.value)
+        self.assertEqual([i["rank"] for i in f.inputs], [2, 1, 1, 0])
+        self.assertTrue(f.inputs[3]["is_scalar"])
+        self.assertEqual(f.outputs[0]["dtype"], kfuse.float32)
+
+    def test_shape_ops_and_reductions(self):
+        with kfuse.Definition() as fd:
+            x = fd.tensor(rank=2, dtype=kfuse.float64)
+            fd.output(fd.sum(x, axes=1))
+            fd.output(fd.permute(x, [1, 0]))
+            fd.output(fd.reshape(x, [-1]))
+            fd.output(fd.slice(x, 1, 1, None, 2))
+            fd.output(fd.cat([x, x], dim=0))
+            fd.output(fd.max(fd.unsqueeze(x, 0), axes=[0, 2], keepdim=True))
+        x = np.arange(12.0).reshape(3, 4)
+        s, p, r, sl, c, m = fd.fusion(x)
+        np.testing.assert_array_equal(s.numpy(), x.sum(1))
+        np.testing.assert_array_equal(p.numpy(), x.T)
+        np.testing.assert_array_equal(r.numpy(), x.reshape(-1))
+        np.testing.assert_array_equal(sl.numpy(), x[:, 1::2])
+        np.testing.assert_array_equal(c.numpy(), np.concatenate([x, x]))
+        np.testing.assert_array_equal(m.numpy(), x.max(1).reshape(1, 3, 1))
+
+    def test_definition_errors(self):
+        with self.assertRaises(kfuse.KfuseError) as e:
+            with kfuse.Definition() as fd:
+                x = fd.tensor(rank=2, dtype=kfuse.float32)
+                fd.permute(x, [0, 0])
+        self.assertEqual(e.exception.status, kfuse.Status.INVALID_ARGUMENT)
+        self.assertIn("kf_builder_op(permute)", str(e.exception.call))
+        with self.assertRaises(AttributeError):
+            kfuse.Definition().no_such_op
+        with self.assertRaises(TypeError):
+            kfuse.Definition().tensor(rank=1, dtype="complex64")
+        self.assertIn("gelu_tanh", kfuse.ops())
+
+    def test_explain_and_segments(self):
+        f = kfuse.Fusion.from_text(LAYERNORM)
+        text = f.explain((16, 768), (768,), (768,), 1e-5)
+        self.assertIn("== segments: 1 ==", text)
+        self.assertIn("scheduler normalization", text)
+        self.assertIn("schedule:   row", text)
+        segs = f.segments((16, 768), (768,), (768,), 1e-5, cuda=True)
+        self.assertEqual(len(segs), 1)
+        self.assertIn("__global__", segs[0].cuda)  # generated without a GPU
+        x = np.zeros((4, 8), np.float32)
+        self.assertIn("sizes [>1, >1]", f.explain(x, np.zeros(8, np.float32), np.zeros(8, np.float32), 1e-5))
+
+
+class ExampleFusionTests(unittest.TestCase):
+    """The two fusions of examples/python/torch_layernorm.py (which needs
+    torch and a GPU to run whole) against NumPy on the CPU backend."""
+
+    def test_layernorm_forward_and_backward(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "..", "examples", "python", "torch_layernorm.py")
+        if not os.path.exists(path):
+            self.skipTest("examples/python not next to this test (installed copy)")
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("torch_layernorm", path)
+        example = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(example)  # imports no torch at module level
+        rng = np.random.default_rng(1)
+        x = rng.standard_normal((16, 96)).astype(np.float32)
+        w = rng.standard_normal(96).astype(np.float32)
+        b = rng.standard_normal(96).astype(np.float32)
+        dy = rng.standard_normal((16, 96)).astype(np.float32)
+        y, mean, rstd = example.forward_fusion()(x, w, b, 1e-5)
+        x64, w64, dy64 = x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64)
+        mu = x64.mean(1, keepdims=True)
+        rs = 1 / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+        xhat = (x64 - mu) * rs
+        np.testing.assert_allclose(y.numpy(), xhat * w + b, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(mean.numpy(), mu, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(rstd.numpy(), rs, rtol=1e-4)
+        dx, dw, db = example.backward_fusion()(dy, x, w, mean, rstd)
+        # reference gradients of sum(y * dy), derived independently by
+        # central differences on a few entries plus the closed form
+        g = dy64 * w64
+        ref_dx = rs * (g - g.mean(1, keepdims=True) - xhat * (g * xhat).mean(1, keepdims=True))
+        np.testing.assert_allclose(dx.numpy(), ref_dx, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(dw.numpy(), (dy64 * xhat).sum(0), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(db.numpy(), dy64.sum(0), rtol=1e-5, atol=1e-5)
+
+        def loss(xv):
+            m = xv.mean(1, keepdims=True)
+            return ((xv - m) / np.sqrt(xv.var(1, keepdims=True) + 1e-5) * w64 * dy64).sum()
+        h = 1e-6
+        for (i, j) in ((0, 0), (3, 17), (15, 95)):
+            xp, xm = x64.copy(), x64.copy()
+            xp[i, j] += h
+            xm[i, j] -= h
+            self.assertAlmostEqual(dx.numpy()[i, j], (loss(xp) - loss(xm)) / (2 * h), places=3)
+
+
+class LifetimeTests(unittest.TestCase):
+    def test_context_managers_and_close(self):
+        with bias_relu() as f:
+            with f(np.ones((2, 3), np.float32), np.ones(3, np.float32)) as y:
+                self.assertEqual(y.shape, (2, 3))
+            self.assertIn("closed", repr(y))
+            with self.assertRaises(ValueError):
+                y.shape
+        f.close()  # idempotent
+        with self.assertRaises(ValueError):
+            f(np.ones((2, 3), np.float32), np.ones(3, np.float32))
+
+    def test_gc_releases_outputs_after_their_consumers(self):
+        y = bias_relu()(np.ones((2, 3), np.float32), np.ones(3, np.float32))
+        owner = weakref.ref(y._owner)
+        a = np.from_dlpack(y)
+        del y
+        gc.collect()
+        self.assertIsNotNone(owner())  # NumPy still holds the memory
+        self.assertEqual(a.sum(), 12)
+        del a
+        gc.collect()
+        self.assertIsNone(owner())  # kfuse's deleter ran
+        self.assertEqual(dl.live_exports(), 0)
+
+    def test_no_growth_over_many_calls(self):
+        f = bias_relu()
+        x, b = np.ones((64, 64), np.float32), np.ones(64, np.float32)
+        bad = np.ones((64, 64, 1), np.float32)
+
+        def cycle(n):
+            for _ in range(n):
+                np.from_dlpack(f(x, b)).sum()
+                with kfuse.Definition() as fd:
+                    t = fd.tensor(rank=2, dtype=kfuse.float32)
+                    fd.output(fd.exp(t))
+                fd.fusion(x).close()
+                try:
+                    f(bad, b)
+                except kfuse.KfuseError:
+                    pass
+        cycle(500)
+        gc.collect()
+        before = rss_kb()
+        cycle(5000)
+        gc.collect()
+        grown = rss_kb() - before
+        self.assertLess(grown, 16 * 1024, f"VmRSS grew by {grown} kB over 5000 cycles")
+        self.assertEqual(dl.live_exports(), 0)
+
+
+if __name__ == "__main__":
+    print("kfuse from", kfuse.library_path(), "numpy", np.__version__, "python", sys.version.split()[0])
+    unittest.main(verbosity=2)
