@@ -37,7 +37,10 @@ bfloat16 = DType("bfloat16", 3, dl.kDLBfloat, 16, None)
 int64 = DType("int64", 4, dl.kDLInt, 64, "int64")
 int32 = DType("int32", 5, dl.kDLInt, 32, "int32")
 bool_ = DType("bool", 6, dl.kDLBool, 8, "bool")
-DTYPES = (float64, float32, float16, bfloat16, int64, int32, bool_)
+# float8 storage (DLPack 1.1 codes 10 and 12); NumPy has no such dtypes.
+float8_e4m3fn = DType("float8_e4m3fn", 7, dl.kDLFloat8_e4m3fn, 8, None)
+float8_e5m2 = DType("float8_e5m2", 8, dl.kDLFloat8_e5m2, 8, None)
+DTYPES = (float64, float32, float16, bfloat16, int64, int32, bool_, float8_e4m3fn, float8_e5m2)
 _BY_NAME = {d.name: d for d in DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
                  "int": int32})
@@ -561,13 +564,14 @@ class Tensor:
     def numpy(self, raw=False):
         """A NumPy array sharing this tensor's memory (CPU tensors). Bool
         goes through uint8 where NumPy's DLPack lacks bool (NumPy 1.x);
-        bfloat16 (no NumPy dtype) needs raw=True: its bits as uint16."""
+        bfloat16 and float8 (no NumPy dtypes) need raw=True: their bits as
+        uint16 / uint8."""
         import numpy as np
         d = self.dtype
-        if d is bfloat16:
+        if d.numpy_name is None:  # bfloat16, float8: no NumPy dtype
             if not raw:
-                raise TypeError("NumPy has no bfloat16: numpy(raw=True) gives the bits as uint16")
-            return np.from_dlpack(self._export_as(dl.kDLUInt, 16))
+                raise TypeError(f"NumPy has no {d.name}: numpy(raw=True) gives the bits as uint{d.bits}")
+            return np.from_dlpack(self._export_as(dl.kDLUInt, d.bits))
         if d is bool_ and int(np.__version__.split(".")[0]) < 2:
             # NumPy 1.x imports no DLPack bool (1.24 even fails without an
             # exception): the same bytes as uint8, viewed as bool.

@@ -214,6 +214,19 @@ class CallTests(unittest.TestCase):
         with self.assertRaises(TypeError):
             y.numpy()
 
+    def test_float8_through_a_dlpack_producer(self):
+        # float8 storage as uint8 bits labelled with DLPack 1.1's code:
+        # e4m3fn 0x38 = 1.0, 0x40 = 2.0, 0xb0 = -0.5; x * 3 -> 3, 6, -1.5.
+        with kfuse.Definition() as fd:
+            x = fd.tensor(rank=1, dtype=kfuse.float8_e4m3fn)
+            fd.output(x * 3.0)
+            fd.output(fd.cast(x, kfuse.float32))
+        bits = np.array([0x38, 0x40, 0xb0], np.uint8)
+        y, y32 = fd.fusion(Producer(bits, dtype=(dl.kDLFloat8_e4m3fn, 8)))
+        self.assertEqual(y.dtype, kfuse.float8_e4m3fn)
+        np.testing.assert_array_equal(y.numpy(raw=True), np.array([0x44, 0x4c, 0xbc], np.uint8))
+        np.testing.assert_array_equal(y32.numpy(), np.array([1.0, 2.0, -0.5], np.float32))
+
     def test_in_place_and_read_only(self):
         f = add_one_in_place()
         data = np.array([1.0, 2.0])
