@@ -29,7 +29,7 @@ py="$work/venv/bin/python"
 cp -r "$src/bindings/python" "$work/src"
 rm -rf "$work/src/build" "$work/src"/*.egg-info
 "$pip" install --no-build-isolation --no-index --no-deps -q "$work/src"
-cp "$src/bindings/python/tests/test_kfuse.py" "$work/test_kfuse.py"
+cp "$src/bindings/python/tests/test_kfuse.py" "$src/bindings/python/tests/fusions.py" "$work/"
 cd "$work"
 unset PYTHONPATH
 echo "== 1: source install, KFUSE_LIBRARY=$lib"
