@@ -49,4 +49,20 @@ static inline DLDataType kf_test_i64(void) { DLDataType t = {kDLInt, 64, 1}; ret
 static inline DLDataType kf_test_i32(void) { DLDataType t = {kDLInt, 32, 1}; return t; }
 static inline DLDataType kf_test_bool(void) { DLDataType t = {KF_DLPACK_BOOL_CODE, 8, 1}; return t; }
 
+/* y = relu(x + b), x [M, N] f32, b [N] f32: the tests' smallest fusion. */
+static inline kf_fusion kf_test_bias_relu(void) {
+  kf_builder b;
+  KF_CHECK(kf_builder_create(&b));
+  int64_t x, bias, s, y;
+  KF_CHECK(kf_define_tensor(b, 2, KF_FLOAT32, &x));
+  KF_CHECK(kf_define_tensor(b, 1, KF_FLOAT32, &bias));
+  KF_CHECK(kf_binary(b, KF_OP_ADD, x, bias, &s));
+  KF_CHECK(kf_unary(b, KF_OP_RELU, s, &y));
+  KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
+  kf_fusion f;
+  KF_CHECK(kf_builder_finalize(b, &f));
+  kf_builder_destroy(b);
+  return f;
+}
+
 #endif

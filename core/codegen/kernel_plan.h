@@ -144,8 +144,8 @@ struct KernelPlan {
     std::string source;
   };
   std::vector<Unit> units;
-  // The unit that defines `kernel` (KF_ERR_INTERNAL if none).
-  const Unit& unit_of(const std::string& kernel) const;
+  // Index in `units` of the unit that defines `kernel` (KF_ERR_INTERNAL if none).
+  size_t unit_of(const std::string& kernel) const;
   std::vector<ArgSlot> args;
   LaunchRule launch;
   std::string finish_name;  // ColumnReduce and inner-outer PerRow: the second kernel

@@ -206,9 +206,9 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
   return plan;
 }
 
-const KernelPlan::Unit& KernelPlan::unit_of(const std::string& kernel) const {
-  for (const Unit& u : units)
-    if (u.kernel == kernel) return u;
+size_t KernelPlan::unit_of(const std::string& kernel) const {
+  for (size_t u = 0; u < units.size(); ++u)
+    if (units[u].kernel == kernel) return u;
   fail(KF_ERR_INTERNAL, "kernel ", kernel, " is in no compile unit of its plan");
 }
 

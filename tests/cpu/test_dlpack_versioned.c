@@ -12,22 +12,6 @@
 
 #include "test_util.h"
 
-/* y = relu(x + b), x [2, 3] f32, b [3] f32 */
-static kf_fusion bias_relu(void) {
-  kf_builder b;
-  KF_CHECK(kf_builder_create(&b));
-  int64_t x, bias, s, y;
-  KF_CHECK(kf_define_tensor(b, 2, KF_FLOAT32, &x));
-  KF_CHECK(kf_define_tensor(b, 1, KF_FLOAT32, &bias));
-  KF_CHECK(kf_binary(b, KF_OP_ADD, x, bias, &s));
-  KF_CHECK(kf_unary(b, KF_OP_RELU, s, &y));
-  KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
-  kf_fusion f;
-  KF_CHECK(kf_builder_finalize(b, &f));
-  kf_builder_destroy(b);
-  return f;
-}
-
 /* x += 1 in place (output 0 aliases input 0), plus a fresh output x > 2. */
 static kf_fusion add_one_in_place(void) {
   kf_builder b;
@@ -93,7 +77,7 @@ static void test_layout_is_dlpack_1(void** state) {
 
 static void test_versioned_in_versioned_out(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   DLManagedTensorVersioned x = versioned(kf_test_tensor(g_x, kf_test_f32(), 2, g_xs, NULL), 0);
   DLManagedTensorVersioned b = versioned(kf_test_tensor(g_b, kf_test_f32(), 1, g_bs, NULL), 0);
   const DLManagedTensorVersioned* in[2] = {&x, &b};
@@ -126,7 +110,7 @@ static void test_versioned_in_versioned_out(void** state) {
  * one's). */
 static void test_both_layouts_agree(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   DLTensor xt = kf_test_tensor(g_x, kf_test_f32(), 2, g_xs, NULL);
   DLTensor bt = kf_test_tensor(g_b, kf_test_f32(), 1, g_bs, NULL);
   const DLTensor* in[2] = {&xt, &bt};
@@ -156,7 +140,7 @@ static void test_both_layouts_agree(void** state) {
 /* Read-only inputs that no output aliases are fine: kfuse only reads them. */
 static void test_read_only_inputs_are_read(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   DLManagedTensorVersioned x = versioned(kf_test_tensor(g_x, kf_test_f32(), 2, g_xs, NULL),
                                          DLPACK_FLAG_BITMASK_READ_ONLY);
   DLManagedTensorVersioned b = versioned(kf_test_tensor(g_b, kf_test_f32(), 1, g_bs, NULL),
@@ -238,7 +222,7 @@ static void test_in_place_output_read_only_input_fails(void** state) {
 
 static void test_execute_into_read_only_output_fails(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   DLTensor xt = kf_test_tensor(g_x, kf_test_f32(), 2, g_xs, NULL);
   DLTensor bt = kf_test_tensor(g_b, kf_test_f32(), 1, g_bs, NULL);
   const DLTensor* in[2] = {&xt, &bt};
@@ -260,7 +244,7 @@ static void test_execute_into_read_only_output_fails(void** state) {
 
 static void test_version_and_argument_errors(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   DLManagedTensorVersioned x = versioned(kf_test_tensor(g_x, kf_test_f32(), 2, g_xs, NULL), 0);
   DLManagedTensorVersioned b = versioned(kf_test_tensor(g_b, kf_test_f32(), 1, g_bs, NULL), 0);
   DLManagedTensorVersioned* out = NULL;

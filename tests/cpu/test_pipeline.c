@@ -10,25 +10,9 @@
 
 #include "test_util.h"
 
-/* y = relu(x + b), x [M, N] f32, b [N] f32 */
-static kf_fusion bias_relu(void) {
-  kf_builder b;
-  KF_CHECK(kf_builder_create(&b));
-  int64_t x, bias, s, y;
-  KF_CHECK(kf_define_tensor(b, 2, KF_FLOAT32, &x));
-  KF_CHECK(kf_define_tensor(b, 1, KF_FLOAT32, &bias));
-  KF_CHECK(kf_binary(b, KF_OP_ADD, x, bias, &s));
-  KF_CHECK(kf_unary(b, KF_OP_RELU, s, &y));
-  KF_CHECK(kf_add_output(b, y, NULL, 0, -1));
-  kf_fusion f;
-  KF_CHECK(kf_builder_finalize(b, &f));
-  kf_builder_destroy(b);
-  return f;
-}
-
 static void test_same_class_same_concrete(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   float x[64] = {0}, bias[8] = {0};
   int64_t xs[2] = {4, 8}, bs[1] = {8};
   DLTensor xt = kf_test_tensor(x, kf_test_f32(), 2, xs, NULL);
@@ -70,7 +54,7 @@ static void test_same_class_same_concrete(void** state) {
 
 static void test_execute_values_and_transposed_layout(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   /* x is a transposed view: logical [3, 2], memory holds x^T row-major. */
   float mem[6] = {1, -2, 3, -4, 5, -6}; /* x[i][j] = mem[j*3 + i] */
   float bias[2] = {0.5f, -1.0f};
@@ -100,7 +84,7 @@ static void test_execute_values_and_transposed_layout(void** state) {
 
 static void test_execute_into_strided_output(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   float x[4] = {1, -1, 2, -2}, bias[2] = {1, 1};
   int64_t xs[2] = {2, 2}, bs[1] = {2};
   DLTensor xt = kf_test_tensor(x, kf_test_f32(), 2, xs, NULL);
@@ -282,7 +266,7 @@ static void test_shape_scalar_joins_key(void** state) {
 
 static void test_size_zero_input(void** state) {
   (void)state;
-  kf_fusion f = bias_relu();
+  kf_fusion f = kf_test_bias_relu();
   float dummy = 0;
   int64_t xs[2] = {0, 4}, bs[1] = {4};
   float bias[4] = {0};

@@ -111,6 +111,7 @@ void test_segments_compile_through_the_pool(void**) {
   assert_int_equal(kernels[3].plan.units.size(), 2);
   assert_string_equal(kernels[3].plan.units[0].kernel.c_str(), kernels[3].plan.name.c_str());
   assert_string_equal(kernels[3].plan.units[1].kernel.c_str(), kernels[3].plan.long_row_name.c_str());
+  assert_int_equal(kernels[3].plan.unit_of(kernels[3].plan.long_row_name), 1);
   std::set<std::string> sources;
   for (const SegmentKernel& k : kernels) {
     assert_int_equal(k.keys.size(), k.plan.units.size());

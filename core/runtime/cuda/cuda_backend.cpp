@@ -76,7 +76,7 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
 // Loads the main, finishing and later kernels of k.plan (one unit each,
 // compiled here when not cached).
 void load_functions(int device, LoadedKernel& k) {
-  const auto load = [&](const std::string& name) { return load_kernel(device, k.plan.unit_of(name).source, name); };
+  const auto load = [&](const std::string& name) { return load_kernel(device, k.plan.units[k.plan.unit_of(name)].source, name); };
   k.function = load(k.plan.name);
   if (!k.plan.finish_name.empty()) k.finish = load(k.plan.finish_name);
   for (const KernelPlan::LaterKernel& l : k.plan.later) k.later.push_back(load(l.name));
@@ -107,10 +107,8 @@ void load_segments(const Plan& p) {
     auto k = std::make_shared<LoadedKernel>();
     k->sources = resolve_slots(*c.fusion, seg.task, made.plan.args);
     const auto load = [&](const std::string& name) {
-      for (size_t u = 0; u < made.plan.units.size(); ++u)
-        if (made.plan.units[u].kernel == name)
-          return load_kernel(device, made.keys[u], made.plan.units[u].source, name, made.images[u].get());
-      fail(KF_ERR_INTERNAL, "kernel ", name, " is in no compile unit of its plan");
+      const size_t u = made.plan.unit_of(name);
+      return load_kernel(device, made.keys[u], made.plan.units[u].source, name, made.images[u].get());
     };
     k->function = load(made.plan.name);
     if (!made.plan.finish_name.empty()) k->finish = load(made.plan.finish_name);
