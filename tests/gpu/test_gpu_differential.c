@@ -1317,7 +1317,8 @@ static const char* const kShifted[] = {
  * tensors (rounded to the format after each op), and per-tensor dynamic
  * quantization (amax, scale, cast) with its dequantization. The vector
  * path (aligned, last dim a multiple of 16) and the scalar one (odd
- * widths). Not yet run on a device (session 7 had no device time left):
+ * widths). Every template names %1$s: glibc's fortified printf aborts on
+ * a format that uses %2$s without %1$s. Not yet run on a device (session 7 had no device time left):
  * the next device run checks it. */
 static const char* const kFloat8[] = {
     "input x: tensor<%1$s, 2>\n"
@@ -1325,6 +1326,7 @@ static const char* const kFloat8[] = {
     "y = cast(q) {dtype=float32}\n"
     "output q\n"
     "output y\n",
+    "# math on %2$s (the source dtype %1$s is not used)\n"
     "input a: tensor<%2$s, 2>\n"
     "input b: tensor<%2$s, 2>\n"
     "c = mul(a, b)\n"

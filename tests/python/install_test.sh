@@ -25,6 +25,11 @@ done
 "$python" -m venv --system-site-packages "$work/venv"
 pip="$work/venv/bin/pip"
 py="$work/venv/bin/python"
+# NumPy from a user site (~/.local) is not visible inside a venv.
+if ! "$py" -c "import numpy" 2>/dev/null; then
+  echo "SKIP: numpy is importable by $python but not inside a venv made from it (install it system-wide: apt-get install python3-numpy)"
+  exit 77
+fi
 # pip builds in the source folder: build from a copy, so the checkout stays clean.
 cp -r "$src/bindings/python" "$work/src"
 rm -rf "$work/src/build" "$work/src"/*.egg-info
