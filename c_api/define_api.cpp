@@ -324,6 +324,18 @@ KF_API kf_status kf_add_output(kf_builder b, int64_t value, const int64_t* strid
   });
 }
 
+KF_API kf_status kf_builder_set_mesh(kf_builder b, int64_t num_ranks) {
+  return guard([&] { builder_of(b, "kf_builder_set_mesh")->mesh(num_ranks); });
+}
+
+KF_API kf_status kf_shard(kf_builder b, int64_t value, int64_t dim) {
+  return guard([&] { builder_of(b, "kf_shard")->shard(value, dim, false); });
+}
+
+KF_API kf_status kf_replicate(kf_builder b, int64_t value) {
+  return guard([&] { builder_of(b, "kf_replicate")->shard(value, 0, true); });
+}
+
 KF_API kf_status kf_builder_finalize(kf_builder b, kf_fusion* out) {
   return guard([&] {
     auto* builder = builder_of(b, "kf_builder_finalize");

@@ -62,6 +62,26 @@ KF_API kf_status kf_fusion_output(kf_fusion f, size_t index, kf_value_info* info
   });
 }
 
+KF_API kf_status kf_fusion_mesh(kf_fusion f, int64_t* num_ranks) {
+  return guard([&] {
+    auto* fusion = kf::capi::fusion_of(f, "kf_fusion_mesh");
+    kf::capi::require(num_ranks, "kf_fusion_mesh", "num_ranks");
+    *num_ranks = fusion->mesh;
+  });
+}
+
+KF_API kf_status kf_output_sharding(kf_fusion f, size_t index, int64_t* dim) {
+  return guard([&] {
+    const char* fn = "kf_output_sharding";
+    auto* fusion = kf::capi::fusion_of(f, fn);
+    kf::capi::require(dim, fn, "dim");
+    if (index >= fusion->outputs.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", fusion->outputs.size(),
+               " outputs)");
+    *dim = fusion->outputs[index].sharding.dim;
+  });
+}
+
 KF_API kf_status kf_fusion_value(kf_fusion f, int64_t id, kf_value_info* info) {
   return guard([&] {
     const char* fn = "kf_fusion_value";

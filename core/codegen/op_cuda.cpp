@@ -127,6 +127,10 @@ constexpr OpForm kForms[] = {
     {Op::LINEAR, "", "", ""},
     {Op::SEGMENT_SET, "", "", ""},
     {Op::SIZE, "", "", ""},
+    {Op::ALLREDUCE, "", "", ""},
+    {Op::ALLGATHER, "", "", ""},
+    {Op::REDUCE_SCATTER, "", "", ""},
+    {Op::SHARD_SLICE, "", "", ""},
 };
 
 constexpr bool forms_in_order() {

@@ -134,6 +134,12 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
         }
         break;
       }
+      case OpCategory::Communication: {  // every dim but the one that is gathered or split
+        const CommAttrs ca(e);
+        for (size_t d = 0; d < r; ++d)
+          if (e.op == Op::ALLREDUCE || d != static_cast<size_t>(ca.dim)) map_dim(out, d, e.inputs[0], d);
+        break;
+      }
       default: break;  // creation, library: sizes from scalars or not mapped
     }
   }

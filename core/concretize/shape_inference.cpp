@@ -112,6 +112,22 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
     }
     case OpCategory::Hint: return Extents(in(0));
     case OpCategory::Query: return Extents{};  // a scalar (its value: set_shape_scalar)
+    case OpCategory::Communication: {
+      const CommAttrs ca(e);
+      Extents out(in(0));
+      if (e.op == Op::ALLREDUCE) return out;
+      int64_t& x = out[static_cast<size_t>(ca.dim)];
+      if (e.op == Op::ALLGATHER) {
+        x = checked_mul(x, ca.ranks, who, out_id);
+        return out;
+      }
+      if (e.op == Op::SHARD_SLICE && x == 1) return out;  // a broadcast dim stays one
+      if (x % ca.ranks != 0)
+        fail(KF_ERR_SHAPE_MISMATCH, who, ": dim ", ca.dim, " has ", x, " entries, not a multiple of the mesh's ",
+             ca.ranks, " ranks (value ", e.inputs[0], " is split evenly over the mesh)");
+      x /= ca.ranks;
+      return out;
+    }
     case OpCategory::Reduction: {
       const std::span<const int64_t> a = in(0);
       const ReduceAttrs ra(e);

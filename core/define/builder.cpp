@@ -39,6 +39,7 @@ int64_t Builder::tensor_input(int rank, DType dtype) {
   v.input_index = static_cast<int64_t>(draft_->inputs.size());
   int64_t id = add_value(v);
   draft_->inputs.push_back(id);
+  if (draft_->mesh != 0) draft_->input_shardings.emplace_back();
   return id;
 }
 
@@ -52,6 +53,7 @@ int64_t Builder::scalar_input(DType dtype) {
   v.input_index = static_cast<int64_t>(draft_->inputs.size());
   int64_t id = add_value(v);
   draft_->inputs.push_back(id);
+  if (draft_->mesh != 0) draft_->input_shardings.emplace_back();
   return id;
 }
 
@@ -150,6 +152,49 @@ void Builder::output(int64_t value, std::vector<int64_t> stride_order, int64_t a
   attrs.insert(attrs.end(), stride_order.begin(), stride_order.end());
   draft_->records.push_back({RecordKind::Output, Op::COUNT, DType::F32, {value}, attrs});
   draft_->outputs.push_back({value, std::move(stride_order), alias_input});
+}
+
+void Builder::mesh(int64_t ranks) {
+  Fusion& f = *draft_;
+  if (f.mesh != 0)
+    fail(KF_ERR_INVALID_ARGUMENT, "kf_builder_set_mesh: the mesh is already set (", f.mesh, " ranks)");
+  if (ranks < 1 || ranks > kMaxMeshRanks)
+    fail(KF_ERR_INVALID_ARGUMENT, "kf_builder_set_mesh: num_ranks ", ranks, " is out of range (expected 1..",
+         kMaxMeshRanks, ")");
+  f.records.push_back({RecordKind::Mesh, Op::COUNT, DType::F32, {}, {ranks}});
+  f.mesh = ranks;
+  f.input_shardings.resize(f.inputs.size());
+}
+
+void Builder::shard(int64_t value, int64_t dim, bool replicated) {
+  Fusion& f = *draft_;
+  const char* fn = replicated ? "kf_replicate" : "kf_shard";
+  if (f.mesh == 0) fail(KF_ERR_INVALID_ARGUMENT, fn, ": the fusion has no mesh (call kf_builder_set_mesh first)");
+  if (value < 0 || value >= static_cast<int64_t>(f.values.size()))
+    fail(KF_ERR_INVALID_ARGUMENT, fn, ": value id ", value, " is out of range [0, ", f.values.size(), ")");
+  const Value& v = f.value(value);
+  int64_t d = kReplicated;
+  if (!replicated) {
+    if (v.is_scalar) fail(KF_ERR_INVALID_ARGUMENT, fn, ": value ", value, " is a scalar; only tensors are sharded");
+    d = dim < 0 ? dim + v.rank : dim;
+    if (d < 0 || d >= v.rank)
+      fail(KF_ERR_INVALID_ARGUMENT, fn, ": dim ", dim, " is out of range for a rank-", v.rank, " value");
+  }
+  // The latest output of the value, else the input.
+  for (size_t i = f.outputs.size(); i-- > 0;) {
+    if (f.outputs[i].value != value) continue;
+    if (f.outputs[i].requested)
+      fail(KF_ERR_INVALID_ARGUMENT, fn, ": output ", i, " (value ", value, ") already has a sharding");
+    f.outputs[i].requested = Sharding{static_cast<int>(d)};
+    f.records.push_back({RecordKind::Shard, Op::COUNT, DType::F32, {value}, {d}});
+    return;
+  }
+  if (!v.is_input() || v.kind != ValueKind::TensorInput)
+    fail(KF_ERR_INVALID_ARGUMENT, fn, ": value ", value, " is neither a tensor input nor an output");
+  Sharding& s = f.input_shardings[static_cast<size_t>(v.input_index)];
+  if (s.sharded()) fail(KF_ERR_INVALID_ARGUMENT, fn, ": input value ", value, " is already sharded");
+  s.dim = static_cast<int>(d);
+  f.records.push_back({RecordKind::Shard, Op::COUNT, DType::F32, {value}, {d}});
 }
 
 std::shared_ptr<Fusion> Builder::finalize() {

@@ -21,6 +21,9 @@ class Builder : public kf_builder_s {
   int64_t constant_i64(int64_t value, DType dtype);
   std::vector<int64_t> op(Op op, std::vector<int64_t> args, std::vector<int64_t> attrs);
   void output(int64_t value, std::vector<int64_t> stride_order, int64_t alias_input);
+  void mesh(int64_t ranks);
+  // dim: a dim of the value (negative from the end) or kReplicated.
+  void shard(int64_t value, int64_t dim, bool replicated);
   // Returns the cached fusion for this definition (the same object for
   // equal definitions). The builder can go on recording afterwards.
   std::shared_ptr<Fusion> finalize();

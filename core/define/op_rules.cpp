@@ -437,6 +437,10 @@ std::vector<OutputType> infer_by_category(const Fusion& fusion, Op op,
       const Value& a = tensor_arg(fusion, op, args, 0);
       return {{a.dtype, a.rank, false}};
     }
+    case OpCategory::Communication:
+      fail(KF_ERR_UNSUPPORTED, op_name(op),
+           ": communication is inserted by kfuse where a sharded value changes sharding; declare a mesh "
+           "and shard inputs and outputs instead (docs/multidevice.md)");
     case OpCategory::Query: {  // size
       expect_args(op, args, 1);
       expect_attrs(op, attrs, 1, "dim");

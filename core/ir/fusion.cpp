@@ -68,6 +68,24 @@ bool Fusion::needed_outside(int64_t id, std::span<const int64_t> set) const {
   return false;
 }
 
+CommAttrs::CommAttrs(const Expr& e) {
+  switch (e.op) {
+    case Op::ALLREDUCE:
+      reduce = static_cast<int>(e.attrs.at(0));
+      ranks = e.attrs.at(1);
+      break;
+    case Op::REDUCE_SCATTER:
+      dim = static_cast<int>(e.attrs.at(0));
+      reduce = static_cast<int>(e.attrs.at(1));
+      ranks = e.attrs.at(2);
+      break;
+    default:  // allgather, shard_slice
+      dim = static_cast<int>(e.attrs.at(0));
+      ranks = e.attrs.at(1);
+      break;
+  }
+}
+
 bool is_shape_scalar(const Fusion& f, int64_t id) {
   const Value& v = f.value(id);
   if (!v.is_scalar || !is_integer(v.dtype)) return false;

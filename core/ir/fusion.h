@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@ namespace kf {
 // Largest rank of any value (inputs and results): the builder and the op
 // rules check it, so per-call shape work can use fixed-size storage.
 constexpr int kMaxRank = 16;
+// Largest device mesh (ranks) a definition may declare.
+constexpr int64_t kMaxMeshRanks = 1024;
 
 enum class ValueKind : uint8_t { TensorInput, ScalarInput, Constant, Computed };
 
@@ -55,10 +58,30 @@ struct Expr {
   std::vector<int64_t> attrs;    // normalized attributes (docs/c-api.md)
 };
 
+// Attributes of a communication op (kfuse.h lists their order per op).
+struct CommAttrs {
+  int dim = -1;        // allgather, reduce_scatter, shard_slice
+  int reduce = 0;      // allreduce, reduce_scatter: a CommReduce (core/runtime/comm)
+  int64_t ranks = 1;   // the mesh size
+  explicit CommAttrs(const Expr& e);
+};
+
+// How a value is laid out over a device mesh: every rank holds it whole
+// (dim -1) or holds block `rank` of dim `dim`.
+struct Sharding {
+  int dim = -1;
+  bool sharded() const { return dim >= 0; }
+  bool operator==(const Sharding&) const = default;
+};
+
 struct Output {
   int64_t value = 0;
   std::vector<int64_t> stride_order;  // empty: follows the inputs
   int64_t alias_input = -1;           // index among inputs, or -1
+  // With a mesh: what the definition asks for (nullopt: what propagation
+  // gives, core/shard), then (after the shard stage) what it gets.
+  std::optional<Sharding> requested;
+  Sharding sharding;
 };
 
 struct PlanCache;  // core/pipeline: LRU of plans by concretization key
@@ -70,6 +93,11 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   std::vector<Expr> exprs;
   std::vector<int64_t> inputs;  // value ids, in input order
   std::vector<Output> outputs;
+  // A device mesh (0: none): its rank count, each input's sharding as
+  // declared, and (after the shard stage) every value's sharding.
+  int64_t mesh = 0;
+  std::vector<Sharding> input_shardings;  // per input
+  std::vector<Sharding> shardings;        // per value id
   // Input extents get negative ids: -1 - (first_extent_id[i] + dim).
   std::vector<int64_t> first_extent_index;  // per input; -1 for scalars
   int64_t num_extents = 0;

@@ -16,7 +16,11 @@ namespace kf {
 enum class OpCategory : uint8_t {
   Unary, Binary, Ternary, Cast, Reduction, Shape, Indexing, Creation, Library, Hint,
   Query,  // reads an input's metadata only (size: an extent as an int64 scalar)
+  // Moves data between the ranks of a device mesh (or takes this rank's
+  // block): inserted by the shard stage (core/shard), run by a communicator.
+  Communication,
 };
+
 
 // How an op's output dtype follows from its inputs (PyTorch's rules).
 enum class TypeRule : uint8_t {

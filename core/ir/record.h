@@ -10,7 +10,11 @@
 
 namespace kf {
 
-enum class RecordKind : uint8_t { TensorInput, ScalarInput, Constant, Op, Output };
+// Mesh: attrs [ranks]. Shard: args [value], attrs [dim] (kReplicated: whole
+// on every rank); it applies to the latest output of the value when there
+// is one, else to the input.
+enum class RecordKind : uint8_t { TensorInput, ScalarInput, Constant, Op, Output, Mesh, Shard };
+constexpr int64_t kReplicated = -1;
 
 struct Record {
   RecordKind kind = RecordKind::Op;

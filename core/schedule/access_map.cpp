@@ -37,7 +37,8 @@ class Tracer {
       case OpCategory::Reduction:  // read by the reduction's own loop
       case OpCategory::Creation:   // reads scalars only
       case OpCategory::Query:      // reads sizes only
-      case OpCategory::Library: return;
+      case OpCategory::Library:
+      case OpCategory::Communication: return;
     }
   }
 

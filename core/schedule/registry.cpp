@@ -23,6 +23,10 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
       p.why = "matmul runs as a library segment (cuBLASLt)";
       return p;
     }
+    if (cat == OpCategory::Communication) {
+      p.why = "communication runs through the call's communicator";
+      return p;
+    }
     reduces = reduces || cat == OpCategory::Reduction;
   }
   if (!reduces) {

@@ -11,6 +11,7 @@ std::string_view scheduler_name(SchedulerKind kind) {
     case SchedulerKind::Normalization: return "normalization";
     case SchedulerKind::Library: return "library";
     case SchedulerKind::NoOp: return "no_op";
+    case SchedulerKind::Communication: return "communication";
   }
   return "unknown";
 }
@@ -22,6 +23,7 @@ SchedulerKind classify_task(const Fusion& fusion, const Task& task) {
     const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
     auto cat = op_info(e.op).category;
     if (cat == OpCategory::Library) return SchedulerKind::Library;
+    if (cat == OpCategory::Communication) return SchedulerKind::Communication;
     if (cat == OpCategory::Reduction) has_reduction = true;
   }
   if (!has_reduction) return SchedulerKind::Pointwise;

@@ -11,7 +11,9 @@ namespace kf {
 
 class ConcreteFusion;
 
-enum class SchedulerKind : uint8_t { Pointwise, Reduction, Normalization, Library, NoOp };
+// Communication: a collective (or a rank's block) run by the call's
+// communicator (core/runtime/comm), no kernel.
+enum class SchedulerKind : uint8_t { Pointwise, Reduction, Normalization, Library, NoOp, Communication };
 
 std::string_view scheduler_name(SchedulerKind kind);
 

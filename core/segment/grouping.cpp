@@ -15,7 +15,12 @@ namespace kf {
 
 namespace {
 
-bool is_library(const Expr& e) { return op_info(e.op).category == OpCategory::Library; }
+// Library and communication ops run outside generated kernels: each heads
+// a group of its own.
+bool is_library(const Expr& e) {
+  const OpCategory c = op_info(e.op).category;
+  return c == OpCategory::Library || c == OpCategory::Communication;
+}
 
 // Stage of each expr: a segment_set starts a new stage after its producer.
 std::vector<int64_t> expr_stages(const Fusion& f) {
@@ -106,8 +111,11 @@ class Grouper {
     for (size_t i = 0; i < f_.exprs.size(); ++i) {
       if (!live_[i] || !is_library(f_.exprs[i])) continue;
       const auto e = static_cast<int64_t>(i);
-      std::vector<int64_t> pattern = match_matmul_pattern(c_, e, sole);
-      if (pattern.size() == 1 || !accepts_(pattern)) pattern = {e};
+      std::vector<int64_t> pattern = {e};
+      if (op_info(f_.exprs[i].op).category == OpCategory::Library) {
+        pattern = match_matmul_pattern(c_, e, sole);
+        if (pattern.size() == 1 || !accepts_(pattern)) pattern = {e};
+      }
       for (int64_t m : pattern) library_head_[static_cast<size_t>(m)] = e;
     }
   }

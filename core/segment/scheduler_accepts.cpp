@@ -12,6 +12,12 @@ namespace kf {
 SegmentSchedule schedule_segment(const ConcreteFusion& c, const Task& task, const Tuning& tuning, std::string* why) {
   SegmentSchedule s;
   for (int64_t ei : task.exprs)
+    if (op_info(c.fusion->exprs[static_cast<size_t>(ei)].op).category == OpCategory::Communication) {
+      s.accepted = task.exprs.size() == 1;  // a communicator runs it, alone
+      if (!s.accepted && why != nullptr) *why = "a communication op with other ops";
+      return s;
+    }
+  for (int64_t ei : task.exprs)
     if (op_info(c.fusion->exprs[static_cast<size_t>(ei)].op).category == OpCategory::Library) {
       if (task.exprs.size() == 1) {
         s.accepted = true;

@@ -134,6 +134,9 @@ constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
 constexpr TextAttr kOutputAttrs[] = {{"stride_order", TextAttrKind::IntList, 0, false, 0},
                                      {"alias", TextAttrKind::Int, 0, false, -1}};
 const TextSignature kOutputSignature{-1, 1, 1, kOutputAttrs, 1};
+// `shard x {dim=1}`: attrs [dim].
+constexpr TextAttr kShardAttrs[] = {{"dim", TextAttrKind::Int, 0, true, 0}};
+const TextSignature kShardSignature{-1, 1, 1, kShardAttrs, 1};
 
 // An op has at most this many results (var_mean); bounds the result list.
 constexpr size_t kMaxResults = 2;
@@ -237,7 +240,9 @@ class Parser {
     if (tok_.kind != Tok::Ident) expected("a statement");
     // `input x ...` is a statement; `input = neg(x)` defines a value named input.
     const bool keyword = peek().kind == Tok::Ident;
-    if (keyword && tok_.text == "input") input_statement();
+    if (tok_.text == "mesh" && peek().kind == Tok::Number) mesh_statement();
+    else if (keyword && tok_.text == "input") input_statement();
+    else if (keyword && (tok_.text == "shard" || tok_.text == "replicate")) shard_statement();
     else if (keyword && tok_.text == "const") const_statement();
     else if (keyword && tok_.text == "output") output_statement();
     else if (keyword) unknown_statement();
@@ -249,8 +254,8 @@ class Parser {
   // Two names in a row start no statement but a misspelt keyword's
   // (`inptu x: ...`); without this the parser would expect `=` after `inptu`.
   [[noreturn]] void unknown_statement() {
-    std::string hint = " (expected input, const, output or 'name = op(...)')";
-    for (std::string_view keyword : {"input", "const", "output"})
+    std::string hint = " (expected input, const, output, mesh, shard, replicate or 'name = op(...)')";
+    for (std::string_view keyword : {"input", "const", "output", "shard", "replicate"})
       if (edit_distance(tok_.text, keyword) <= 2) hint = " (did you mean '" + std::string(keyword) + "'?)";
     error(tok_, "unknown statement '", tok_.text, "'", hint);
   }
@@ -357,6 +362,29 @@ class Parser {
     std::vector<int64_t> order(attrs.begin() + 1, attrs.end());
     build(name, [&] {
       builder_.output(id, std::move(order), attrs[0]);
+      return 0;
+    });
+  }
+
+  // `mesh 4`: the device mesh (docs/multidevice.md).
+  void mesh_statement() {
+    const Token mesh_tok = take();
+    const int64_t ranks = integer("a rank count");
+    build(mesh_tok, [&] {
+      builder_.mesh(ranks);
+      return 0;
+    });
+  }
+
+  // `shard x {dim=1}`, `replicate y`: an input's or the latest output's sharding.
+  void shard_statement() {
+    const Token kw = take();
+    const Token name = tok_;
+    const int64_t id = value_ref("a value name");
+    const bool replicated = kw.text == "replicate";
+    const int64_t dim = replicated ? 0 : attributes(kShardSignature, kw)[0];
+    build(name, [&] {
+      builder_.shard(id, dim, replicated);
       return 0;
     });
   }

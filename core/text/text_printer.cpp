@@ -28,6 +28,11 @@ constexpr TextAttr kSliceAttrs[] = {{"dim", K::Int, 0, true, 0},
                                     {"stop", K::Stop, 2, false, kEnd},
                                     {"step", K::Int, 3, false, 1}};
 constexpr TextAttr kPadsAttrs[] = {{"pads", K::IntList, 0, true, 0}};
+// Communication ops (inserted by the shard stage; printed by explain).
+constexpr TextAttr kAllreduceAttrs[] = {{"reduce", K::Int, 0, true, 0}, {"ranks", K::Int, 1, true, 0}};
+constexpr TextAttr kDimRanksAttrs[] = {{"dim", K::Int, 0, true, 0}, {"ranks", K::Int, 1, true, 0}};
+constexpr TextAttr kReduceScatterAttrs[] = {
+    {"dim", K::Int, 0, true, 0}, {"reduce", K::Int, 1, true, 0}, {"ranks", K::Int, 2, true, 0}};
 
 TextSignature signature(int list_position, size_t min_names, size_t max_names,
                         std::span<const TextAttr> attrs) {
@@ -62,6 +67,10 @@ TextSignature make_signature(Op op) {
     case Op::INDEX_SELECT:
     case Op::GATHER: return names(2, kDimAttrs);
     case Op::SIZE: return names(1, kDimAttrs);
+    case Op::ALLREDUCE: return names(1, kAllreduceAttrs);
+    case Op::ALLGATHER:
+    case Op::SHARD_SLICE: return names(1, kDimRanksAttrs);
+    case Op::REDUCE_SCATTER: return names(1, kReduceScatterAttrs);
     case Op::FULL: return with_list(0, 1, kDTypeAttrs);
     case Op::IOTA: return names(3, kDTypeAttrs);
     case Op::UNIFORM:
@@ -125,6 +134,19 @@ class Printer {
         case RecordKind::Constant: constant(r); break;
         case RecordKind::Op: op(r); break;
         case RecordKind::Output: output(r); break;
+        case RecordKind::Mesh:
+          out_ += "mesh ";
+          append_int(out_, r.attrs.at(0));
+          break;
+        case RecordKind::Shard:
+          out_ += r.attrs.at(0) == kReplicated ? "replicate " : "shard ";
+          name(r.args.at(0));
+          if (r.attrs.at(0) != kReplicated) {
+            out_ += " {dim=";
+            append_int(out_, r.attrs.at(0));
+            out_ += '}';
+          }
+          break;
       }
       out_ += '\n';
     }

@@ -144,6 +144,12 @@ typedef enum kf_op {
   KF_OP_SEGMENT_SET,
   /* query: attrs [dim]; an input's extent along dim as an int64 scalar */
   KF_OP_SIZE,
+  /* communication over the fusion's device mesh (docs/multidevice.md):
+   * inserted by kfuse where a sharded value changes sharding; a builder
+   * cannot record them. allreduce attrs [reduce, ranks]; allgather
+   * [dim, ranks]; reduce_scatter [dim, reduce, ranks]; shard_slice (this
+   * rank's block of a replicated value, no communication) [dim, ranks]. */
+  KF_OP_ALLREDUCE, KF_OP_ALLGATHER, KF_OP_REDUCE_SCATTER, KF_OP_SHARD_SLICE,
   KF_OP_COUNT,
   KF_OP_MAX_ENUM = 0x7fffffff
 } kf_op;
@@ -244,6 +250,21 @@ KF_API kf_status kf_size(kf_builder b, int64_t a, int64_t dim, int64_t* out);
 KF_API kf_status kf_add_output(kf_builder b, int64_t value, const int64_t* stride_order,
                                size_t rank, int64_t alias_input);
 
+/* Several devices (docs/multidevice.md). A fusion with a mesh of
+ * num_ranks ranks (1 <= num_ranks <= 1024) runs on every rank with that
+ * rank's shard of each sharded input; kfuse propagates shardings through
+ * the ops and inserts the communication the definition's (global)
+ * semantics need. Call kf_builder_set_mesh once, before kf_shard. */
+KF_API kf_status kf_builder_set_mesh(kf_builder b, int64_t num_ranks);
+/* Shards `value` along `dim` (negative counts from the end) over the mesh:
+ * a tensor input (each rank passes its block of the dim), or the value of
+ * the latest output added (each rank receives its block). Inputs are
+ * replicated unless sharded; an output without kf_shard/kf_replicate keeps
+ * the sharding kfuse propagated to it (kf_output_sharding tells). */
+KF_API kf_status kf_shard(kf_builder b, int64_t value, int64_t dim);
+/* Asks for the latest output of `value` whole on every rank. */
+KF_API kf_status kf_replicate(kf_builder b, int64_t value);
+
 /* Ends the definition. *out: a new reference to the cached fusion; release
  * with kf_fusion_release. The builder stays valid (and may be destroyed). */
 KF_API kf_status kf_builder_finalize(kf_builder b, kf_fusion* out);
@@ -265,6 +286,11 @@ KF_API kf_status kf_fusion_num_outputs(kf_fusion f, size_t* out);
 /* info->struct_size must be set by the caller. */
 KF_API kf_status kf_fusion_input(kf_fusion f, size_t index, kf_value_info* info);
 KF_API kf_status kf_fusion_output(kf_fusion f, size_t index, kf_value_info* info);
+
+/* The mesh size (0: no mesh) and how output `index` is sharded: *dim is
+ * the dim each rank holds a block of, or -1 when every rank holds it whole. */
+KF_API kf_status kf_fusion_mesh(kf_fusion f, int64_t* num_ranks);
+KF_API kf_status kf_output_sharding(kf_fusion f, size_t index, int64_t* dim);
 
 /* Any value of the definition by id (inputs, constants, intermediates): what
  * a caller coordinating segments needs to allocate intermediates. */
@@ -405,11 +431,38 @@ typedef struct kf_allocator {
   void (*free)(void* context, void* ptr, size_t bytes, int device, void* stream);
 } kf_allocator;
 
+/* A communicator: one rank of a group that runs a fusion with a mesh
+ * (docs/multidevice.md). Collectives are enqueued on the call's stream. */
+typedef struct kf_communicator_s* kf_communicator;
+
 typedef struct kf_exec_options {
   size_t struct_size;
   void* stream;                   /* CUstream for kDLCUDA tensors; NULL = default */
   const kf_allocator* allocator;  /* NULL = kfuse's stream-ordered pool */
+  /* Required by fusions with a mesh (its size must equal the mesh's);
+   * NULL otherwise. Read only when struct_size covers it. */
+  kf_communicator communicator;
 } kf_exec_options;
+
+/* num_ranks communicators of one group inside this process, for CPU
+ * tensors: comms[r] is rank r, used by one thread each (every rank must
+ * make the same calls). Destroy each with kf_communicator_destroy. */
+KF_API kf_status kf_communicator_create_local(int num_ranks, kf_communicator* comms);
+
+/* NCCL (libnccl.so.2, loaded at run time) for CUDA tensors. */
+typedef struct kf_nccl_id {
+  unsigned char bytes[128]; /* an ncclUniqueId */
+} kf_nccl_id;
+/* Made by one process (rank 0) and handed to every rank. */
+KF_API kf_status kf_nccl_get_unique_id(kf_nccl_id* id);
+/* A new NCCL communicator for `rank` of `num_ranks` on CUDA device
+ * `device` (ncclCommInitRank: blocks until every rank joined). */
+KF_API kf_status kf_communicator_create_nccl(const kf_nccl_id* id, int num_ranks, int rank,
+                                             int device, kf_communicator* out);
+/* Wraps a caller's ncclComm_t (not destroyed by kf_communicator_destroy). */
+KF_API kf_status kf_communicator_wrap_nccl(void* nccl_comm, kf_communicator* out);
+KF_API kf_status kf_communicator_rank(kf_communicator c, int* rank, int* num_ranks);
+KF_API void kf_communicator_destroy(kf_communicator c);
 
 /* Runs the fusion. outputs[i] receives a new DLManagedTensor (call its
  * deleter). An output that aliases an input is a view of that input's

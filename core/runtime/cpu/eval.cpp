@@ -37,6 +37,8 @@ void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
     case OpCategory::Creation: eval_creation(fusion, e, env); return;
     case OpCategory::Library: eval_library(fusion, e, env); return;
     case OpCategory::Hint: env.set(e.outputs[0], env.get(e.inputs[0])); return;
+    case OpCategory::Communication:  // the executor runs these segments (core/runtime/collective.h)
+      fail(KF_ERR_INTERNAL, "cpu backend: ", op_name(e.op), " reached the expression evaluator");
     case OpCategory::Query: {  // size: the extent, an int64 scalar
       TensorView out = allocate(DType::I64, {});
       store_i64(DType::I64, out.data, env.get(e.inputs[0]).sizes[static_cast<size_t>(e.attrs[0])]);

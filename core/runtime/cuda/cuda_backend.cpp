@@ -83,7 +83,8 @@ void load_functions(int device, LoadedKernel& k) {
 }
 
 bool has_kernel(const Segment& seg) {
-  return seg.scheduler != SchedulerKind::Library && !seg.task.exprs.empty();
+  return seg.scheduler != SchedulerKind::Library && seg.scheduler != SchedulerKind::Communication &&
+         !seg.task.exprs.empty();
 }
 
 // Fills the kernel slot of every generated segment of `s` that has none:
