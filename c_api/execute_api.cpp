@@ -10,6 +10,7 @@
 #include "c_api/handles.h"
 #include "core/codegen/kernel_plan.h"
 #include "core/concretize/input_meta.h"
+#include "core/runtime/comm/communicator.h"
 #include "core/text/text_printer.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/outputs.h"
@@ -35,6 +36,9 @@ kf::ExecOptions options_of(const kf_exec_options* o, const char* fn) {
   kf::capi::require_struct(o, offsetof(kf_exec_options, allocator) + sizeof(void*), fn, "options");
   opts.stream = o->stream;
   opts.allocator = o->allocator;
+  // A communicator handle is the Communicator itself (core/runtime/comm).
+  if (o->struct_size >= offsetof(kf_exec_options, communicator) + sizeof(kf_communicator))
+    opts.communicator = static_cast<kf::Communicator*>(o->communicator);
   if (opts.allocator != nullptr) {
     kf::capi::require_struct(opts.allocator, offsetof(kf_allocator, free) + sizeof(void*), fn,
                              "options->allocator");

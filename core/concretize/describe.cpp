@@ -41,6 +41,14 @@ std::string ConcreteFusion::describe() const {
   os << "device: " << (device.kind == DeviceKind::CPU ? "cpu" : "cuda:")
      << (device.kind == DeviceKind::CPU ? "" : std::to_string(device.id))
      << ", indexing: " << (index32 ? "32-bit" : "64-bit") << '\n';
+  if (f.mesh != 0) os << "mesh: " << f.mesh << " ranks (sizes below are one rank's)\n";
+  // ", sharded on dim d" or ", replicated" after a tensor's line, with a mesh.
+  auto sharding = [&](int64_t id) {
+    if (f.mesh == 0 || f.value(id).is_scalar) return;
+    const int d = f.shardings[static_cast<size_t>(id)].dim;
+    if (d >= 0) os << ", sharded on dim " << d;
+    else os << ", replicated";
+  };
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const Value& v = f.value(f.inputs[i]);
     os << "input " << i << " (value " << v.id << ") ";
@@ -60,6 +68,7 @@ std::string ConcreteFusion::describe() const {
     std::vector<int64_t> ids;
     for (int d = 0; d < v.rank; ++d) ids.push_back(f.extent_id(i, d));
     list(os, ids, [&](int64_t id) { os << id; });
+    sharding(v.id);
     os << '\n';
   }
   for (const Expr& e : f.exprs)
@@ -74,6 +83,7 @@ std::string ConcreteFusion::describe() const {
         list(os, stride_orders[static_cast<size_t>(out)], [&](int d) { os << d; });
         os << ", extent deps ";
         list(os, extent_deps[static_cast<size_t>(out)], [&](int64_t d) { os << d; });
+        sharding(out);
       }
       os << '\n';
     }
@@ -82,6 +92,7 @@ std::string ConcreteFusion::describe() const {
     os << "output " << i << ": value " << o.value << ", layout ";
     list(os, stride_orders[static_cast<size_t>(o.value)], [&](int d) { os << d; });
     if (o.alias_input >= 0) os << ", aliases input " << o.alias_input;
+    sharding(o.value);
     os << '\n';
   }
   return os.str();

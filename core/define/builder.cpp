@@ -18,7 +18,7 @@ void check_dtype(DType t, const char* who) {
 }
 }  // namespace
 
-Builder::Builder() : draft_(std::make_shared<Fusion>()) {}
+Builder::Builder(bool communication) : draft_(std::make_shared<Fusion>()), communication_(communication) {}
 
 int64_t Builder::add_value(Value v) {
   v.id = static_cast<int64_t>(draft_->values.size());
@@ -96,7 +96,7 @@ std::vector<int64_t> Builder::op(Op op, std::vector<int64_t> args, std::vector<i
   if (!is_valid_op(static_cast<int>(op)))
     fail(KF_ERR_INVALID_ARGUMENT, "kf_builder_op: op ", static_cast<int>(op),
          " is not a kf_op (expected 0..", KF_OP_COUNT - 1, ")");
-  std::vector<OutputType> outs = infer_op(*draft_, op, args, attrs);
+  std::vector<OutputType> outs = infer_op(*draft_, op, args, attrs, communication_);
   Expr e{op, args, {}, attrs};
   const int64_t expr_index = static_cast<int64_t>(draft_->exprs.size());
   for (const OutputType& t : outs) {

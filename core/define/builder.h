@@ -14,7 +14,8 @@ namespace kf {
 
 class Builder : public kf_builder_s {
  public:
-  Builder();
+  // communication: accept kfuse's communication ops (segment text only).
+  explicit Builder(bool communication = false);
   int64_t tensor_input(int rank, DType dtype);
   int64_t scalar_input(DType dtype);
   int64_t constant_f64(double value, DType dtype);
@@ -34,6 +35,7 @@ class Builder : public kf_builder_s {
   int64_t add_value(Value v);
   int64_t constant(Record record, Value v);
   std::shared_ptr<Fusion> draft_;
+  bool communication_ = false;
 };
 
 }  // namespace kf

@@ -420,7 +420,7 @@ namespace {
 
 std::vector<OutputType> infer_by_category(const Fusion& fusion, Op op,
                                           const std::vector<int64_t>& args,
-                                          std::vector<int64_t>& attrs) {
+                                          std::vector<int64_t>& attrs, bool communication) {
   switch (op_info(op).category) {
     case OpCategory::Unary:
     case OpCategory::Binary:
@@ -437,10 +437,15 @@ std::vector<OutputType> infer_by_category(const Fusion& fusion, Op op,
       const Value& a = tensor_arg(fusion, op, args, 0);
       return {{a.dtype, a.rank, false}};
     }
-    case OpCategory::Communication:
-      fail(KF_ERR_UNSUPPORTED, op_name(op),
-           ": communication is inserted by kfuse where a sharded value changes sharding; declare a mesh "
-           "and shard inputs and outputs instead (docs/multidevice.md)");
+    case OpCategory::Communication: {
+      if (!communication)
+        fail(KF_ERR_UNSUPPORTED, op_name(op),
+             ": communication is inserted by kfuse where a sharded value changes sharding; declare a mesh "
+             "and shard inputs and outputs instead (docs/multidevice.md)");
+      expect_args(op, args, 1);
+      const Value& a = tensor_arg(fusion, op, args, 0);
+      return {{a.dtype, a.rank, false}};
+    }
     case OpCategory::Query: {  // size
       expect_args(op, args, 1);
       expect_attrs(op, attrs, 1, "dim");
@@ -456,9 +461,9 @@ std::vector<OutputType> infer_by_category(const Fusion& fusion, Op op,
 }  // namespace
 
 std::vector<OutputType> infer_op(const Fusion& fusion, Op op, const std::vector<int64_t>& args,
-                                 std::vector<int64_t>& attrs) {
+                                 std::vector<int64_t>& attrs, bool communication) {
   for (size_t i = 0; i < args.size(); ++i) arg_value(fusion, op, args, i);
-  std::vector<OutputType> outs = infer_by_category(fusion, op, args, attrs);
+  std::vector<OutputType> outs = infer_by_category(fusion, op, args, attrs, communication);
   for (const OutputType& t : outs)
     if (t.rank > kMaxRank)
       fail(KF_ERR_UNSUPPORTED, op_name(op), ": the result would have rank ", t.rank,

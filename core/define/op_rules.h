@@ -18,8 +18,9 @@ struct OutputType {
 };
 
 // Throws kf::Error naming the offending argument. `attrs` is normalized in
-// place.
+// place. Communication ops are kfuse's own (core/shard): accepted only with
+// `communication` (segment text replays them), rejected for callers.
 std::vector<OutputType> infer_op(const Fusion& fusion, Op op, const std::vector<int64_t>& args,
-                                 std::vector<int64_t>& attrs);
+                                 std::vector<int64_t>& attrs, bool communication = false);
 
 }  // namespace kf

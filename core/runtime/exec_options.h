@@ -5,9 +5,12 @@
 
 namespace kf {
 
+class Communicator;  // core/runtime/comm/communicator.h
+
 struct ExecOptions {
   void* stream = nullptr;                // CUstream
   const kf_allocator* allocator = nullptr;
+  Communicator* communicator = nullptr;  // fusions with a mesh
 };
 
 }  // namespace kf

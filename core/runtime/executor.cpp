@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/runtime/backend.h"
+#include "core/runtime/collective.h"
 #include "core/runtime/cpu/tensor_view.h"
 #include "core/segment/task_sizes.h"
 #include "core/util/error.h"
@@ -74,6 +75,7 @@ void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLT
   const Fusion& f = *c.fusion;
   const RunPlan& plan = s.run_plan;
   Backend& backend = backend_for(c.device.kind);
+  check_communicator(f, c.device.kind, options, "kf_execute");
   Scratch<RunState> state;
   state->intermediates.assign(plan.intermediates.size(), Intermediate{});
   IntermediateGuard guard(backend, c.device, options, state->intermediates);
@@ -100,7 +102,7 @@ void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLT
         state->outs.push_back(tensor(r));
       }
     }
-    backend.run_segment(p, k, b.sizes, state->ins.data(), state->outs.data(), options);
+    run_any_segment(backend, p, k, b.sizes, state->ins.data(), state->outs.data(), options);
     for (uint32_t slot : run.release_after) guard.release(state->intermediates[slot]);
   }
 
@@ -150,7 +152,8 @@ void execute_segment(const Plan& p, size_t index, const DLTensor* const* inputs,
   for (size_t k = 0; k < num_outputs; ++k) check(outputs[k], seg.task.outputs[k], "output", k);
   Scratch<ValueSizes> sizes;
   task_sizes(f, seg.task, inputs, sizes.get());
-  backend_for(c.device.kind).run_segment(p, index, *sizes, inputs, outputs, options);
+  check_communicator(f, c.device.kind, options, "kf_execute_segment");
+  run_any_segment(backend_for(c.device.kind), p, index, *sizes, inputs, outputs, options);
 }
 
 }  // namespace kf

@@ -6,7 +6,7 @@
 namespace kf {
 
 std::string segment_to_text(const Fusion& fusion, const Task& task) {
-  Builder b;
+  Builder b(/*communication=*/true);  // a communication segment prints its collective
   std::vector<int64_t> id(fusion.values.size(), -1);
   for (int64_t in : task.inputs) {
     const Value& v = fusion.value(in);

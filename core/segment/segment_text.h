@@ -1,6 +1,8 @@
 // A segment as a standalone fusion in the text form: its value inputs
 // become inputs (in task order), constants are re-declared, its exprs are
-// replayed through a Builder, and its outputs become outputs.
+// replayed through a Builder, and its outputs become outputs. A
+// communication segment prints its collective, which the text parser
+// rejects (only kfuse inserts them): such text is for reading.
 #pragma once
 
 #include <string>

@@ -3,7 +3,7 @@ import ctypes
 import struct
 
 from . import _dlpack as dl
-from ._lib import ExecOptions, KfuseError, SegmentInfo, TaskInfo, ValueInfo, lib
+from ._lib import ExecOptions, KfuseError, NcclId, SegmentInfo, TaskInfo, ValueInfo, lib
 
 INT64_MAX = (1 << 63) - 1
 
@@ -697,7 +697,21 @@ class Fusion:
         return ptrs, flags, n
 
     # -- call --------------------------------------------------------------
-    def __call__(self, *tensors, out=None, stream=None):
+    @property
+    def mesh(self):
+        """The device mesh's rank count (0: no mesh; docs/multidevice.md)."""
+        n = ctypes.c_int64()
+        self._lib.check(self._lib.kf_fusion_mesh(self._handle(), ctypes.byref(n)), "kf_fusion_mesh")
+        return n.value
+
+    def output_sharding(self, index):
+        """The dim output ``index`` comes back sharded on, or -1 (whole on every rank)."""
+        d = ctypes.c_int64()
+        self._lib.check(self._lib.kf_output_sharding(self._handle(), index, ctypes.byref(d)),
+                        "kf_output_sharding")
+        return d.value
+
+    def __call__(self, *tensors, out=None, stream=None, communicator=None):
         """Runs the fusion. ``tensors``: one per input, any object with
         ``__dlpack__`` (NumPy, torch, CuPy, JAX, kfuse Tensors), Python
         numbers for scalar inputs. Returns a Tensor (a tuple of them for
@@ -705,7 +719,8 @@ class Fusion:
         output), writes into those and returns ``out``. ``stream``: a
         CUstream (int, or a torch/CuPy stream) for CUDA tensors; producers
         are asked to order their work before it, kfuse enqueues on it
-        without synchronizing."""
+        without synchronizing. ``communicator``: a kfuse.Communicator, for
+        fusions with a mesh."""
         L = self._lib
         h = self._handle()
         s = _stream_handle(stream)
@@ -714,8 +729,9 @@ class Fusion:
         try:
             ins, flags, n = self._arrays(borrowed)
             opts = None
-            if s is not None:
-                opts = ExecOptions(ctypes.sizeof(ExecOptions), s, None)
+            comm = communicator._handle() if communicator is not None else None
+            if s is not None or comm is not None:
+                opts = ExecOptions(ctypes.sizeof(ExecOptions), s, None, comm)
             m = len(self.outputs)
             if out is None:
                 outs = (ctypes.c_void_p * max(m, 1))()
@@ -851,3 +867,82 @@ class Fusion:
                        inputs=ids(info.inputs, info.num_inputs), outputs=ids(info.outputs, info.num_outputs),
                        dead_after=ids(info.dead_after, info.num_dead_after), children=children,
                        schedule=schedule, text=text, cuda=source, cuda_error=err)
+
+
+class Communicator:
+    """One rank of a group that runs fusions with a mesh (docs/multidevice.md).
+    ``Communicator.nccl(uid, ranks, rank, device)`` for CUDA tensors (``uid``
+    from ``nccl_unique_id()`` on one process, handed to every rank);
+    ``Communicator.local(ranks)`` for CPU tensors: a list, one per thread.
+    Released by ``close()``, a ``with`` block, or the garbage collector."""
+
+    def __init__(self, handle):
+        self._lib = lib()
+        self._h = handle
+
+    @staticmethod
+    def nccl_unique_id():
+        L = lib()
+        uid = NcclId()
+        L.check(L.kf_nccl_get_unique_id(ctypes.byref(uid)), "kf_nccl_get_unique_id")
+        return bytes(uid.bytes)
+
+    @classmethod
+    def nccl(cls, unique_id, ranks, rank, device):
+        L = lib()
+        if len(unique_id) != 128:
+            raise ValueError(f"unique_id: expected the 128 bytes of nccl_unique_id(), got {len(unique_id)}")
+        uid = NcclId()
+        ctypes.memmove(uid.bytes, bytes(unique_id), 128)
+        h = ctypes.c_void_p()
+        L.check(L.kf_communicator_create_nccl(ctypes.byref(uid), ranks, rank, device, ctypes.byref(h)),
+                "kf_communicator_create_nccl")
+        return cls(h.value)
+
+    @classmethod
+    def local(cls, ranks):
+        L = lib()
+        hs = (ctypes.c_void_p * max(ranks, 1))()
+        L.check(L.kf_communicator_create_local(ranks, hs), "kf_communicator_create_local")
+        return [cls(hs[i]) for i in range(ranks)]
+
+    def _handle(self):
+        if self._h is None:
+            raise ValueError("the communicator is closed")
+        return self._h
+
+    @property
+    def rank(self):
+        r, n = ctypes.c_int(), ctypes.c_int()
+        self._lib.check(self._lib.kf_communicator_rank(self._handle(), ctypes.byref(r), ctypes.byref(n)),
+                        "kf_communicator_rank")
+        return r.value
+
+    @property
+    def size(self):
+        r, n = ctypes.c_int(), ctypes.c_int()
+        self._lib.check(self._lib.kf_communicator_rank(self._handle(), ctypes.byref(r), ctypes.byref(n)),
+                        "kf_communicator_rank")
+        return n.value
+
+    def close(self):
+        if self._h is not None:
+            self._lib.kf_communicator_destroy(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def nccl_unique_id():
+    """An NCCL unique id (128 bytes) for Communicator.nccl."""
+    return Communicator.nccl_unique_id()

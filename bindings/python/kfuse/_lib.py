@@ -115,6 +115,16 @@ class _Library:
         self._fn("kf_execute_into_flagged", S, P, c_void_pp, ctypes.POINTER(ctypes.c_uint64), Z,
                  c_void_pp, ctypes.POINTER(ctypes.c_uint64), Z, ctypes.POINTER(ExecOptions))
         self._fn("kf_cache_get_stats", S, ctypes.POINTER(CacheStats))
+        self._fn("kf_builder_set_mesh", S, P, I)
+        self._fn("kf_shard", S, P, I, I)
+        self._fn("kf_replicate", S, P, I)
+        self._fn("kf_fusion_mesh", S, P, c_int64_p)
+        self._fn("kf_output_sharding", S, P, Z, c_int64_p)
+        self._fn("kf_communicator_create_local", S, S, c_void_pp)
+        self._fn("kf_nccl_get_unique_id", S, ctypes.POINTER(NcclId))
+        self._fn("kf_communicator_create_nccl", S, ctypes.POINTER(NcclId), S, S, S, c_void_pp)
+        self._fn("kf_communicator_rank", S, P, ctypes.POINTER(S), ctypes.POINTER(S))
+        self._fn("kf_communicator_destroy", None, P)
 
     def last_error(self):
         return self.kf_last_error().decode("utf-8", "replace")
@@ -154,7 +164,11 @@ class TaskInfo(ctypes.Structure):
 
 class ExecOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("stream", ctypes.c_void_p),
-                ("allocator", ctypes.c_void_p)]
+                ("allocator", ctypes.c_void_p), ("communicator", ctypes.c_void_p)]
+
+
+class NcclId(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_ubyte * 128)]
 
 
 class CacheStats(ctypes.Structure):

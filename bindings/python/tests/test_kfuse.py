@@ -425,6 +425,43 @@ class ExampleFusionTests(unittest.TestCase):
             self.assertAlmostEqual(dx.numpy()[i, j], (loss(xp) - loss(xm)) / (2 * h), places=3)
 
 
+class MeshTests(unittest.TestCase):
+    def test_sharded_layernorm_on_local_ranks(self):
+        """A layernorm over a hidden dim sharded over 2 ranks (threads with
+        local communicators) equals the unsharded one, block by block."""
+        import threading
+        from fusions import LAYERNORM
+        rng = np.random.default_rng(7)
+        x = rng.standard_normal((6, 32)).astype(np.float32)
+        w = rng.standard_normal(32).astype(np.float32)
+        b = rng.standard_normal(32).astype(np.float32)
+        want = kfuse.Fusion.from_text(LAYERNORM)(x, w, b, 1e-5).numpy()
+        f = kfuse.Fusion.from_text("mesh 2\n" + LAYERNORM + "shard x {dim=1}\nshard w {dim=0}\nshard b {dim=0}\n")
+        self.assertEqual(f.mesh, 2)
+        self.assertEqual(f.output_sharding(0), 1)
+        comms = kfuse.Communicator.local(2)
+        self.assertEqual([c.rank for c in comms], [0, 1])
+        self.assertEqual(comms[1].size, 2)
+        got = [None, None]
+
+        def rank(r):
+            cols = slice(16 * r, 16 * (r + 1))
+            got[r] = f(np.ascontiguousarray(x[:, cols]), w[cols], b[cols], 1e-5, communicator=comms[r]).numpy()
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        np.testing.assert_allclose(np.concatenate(got, axis=1), want, rtol=1e-5, atol=1e-5)
+        with self.assertRaises(kfuse.KfuseError) as e:
+            f(x[:, :16], w[:16], b[:16], 1e-5)  # no communicator
+        self.assertEqual(e.exception.status, kfuse.Status.INVALID_ARGUMENT)
+        self.assertIn("communicator", e.exception.message)
+        for c in comms:
+            c.close()
+
+
 class LifetimeTests(unittest.TestCase):
     def test_context_managers_and_close(self):
         with bias_relu() as f:
