@@ -1,7 +1,8 @@
 /* Driver helpers for the GPU tests (C): libcuda is loaded with dlopen, as
  * kfuse does, so the tests build and run (skipped) on machines without a
  * GPU. Include after <cmocka.h>. The few driver types are declared here:
- * the tests do not see the CUDA headers. */
+ * the tests do not see the CUDA headers. The helpers are static inline, so
+ * a test that uses none of them builds without warnings. */
 #ifndef KFUSE_TESTS_GPU_UTIL_H
 #define KFUSE_TESTS_GPU_UTIL_H
 
@@ -65,18 +66,18 @@ static int gpu_open(void) {
     if (gpu_check_r_ != 0) fail_msg("%s failed with CUresult %d", #call, gpu_check_r_); \
   } while (0)
 
-static void* gpu_alloc(size_t bytes) {
+static inline void* gpu_alloc(size_t bytes) {
   gpu_deviceptr p = 0;
   GPU_CHECK(gpu.mem_alloc(&p, bytes ? bytes : 1));
   return (void*)(uintptr_t)p;
 }
-static void gpu_free(void* p) { if (p) GPU_CHECK(gpu.mem_free((gpu_deviceptr)(uintptr_t)p)); }
-static void gpu_to_device(void* dst, const void* src, size_t bytes) {
+static inline void gpu_free(void* p) { if (p) GPU_CHECK(gpu.mem_free((gpu_deviceptr)(uintptr_t)p)); }
+static inline void gpu_to_device(void* dst, const void* src, size_t bytes) {
   if (bytes) GPU_CHECK(gpu.htod((gpu_deviceptr)(uintptr_t)dst, src, bytes));
 }
 /* Synchronous with respect to the legacy default stream; callers that used
  * another stream synchronize it first. */
-static void gpu_to_host(void* dst, const void* src, size_t bytes) {
+static inline void gpu_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes) GPU_CHECK(gpu.dtoh(dst, (gpu_deviceptr)(uintptr_t)src, bytes));
 }
 

@@ -218,7 +218,7 @@ static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, dou
   KF_CHECK(kf_fusion_num_outputs(f, &nout));
   DLManagedTensor* cpu_out[MAX_IO];
   DLManagedTensor* gpu_out[MAX_IO];
-  kf_exec_options opts = {sizeof opts, g_stream, NULL};
+  kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
   kf_status s = kf_execute(f, cpu_p, nin, cpu_out, nout, NULL);
   if (s != KF_OK) {
     printf("FAILED %s: CPU run: %s: %s\n", what, kf_status_name(s), kf_last_error());
@@ -625,7 +625,7 @@ static void test_strided_outputs(void** state) {
     to.device.device_type = kDLCUDA;
     to.byte_offset = (uint64_t)offsets[l] * sizeof(float);
     DLTensor* pout[1] = {&to};
-    kf_exec_options opts = {sizeof opts, g_stream, NULL};
+    kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
     KF_CHECK(kf_execute_into(f, pin, 2, pout, 1, &opts));
     GPU_CHECK(gpu.stream_sync(g_stream));
     float* host = malloc(storage * sizeof(float));
@@ -1502,7 +1502,7 @@ static void test_two_segments(void** state) {
   /* Caller allocator: every allocation is freed, output included. */
   counting_allocator counter = {0, 0};
   kf_allocator alloc = {sizeof alloc, &counter, counting_alloc, counting_free};
-  kf_exec_options opts = {sizeof opts, g_stream, &alloc};
+  kf_exec_options opts = {sizeof opts, g_stream, &alloc, NULL};
   void* dev_y = gpu_alloc(40 * 300 * sizeof(float));
   gpu_to_device(dev, in[0].host, 40 * 300 * sizeof(float));
   gpu_to_device(dev_y, in[1].host, 40 * 300 * sizeof(float));
@@ -1586,7 +1586,7 @@ static void test_large(void** state) {
   ti.device.device_type = kDLCUDA;
   const DLTensor* pin[1] = {&ti};
   DLManagedTensor* out;
-  kf_exec_options opts = {sizeof opts, g_stream, NULL};
+  kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
   KF_CHECK(kf_execute(f, pin, 1, &out, 1, &opts));
   GPU_CHECK(gpu.stream_sync(g_stream));
   uint8_t* got = malloc((size_t)n);

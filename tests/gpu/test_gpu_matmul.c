@@ -174,7 +174,7 @@ static void run_case(kf_fusion f, tin* in, size_t nin, double k, const int64_t* 
     cpu_p[i] = &cpu_t[i];
     gpu_p[i] = &gpu_t[i];
   }
-  kf_exec_options opts = {sizeof opts, g_stream, NULL};
+  kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
   DLManagedTensor *cpu_out = NULL, *gpu_out = NULL;
   DLTensor cpu_into, gpu_into;
   int64_t oshape[MAX_RANK];
@@ -721,7 +721,7 @@ static void test_rejections(void** state) {
   DLTensor t0 = view(&in[0], d0, 1), t1 = view(&in[1], d1, 1);
   const DLTensor* p[2] = {&t0, &t1};
   DLManagedTensor* out;
-  kf_exec_options opts = {sizeof opts, g_stream, NULL};
+  kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
   KF_EXPECT_ERROR(kf_execute(f, p, 2, &out, 1, &opts), KF_ERR_UNSUPPORTED, "argument 0 is float16");
   GPU_CHECK(gpu.stream_sync(g_stream));
   gpu_free(d0);

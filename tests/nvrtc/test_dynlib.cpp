@@ -1,8 +1,8 @@
 // The CUDA library loader (core/runtime/cuda/dynlib.h), no GPU needed: the
 // one search order (toolkit roots from $CUDA_HOME, $CUDA_PATH and
 // /usr/local/cuda, then the default search; the driver from the default
-// search only), what a failed attempt reports, and the missing-symbol
-// message naming library and symbol. NVRTC and cuBLASLt load from the
+// search only; NCCL by soname), what a failed attempt reports, and the
+// missing-symbol message naming library and symbol. NVRTC and cuBLASLt load from the
 // toolkit this build found.
 // Project headers first: cmocka defines a fail() macro.
 #include "core/runtime/cuda/cublaslt.h"
@@ -67,6 +67,12 @@ void test_roots_and_candidates(void**) {
   assert_true(library_candidates(CudaLibrary::CublasLt) == want);
   assert_string_equal(library_candidates(CudaLibrary::Nvrtc).front().c_str(), "/opt/cuda-a/lib64/libnvrtc.so.13");
   assert_string_equal(library_candidates(CudaLibrary::Nvrtc).back().c_str(), "libnvrtc.so");
+  // NCCL by its soname only: the unversioned name is a development link.
+  const std::vector<std::string> nccl = library_candidates(CudaLibrary::Nccl);
+  assert_int_equal(nccl.size(), 5);
+  assert_string_equal(nccl.front().c_str(), "/opt/cuda-a/lib64/libnccl.so.2");
+  assert_string_equal(nccl[3].c_str(), "/usr/local/cuda/targets/x86_64-linux/lib/libnccl.so.2");
+  assert_string_equal(nccl.back().c_str(), "libnccl.so.2");
   // The driver belongs to the kernel module, never to a toolkit.
   assert_true(library_candidates(CudaLibrary::Driver) == std::vector<std::string>{"libcuda.so.1"});
 

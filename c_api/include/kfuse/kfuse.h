@@ -444,24 +444,31 @@ typedef struct kf_exec_options {
   kf_communicator communicator;
 } kf_exec_options;
 
-/* num_ranks communicators of one group inside this process, for CPU
- * tensors: comms[r] is rank r, used by one thread each (every rank must
- * make the same calls). Destroy each with kf_communicator_destroy. */
+/* num_ranks (1..1024) communicators of one group inside this process, for
+ * CPU tensors: comms[r] is rank r, used by one thread each (every rank must
+ * make the same calls; calls that disagree fail on every rank). Reductions
+ * go over ranks in rank order and round once; an integer avg truncates
+ * toward zero, as NCCL's. Destroy each with kf_communicator_destroy. */
 KF_API kf_status kf_communicator_create_local(int num_ranks, kf_communicator* comms);
 
-/* NCCL (libnccl.so.2, loaded at run time) for CUDA tensors. */
+/* NCCL (libnccl.so.2, loaded at run time) for CUDA tensors. Errors:
+ * KF_ERR_UNSUPPORTED when kfuse was built without nccl.h or the library
+ * cannot be loaded (the message says which), KF_ERR_NO_DEVICE without a
+ * driver or device, KF_ERR_BACKEND with NCCL's message when a call fails. */
 typedef struct kf_nccl_id {
   unsigned char bytes[128]; /* an ncclUniqueId */
 } kf_nccl_id;
-/* Made by one process (rank 0) and handed to every rank. */
+/* Made by one process (rank 0; it needs no GPU) and handed to every rank. */
 KF_API kf_status kf_nccl_get_unique_id(kf_nccl_id* id);
 /* A new NCCL communicator for `rank` of `num_ranks` on CUDA device
  * `device` (ncclCommInitRank: blocks until every rank joined). */
 KF_API kf_status kf_communicator_create_nccl(const kf_nccl_id* id, int num_ranks, int rank,
                                              int device, kf_communicator* out);
-/* Wraps a caller's ncclComm_t (not destroyed by kf_communicator_destroy). */
+/* Wraps a caller's ncclComm_t (not destroyed by kf_communicator_destroy,
+ * which must come first). Its rank, size and device are NCCL's. */
 KF_API kf_status kf_communicator_wrap_nccl(void* nccl_comm, kf_communicator* out);
 KF_API kf_status kf_communicator_rank(kf_communicator c, int* rank, int* num_ranks);
+/* NULL is a no-op. */
 KF_API void kf_communicator_destroy(kf_communicator c);
 
 /* Runs the fusion. outputs[i] receives a new DLManagedTensor (call its

@@ -50,8 +50,9 @@ class Communicator : public kf_communicator_s {
 std::vector<std::unique_ptr<Communicator>> make_local_group(int num_ranks);
 
 // NCCL. Throws KF_ERR_UNSUPPORTED when kfuse was built without nccl.h or
-// libnccl.so.2 cannot be loaded (the message says which), KF_ERR_BACKEND
-// when an NCCL call fails (with ncclGetErrorString).
+// libnccl.so.2 cannot be loaded (the message says which), KF_ERR_NO_DEVICE
+// without a driver or device, KF_ERR_BACKEND when an NCCL call fails (with
+// ncclGetErrorString). Bools reduce with max and min only.
 void nccl_unique_id(kf_nccl_id* id);
 std::unique_ptr<Communicator> make_nccl(const kf_nccl_id& id, int num_ranks, int rank, int device);
 std::unique_ptr<Communicator> wrap_nccl(void* nccl_comm);

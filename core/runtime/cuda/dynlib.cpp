@@ -21,10 +21,13 @@ std::vector<std::string> toolkit_roots() {
 }
 
 std::vector<std::string> library_candidates(CudaLibrary library) {
-  if (library == CudaLibrary::Driver) return {"libcuda.so.1"};
-  const std::vector<std::string> names =
-      library == CudaLibrary::Nvrtc ? std::vector<std::string>{"libnvrtc.so.13", "libnvrtc.so"}
-                                    : std::vector<std::string>{"libcublasLt.so.13", "libcublasLt.so"};
+  std::vector<std::string> names;
+  switch (library) {
+    case CudaLibrary::Driver: return {"libcuda.so.1"};
+    case CudaLibrary::Nvrtc: names = {"libnvrtc.so.13", "libnvrtc.so"}; break;
+    case CudaLibrary::CublasLt: names = {"libcublasLt.so.13", "libcublasLt.so"}; break;
+    case CudaLibrary::Nccl: names = {"libnccl.so.2"}; break;  // the ABI the headers promise: no unversioned link
+  }
   std::vector<std::string> out;
   for (const auto& root : toolkit_roots())
     for (const char* dir : {"/lib64/", "/targets/x86_64-linux/lib/"})
@@ -35,7 +38,12 @@ std::vector<std::string> library_candidates(CudaLibrary library) {
 
 DynLib open_library(CudaLibrary library) {
   DynLib lib;
-  lib.name = library == CudaLibrary::Driver ? "CUDA driver" : library == CudaLibrary::Nvrtc ? "NVRTC" : "cuBLASLt";
+  switch (library) {
+    case CudaLibrary::Driver: lib.name = "CUDA driver"; break;
+    case CudaLibrary::Nvrtc: lib.name = "NVRTC"; break;
+    case CudaLibrary::CublasLt: lib.name = "cuBLASLt"; break;
+    case CudaLibrary::Nccl: lib.name = "NCCL"; break;
+  }
   for (const auto& candidate : library_candidates(library)) {
     lib.handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib.handle) break;

@@ -1,15 +1,16 @@
 // The one loader of the CUDA libraries kfuse uses at run time: the driver,
-// NVRTC and cuBLASLt are opened with dlopen, never linked, so libkfuse.so
-// loads on machines without them and only what needs a missing library
-// fails. Where each is looked for is decided here, once:
+// NVRTC, cuBLASLt and NCCL are opened with dlopen, never linked, so
+// libkfuse.so loads on machines without them and only what needs a missing
+// library fails. Where each is looked for is decided here, once:
 //
 //   driver    libcuda.so.1 from the default search only: it belongs to the
 //             installed kernel driver; a toolkit holds only a stub of it.
-//   NVRTC,    libnvrtc.so.13 / libnvrtc.so and libcublasLt.so.13 /
-//   cuBLASLt  libcublasLt.so in each toolkit root (toolkit_roots()) under
-//             lib64, then targets/x86_64-linux/lib; then the default search
-//             (LD_LIBRARY_PATH, rpath, ld.so.cache), so a toolkit the
-//             caller names wins over whatever else is installed.
+//   NVRTC,    libnvrtc.so.13 / libnvrtc.so, libcublasLt.so.13 /
+//   cuBLASLt, libcublasLt.so and libnccl.so.2 in each toolkit root
+//   NCCL      (toolkit_roots()) under lib64, then targets/x86_64-linux/lib;
+//             then the default search (LD_LIBRARY_PATH, rpath,
+//             ld.so.cache), so a toolkit the caller names wins over
+//             whatever else is installed.
 //
 // Handles are never closed: modules, programs and cuBLASLt handles made
 // with them live until the process exits.
@@ -20,7 +21,7 @@
 
 namespace kf::cuda {
 
-enum class CudaLibrary { Driver, Nvrtc, CublasLt };
+enum class CudaLibrary { Driver, Nvrtc, CublasLt, Nccl };
 
 // $CUDA_HOME, $CUDA_PATH (each when set and not empty), /usr/local/cuda:
 // the toolkit directories, in search order, without repeats. Read from the
@@ -33,7 +34,7 @@ std::vector<std::string> library_candidates(CudaLibrary library);
 
 // An opened library, or why it could not be opened.
 struct DynLib {
-  std::string name;                 // for messages: "CUDA driver", "NVRTC", "cuBLASLt"
+  std::string name;                 // for messages: "CUDA driver", "NVRTC", "cuBLASLt", "NCCL"
   void* handle = nullptr;           // null when no candidate loaded
   std::string path;                 // the file that was loaded
   std::vector<std::string> errors;  // dlerror() of each candidate tried before (or instead)

@@ -64,6 +64,7 @@ impl ExecOptions {
             struct_size: std::mem::size_of::<sys::kf_exec_options>(),
             stream: self.stream,
             allocator: ptr::null(),
+            communicator: ptr::null_mut(),
         }
     }
 }
