@@ -193,24 +193,46 @@ typedef struct {
  * communicator; defined by the including test. */
 static void run_ranks(rank_job* jobs, int ranks);
 
-/* A host copy of `t` (already on the host, or copied by `to_host`) into out. */
-static void keep_output(rank_job* j, size_t o, const DLTensor* t, void (*to_host)(void*, const void*, size_t)) {
-  DLTensor* d = &j->out[o];
-  *d = *t;
-  int64_t n = 1;
+/* A compact row-major host copy of `t` (any strides: kfuse may return an
+ * output in another layout) into *d, its shape in `shape`; `to_host`
+ * copies bytes from t's memory. */
+static void compact_copy(DLTensor* d, int64_t* shape, const DLTensor* t,
+                         void (*to_host)(void*, const void*, size_t)) {
+  const size_t es = t->dtype.bits / 8;
+  int64_t n = 1, span = 1;
   for (int k = 0; k < t->ndim; ++k) {
-    j->out_shape[o][k] = t->shape[k];
+    shape[k] = t->shape[k];
     n *= t->shape[k];
+    if (t->shape[k] > 0) span += (t->shape[k] - 1) * (t->strides ? t->strides[k] : 0);
   }
-  d->shape = j->out_shape[o];
+  if (t->strides == NULL) span = n;
+  char* raw = (char*)malloc((size_t)(span > 0 ? span : 1) * es);
+  to_host(raw, (const char*)t->data + t->byte_offset, (size_t)(n > 0 ? span : 0) * es);
+  *d = *t;
+  d->shape = shape;
   d->strides = NULL;
   d->byte_offset = 0;
   d->device.device_type = kDLCPU;
   d->device.device_id = 0;
-  const size_t bytes = (size_t)n * (t->dtype.bits / 8);
-  d->data = malloc(bytes ? bytes : 1);
-  to_host(d->data, (const char*)t->data + t->byte_offset, bytes);
+  d->data = malloc((size_t)(n > 0 ? n : 1) * es);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t rem = k, off = 0, step = 1;
+    for (int a = t->ndim - 1; a >= 0; --a) {
+      const int64_t i = rem % t->shape[a];
+      rem /= t->shape[a];
+      off += i * (t->strides ? t->strides[a] : step);
+      step *= t->shape[a];
+    }
+    memcpy((char*)d->data + (size_t)k * es, raw + (size_t)off * es, es);
+  }
+  free(raw);
 }
+
+static void keep_output(rank_job* j, size_t o, const DLTensor* t, void (*to_host)(void*, const void*, size_t)) {
+  compact_copy(&j->out[o], j->out_shape[o], t, to_host);
+}
+
+static void host_to_host(void* dst, const void* src, size_t bytes) { memcpy(dst, src, bytes); }
 
 /* ---- the check ----------------------------------------------------------- */
 
@@ -292,7 +314,10 @@ static void check_case(const mesh_case* c, int ranks) {
     for (size_t o = 0; o < num_outputs; ++o) {
       int64_t dim;
       KF_CHECK(kf_output_sharding(f, o, &dim));
-      const DLTensor* w = &expected[o]->dl_tensor;
+      int64_t wshape[3];
+      DLTensor whole_out;
+      compact_copy(&whole_out, wshape, &expected[o]->dl_tensor, host_to_host);
+      const DLTensor* w = &whole_out;
       const DLTensor* b = &jobs[r].out[o];
       assert_int_equal(b->ndim, w->ndim);
       for (int d = 0; d < w->ndim; ++d)
@@ -306,6 +331,7 @@ static void check_case(const mesh_case* c, int ranks) {
           fail_msg("%s, %d ranks, rank %d, output %zu (sharded on %lld), element %lld: got %.9g, expected %.9g",
                    c->name, ranks, r, o, (long long)dim, (long long)k, got, want);
       }
+      free(whole_out.data);
     }
   }
   for (int r = 0; r < ranks; ++r) {

@@ -359,7 +359,7 @@ void allocate_outputs(CudaDriver& d, void* stream, DeviceBuffers& mem, const Fus
         if (x != nullptr && x->deleter != nullptr) x->deleter(x);
     }
   } release{produced};
-  const kf_exec_options opts{sizeof(kf_exec_options), stream, nullptr};
+  const kf_exec_options opts{sizeof(kf_exec_options), stream, nullptr, nullptr};
   check(kf_execute(f.get(), in.data(), in.size(), produced.data(), produced.size(), &opts), "kf_execute");
   d.synchronize_stream(stream);
   for (DLManagedTensor* m : produced) {
@@ -406,7 +406,7 @@ std::string check_case(CudaDriver& d, void* stream, const Fusion& f, const Bench
   allocate_outputs(d, stream, mem, f, gpu_args, &got);
   for (size_t i = 0; i < got.tensors.size(); ++i)
     d.fill_async(got.tensors[i].data, 0xff, got.bytes[i], stream);  // NaN where never written
-  const kf_exec_options opts{sizeof(kf_exec_options), stream, nullptr};
+  const kf_exec_options opts{sizeof(kf_exec_options), stream, nullptr, nullptr};
   check(kf_execute_into(f.get(), gpu_args.data(), gpu_args.size(), got.args.data(), got.args.size(), &opts),
         "kf_execute_into (check shape)");
   d.synchronize_stream(stream);
@@ -482,7 +482,7 @@ void run_config(CudaDriver* d, void* stream, const BenchOptions& o, const BenchC
 
   DeviceOutputs out;
   allocate_outputs(*d, stream, *mem, f, args, &out);  // the first call compiles (or loads the kernel cache)
-  const kf_exec_options opts{sizeof(kf_exec_options), stream, nullptr};
+  const kf_exec_options opts{sizeof(kf_exec_options), stream, nullptr, nullptr};
   auto launch = [&] {
     check(kf_execute_into(f.get(), args.data(), args.size(), out.args.data(), out.args.size(), &opts),
           "kf_execute_into");

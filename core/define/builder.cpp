@@ -151,7 +151,7 @@ void Builder::output(int64_t value, std::vector<int64_t> stride_order, int64_t a
   std::vector<int64_t> attrs{alias_input};
   attrs.insert(attrs.end(), stride_order.begin(), stride_order.end());
   draft_->records.push_back({RecordKind::Output, Op::COUNT, DType::F32, {value}, attrs});
-  draft_->outputs.push_back({value, std::move(stride_order), alias_input});
+  draft_->outputs.push_back({value, std::move(stride_order), alias_input, std::nullopt, Sharding{}});
 }
 
 void Builder::mesh(int64_t ranks) {

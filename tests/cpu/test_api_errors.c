@@ -686,7 +686,7 @@ static void test_struct_size(void** state) {
   kf_concrete_release(c);
 
   DLManagedTensor* out = NULL;
-  kf_exec_options options = {4, NULL, NULL};
+  kf_exec_options options = {4, NULL, NULL, NULL};
   EXPECT_FAIL(kf_execute(g_fusion, in.list, 2, &out, 1, &options), KF_ERR_INVALID_ARGUMENT, "kf_execute: options->struct_size is 4");
   kf_allocator allocator = {2, NULL, fake_alloc, NULL};
   options.struct_size = sizeof options;

@@ -18,8 +18,6 @@ typedef struct {
   kf_communicator comm;
 } cpu_rank;
 
-static void host_copy(void* dst, const void* src, size_t bytes) { memcpy(dst, src, bytes); }
-
 static void* run_rank(void* arg) {
   cpu_rank* cr = (cpu_rank*)arg;
   rank_job* j = cr->job;
@@ -40,7 +38,7 @@ static void* run_rank(void* arg) {
     return NULL;
   }
   for (size_t k = 0; k < j->num_outputs; ++k) {
-    keep_output(j, k, &out[k]->dl_tensor, host_copy);
+    keep_output(j, k, &out[k]->dl_tensor, host_to_host);
     out[k]->deleter(out[k]);
   }
   return NULL;
