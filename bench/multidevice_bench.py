@@ -11,8 +11,9 @@ storage and fp32 math:
               ranks (tensor parallel), [rows, hidden]
   xent        cross-entropy over a vocabulary sharded over the ranks
               (vocab-parallel loss, as Megatron computes it), [rows, vocab]
-Per case: the median of CUDA-event times over 50 runs after warm-up, per
-rank (the slowest rank is reported), the results compared with each other,
+Per case: the median per-call time over 15 batches of 20 calls (CUDA
+events, ranks aligned by a barrier before each batch), per rank (the slowest
+rank is reported), the results compared with each other,
 and the share of the time the collectives take (the same collectives of
 the same sizes timed alone through torch.distributed).
 """
@@ -96,19 +97,43 @@ def torch_xent(x, label, rank, local_vocab):
     return torch.log(s) + m - picked
 
 
-def timed(fn, iters=50, warmup=10):
+def timed(fn, reps=15, batch=20, warmup=10):
+    """Per-call time: the median over `reps` batches of `batch` calls
+    enqueued back to back. Ranks meet at a barrier before each batch, and
+    no host synchronization splits a batch, so the time is that of the
+    steady state of a training step (one rank's host lag between calls
+    would otherwise show up as the other rank's collective waiting)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
-    for _ in range(iters):
+    for _ in range(reps):
+        dist.barrier()
+        torch.cuda.synchronize()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(batch):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / batch)
     return statistics.median(times)
+
+
+def profile(name, fn, rank):
+    """Per-kernel GPU times of a few calls (torch.profiler: CUPTI sees
+    kfuse's kernels and NCCL's too), printed by rank 0."""
+    from torch.profiler import ProfilerActivity, profile as prof
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with prof(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+    if rank == 0:
+        print(f"== profile: {name} (5 calls)")
+        print(p.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=70))
 
 
 def worst(ms):
@@ -118,7 +143,7 @@ def worst(ms):
     return t.item()
 
 
-def worker(rank, ranks, port, out_path):
+def worker(rank, ranks, port, out_path, show_profile):
     import kfuse
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks,
@@ -142,6 +167,9 @@ def worker(rank, ranks, port, out_path):
     w = torch.randn(h, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(h, device="cuda", dtype=torch.bfloat16)
     err = (call(f, x, w, b).float() - torch_layernorm(x, w, b).float()).abs().max().item()
+    if show_profile:
+        profile("kfuse layernorm", lambda: call(f, x, w, b), rank)
+        profile("torch layernorm", lambda: torch_layernorm(x, w, b), rank)
     t_k = worst(timed(lambda: call(f, x, w, b)))
     t_t = worst(timed(lambda: torch_layernorm(x, w, b)))
     stat = torch.zeros(rows_ln, 1, device="cuda")
@@ -159,6 +187,8 @@ def worker(rank, ranks, port, out_path):
     g = torch.Generator(device="cuda").manual_seed(99)  # the same labels on every rank
     label = torch.randint(0, vocab, (rows_xe,), device="cuda", generator=g)
     err = (call(f, x, label).float() - torch_xent(x, label, rank, v).float()).abs().max().item()
+    if show_profile:
+        profile("kfuse cross-entropy", lambda: call(f, x, label), rank)
     t_k = worst(timed(lambda: call(f, x, label)))
     t_t = worst(timed(lambda: torch_xent(x, label, rank, v)))
     stat = torch.zeros(rows_xe, 1, device="cuda")
@@ -187,10 +217,11 @@ def main():
     ap.add_argument("--ranks", type=int, default=torch.cuda.device_count())
     ap.add_argument("--out", default="")
     ap.add_argument("--port", type=int, default=29517)
+    ap.add_argument("--profile", action="store_true", help="print per-kernel times (torch.profiler)")
     a = ap.parse_args()
     if a.ranks < 1 or a.ranks > torch.cuda.device_count():
         sys.exit(f"--ranks {a.ranks}: this machine has {torch.cuda.device_count()} GPUs")
-    mp.spawn(worker, args=(a.ranks, a.port, a.out), nprocs=a.ranks, join=True)
+    mp.spawn(worker, args=(a.ranks, a.port, a.out, a.profile), nprocs=a.ranks, join=True)
 
 
 if __name__ == "__main__":
