@@ -372,6 +372,17 @@ KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTen
   });
 }
 
+KF_API kf_status kf_segment_output_shape(kf_segmentation s, size_t index, const DLTensor* const* inputs,
+                                         size_t num_inputs, size_t output, int64_t* shape, size_t rank) {
+  return guard([&] {
+    const char* fn = "kf_segment_output_shape";
+    auto* h = kf::capi::segmentation_of(s, fn);
+    if (num_inputs > 0) require(inputs, fn, "inputs");
+    if (rank > 0) require(shape, fn, "shape");
+    kf::segment_output_shape(*h->plan, index, inputs, num_inputs, output, shape, rank);
+  });
+}
+
 KF_API kf_status kf_execute_versioned(kf_fusion f,
                                       const DLManagedTensorVersioned* const* inputs,
                                       size_t num_inputs, DLManagedTensorVersioned** outputs,

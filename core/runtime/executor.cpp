@@ -113,47 +113,81 @@ void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLT
   }
 }
 
-void execute_segment(const Plan& p, size_t index, const DLTensor* const* inputs, size_t num_inputs,
-                     DLTensor* const* outputs, size_t num_outputs, const ExecOptions& options) {
+namespace {
+
+// The segment at `index`, after checking the tensors a caller passes for
+// its value inputs (and, when given, its outputs): count, rank, dtype,
+// device. `fn` names the API call.
+const Segment& checked_segment(const Plan& p, size_t index, const DLTensor* const* inputs, size_t num_inputs,
+                               DLTensor* const* outputs, size_t num_outputs, const char* fn) {
   const ConcreteFusion& c = *p.concrete;
   const Segmentation& s = p.segmentation;
   const Fusion& f = *c.fusion;
   if (index >= s.segments.size())
-    fail(KF_ERR_INVALID_ARGUMENT, "kf_execute_segment: index ", index, " is out of range (",
-         s.segments.size(), " segments)");
+    fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", s.segments.size(), " segments)");
   const Segment& seg = s.segments[index];
   if (num_inputs != seg.task.inputs.size())
-    fail(KF_ERR_INVALID_ARGUMENT, "kf_execute_segment: segment ", index, " has ",
-         seg.task.inputs.size(), " value inputs, got ", num_inputs);
-  if (num_outputs != seg.task.outputs.size())
-    fail(KF_ERR_INVALID_ARGUMENT, "kf_execute_segment: segment ", index, " has ",
-         seg.task.outputs.size(), " outputs, got ", num_outputs);
+    fail(KF_ERR_INVALID_ARGUMENT, fn, ": segment ", index, " has ", seg.task.inputs.size(), " value inputs, got ",
+         num_inputs);
+  if (outputs != nullptr && num_outputs != seg.task.outputs.size())
+    fail(KF_ERR_INVALID_ARGUMENT, fn, ": segment ", index, " has ", seg.task.outputs.size(), " outputs, got ",
+         num_outputs);
   auto check = [&](const DLTensor* t, int64_t id, const char* what, size_t k) {
     const Value& v = f.value(id);
     if (t == nullptr)
-      fail(KF_ERR_INVALID_ARGUMENT, "kf_execute_segment: ", what, " ", k, " (value ", id, ") is NULL");
+      fail(KF_ERR_INVALID_ARGUMENT, fn, ": ", what, " ", k, " (value ", id, ") is NULL");
     if (t->ndim != v.rank)
-      fail(KF_ERR_SHAPE_MISMATCH, "kf_execute_segment: ", what, " ", k, " (value ", id,
+      fail(KF_ERR_SHAPE_MISMATCH, fn, ": ", what, " ", k, " (value ", id,
            "): expected rank ", v.rank, ", got rank ", t->ndim);
     auto dt = from_dlpack(t->dtype);
     if (!((dt && *dt == v.dtype) || (v.dtype == DType::Bool && accepts_as_bool(t->dtype))))
-      fail(KF_ERR_DTYPE_MISMATCH, "kf_execute_segment: ", what, " ", k, " (value ", id,
+      fail(KF_ERR_DTYPE_MISMATCH, fn, ": ", what, " ", k, " (value ", id,
            "): expected ", dtype_name(v.dtype), ", got ", describe_dlpack(t->dtype));
     if (v.rank > 0 && t->shape == nullptr)
-      fail(KF_ERR_INVALID_ARGUMENT, "kf_execute_segment: ", what, " ", k, ": shape is NULL");
+      fail(KF_ERR_INVALID_ARGUMENT, fn, ": ", what, " ", k, ": shape is NULL");
     std::optional<DeviceKind> kind = device_kind(t->device);
     bool cpu = kind == DeviceKind::CPU;
     bool on_device = kind && (c.device.kind == DeviceKind::CPU ? cpu : (!cpu || v.is_scalar));
     if (!on_device)
-      fail(KF_ERR_DEVICE_MISMATCH, "kf_execute_segment: ", what, " ", k, " (value ", id,
+      fail(KF_ERR_DEVICE_MISMATCH, fn, ": ", what, " ", k, " (value ", id,
            ") is not on the fusion's device");
   };
   for (size_t k = 0; k < num_inputs; ++k) check(inputs[k], seg.task.inputs[k], "input", k);
-  for (size_t k = 0; k < num_outputs; ++k) check(outputs[k], seg.task.outputs[k], "output", k);
+  if (outputs != nullptr)
+    for (size_t k = 0; k < num_outputs; ++k) check(outputs[k], seg.task.outputs[k], "output", k);
+  return seg;
+}
+
+}  // namespace
+
+void execute_segment(const Plan& p, size_t index, const DLTensor* const* inputs, size_t num_inputs,
+                     DLTensor* const* outputs, size_t num_outputs, const ExecOptions& options) {
+  const ConcreteFusion& c = *p.concrete;
+  const Fusion& f = *c.fusion;
+  static DLTensor* const kNone[1] = {nullptr};
+  const Segment& seg = checked_segment(p, index, inputs, num_inputs, num_outputs ? outputs : kNone, num_outputs,
+                                       "kf_execute_segment");
   Scratch<ValueSizes> sizes;
   task_sizes(f, seg.task, inputs, sizes.get());
   check_communicator(f, c.device.kind, options, "kf_execute_segment");
   run_any_segment(backend_for(c.device.kind), p, index, *sizes, inputs, outputs, options);
+}
+
+void segment_output_shape(const Plan& p, size_t index, const DLTensor* const* inputs, size_t num_inputs,
+                          size_t output, int64_t* shape, size_t rank) {
+  const char* fn = "kf_segment_output_shape";
+  const Segment& seg = checked_segment(p, index, inputs, num_inputs, nullptr, 0, fn);
+  const Fusion& f = p.fusion();
+  if (output >= seg.task.outputs.size())
+    fail(KF_ERR_INVALID_ARGUMENT, fn, ": output ", output, " is out of range (segment ", index, " has ",
+         seg.task.outputs.size(), " outputs)");
+  const int64_t id = seg.task.outputs[output];
+  if (rank != static_cast<size_t>(f.value(id).rank))
+    fail(KF_ERR_INVALID_ARGUMENT, fn, ": rank is ", rank, ", expected the output's rank ", f.value(id).rank);
+  Scratch<ValueSizes> sizes;
+  task_sizes(f, seg.task, inputs, sizes.get());
+  const std::span<const int64_t> s = (*sizes)[id];
+  std::copy(s.begin(), s.end(), shape);
 }
 
 }  // namespace kf

@@ -15,6 +15,11 @@ void execute(const Plan& plan, const Binding& b, const DLTensor* const* inputs, 
 
 // Runs one segment with tensors for its value inputs (task.inputs order) and
 // outputs (task.outputs order); checks their ranks, dtypes and device.
+// The sizes of output `output` of segment `index` for these value inputs
+// (checked as execute_segment checks them).
+void segment_output_shape(const Plan& plan, size_t index, const DLTensor* const* inputs, size_t num_inputs,
+                          size_t output, int64_t* shape, size_t rank);
+
 void execute_segment(const Plan& plan, size_t index,
                      const DLTensor* const* inputs, size_t num_inputs, DLTensor* const* outputs,
                      size_t num_outputs, const ExecOptions& options);

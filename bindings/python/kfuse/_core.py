@@ -391,6 +391,20 @@ class Definition:
         self._lib.check(self._lib.kf_add_output(self._builder(), self._arg(value), arr, n,
                                                 -1 if alias is None else int(alias)), "kf_add_output")
 
+    # -- device mesh (docs/multidevice.md) ----------------------------------
+    def mesh(self, ranks):
+        """Runs the fusion on ``ranks`` ranks (call before shard/replicate)."""
+        self._lib.check(self._lib.kf_builder_set_mesh(self._builder(), int(ranks)), "kf_builder_set_mesh")
+
+    def shard(self, value, dim):
+        """Shards a tensor input (each rank passes its block of ``dim``) or
+        the latest output of ``value`` (each rank receives its block)."""
+        self._lib.check(self._lib.kf_shard(self._builder(), self._arg(value), int(dim)), "kf_shard")
+
+    def replicate(self, value):
+        """Asks for the latest output of ``value`` whole on every rank."""
+        self._lib.check(self._lib.kf_replicate(self._builder(), self._arg(value)), "kf_replicate")
+
 
 def _dt(x):
     return dtype(x)

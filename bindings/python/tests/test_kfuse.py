@@ -461,6 +461,21 @@ class MeshTests(unittest.TestCase):
         for c in comms:
             c.close()
 
+    def test_builder_mesh_matches_the_text(self):
+        with kfuse.Definition() as fd:
+            x = fd.tensor(rank=2, dtype=kfuse.float32)
+            fd.mesh(2)
+            fd.shard(x, -1)
+            y = fd.neg(x)
+            fd.output(y)
+            fd.replicate(y)
+        self.assertIn("mesh 2", fd.fusion.text)
+        self.assertEqual(fd.fusion.output_sharding(0), -1)
+        with self.assertRaises(kfuse.KfuseError) as e:
+            with kfuse.Definition() as bad:
+                bad.shard(bad.tensor(rank=1), 0)
+        self.assertIn("no mesh", e.exception.message)
+
 
 class LifetimeTests(unittest.TestCase):
     def test_context_managers_and_close(self):

@@ -488,6 +488,12 @@ KF_API kf_status kf_execute_into(kf_fusion f, const DLTensor* const* inputs, siz
 KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTensor* const* inputs,
                                     size_t num_inputs, DLTensor* const* outputs,
                                     size_t num_outputs, const kf_exec_options* options);
+/* The shape of output `output` of segment `index` for these value inputs
+ * (as kf_execute_segment takes them), so a caller running segments one by
+ * one can allocate their outputs; works for every segment, communication
+ * segments included. shape: `rank` entries, the output's rank. */
+KF_API kf_status kf_segment_output_shape(kf_segmentation s, size_t index, const DLTensor* const* inputs,
+                                         size_t num_inputs, size_t output, int64_t* shape, size_t rank);
 
 /* Shape of output `index` for these inputs (so a caller can allocate for
  * kf_execute_into). shape: room for the output's rank. */
