@@ -59,8 +59,8 @@ def main():
     compiled = torch.compile(lambda x, w, b: torch.nn.functional.layer_norm(x, (768,), w, b, 1e-5))
     compiled(x, w, b)
     rows = [
-        ("kfuse (Fusion.__call__, result kept as a kfuse Tensor)", lambda: f(x, w, b)),
-        ("kfuse with stream= (torch's current stream)", lambda: f(x, w, b, stream=stream)),
+        ("kfuse (torch tensors read directly, torch's current stream)", lambda: f(x, w, b)),
+        ("kfuse with stream= (the DLPack protocol: torch's __dlpack__)", lambda: f(x, w, b, stream=stream)),
         ("kfuse + torch.from_dlpack of the result", lambda: torch.from_dlpack(f(x, w, b))),
         ("torch eager F.layer_norm", lambda: torch.nn.functional.layer_norm(x, (768,), w, b, 1e-5)),
         ("torch.compile(F.layer_norm)", lambda: compiled(x, w, b)),

@@ -68,6 +68,9 @@ def register_custom_op(torch):
 
     @torch.library.custom_op("kfuse::layer_norm_fwd", mutates_args=())
     def layer_norm_fwd(x: Tensor, w: Tensor, b: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+        # DLPack refuses tensors that require grad (parameters do): the
+        # op's own autograd formula handles gradients, so export detached views.
+        x, w, b = x.detach(), w.detach(), b.detach()
         y, mean, rstd = fwd(x, w, b, eps, stream=stream() if x.is_cuda else None)
         return torch.from_dlpack(y), torch.from_dlpack(mean), torch.from_dlpack(rstd)
 
@@ -77,6 +80,7 @@ def register_custom_op(torch):
 
     @torch.library.custom_op("kfuse::layer_norm_bwd", mutates_args=())
     def layer_norm_bwd(dy: Tensor, x: Tensor, w: Tensor, mean: Tensor, rstd: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        dy, x, w, mean, rstd = (t.detach() for t in (dy, x, w, mean, rstd))
         dx, dw, db = bwd(dy, x, w, mean, rstd, stream=stream() if x.is_cuda else None)
         return torch.from_dlpack(dx), torch.from_dlpack(dw), torch.from_dlpack(db)
 

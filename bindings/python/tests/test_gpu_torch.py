@@ -114,6 +114,33 @@ class TorchGpuTests(unittest.TestCase):
         torch.cuda.synchronize()
         torch.testing.assert_close(out.double(), layernorm_ref(x, w, b), rtol=1e-4, atol=1e-4)
 
+    def test_torch_path_uses_the_current_stream(self):
+        # No stream given, torch inputs: kfuse enqueues on torch's current
+        # stream (here a side stream busy with a long kernel), so the call
+        # neither waits nor runs ahead of torch's pending work.
+        x, w, b = self.args()
+        s = torch.cuda.Stream()
+        big = torch.randn(4096, 4096, device="cuda")
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s):
+            for _ in range(20):
+                big = big @ big / 64
+            x2 = x * 1.0  # pending behind the matmuls on s
+            y = self.f(x2, w, b, 1e-5)
+            self.assertFalse(s.query(), "the host waited for the stream")
+        s.synchronize()
+        torch.testing.assert_close(torch.from_dlpack(y).double(), layernorm_ref(x, w, b), rtol=1e-4, atol=1e-4)
+
+    def test_torch_path_views_parameters_and_grad(self):
+        x, w, b = self.args(32, 1536)
+        xs = x[::2, ::2]  # strided view
+        p = torch.nn.Parameter(w[::2].clone(), requires_grad=False)
+        y = self.f(xs, p, b[::2], 1e-5)
+        torch.testing.assert_close(torch.from_dlpack(y).double(), layernorm_ref(xs, p, b[::2]),
+                                   rtol=1e-4, atol=1e-4)
+        with self.assertRaises(BufferError):  # as torch's own DLPack export
+            self.f(xs, torch.nn.Parameter(w[::2].clone()), b[::2], 1e-5)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
