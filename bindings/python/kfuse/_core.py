@@ -471,26 +471,22 @@ class _TorchBridge:
     def takes(self, t):
         return type(t) in self.types and not t.requires_grad and t.dtype in self.codes
 
-    def tensor(self, t):
-        """A DLTensor (ctypes) over t's memory, and the arrays it points to."""
-        d = dl.DLTensor()
+    def tensor(self, t, ptr):
+        """A DLTensor (ctypes) over t's memory (at ptr), and the arrays it points to."""
         nd = t.dim()
-        shape = (ctypes.c_int64 * max(nd, 1))(*t.shape)
-        strides = (ctypes.c_int64 * max(nd, 1))(*t.stride())
-        d.data = t.data_ptr()
-        if t.is_cuda:
-            d.device.device_type, d.device.device_id = dl.kDLCUDA, t.get_device()
-        else:
-            d.device.device_type, d.device.device_id = dl.kDLCPU, 0
-        d.ndim = nd
-        d.dtype.code, d.dtype.bits = self.codes[t.dtype]
-        d.dtype.lanes = 1
-        d.shape = shape
-        d.strides = strides
+        array = _I64_ARRAYS[nd]
+        shape = array(*t.shape)
+        strides = array(*t.stride())
+        device = dl.DLDevice(dl.kDLCUDA, t.get_device()) if t.is_cuda else _CPU_DEVICE
+        code, bits = self.codes[t.dtype]
+        d = dl.DLTensor(ptr, device, nd, dl.DLDataType(code, bits, 1), shape, strides, 0)
         return d, shape, strides
 
 
 _TORCH = None
+_I64_ARRAYS = [ctypes.c_int64 * max(n, 1) for n in range(17)]  # by rank
+_CPU_DEVICE = dl.DLDevice(dl.kDLCPU, 0)
+_EXEC_OPTIONS_SIZE = ctypes.sizeof(ExecOptions)
 
 
 def _torch_bridge():
@@ -858,8 +854,9 @@ class Fusion:
             return None
         L = self._lib
         n = len(tensors)
-        ptrs = (ctypes.c_void_p * max(n, 1))()
+        ptrs = self._ptr_array()
         keep = []
+        data = []  # (data pointer, tensor) of each tensor input
         device = -1
         for i, t in enumerate(tensors):
             if self._scalar[i] and _is_number(t):
@@ -869,10 +866,12 @@ class Fusion:
                 continue
             if not bridge.takes(t):
                 return None
-            d = bridge.tensor(t)
+            p = t.data_ptr()
+            d = bridge.tensor(t, p)
             keep.append(d)
+            data.append((p, t))
             ptrs[i] = ctypes.addressof(d[0])
-            if t.is_cuda:
+            if d[0].device.device_type == dl.kDLCUDA:
                 device = d[0].device.device_id
         s = None
         if device >= 0:
@@ -880,20 +879,34 @@ class Fusion:
                 return None
             s = bridge.raw_stream(device)
         comm = communicator._handle() if communicator is not None else None
-        opts = ExecOptions(ctypes.sizeof(ExecOptions), s, None, comm) if (s or comm) else None
-        flags = (ctypes.c_uint64 * max(n, 1))()
+        opts = ExecOptions(_EXEC_OPTIONS_SIZE, s, None, comm) if (s or comm) else None
         m = len(self.outputs)
-        outs = (ctypes.c_void_p * max(m, 1))()
-        L.check(L.kf_execute_flagged(self._h, ptrs, flags, n, outs, m, opts), "kf_execute_flagged")
+        outs = self._out_array()
+        status = L.kf_execute_flagged(self._h, ptrs, self._no_flags, n, outs, m, opts)
+        if status:
+            L.check(status, "kf_execute_flagged")
         results = []
         for i in range(m):
             addr = outs[i]
-            data = dl.DLManagedTensorVersioned.from_address(addr).dl_tensor
-            ptr = (data.data or 0) + data.byte_offset
             # An in-place output is a view of an input: keep that input alive.
-            held = [_Held(t) for t in tensors if not _is_number(t) and ptr and t.data_ptr() == ptr]
+            o = dl.DLTensor.from_address(addr + dl.DL_TENSOR_OFFSET_VERSIONED)
+            out_ptr = (o.data or 0) + o.byte_offset
+            held = [_Held(t) for p, t in data if out_ptr and p == out_ptr] if data else None
             results.append(Tensor(_Owner(addr, held), s))
         return results[0] if m == 1 else tuple(results)
+
+    def _ptr_array(self):
+        t = self.__dict__.get("_ptr_t")
+        if t is None:
+            t = self._ptr_t = ctypes.c_void_p * max(len(self._scalar), 1)
+            self._no_flags = (ctypes.c_uint64 * max(len(self._scalar), 1))()  # read only: never written
+        return t()
+
+    def _out_array(self):
+        t = self.__dict__.get("_out_t")
+        if t is None:
+            t = self._out_t = ctypes.c_void_p * max(len(self.outputs), 1)
+        return t()
 
     def _scalar_at(self, borrowed, b):
         i = borrowed.index(b)

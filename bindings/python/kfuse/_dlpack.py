@@ -81,9 +81,17 @@ USED = b"used_dltensor"
 USED_VERSIONED = b"used_dltensor_versioned"
 
 
+_DELETERS = {}  # deleter address -> callable (making one costs microseconds)
+
+
 def call_deleter(deleter, managed):
     if deleter:
-        DELETER(deleter)(managed)
+        fn = _DELETERS.get(deleter)
+        if fn is None:
+            fn = DELETER(deleter)
+            if len(_DELETERS) < 64:
+                _DELETERS[deleter] = fn
+        fn(managed)
 
 
 # ---------------------------------------------------------------------------
