@@ -236,9 +236,9 @@ class Sharder {
       case OpCategory::Reduction: reduction(e); return;
       case OpCategory::Shape: shape(e); return;
       case OpCategory::Query: size(e); return;
+      case OpCategory::Library: library(e); return;
       case OpCategory::Indexing:
-      case OpCategory::Creation:
-      case OpCategory::Library: whole(e); return;
+      case OpCategory::Creation: whole(e); return;
       case OpCategory::Communication: fail(KF_ERR_INTERNAL, "shard: a definition holds ", op_name(e.op));
     }
   }
@@ -439,6 +439,61 @@ class Sharder {
     sh_[at(result)] = Sharding{d};
     one_[at(result)] = d >= 0 ? one & ~bit(d) : one;
     push(std::move(out));
+  }
+
+  // linear and matmul, the tensor-parallel patterns (else whole operands):
+  //   column parallel  weight split on its output features (linear w dim
+  //                    0, matmul b's last dim), input whole: the result is
+  //                    split on its last dim (a bias is cut to the block);
+  //   row parallel     input split on the contracted dim and weight too
+  //                    (linear w dim 1, matmul b's dim -2): each rank's
+  //                    product is a partial sum, finished by an allreduce
+  //                    (or reduce_scatter); a bias is added once, after it;
+  //   batch            input split on a batch (or row) dim, weight whole:
+  //                    the result is split the same way.
+  void library(const Expr& e) {
+    const int64_t result = e.outputs[0];
+    const int64_t a = finished(e.inputs[0]), b = finished(e.inputs[1]);
+    const int64_t bias = e.inputs.size() > 2 ? finished(e.inputs[2]) : -1;
+    const int ra = val(a).rank, rb = val(b).rank, r = val(result).rank;
+    const bool linear = e.op == Op::LINEAR;
+    if (ra < 2 || rb != 2) {
+      whole(e);
+      return;
+    }
+    const int b_out = linear ? 0 : 1, b_in = linear ? 1 : 0;  // b's output-feature / contracted dims
+    const Sharding sa = sh_[at(a)], sb = sh_[at(b)];
+    Expr out = e;
+    if (sb.dim == b_out && !sa.sharded()) {  // column parallel
+      if (bias >= 0) out.inputs[2] = as(bias, Sharding{val(bias).rank - 1});
+      sh_[at(result)] = Sharding{r - 1};
+      push(std::move(out));
+      return;
+    }
+    if (sa.dim == ra - 1 && sb.dim == b_in) {  // row parallel: partial sums
+      const bool same_type = bias < 0 || (val(bias).dtype == val(result).dtype && val(a).dtype == val(result).dtype);
+      if (same_type) {
+        out.inputs.resize(2);
+        const int64_t partial = new_value(val(result).dtype, r, false);
+        out.outputs = {partial};
+        push(std::move(out));
+        if (bias < 0) {
+          pending_[at(result)] = {partial, kSum};
+          return;
+        }
+        const int64_t sum = new_value(val(result).dtype, r, false);
+        pending_[at(sum)] = {partial, kSum};
+        emit(Op::ADD, {finished(sum), as(bias, {})}, {}, result, val(result).dtype, r, false);
+        return;
+      }
+    }
+    if (sa.sharded() && sa.dim < ra - 1 && !sb.sharded()) {  // batch / rows
+      if (bias >= 0) out.inputs[2] = as(bias, {});
+      sh_[at(result)] = Sharding{sa.dim + (r - ra)};
+      push(std::move(out));
+      return;
+    }
+    whole(e);
   }
 
   // size(x, dim): the global extent.
