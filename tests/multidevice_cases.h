@@ -50,7 +50,7 @@ static const mesh_case kCases[] = {
      "y = add(g, b)\n"
      "output y\n",
      "shard x {dim=1}\nshard w {dim=0}\nshard b {dim=0}\n",
-     4, {2, 1, 1, 0}, {{5, 48}, {48}, {48}, {0}}, {1, 0, 0, -1}, {0}, 0},
+     4, {2, 1, 1, 0}, {{5, 48}, {48}, {48}, {0}}, {1, 0, 0, -1}, {0}, 0, 0},
     {"softmax over a sharded dim, output gathered",
      "input x: tensor<float32, 2>\n"
      "m = max(x) {axes=[1], keepdim=true}\n"
@@ -60,7 +60,7 @@ static const mesh_case kCases[] = {
      "y = div(e, s)\n"
      "output y\n",
      "shard x {dim=1}\nreplicate y\n",
-     1, {2}, {{3, 24}}, {1}, {0}, 0},
+     1, {2}, {{3, 24}}, {1}, {0}, 0, 0},
     {"cross-entropy over a sharded vocabulary",
      "input x: tensor<float32, 2>\n"
      "input label: tensor<int64, 1>\n"
@@ -82,7 +82,7 @@ static const mesh_case kCases[] = {
      "loss = sub(lse, picked)\n"
      "output loss\n",
      "shard x {dim=1}\n",
-     2, {2, 1}, {{6, 36}, {6}}, {1, -1}, {0, 1}, 36},
+     2, {2, 1}, {{6, 36}, {6}}, {1, -1}, {0, 1}, 36, 0},
     {"residual + rmsnorm, residual output gathered",
      "input x: tensor<float32, 2>\n"
      "input r: tensor<float32, 2>\n"
@@ -98,7 +98,7 @@ static const mesh_case kCases[] = {
      "output y\n"
      "output h\n",
      "shard x {dim=1}\nshard r {dim=1}\nshard w {dim=0}\nreplicate h\n",
-     4, {2, 2, 1, 0}, {{4, 24}, {4, 24}, {24}, {0}}, {1, 1, 0, -1}, {0}, 0},
+     4, {2, 2, 1, 0}, {{4, 24}, {4, 24}, {24}, {0}}, {1, 1, 0, -1}, {0}, 0, 0},
     {"bias + gelu on a column-parallel block; a replicated bias is cut",
      "input a: tensor<float32, 3>\n"
      "input bias: tensor<float32, 1>\n"
@@ -106,7 +106,7 @@ static const mesh_case kCases[] = {
      "y = gelu(z)\n"
      "output y\n",
      "shard a {dim=2}\n",
-     2, {3, 1}, {{2, 3, 24}, {24}}, {2, -1}, {0}, 0},
+     2, {3, 1}, {{2, 3, 24}, {24}}, {2, -1}, {0}, 0, 0},
     {"column sums of a row-sharded block, reduce-scattered",
      "input x: tensor<float32, 2>\n"
      "cs = sum(x) {axes=[0], keepdim=false}\n"
@@ -115,7 +115,7 @@ static const mesh_case kCases[] = {
      "output cs\n"
      "output ss\n",
      "shard x {dim=0}\nshard cs {dim=0}\n",
-     1, {2}, {{12, 36}}, {0}, {0}, 0},
+     1, {2}, {{12, 36}}, {0}, {0}, 0, 0},
     {"operands sharded on different dims; permute; var over the sharded dim",
      "input x: tensor<float32, 2>\n"
      "input y: tensor<float32, 2>\n"

@@ -131,6 +131,8 @@ constexpr OpForm kForms[] = {
     {Op::ALLGATHER, "", "", ""},
     {Op::REDUCE_SCATTER, "", "", ""},
     {Op::SHARD_SLICE, "", "", ""},
+    {Op::ARGMAX, "", "", ""},  // decomposed when defined (core/simplify/decompose.h)
+    {Op::ARGMIN, "", "", ""},
 };
 
 constexpr bool forms_in_order() {

@@ -1,6 +1,7 @@
 #include "core/define/definition_cache.h"
 
 #include "core/shard/shard.h"
+#include "core/simplify/decompose.h"
 #include "core/simplify/simplify.h"
 
 namespace kf {
@@ -33,6 +34,7 @@ std::shared_ptr<Fusion> DefinitionCache::find_or_insert(const Fusion& draft) {
   auto fusion = std::make_shared<Fusion>(draft);
   // Once per definition: the exprs every later stage sees (core/simplify);
   // the records, which the trie is keyed by, stay as defined.
+  decompose(*fusion);  // ops defined by others (core/simplify/decompose.h), always
   if (simplify_enabled()) simplify(*fusion);
   shard(*fusion);  // a mesh's shardings and communication (core/shard)
   fusion->finish();

@@ -181,6 +181,12 @@ std::vector<OutputType> reduction(const Fusion& f, Op op, const std::vector<int6
   const OpInfo& info = op_info(op);
   DType out = a.dtype;
   if (info.type_rule == TypeRule::ReduceSum && !is_float(a.dtype)) out = DType::I64;
+  if (op == Op::ARGMAX || op == Op::ARGMIN) {
+    if (axes.size() != 1 || a.rank == 0)
+      fail(KF_ERR_INVALID_ARGUMENT, op_name(op), ": expected exactly one axis of a tensor of rank >= 1, got ",
+           axes.size(), " axes of a rank-", a.rank, " value");
+    out = DType::I64;
+  }
   check_rule(op, info.type_rule, a.dtype);
   int rank = attrs[0] ? a.rank : a.rank - static_cast<int>(axes.size());
   std::vector<OutputType> outs(static_cast<size_t>(info.num_outputs), {out, rank, false});

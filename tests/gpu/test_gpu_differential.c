@@ -1381,6 +1381,41 @@ static void test_float8(void** state) {
   end_test("float8");
 }
 
+/* argmax / argmin (decomposed when defined: core/simplify/decompose.h):
+ * rows of every width class (a few, a cached row, a row longer than the
+ * registers hold), inner and outer axes, float32, bfloat16 with values on a
+ * coarse grid (ties, where the first index must win) and int32. */
+static void test_arg_reductions(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_INT32};
+  const int64_t shapes[][2] = {{64, 1000}, {33, 7}, {4, 50304}, {1000, 3}, {1, 1}};
+  const char* const ops[] = {"argmax", "argmin"};
+  for (int d = 0; d < 3; ++d)
+    for (int o = 0; o < 2; ++o)
+      for (int axis = 0; axis < 2; ++axis)
+        for (int si = 0; si < 5; ++si) {
+          char text[512];
+          snprintf(text, sizeof text, "input x: tensor<%s, 2>\ny = %s(x) {axes=[%d], keepdim=%s}\noutput y\n",
+                   kf_dtype_name(dts[d]), ops[o], axis, axis ? "false" : "true");
+          kf_fusion f;
+          KF_CHECK(kf_fusion_from_text(text, &f));
+          tin in[1];
+          in[0] = input(dts[d], 2, shapes[si]);
+          fill(&in[0], -4, 4, 0);
+          if (dts[d] == KF_BFLOAT16) { /* a coarse grid: many ties */
+            uint16_t* h = (uint16_t*)in[0].host;
+            for (int64_t i = 0; i < in[0].storage; ++i) h[i] &= 0xFF00;
+          }
+          char what[160];
+          snprintf(what, sizeof what, "%s axis %d %s [%lld,%lld]", ops[o], axis, kf_dtype_name(dts[d]),
+                   (long long)shapes[si][0], (long long)shapes[si][1]);
+          run_case(f, in, 1, what);
+          free_inputs(in, 1);
+          kf_fusion_release(f);
+        }
+  end_test("arg_reductions");
+}
+
 /* Extents as values (size): a mean written as sum / size(x, -1), a scale
  * by the sum of two extents, and a flatten whose shape is
  * mul(size(x, 0), size(x, 1)). Not yet run on a device (session 7 had no
@@ -1610,7 +1645,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

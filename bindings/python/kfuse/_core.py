@@ -316,6 +316,14 @@ class Definition:
     def max(self, x, axes=None, keepdim=False):
         return self._reduce("max", x, axes, keepdim)
 
+    def argmax(self, x, dim, keepdim=False):
+        """int64 index of the first maximum along ``dim`` (NaN counts as the maximum)."""
+        return self._reduce("argmax", x, [dim], keepdim)
+
+    def argmin(self, x, dim, keepdim=False):
+        """int64 index of the first minimum along ``dim`` (NaN counts as the minimum)."""
+        return self._reduce("argmin", x, [dim], keepdim)
+
     def min(self, x, axes=None, keepdim=False):
         return self._reduce("min", x, axes, keepdim)
 

@@ -425,6 +425,19 @@ class ExampleFusionTests(unittest.TestCase):
             self.assertAlmostEqual(dx.numpy()[i, j], (loss(xp) - loss(xm)) / (2 * h), places=3)
 
 
+class ArgReductionTests(unittest.TestCase):
+    def test_argmax_argmin_match_numpy(self):
+        rng = np.random.default_rng(3)
+        x = rng.integers(-3, 3, size=(7, 9)).astype(np.float32)  # many ties: the first index wins
+        with kfuse.Definition() as fd:
+            t = fd.tensor(rank=2, dtype=kfuse.float32)
+            fd.output(fd.argmax(t, 1))
+            fd.output(fd.argmin(t, 0, keepdim=True))
+        i, j = fd.fusion(x)
+        np.testing.assert_array_equal(i.numpy(), np.argmax(x, axis=1))
+        np.testing.assert_array_equal(j.numpy(), np.argmin(x, axis=0)[None, :])
+
+
 class MeshTests(unittest.TestCase):
     def test_sharded_layernorm_on_local_ranks(self):
         """A layernorm over a hidden dim sharded over 2 ranks (threads with

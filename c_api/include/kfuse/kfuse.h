@@ -150,6 +150,10 @@ typedef enum kf_op {
    * [dim, ranks]; reduce_scatter [dim, reduce, ranks]; shard_slice (this
    * rank's block of a replicated value, no communication) [dim, ranks]. */
   KF_OP_ALLREDUCE, KF_OP_ALLGATHER, KF_OP_REDUCE_SCATTER, KF_OP_SHARD_SLICE,
+  /* arg-reductions: attrs [keepdim, axis] (exactly one axis); int64 index
+   * of the first maximum / minimum, NaN counting as both (as torch). Use
+   * kf_reduce. */
+  KF_OP_ARGMAX, KF_OP_ARGMIN,
   KF_OP_COUNT,
   KF_OP_MAX_ENUM = 0x7fffffff
 } kf_op;
