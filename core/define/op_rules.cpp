@@ -366,12 +366,15 @@ std::vector<OutputType> creation(const Fusion& f, Op op, const std::vector<int64
       check_shape_args(f, op, args, 0, n);
       scalar_arg(f, op, args, n, op == Op::UNIFORM ? "low" : "mean");
       scalar_arg(f, op, args, n + 1, op == Op::UNIFORM ? "high" : "std");
+      // Seed and offset: integer scalars, or rank-0 integer tensors, which
+      // the kernel reads from memory when it runs (so a captured CUDA
+      // graph draws anew after the fusion advances its offset in place).
       for (size_t i = n + 2; i < n + 4; ++i) {
         const Value& v = arg_value(f, op, args, i);
-        if (!v.is_scalar || !is_integer(v.dtype))
+        if (v.rank != 0 || !is_integer(v.dtype))
           fail(KF_ERR_INVALID_ARGUMENT, op_name(op), ": argument ", i,
                i == n + 2 ? " (seed" : " (offset", ", value ", v.id,
-               "): expected an integer scalar, got a ", describe(v));
+               "): expected an integer scalar or a rank-0 integer tensor, got a ", describe(v));
       }
       if (!is_float(t))
         fail(KF_ERR_DTYPE_MISMATCH, op_name(op), ": expected a floating dtype, got ",

@@ -141,6 +141,43 @@ class TorchGpuTests(unittest.TestCase):
         with self.assertRaises(BufferError):  # as torch's own DLPack export
             self.f(xs, torch.nn.Parameter(w[::2].clone()), b[::2], 1e-5)
 
+    def test_cuda_graph_replays_draw_new_masks(self):
+        # Seed and offset in device tensors, the offset advanced in place by
+        # the fusion: each replay of one captured graph draws a new dropout
+        # mask, bit-identical to the CPU backend given offsets 77, 78, 79.
+        body = ("const lo: float32 = 0\nconst hi: float32 = 1\na = size(x) {dim=0}\nb = size(x) {dim=1}\n"
+                "u = uniform([a, b], lo, hi, seed, off) {dtype=float32}\nconst p: float32 = 0.5\n"
+                "keep = ge(u, p)\nconst z: float32 = 0\ny = where(keep, x, z)\n")
+        stateful = kfuse.Fusion.from_text(
+            "input x: tensor<float32, 2>\ninput seed: tensor<int64, 0>\ninput off: tensor<int64, 0>\n" + body +
+            "const one: int64 = 1\nnext = add(off, one)\noutput y\noutput next {alias=2}\n")
+        plain = kfuse.Fusion.from_text(
+            "input x: tensor<float32, 2>\ninput seed: scalar<int64>\ninput off: scalar<int64>\n" + body + "output y\n")
+        x = (torch.arange(16 * 24, dtype=torch.float32, device="cuda") + 1).reshape(16, 24)
+        seed = torch.tensor(1234, dtype=torch.int64, device="cuda")
+        off = torch.tensor(77, dtype=torch.int64, device="cuda")
+        y = torch.empty_like(x)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            stateful(x, seed, off, out=(y, off), stream=s)  # warm: compiled and cached
+        s.synchronize()
+        off.fill_(77)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            stateful(x, seed, off, out=(y, off), stream=s)
+        masks = []
+        for _ in range(3):
+            g.replay()
+            torch.cuda.synchronize()
+            masks.append(y.clone())
+        self.assertEqual(off.item(), 80)
+        for r in range(3):
+            want = torch.from_dlpack(plain(x.cpu(), 1234, 77 + r))
+            torch.testing.assert_close(masks[r].cpu(), want, rtol=0, atol=0)
+        self.assertFalse(torch.equal(masks[0], masks[1]))
+        self.assertFalse(torch.equal(masks[1], masks[2]))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
