@@ -145,6 +145,7 @@ class TorchGpuTests(unittest.TestCase):
         # Seed and offset in device tensors, the offset advanced in place by
         # the fusion: each replay of one captured graph draws a new dropout
         # mask, bit-identical to the CPU backend given offsets 77, 78, 79.
+        # Written after session 8's last device run: not yet run on a GPU.
         body = ("const lo: float32 = 0\nconst hi: float32 = 1\na = size(x) {dim=0}\nb = size(x) {dim=1}\n"
                 "u = uniform([a, b], lo, hi, seed, off) {dtype=float32}\nconst p: float32 = 0.5\n"
                 "keep = ge(u, p)\nconst z: float32 = 0\ny = where(keep, x, z)\n")
