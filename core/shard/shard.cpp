@@ -205,14 +205,15 @@ class Sharder {
     std::vector<bool> is_output(f_.values.size(), false);
     for (const Output& o : f_.outputs) is_output[at(o.value)] = true;
     const std::vector<Expr> before = std::move(f_.exprs);
+    std::vector<const Expr*> made_by(f_.values.size(), nullptr);
+    for (const Expr& b : before)
+      for (int64_t o : b.outputs) made_by[at(o)] = &b;
     f_.exprs.clear();
     made_by_.assign(f_.values.size(), -1);
     for (Expr e : before) {
       for (int64_t& in : e.inputs) {
         if (readers[at(in)] < 2 || is_output[at(in)]) continue;
-        const Expr* p = nullptr;
-        for (const Expr& b : before)
-          if (b.outputs.size() == 1 && b.outputs[0] == in) p = &b;
+        const Expr* p = made_by[at(in)];
         if (p == nullptr || p->op != Op::CAST || val(p->inputs[0]).kind != ValueKind::TensorInput) continue;
         const int64_t copy = new_value(val(in).dtype, val(in).rank, val(in).is_scalar);
         sh_[at(copy)] = sh_[at(in)];

@@ -477,7 +477,10 @@ class _TorchBridge:
                 self.codes[getattr(torch, name)] = (code, 8)
 
     def takes(self, t):
-        return type(t) in self.types and not t.requires_grad and t.dtype in self.codes
+        # CUDA or CPU memory only: a tensor elsewhere (meta, another device
+        # kind) takes the DLPack path, which reports it.
+        return (type(t) in self.types and not t.requires_grad and t.dtype in self.codes
+                and (t.is_cuda or t.is_cpu))
 
     def tensor(self, t, ptr):
         """A DLTensor (ctypes) over t's memory (at ptr), and the arrays it points to."""
