@@ -110,6 +110,8 @@ DLDataType dlpack_type(kf_dtype dtype) {
     case KF_BFLOAT16: t = {kDLBfloat, 16, 1}; break;
     case KF_INT64: t = {kDLInt, 64, 1}; break;
     case KF_INT32: t = {kDLInt, 32, 1}; break;
+    case KF_INT8: t = {kDLInt, 8, 1}; break;
+    case KF_UINT8: t = {kDLUInt, 8, 1}; break;
     case KF_FLOAT8_E4M3FN: t = {KF_DLPACK_FLOAT8_E4M3FN_CODE, 8, 1}; break;
     case KF_FLOAT8_E5M2: t = {KF_DLPACK_FLOAT8_E5M2_CODE, 8, 1}; break;
     default: t = {KF_DLPACK_BOOL_CODE, 8, 1}; break;
@@ -122,9 +124,6 @@ kf_dtype dtype_of(DLDataType type) {
     DLDataType t = dlpack_type(static_cast<kf_dtype>(d));
     if (t.code == type.code && t.bits == type.bits && type.lanes == 1) return static_cast<kf_dtype>(d);
   }
-  // Older producers spell bool as an 8-bit (u)int.
-  if ((type.code == kDLUInt || type.code == kDLInt) && type.bits == 8 && type.lanes == 1)
-    return KF_BOOL;
   return KF_DTYPE_COUNT;
 }
 
@@ -136,6 +135,8 @@ double load_element(kf_dtype dtype, const void* p) {
     case KF_BFLOAT16: { uint16_t x; std::memcpy(&x, p, 2); return widen_float(x, 7, 127); }
     case KF_INT64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
     case KF_INT32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case KF_INT8: return *static_cast<const int8_t*>(p);
+    case KF_UINT8: return *static_cast<const uint8_t*>(p);
     case KF_FLOAT8_E4M3FN: return kf_e4m3_to_f(*static_cast<const uint8_t*>(p));
     case KF_FLOAT8_E5M2: return kf_e5m2_to_f(*static_cast<const uint8_t*>(p));
     default: return *static_cast<const uint8_t*>(p) != 0 ? 1.0 : 0.0;
@@ -150,6 +151,8 @@ void store_element(kf_dtype dtype, void* p, double value) {
     case KF_BFLOAT16: { uint16_t x = narrow_float(value, 7, 127); std::memcpy(p, &x, 2); break; }
     case KF_INT64: { int64_t x = static_cast<int64_t>(value); std::memcpy(p, &x, 8); break; }
     case KF_INT32: { int32_t x = static_cast<int32_t>(value); std::memcpy(p, &x, 4); break; }
+    case KF_INT8:
+    case KF_UINT8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(static_cast<int64_t>(value)); break;
     case KF_FLOAT8_E4M3FN: *static_cast<uint8_t*>(p) = kf_f_to_e4m3(static_cast<float>(value)); break;
     case KF_FLOAT8_E5M2: *static_cast<uint8_t*>(p) = kf_f_to_e5m2(static_cast<float>(value)); break;
     default: *static_cast<uint8_t*>(p) = value != 0 ? 1 : 0; break;

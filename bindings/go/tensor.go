@@ -64,6 +64,14 @@ func dtypeOf[T Element]() DType {
 	return Bool
 }
 
+// kfuse.h's KF_DLPACK_BOOL_CODE and DLPack 1.1's float8 codes (this file
+// sees only dlpack.h, which may predate them).
+const (
+	dlpackBoolCode         = 6
+	dlpackFloat8E4M3FNCode = 10
+	dlpackFloat8E5M2Code   = 12
+)
+
 func dlpackType(d DType) C.DLDataType {
 	var code C.uint8_t
 	switch d {
@@ -71,21 +79,27 @@ func dlpackType(d DType) C.DLDataType {
 		code = C.kDLFloat
 	case BFloat16:
 		code = C.kDLBfloat
-	case Int64, Int32:
+	case Int64, Int32, Int8:
 		code = C.kDLInt
+	case Uint8:
+		code = C.kDLUInt
+	case Float8E4M3FN:
+		code = dlpackFloat8E4M3FNCode
+	case Float8E5M2:
+		code = dlpackFloat8E5M2Code
 	default:
-		code = C.kDLUInt // bool: 8-bit uint, as DLPack 0.6 producers write it
+		code = dlpackBoolCode // bool
 	}
 	return C.DLDataType{code: code, bits: C.uint8_t(d.Size() * 8), lanes: 1}
 }
 
 func dtypeFromDLPack(t C.DLDataType) (DType, bool) {
-	for _, d := range []DType{Float64, Float32, Float16, BFloat16, Int64, Int32} {
+	for _, d := range []DType{Float64, Float32, Float16, BFloat16, Int64, Int32, Bool, Float8E4M3FN, Float8E5M2, Int8, Uint8} {
 		if want := dlpackType(d); want.code == t.code && want.bits == t.bits {
 			return d, true
 		}
 	}
-	return Bool, t.bits == 8
+	return Bool, false
 }
 
 // newDLTensor allocates a DLTensor with its shape and strides in one C

@@ -21,6 +21,9 @@ const (
 	// and 12); math on them runs in float32.
 	Float8E4M3FN
 	Float8E5M2
+	// Int8 and Uint8 are 8-bit integers; arithmetic wraps at 8 bits.
+	Int8
+	Uint8
 )
 
 // String returns kfuse's name, e.g. "float32".

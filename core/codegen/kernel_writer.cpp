@@ -471,7 +471,7 @@ std::string KernelWriter::pointwise(const Expr& e, const std::vector<std::string
   if (auto rcp = reciprocals.find(operands.size() == 2 ? operands[1] : ""); e.op == Op::DIV && cd == DType::F32 &&
                                                                            rcp != reciprocals.end())
     expr = "kf_div_by(" + operands[0] + ", " + operands[1] + ", " + rcp->second + ")";
-  if (rd == out_t && is_narrow_float(out_t))
+  if (rd == out_t && (is_narrow_float(out_t) || is_byte_int(out_t)))
     expr = round_form(out_t, expr);
   else
     expr = convert(rd, out_t, expr);

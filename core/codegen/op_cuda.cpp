@@ -176,7 +176,9 @@ const char* reg_type(DType t) {
     case DType::F8E4M3:
     case DType::F8E5M2: return "float";
     case DType::I64: return "long long";
-    case DType::I32: return "int";
+    case DType::I32:
+    case DType::I8:
+    case DType::U8: return "int";  // wrapped to 8 bits after each op (round_form)
     case DType::Bool: return "bool";
   }
   return "void";
@@ -190,6 +192,8 @@ const char* storage_type(DType t) {
     case DType::BF16: return "unsigned short";
     case DType::I64: return "long long";
     case DType::I32: return "int";
+    case DType::I8: return "signed char";
+    case DType::U8:
     case DType::Bool:
     case DType::F8E4M3:
     case DType::F8E5M2: return "unsigned char";
@@ -221,6 +225,12 @@ std::string convert(DType from, DType to, const std::string& x) {
     case DType::I32:
       if (is_float(from)) return "((int)kf_f2i64((double)" + x + "))";
       return "((int)" + x + ")";
+    case DType::I8:
+    case DType::U8: {
+      const std::string byte = to == DType::I8 ? "(int)(signed char)" : "(int)(unsigned char)";
+      if (is_float(from)) return "(" + byte + "kf_f2i64((double)" + x + "))";
+      return "(" + byte + "(" + x + "))";
+    }
     case DType::Bool: break;
   }
   return x;
@@ -232,6 +242,8 @@ std::string round_form(DType t, const std::string& x) {
     case DType::BF16: return "kf_rbf(" + x + ")";
     case DType::F8E4M3: return "kf_r8e4(" + x + ")";
     case DType::F8E5M2: return "kf_r8e5(" + x + ")";
+    case DType::I8: return "((int)(signed char)(" + x + "))";
+    case DType::U8: return "((int)(unsigned char)(" + x + "))";
     default: return x;
   }
 }
@@ -293,6 +305,8 @@ std::string literal_i64(DType t, int64_t v) {
       if (w == INT32_MIN) return "(-2147483647 - 1)";
       return "(" + std::to_string(w) + ")";
     }
+    case DType::I8: return "(" + std::to_string(static_cast<int>(static_cast<int8_t>(static_cast<uint8_t>(v)))) + ")";
+    case DType::U8: return "(" + std::to_string(static_cast<int>(static_cast<uint8_t>(v))) + ")";
     case DType::Bool: return v != 0 ? "true" : "false";
     default: return literal_f64(t, static_cast<double>(v));
   }

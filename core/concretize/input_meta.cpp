@@ -133,6 +133,8 @@ void read_input(const Fusion& fusion, size_t index, const DLTensor* t, InputMeta
       case DType::BF16: { uint16_t x; std::memcpy(&x, p, 2); m.scalar = bf16_to_float(x); break; }
       case DType::I64: { int64_t x; std::memcpy(&x, p, 8); m.scalar_i64 = x; m.scalar = static_cast<double>(x); break; }
       case DType::I32: { int32_t x; std::memcpy(&x, p, 4); m.scalar_i64 = x; m.scalar = x; break; }
+      case DType::I8: m.scalar_i64 = *reinterpret_cast<const int8_t*>(p); m.scalar = static_cast<double>(m.scalar_i64); break;
+      case DType::U8: m.scalar_i64 = *reinterpret_cast<const uint8_t*>(p); m.scalar = static_cast<double>(m.scalar_i64); break;
       case DType::Bool: { m.scalar_i64 = *reinterpret_cast<const uint8_t*>(p) != 0; m.scalar = static_cast<double>(m.scalar_i64); break; }
       case DType::F8E4M3: m.scalar = e4m3fn_to_float(*reinterpret_cast<const uint8_t*>(p)); break;
       case DType::F8E5M2: m.scalar = e5m2_to_float(*reinterpret_cast<const uint8_t*>(p)); break;

@@ -85,6 +85,9 @@ int64_t Builder::constant_i64(int64_t value, DType dtype) {
   if (dtype == DType::I32 && (value < INT32_MIN || value > INT32_MAX))
     fail(KF_ERR_INVALID_ARGUMENT, "kf_define_constant_i64: value ", value,
          " does not fit int32");
+  if ((dtype == DType::I8 && (value < INT8_MIN || value > INT8_MAX)) ||
+      (dtype == DType::U8 && (value < 0 || value > UINT8_MAX)))
+    fail(KF_ERR_INVALID_ARGUMENT, "kf_define_constant_i64: value ", value, " does not fit ", dtype_name(dtype));
   Value v;
   v.dtype = dtype;
   v.i64 = value;

@@ -12,9 +12,10 @@
 namespace kf {
 
 namespace {
-constexpr std::string_view kNames[kNumDTypes] = {"float64", "float32", "float16", "bfloat16", "int64",
-                                                 "int32",   "bool",    "float8_e4m3fn", "float8_e5m2"};
-constexpr int kSizes[kNumDTypes] = {8, 4, 2, 2, 8, 4, 1, 1, 1};
+constexpr std::string_view kNames[kNumDTypes] = {"float64", "float32",       "float16",     "bfloat16",
+                                                 "int64",   "int32",         "bool",        "float8_e4m3fn",
+                                                 "float8_e5m2", "int8",      "uint8"};
+constexpr int kSizes[kNumDTypes] = {8, 4, 2, 2, 8, 4, 1, 1, 1, 1, 1};
 }  // namespace
 
 std::string_view dtype_name(DType t) { return kNames[static_cast<int>(t)]; }
@@ -37,7 +38,12 @@ DType promote_types(DType a, DType b) {
   if (a == b) return a;
   int ca = dtype_category(a), cb = dtype_category(b);
   if (ca != cb) return ca > cb ? a : b;
-  if (ca == 1) return DType::I64;  // int32 with int64
+  if (ca == 1) {  // two integers: the wider; int8 with uint8 needs int16
+    if ((a == DType::I8 && b == DType::U8) || (a == DType::U8 && b == DType::I8))
+      fail(KF_ERR_DTYPE_MISMATCH, "cannot promote int8 with uint8: torch gives int16, which kfuse lacks; "
+           "cast one operand first");
+    return dtype_size(a) >= dtype_size(b) ? a : b;
+  }
   if (is_fp8(a) || is_fp8(b))
     fail(KF_ERR_DTYPE_MISMATCH, "cannot promote ", dtype_name(a), " with ", dtype_name(b),
          ": a float8 dtype promotes with no other floating dtype (as in PyTorch); cast one operand first");
@@ -63,7 +69,9 @@ DLDataType to_dlpack(DType t) {
     case DType::F16: d.code = kDLFloat; break;
     case DType::BF16: d.code = kDLBfloat; break;
     case DType::I64:
-    case DType::I32: d.code = kDLInt; break;
+    case DType::I32:
+    case DType::I8: d.code = kDLInt; break;
+    case DType::U8: d.code = kDLUInt; break;
     case DType::Bool: d.code = KF_DLPACK_BOOL_CODE; break;
     case DType::F8E4M3: d.code = KF_DLPACK_FLOAT8_E4M3FN_CODE; break;
     case DType::F8E5M2: d.code = KF_DLPACK_FLOAT8_E5M2_CODE; break;
@@ -85,6 +93,10 @@ std::optional<DType> from_dlpack(DLDataType t) {
     case kDLInt:
       if (t.bits == 64) return DType::I64;
       if (t.bits == 32) return DType::I32;
+      if (t.bits == 8) return DType::I8;
+      return std::nullopt;
+    case kDLUInt:
+      if (t.bits == 8) return DType::U8;
       return std::nullopt;
     case KF_DLPACK_BOOL_CODE:
       if (t.bits == 8) return DType::Bool;

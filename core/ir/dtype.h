@@ -22,6 +22,8 @@ enum class DType : uint8_t {
   Bool = KF_BOOL,
   F8E4M3 = KF_FLOAT8_E4M3FN,
   F8E5M2 = KF_FLOAT8_E5M2,
+  I8 = KF_INT8,
+  U8 = KF_UINT8,
 };
 constexpr int kNumDTypes = KF_DTYPE_COUNT;
 
@@ -35,7 +37,9 @@ inline bool is_float(DType t) {
 // Floats narrower than float32: held in float registers, rounded to the
 // format after each op.
 inline bool is_narrow_float(DType t) { return t == DType::F16 || t == DType::BF16 || is_fp8(t); }
-inline bool is_integer(DType t) { return t == DType::I64 || t == DType::I32; }
+inline bool is_integer(DType t) { return t == DType::I64 || t == DType::I32 || t == DType::I8 || t == DType::U8; }
+// int8 and uint8: held in int registers, wrapped to 8 bits after each op.
+inline bool is_byte_int(DType t) { return t == DType::I8 || t == DType::U8; }
 inline bool is_bool(DType t) { return t == DType::Bool; }
 inline bool is_valid_dtype(int code) { return code >= 0 && code < kNumDTypes; }
 

@@ -15,6 +15,8 @@ double read_scalar(const DLTensor& t, DType dtype) {
     case DType::BF16: { uint16_t x; std::memcpy(&x, p, 2); return bf16_to_float(x); }
     case DType::I64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
     case DType::I32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case DType::I8: return *reinterpret_cast<const int8_t*>(p);
+    case DType::U8: return *reinterpret_cast<const uint8_t*>(p);
     case DType::Bool: return *reinterpret_cast<const uint8_t*>(p) != 0;
     case DType::F8E4M3: return e4m3fn_to_float(*reinterpret_cast<const uint8_t*>(p));
     case DType::F8E5M2: return e5m2_to_float(*reinterpret_cast<const uint8_t*>(p));

@@ -42,6 +42,12 @@ std::optional<double> rounded_to(DType t, double v) {
     case DType::F8E5M2: return static_cast<double>(e5m2_to_float(double_to_e5m2(v)));
     case DType::I64:
     case DType::I32: return std::trunc(v);  // float -> int truncates
+    case DType::I8:
+    case DType::U8: {  // truncates, then wraps to 8 bits
+      const auto i = static_cast<int64_t>(std::trunc(v));
+      return t == DType::I8 ? static_cast<double>(static_cast<int8_t>(static_cast<uint8_t>(i)))
+                            : static_cast<double>(static_cast<uint8_t>(i));
+    }
     case DType::Bool: return v != 0 ? 1.0 : 0.0;
   }
   return std::nullopt;

@@ -250,7 +250,7 @@ static void test_invalid_codes(void** state) {
   KF_CHECK(kf_define_constant_i64(b, 2, KF_INT64, &c));
 
   EXPECT_FAIL(kf_define_tensor(b, 2, (kf_dtype)99, &o), KF_ERR_INVALID_ARGUMENT, "dtype 99 is not a kf_dtype");
-  EXPECT_FAIL(kf_define_constant_f64(b, 1.0, KF_DTYPE_COUNT, &o), KF_ERR_INVALID_ARGUMENT, "dtype 9 is not a kf_dtype (expected 0..8)");
+  EXPECT_FAIL(kf_define_constant_f64(b, 1.0, KF_DTYPE_COUNT, &o), KF_ERR_INVALID_ARGUMENT, "dtype 11 is not a kf_dtype (expected 0..10)");
   EXPECT_FAIL(kf_define_tensor(b, -1, KF_FLOAT32, &o), KF_ERR_INVALID_ARGUMENT, "rank -1 is out of range");
   EXPECT_FAIL(kf_define_tensor(b, 17, KF_FLOAT32, &o), KF_ERR_INVALID_ARGUMENT, "rank 17 is out of range");
   EXPECT_FAIL(kf_define_constant_f64(b, 1.5, KF_INT32, &o), KF_ERR_INVALID_ARGUMENT, "not representable as int32");
@@ -266,7 +266,7 @@ static void test_invalid_codes(void** state) {
   EXPECT_FAIL(kf_reduce(b, KF_OP_VAR, x, NULL, 0, 0, &o), KF_ERR_INVALID_ARGUMENT, "use kf_var / kf_var_mean");
   EXPECT_FAIL(kf_cast(b, x, (kf_dtype)42, &o), KF_ERR_INVALID_ARGUMENT, "attribute dtype 42");
   int64_t shape[1] = {c};
-  EXPECT_FAIL(kf_full(b, shape, 1, c, (kf_dtype)9, &o), KF_ERR_INVALID_ARGUMENT, "attribute dtype 9");
+  EXPECT_FAIL(kf_full(b, shape, 1, c, (kf_dtype)11, &o), KF_ERR_INVALID_ARGUMENT, "attribute dtype 11");
   EXPECT_FAIL(kf_binary(b, KF_OP_BITWISE_AND, x, x, &o), KF_ERR_DTYPE_MISMATCH, "bitwise_and: expected integer or bool operands, got float32");
   EXPECT_FAIL(kf_ternary(b, KF_OP_WHERE, x, x, x, &o), KF_ERR_DTYPE_MISMATCH, "where: argument 0 (condition");
   EXPECT_FAIL(kf_reduce(b, KF_OP_MEAN, i, NULL, 0, 0, &o), KF_ERR_DTYPE_MISMATCH, "mean: expected floating-point operands, got int32");

@@ -29,6 +29,8 @@ static inline DLDataType dl_of(kf_dtype t) {
     case KF_BFLOAT16: d.code = kDLBfloat; d.bits = 16; break;
     case KF_INT64: d.code = kDLInt; d.bits = 64; break;
     case KF_INT32: d.code = kDLInt; d.bits = 32; break;
+    case KF_INT8: d.code = kDLInt; d.bits = 8; break;
+    case KF_UINT8: d.code = kDLUInt; d.bits = 8; break;
     case KF_FLOAT8_E4M3FN: d.code = KF_DLPACK_FLOAT8_E4M3FN_CODE; d.bits = 8; break;
     case KF_FLOAT8_E5M2: d.code = KF_DLPACK_FLOAT8_E5M2_CODE; d.bits = 8; break;
     default: d.code = KF_DLPACK_BOOL_CODE; d.bits = 8; break;
@@ -40,7 +42,8 @@ static inline DLDataType dl_of(kf_dtype t) {
 static inline kf_dtype dtype_of_dl(DLDataType d) {
   if (d.code == kDLFloat) return d.bits == 64 ? KF_FLOAT64 : d.bits == 32 ? KF_FLOAT32 : KF_FLOAT16;
   if (d.code == kDLBfloat) return KF_BFLOAT16;
-  if (d.code == kDLInt) return d.bits == 64 ? KF_INT64 : d.bits == 32 ? KF_INT32 : KF_BOOL;
+  if (d.code == kDLInt) return d.bits == 64 ? KF_INT64 : d.bits == 32 ? KF_INT32 : KF_INT8;
+  if (d.code == kDLUInt && d.bits == 8) return KF_UINT8;
   if (d.code == KF_DLPACK_FLOAT8_E4M3FN_CODE) return KF_FLOAT8_E4M3FN;
   if (d.code == KF_DLPACK_FLOAT8_E5M2_CODE) return KF_FLOAT8_E5M2;
   return KF_BOOL;
@@ -140,6 +143,8 @@ static inline void store(kf_dtype t, void* p, double v) {
     case KF_BFLOAT16: { uint16_t h = f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
     case KF_INT64: { int64_t i = (int64_t)v; memcpy(p, &i, 8); break; }
     case KF_INT32: { int32_t i = (int32_t)v; memcpy(p, &i, 4); break; }
+    case KF_INT8:
+    case KF_UINT8: *(uint8_t*)p = (uint8_t)(int64_t)v; break;
     case KF_FLOAT8_E4M3FN:
     case KF_FLOAT8_E5M2: *(uint8_t*)p = fp8_code(t, v); break;
     default: *(uint8_t*)p = v != 0; break;
@@ -162,6 +167,8 @@ static inline int64_t load_i(kf_dtype t, const void* p) {
   switch (t) {
     case KF_INT64: { int64_t i; memcpy(&i, p, 8); return i; }
     case KF_INT32: { int32_t i; memcpy(&i, p, 4); return i; }
+    case KF_INT8: return *(const int8_t*)p;
+    case KF_UINT8: return *(const uint8_t*)p;
     default: return *(const uint8_t*)p != 0;
   }
 }

@@ -1381,6 +1381,62 @@ static void test_float8(void** state) {
   end_test("float8");
 }
 
+/* int8 / uint8: wrapping arithmetic chains, casts from float past the
+ * range, promotion with int32, row sums (int64) and maxima, on the vector
+ * path (last dim a multiple of 16) and odd widths. Written after session
+ * 8's last device run: not yet run on a GPU. */
+static const char* const kInt8[] = {
+    "input a: tensor<%1$s, 2>\n"
+    "input b: tensor<%1$s, 2>\n"
+    "s = add(a, b)\n"
+    "m = mul(s, b)\n"
+    "const k: int64 = 100\n"
+    "d = sub(m, k)\n"
+    "output d\n",
+    "input a: tensor<%1$s, 2>\n"
+    "input b: tensor<%1$s, 2>\n"
+    "af = cast(a) {dtype=float32}\n"
+    "const big: float32 = 97.5\n"
+    "x = mul(af, big)\n"
+    "q = cast(x) {dtype=%1$s}\n"
+    "w = cast(b) {dtype=int32}\n"
+    "y = add(q, w)\n"
+    "output q\n"
+    "output y\n",
+    "input a: tensor<%1$s, 2>\n"
+    "input b: tensor<%1$s, 2>\n"
+    "s = sum(a) {axes=[1], keepdim=false}\n"
+    "m = max(b) {axes=[0], keepdim=true}\n"
+    "output s\n"
+    "output m\n",
+};
+
+static void test_int8(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_INT8, KF_UINT8};
+  const int64_t shapes[][2] = {{64, 512}, {33, 100}, {1, 17}, {1000, 3}};
+  for (int k = 0; k < 3; ++k)
+    for (int d = 0; d < 2; ++d)
+      for (int si = 0; si < 4; ++si) {
+        char text[2048];
+        snprintf(text, sizeof text, kInt8[k], kf_dtype_name(dts[d]));
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        tin in[2];
+        in[0] = input(dts[d], 2, shapes[si]);
+        in[1] = input(dts[d], 2, shapes[si]);
+        fill(&in[0], dts[d] == KF_INT8 ? -128 : 0, dts[d] == KF_INT8 ? 127 : 255, 0);
+        fill(&in[1], dts[d] == KF_INT8 ? -128 : 0, dts[d] == KF_INT8 ? 127 : 255, 0);
+        char what[160];
+        snprintf(what, sizeof what, "int8 case %d %s [%lld,%lld]", k, kf_dtype_name(dts[d]), (long long)shapes[si][0],
+                 (long long)shapes[si][1]);
+        run_case(f, in, 2, what);
+        free_inputs(in, 2);
+        kf_fusion_release(f);
+      }
+  end_test("int8");
+}
+
 /* argmax / argmin (decomposed when defined: core/simplify/decompose.h):
  * rows of every width class (a few, a cached row, a row longer than the
  * registers hold), inner and outer axes, float32, bfloat16 with values on a
@@ -1645,7 +1701,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

@@ -155,6 +155,8 @@ inline std::unique_ptr<FakeInput> scalar(kf::DType dtype, double value) {
     case kf::DType::F32: { float v = static_cast<float>(value); std::memcpy(in->scalar_storage, &v, 4); break; }
     case kf::DType::I64: { int64_t v = static_cast<int64_t>(value); std::memcpy(in->scalar_storage, &v, 8); break; }
     case kf::DType::I32: { int32_t v = static_cast<int32_t>(value); std::memcpy(in->scalar_storage, &v, 4); break; }
+    case kf::DType::I8:
+    case kf::DType::U8: { uint8_t v = static_cast<uint8_t>(static_cast<int64_t>(value)); std::memcpy(in->scalar_storage, &v, 1); break; }
     case kf::DType::Bool: { uint8_t v = value != 0; std::memcpy(in->scalar_storage, &v, 1); break; }
     case kf::DType::F16: { uint16_t v = kf::float_to_half(static_cast<float>(value)); std::memcpy(in->scalar_storage, &v, 2); break; }
     case kf::DType::BF16: { uint16_t v = kf::float_to_bf16(static_cast<float>(value)); std::memcpy(in->scalar_storage, &v, 2); break; }

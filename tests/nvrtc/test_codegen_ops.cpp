@@ -23,7 +23,7 @@ using kftest::Inputs;
 
 namespace {
 
-const DType kAll[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::Bool, DType::F8E4M3, DType::F8E5M2};
+const DType kAll[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::Bool, DType::F8E4M3, DType::F8E5M2, DType::I8, DType::U8};
 
 int64_t ci(Builder& b, int64_t v) { return b.constant_i64(v, DType::I64); }
 

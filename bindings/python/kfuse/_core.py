@@ -41,7 +41,9 @@ bool_ = DType("bool", 6, dl.kDLBool, 8, "bool")
 # float8 storage (DLPack 1.1 codes 10 and 12); NumPy has no such dtypes.
 float8_e4m3fn = DType("float8_e4m3fn", 7, dl.kDLFloat8_e4m3fn, 8, None)
 float8_e5m2 = DType("float8_e5m2", 8, dl.kDLFloat8_e5m2, 8, None)
-DTYPES = (float64, float32, float16, bfloat16, int64, int32, bool_, float8_e4m3fn, float8_e5m2)
+int8 = DType("int8", 9, dl.kDLInt, 8, "int8")
+uint8 = DType("uint8", 10, dl.kDLUInt, 8, "uint8")
+DTYPES = (float64, float32, float16, bfloat16, int64, int32, bool_, float8_e4m3fn, float8_e5m2, int8, uint8)
 _BY_NAME = {d.name: d for d in DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
                  "int": int32})
@@ -471,7 +473,8 @@ class _TorchBridge:
         self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self.codes = {torch.float64: (dl.kDLFloat, 64), torch.float32: (dl.kDLFloat, 32),
                       torch.float16: (dl.kDLFloat, 16), torch.bfloat16: (dl.kDLBfloat, 16),
-                      torch.int64: (dl.kDLInt, 64), torch.int32: (dl.kDLInt, 32), torch.bool: (dl.kDLBool, 8)}
+                      torch.int64: (dl.kDLInt, 64), torch.int32: (dl.kDLInt, 32), torch.bool: (dl.kDLBool, 8),
+                      torch.int8: (dl.kDLInt, 8), torch.uint8: (dl.kDLUInt, 8)}
         for name, code in (("float8_e4m3fn", dl.kDLFloat8_e4m3fn), ("float8_e5m2", dl.kDLFloat8_e5m2)):
             if hasattr(torch, name):
                 self.codes[getattr(torch, name)] = (code, 8)

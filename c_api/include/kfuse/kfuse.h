@@ -95,7 +95,12 @@ typedef enum kf_dtype {
    * them runs in float32 and rounds once to the format */
   KF_FLOAT8_E4M3FN = 7,
   KF_FLOAT8_E5M2 = 8,
-  KF_DTYPE_COUNT = 9,
+  /* 8-bit integers: storage and arithmetic that wraps at 8 bits (as torch);
+   * int8 and uint8 do not promote with each other (torch gives int16,
+   * which kfuse lacks): KF_ERR_DTYPE_MISMATCH, cast one first. */
+  KF_INT8 = 9,
+  KF_UINT8 = 10,
+  KF_DTYPE_COUNT = 11,
   KF_DTYPE_MAX_ENUM = 0x7fffffff
 } kf_dtype;
 

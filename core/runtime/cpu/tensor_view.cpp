@@ -47,6 +47,8 @@ double load_f64(DType t, const std::byte* p) {
     case DType::BF16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_float(v); }
     case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
     case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::I8: return *reinterpret_cast<const int8_t*>(p);
+    case DType::U8: return *reinterpret_cast<const uint8_t*>(p);
     case DType::Bool: return *reinterpret_cast<const uint8_t*>(p) != 0 ? 1.0 : 0.0;
     case DType::F8E4M3: return e4m3fn_to_float(*reinterpret_cast<const uint8_t*>(p));
     case DType::F8E5M2: return e5m2_to_float(*reinterpret_cast<const uint8_t*>(p));
@@ -58,6 +60,8 @@ int64_t load_i64(DType t, const std::byte* p) {
   switch (t) {
     case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return v; }
     case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::I8: return *reinterpret_cast<const int8_t*>(p);
+    case DType::U8: return *reinterpret_cast<const uint8_t*>(p);
     case DType::Bool: return *reinterpret_cast<const uint8_t*>(p) != 0 ? 1 : 0;
     default: {
       double v = load_f64(t, p);
@@ -99,6 +103,8 @@ void store_i64(DType t, std::byte* p, int64_t v) {
       std::memcpy(p, &w, 4);
       return;
     }
+    case DType::I8:
+    case DType::U8: *reinterpret_cast<uint8_t*>(p) = static_cast<uint8_t>(static_cast<uint64_t>(v)); return;
     case DType::Bool: *reinterpret_cast<uint8_t*>(p) = v != 0 ? 1 : 0; return;
     default: store_f64(t, p, static_cast<double>(v)); return;
   }

@@ -27,6 +27,8 @@ int64_t read_scalar_slot(const DLTensor& t, DType dtype) {
   switch (dtype) {
     case DType::I64: { int64_t x; std::memcpy(&x, p, 8); return x; }
     case DType::I32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case DType::I8: return *reinterpret_cast<const int8_t*>(p);
+    case DType::U8: return *reinterpret_cast<const uint8_t*>(p);
     case DType::Bool: { uint8_t x; std::memcpy(&x, p, 1); return x != 0; }
     case DType::F64: { double x; std::memcpy(&x, p, 8); return double_bits(x); }
     case DType::F32: { float x; std::memcpy(&x, p, 4); return double_bits(x); }

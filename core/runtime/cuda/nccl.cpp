@@ -65,6 +65,8 @@ ncclDataType_t nccl_type(DType t) {
     case DType::BF16: return ncclBfloat16;
     case DType::I64: return ncclInt64;
     case DType::I32: return ncclInt32;
+    case DType::I8: return ncclInt8;
+    case DType::U8: return ncclUint8;
     case DType::Bool: return ncclUint8;  // kfuse's bools are bytes holding 0 or 1
     case DType::F8E4M3:
     case DType::F8E5M2:

@@ -16,6 +16,9 @@ pub enum DType {
     F8E4M3FN,
     /// float8 storage (OCP e5m2, DLPack 1.1 code 12).
     F8E5M2,
+    /// 8-bit integers; arithmetic wraps at 8 bits.
+    I8,
+    U8,
 }
 
 impl DType {
@@ -30,6 +33,8 @@ impl DType {
             DType::Bool => sys::kf_dtype::KF_BOOL,
             DType::F8E4M3FN => sys::kf_dtype::KF_FLOAT8_E4M3FN,
             DType::F8E5M2 => sys::kf_dtype::KF_FLOAT8_E5M2,
+            DType::I8 => sys::kf_dtype::KF_INT8,
+            DType::U8 => sys::kf_dtype::KF_UINT8,
         }
     }
 
@@ -44,6 +49,8 @@ impl DType {
             DType::Bool,
             DType::F8E4M3FN,
             DType::F8E5M2,
+            DType::I8,
+            DType::U8,
         ]
         .into_iter()
         .find(|d| d.to_raw() == raw)
@@ -63,18 +70,20 @@ impl DType {
             DType::F64 | DType::I64 => 8,
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
-            DType::Bool | DType::F8E4M3FN | DType::F8E5M2 => 1,
+            DType::Bool | DType::F8E4M3FN | DType::F8E5M2 | DType::I8 | DType::U8 => 1,
         }
     }
 
-    /// The DLPack type of this dtype (bool as 8-bit kDLUInt, which DLPack
-    /// 0.6 producers use).
+    /// The DLPack type of this dtype (bool as `KF_DLPACK_BOOL_CODE`: 8-bit
+    /// kDLUInt is uint8 now; kfuse still reads it as bool where a definition
+    /// says bool).
     pub fn to_dlpack(self) -> sys::DLDataType {
         let code = match self {
             DType::F64 | DType::F32 | DType::F16 => sys::DLDataTypeCode::kDLFloat,
             DType::BF16 => sys::DLDataTypeCode::kDLBfloat,
-            DType::I64 | DType::I32 => sys::DLDataTypeCode::kDLInt,
-            DType::Bool => sys::DLDataTypeCode::kDLUInt,
+            DType::I64 | DType::I32 | DType::I8 => sys::DLDataTypeCode::kDLInt,
+            DType::Bool => sys::DLDataTypeCode(sys::KF_DLPACK_BOOL_CODE as u32),
+            DType::U8 => sys::DLDataTypeCode::kDLUInt,
             DType::F8E4M3FN => sys::DLDataTypeCode(sys::KF_DLPACK_FLOAT8_E4M3FN_CODE as u32),
             DType::F8E5M2 => sys::DLDataTypeCode(sys::KF_DLPACK_FLOAT8_E5M2_CODE as u32),
         };
@@ -85,8 +94,8 @@ impl DType {
         }
     }
 
-    /// The dtype of a DLPack type, if kfuse has one. 8-bit ints and
-    /// `KF_DLPACK_BOOL_CODE` read as bool, as kfuse does.
+    /// The dtype of a DLPack type, if kfuse has one (8-bit kDLInt is int8,
+    /// kDLUInt uint8, `KF_DLPACK_BOOL_CODE` bool).
     pub fn from_dlpack(t: sys::DLDataType) -> Option<DType> {
         if t.lanes != 1 {
             return None;
@@ -102,12 +111,9 @@ impl DType {
             32 if is(sys::DLDataTypeCode::kDLInt) => DType::I32,
             8 if code == sys::KF_DLPACK_FLOAT8_E4M3FN_CODE as u32 => DType::F8E4M3FN,
             8 if code == sys::KF_DLPACK_FLOAT8_E5M2_CODE as u32 => DType::F8E5M2,
-            8 if is(sys::DLDataTypeCode::kDLInt)
-                || is(sys::DLDataTypeCode::kDLUInt)
-                || code == sys::KF_DLPACK_BOOL_CODE as u32 =>
-            {
-                DType::Bool
-            }
+            8 if is(sys::DLDataTypeCode::kDLInt) => DType::I8,
+            8 if is(sys::DLDataTypeCode::kDLUInt) => DType::U8,
+            8 if code == sys::KF_DLPACK_BOOL_CODE as u32 => DType::Bool,
             _ => return None,
         })
     }
@@ -133,6 +139,12 @@ unsafe impl Element for i64 {
 }
 unsafe impl Element for i32 {
     const DTYPE: DType = DType::I32;
+}
+unsafe impl Element for i8 {
+    const DTYPE: DType = DType::I8;
+}
+unsafe impl Element for u8 {
+    const DTYPE: DType = DType::U8;
 }
 // kfuse writes bools as 0 or 1, the only valid `bool` bytes.
 unsafe impl Element for bool {
