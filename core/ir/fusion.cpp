@@ -68,6 +68,26 @@ bool Fusion::needed_outside(int64_t id, std::span<const int64_t> set) const {
   return false;
 }
 
+int64_t Fusion::add_computed(DType dtype, int rank, bool is_scalar) {
+  Value v;
+  v.id = static_cast<int64_t>(values.size());
+  v.kind = ValueKind::Computed;
+  v.dtype = dtype;
+  v.rank = rank;
+  v.is_scalar = is_scalar;
+  values.push_back(v);
+  return v.id;
+}
+
+int64_t Fusion::add_constant_i64(int64_t value) {
+  const int64_t id = add_computed(DType::I64, 0, true);
+  Value& v = values[static_cast<size_t>(id)];
+  v.kind = ValueKind::Constant;
+  v.i64 = value;
+  v.f64 = static_cast<double>(value);
+  return id;
+}
+
 CommAttrs::CommAttrs(const Expr& e) {
   switch (e.op) {
     case Op::ALLREDUCE:

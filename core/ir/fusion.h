@@ -132,6 +132,12 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   // Fills the derived tables (last_use, liveness, extents, shape_scalars,
   // size offsets) after the records were applied.
   void finish();
+
+  // New values for the stages that rewrite exprs before finish (simplify,
+  // decompose, shard): an intermediate (producer set by the caller's
+  // rewrite), and an int64 constant.
+  int64_t add_computed(DType dtype, int rank, bool is_scalar);
+  int64_t add_constant_i64(int64_t value);
 };
 
 // Whether `id` is an integer scalar whose value is known when a call's

@@ -66,28 +66,15 @@ class Sharder {
   bool is_tensor(int64_t id) const { return !val(id).is_scalar; }
   size_t at(int64_t id) const { return static_cast<size_t>(id); }
 
-  int64_t new_value(DType dtype, int rank, bool is_scalar) {
-    Value v;
-    v.id = static_cast<int64_t>(f_.values.size());
-    v.kind = ValueKind::Computed;
-    v.dtype = dtype;
-    v.rank = rank;
-    v.is_scalar = is_scalar;
-    f_.values.push_back(v);
+  // A new value, with its entries in the per-value tables.
+  int64_t grown(int64_t id) {
     sh_.emplace_back();
     one_.push_back(0);
     pending_.emplace_back();
-    return v.id;
-  }
-
-  int64_t constant_i64(int64_t value) {
-    const int64_t id = new_value(DType::I64, 0, true);
-    Value& v = f_.values[at(id)];
-    v.kind = ValueKind::Constant;
-    v.i64 = value;
-    v.f64 = static_cast<double>(value);
     return id;
   }
+  int64_t new_value(DType dtype, int rank, bool is_scalar) { return grown(f_.add_computed(dtype, rank, is_scalar)); }
+  int64_t constant_i64(int64_t value) { return grown(f_.add_constant_i64(value)); }
 
   // Appends op(args) writing `out` (a new value like `like` when out < 0).
   int64_t emit(Op op, std::vector<int64_t> args, std::vector<int64_t> attrs, int64_t out, DType dtype, int rank,

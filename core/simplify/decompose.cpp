@@ -35,29 +35,11 @@ class Decomposer {
   }
 
  private:
-  int64_t value(DType dtype, int rank, bool is_scalar) {
-    Value v;
-    v.id = static_cast<int64_t>(f_.values.size());
-    v.kind = ValueKind::Computed;
-    v.dtype = dtype;
-    v.rank = rank;
-    v.is_scalar = is_scalar;
-    f_.values.push_back(v);
-    return v.id;
-  }
-
-  int64_t constant(int64_t x) {
-    const int64_t id = value(DType::I64, 0, true);
-    Value& v = f_.values[static_cast<size_t>(id)];
-    v.kind = ValueKind::Constant;
-    v.i64 = x;
-    v.f64 = static_cast<double>(x);
-    return id;
-  }
+  int64_t constant(int64_t x) { return f_.add_constant_i64(x); }
 
   int64_t emit(Op op, std::vector<int64_t> args, std::vector<int64_t> attrs, DType dtype, int rank,
                bool is_scalar = false, int64_t out = -1) {
-    if (out < 0) out = value(dtype, rank, is_scalar);
+    if (out < 0) out = f_.add_computed(dtype, rank, is_scalar);
     f_.exprs.push_back(Expr{op, std::move(args), {out}, std::move(attrs)});
     return out;
   }

@@ -260,16 +260,10 @@ class Simplifier {
   // A new intermediate value computed by op(args).
   int64_t emit(Op op, std::vector<int64_t> args, std::vector<int64_t> attrs = {}) {
     const Type t = infer(op, args, attrs);
-    Value v;
-    v.id = static_cast<int64_t>(f_.values.size());
-    v.kind = ValueKind::Computed;
-    v.dtype = t.dtype;
-    v.rank = t.rank;
-    v.is_scalar = t.is_scalar;
-    f_.values.push_back(v);
+    const int64_t id = f_.add_computed(t.dtype, t.rank, t.is_scalar);
     producer_.push_back(static_cast<int64_t>(out_.size()));
-    out_.push_back(Expr{op, std::move(args), {v.id}, std::move(attrs)});
-    return v.id;
+    out_.push_back(Expr{op, std::move(args), {id}, std::move(attrs)});
+    return id;
   }
 
   // The defined value `target` computed by op(args); false (nothing
