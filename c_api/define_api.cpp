@@ -257,6 +257,67 @@ KF_API kf_status kf_gather(kf_builder b, int64_t a, int64_t dim, int64_t index, 
   return guard([&] { one_output(b, KF_OP_GATHER, {a, index}, {dim}, out, "kf_gather"); });
 }
 
+// Scatter attrs [dim, reduce, include_self, deterministic] from the C
+// API's reduce code and flags.
+std::vector<int64_t> scatter_attrs(int64_t dim, kf_scatter_reduce reduce, uint32_t flags, const char* fn) {
+  const int r = code(reduce);
+  if (r < KF_SCATTER_NONE || r > KF_SCATTER_AMIN)
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": reduce ", r, " is not a kf_scatter_reduce (expected 0..", KF_SCATTER_AMIN, ")");
+  if ((flags & ~static_cast<uint32_t>(KF_SCATTER_EXCLUDE_SELF | KF_SCATTER_DETERMINISTIC)) != 0)
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": flags ", flags,
+             " holds bits other than KF_SCATTER_EXCLUDE_SELF and KF_SCATTER_DETERMINISTIC");
+  return {dim, r, (flags & KF_SCATTER_EXCLUDE_SELF) ? 0 : 1, (flags & KF_SCATTER_DETERMINISTIC) ? 1 : 0};
+}
+
+KF_API kf_status kf_scatter(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t src,
+                            kf_scatter_reduce reduce, uint32_t flags, int64_t* out) {
+  return guard([&] {
+    one_output(b, KF_OP_SCATTER, {a, index, src}, scatter_attrs(dim, reduce, flags, "kf_scatter"), out, "kf_scatter");
+  });
+}
+
+KF_API kf_status kf_index_reduce(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t src,
+                                 kf_scatter_reduce reduce, uint32_t flags, int64_t* out) {
+  return guard([&] {
+    one_output(b, KF_OP_INDEX_REDUCE, {a, index, src}, scatter_attrs(dim, reduce, flags, "kf_index_reduce"), out,
+               "kf_index_reduce");
+  });
+}
+
+KF_API kf_status kf_scatter_add(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t src,
+                                int64_t* out) {
+  return guard([&] {
+    one_output(b, KF_OP_SCATTER, {a, index, src}, scatter_attrs(dim, KF_SCATTER_SUM, 0, "kf_scatter_add"), out,
+               "kf_scatter_add");
+  });
+}
+
+KF_API kf_status kf_index_add(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t src,
+                              int64_t* out) {
+  return guard([&] {
+    one_output(b, KF_OP_INDEX_REDUCE, {a, index, src}, scatter_attrs(dim, KF_SCATTER_SUM, 0, "kf_index_add"), out,
+               "kf_index_add");
+  });
+}
+
+KF_API kf_status kf_index_put(kf_builder b, int64_t a, int64_t index, int64_t values, int accumulate,
+                              uint32_t flags, int64_t* out) {
+  return guard([&] {
+    constexpr const char* fn = "kf_index_put";
+    kf::Builder* builder = builder_of(b, fn);
+    require(out, fn, "out");
+    const kf::Fusion& d = builder->draft();
+    if (a < 0 || static_cast<size_t>(a) >= d.values.size() || values < 0 ||
+        static_cast<size_t>(values) >= d.values.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": a (", a, ") and values (", values, ") must be values of this builder");
+    // values aligned to a's trailing dims: leading size-1 dims up to a's rank.
+    int64_t v = values;
+    for (int r = d.value(values).rank; r < d.value(a).rank; ++r) v = builder->op(kf::Op::UNSQUEEZE, {v}, {0}).at(0);
+    *out = builder->op(kf::Op::INDEX_REDUCE, {a, index, v},
+                       scatter_attrs(0, accumulate ? KF_SCATTER_SUM : KF_SCATTER_NONE, flags, fn)).at(0);
+  });
+}
+
 KF_API kf_status kf_full(kf_builder b, const int64_t* shape, size_t rank, int64_t fill,
                          kf_dtype dtype, int64_t* out) {
   return guard([&] {

@@ -38,4 +38,17 @@ bool has_split_row_kernels(const RowParams& p);
 // The column finish for the rows of `p` (the same kernels serve both).
 ColumnParams split_row_finish(const RowParams& p);
 
+// emit_scatter.cpp: the kernels of a ScatterParams, one per function, in
+// launch order (copy; atomic path: clear, update, mean; sorted path: keys,
+// sort_block, sort_global, apply); scatter_helpers goes before them.
+void emit_scatter_copy(KernelWriter& w, const ScatterParams& p);
+void emit_scatter_clear(KernelWriter& w, const ScatterParams& p);
+void emit_scatter_update(KernelWriter& w, const ScatterParams& p);
+void emit_scatter_mean(KernelWriter& w, const ScatterParams& p);
+void emit_scatter_keys(KernelWriter& w, const ScatterParams& p);
+void emit_scatter_sort_block(KernelWriter& w, const ScatterParams& p);
+void emit_scatter_sort_global(KernelWriter& w, const ScatterParams& p);
+void emit_scatter_apply(KernelWriter& w, const ScatterParams& p);
+std::string_view scatter_helpers();
+
 }  // namespace kf

@@ -93,6 +93,11 @@ struct LaunchRule {
     // as columns. Launched instead of a PerRow plan when
     // prefer_split_rows (launch.h) says so.
     SplitRows,
+    // Scatter: the kernels named in KernelPlan::scatter, in order
+    // (core/runtime/cuda/scatter_launch.cpp). Extra argument words:
+    // KfArgs::scratch, padded (the sorted path's key count, a power of
+    // two >= 2048), sort_k and sort_j (the bitonic step).
+    Scatter,
   };
   Kind kind = Kind::Elementwise;
   int64_t domain_value = -1;        // value whose sizes define the iteration domain
@@ -165,6 +170,16 @@ struct KernelPlan {
   // PerRow: the split-row kernels (0 or 1 plan of kind SplitRows), in a
   // source of their own, compiled the first time a call needs them.
   std::vector<KernelPlan> split_rows;
+  // Scatter: which kernels the plan has (empty: none) and the values the
+  // launch sizes them by. `name` is the copy of the input.
+  struct ScatterKernels {
+    int64_t index = -1, output = -1;
+    size_t dim = 0;
+    bool slices = false, counts = false;  // counts: int per result element in scratch (atomic mean)
+    std::string clear, update, mean;       // atomic path
+    std::string keys, sort_block, sort_global, apply;  // sorted path
+  };
+  ScatterKernels scatter;
   SchedulerKind scheduler = SchedulerKind::Pointwise;
 };
 

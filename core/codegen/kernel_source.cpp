@@ -58,7 +58,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
     text += kernel;
     plan.units.push_back({name + suffixes[i], prelude + args + kernel});
     const std::string& sfx = suffixes[i];
-    if (sfx != "_finish" && (sfx.starts_with("_p") || sfx.starts_with("_f") || sfx == "_epilogue"))  // later column kernels
+    if (sfx != "_finish" && (sfx.starts_with("_p") || sfx.starts_with("_f") || sfx.starts_with("_s_") || sfx == "_epilogue"))  // later column and scatter kernels
       plan.later.push_back({name + sfx, sfx == "_epilogue"    ? KernelPlan::LaterKernel::Grid::Epilogue
                                         : sfx.starts_with("_f") ? KernelPlan::LaterKernel::Grid::Finish
                                                                 : KernelPlan::LaterKernel::Grid::Partials});
@@ -146,6 +146,46 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     }
     plan.args = w.args();
     assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"), kernels, suffixes);
+    return plan;
+  }
+  if (const auto* sc = std::get_if<ScatterParams>(&schedule)) {
+    launch.kind = LaunchRule::Kind::Scatter;
+    const Expr& e = w.fusion().exprs[static_cast<size_t>(sc->expr)];
+    launch.domain_value = e.outputs[0];
+    launch.block = sc->block;
+    launch.extra_args = 4;
+    KernelPlan::ScatterKernels& k = plan.scatter;
+    k.index = e.inputs[1];
+    k.output = e.outputs[0];
+    k.dim = ScatterAttrs(e).index();
+    k.slices = sc->slices;
+    k.counts = !sc->sorted && sc->reduce == ScatterReduce::Mean;
+    std::vector<KernelText> kernels;
+    std::vector<std::string> suffixes;
+    const auto add = [&](void (*emit)(KernelWriter&, const ScatterParams&), const char* suffix, int block) {
+      emit(w, *sc);
+      kernels.push_back(kernel_text(block, false, w.take_kernel()));
+      suffixes.push_back(suffix);
+    };
+    add(emit_scatter_copy, "", sc->block);
+    if (sc->sorted) {
+      add(emit_scatter_keys, "_s_keys", sc->block);
+      add(emit_scatter_sort_block, "_s_sort_block", 1024);
+      add(emit_scatter_sort_global, "_s_sort_global", sc->block);
+      add(emit_scatter_apply, "_s_apply", sc->block);
+    } else {
+      if (!sc->include_self && sc->reduce != ScatterReduce::None) add(emit_scatter_clear, "_s_clear", sc->block);
+      add(emit_scatter_update, "_s_update", sc->block);
+      if (sc->reduce == ScatterReduce::Mean) add(emit_scatter_mean, "_s_mean", sc->block);
+    }
+    plan.args = w.args();
+    assemble(plan, args_struct(plan.args.size(), " long long scratch, padded, sort_k, sort_j;") + std::string(scatter_helpers()),
+             kernels, suffixes);
+    for (const KernelPlan::LaterKernel& l : plan.later) {
+      const std::string role = l.name.substr(l.name.find("_s_") + 3);
+      (role == "clear" ? k.clear : role == "update" ? k.update : role == "mean" ? k.mean : role == "keys" ? k.keys
+       : role == "sort_block" ? k.sort_block : role == "sort_global" ? k.sort_global : k.apply) = l.name;
+    }
     return plan;
   }
   if (const auto* pw = std::get_if<PointwiseParams>(&schedule)) {

@@ -445,6 +445,7 @@ std::string KernelWriter::compute(int64_t value, const std::vector<std::string>&
       return hoist("long long", "sz", "(long long)" + extent(e.inputs[0], static_cast<size_t>(e.attrs[0])));
     case OpCategory::Library: unsupported("matmul runs as a library segment (cuBLASLt)");
     case OpCategory::Communication: unsupported("communication runs through the call's communicator");
+    case OpCategory::Scatter: unsupported("a scatter's result is read from memory (its segment writes it)");
   }
   fail(KF_ERR_INTERNAL, "codegen: op ", op_name(e.op), " has no category");
 }

@@ -133,6 +133,8 @@ constexpr OpForm kForms[] = {
     {Op::SHARD_SLICE, "", "", ""},
     {Op::ARGMAX, "", "", ""},  // decomposed when defined (core/simplify/decompose.h)
     {Op::ARGMIN, "", "", ""},
+    {Op::SCATTER, "", "", ""},  // emit_scatter.cpp
+    {Op::INDEX_REDUCE, "", "", ""},
 };
 
 constexpr bool forms_in_order() {

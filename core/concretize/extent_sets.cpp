@@ -134,6 +134,9 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
         }
         break;
       }
+      case OpCategory::Scatter:  // the input's sizes
+        for (size_t d = 0; d < r; ++d) map_dim(out, d, e.inputs[0], d);
+        break;
       case OpCategory::Communication: {  // every dim but the one that is gathered or split
         const CommAttrs ca(e);
         for (size_t d = 0; d < r; ++d)

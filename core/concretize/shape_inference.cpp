@@ -163,6 +163,31 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
                " exceeds input size ", a[d], " in dim ", d);
       return Extents(index);
     }
+    case OpCategory::Scatter: {
+      const std::span<const int64_t> a = in(0);
+      const std::span<const int64_t> index = in(1);
+      const std::span<const int64_t> src = in(2);
+      const size_t dim = ScatterAttrs(e).index();
+      const char* name = op_name(e.op).data();
+      if (e.op == Op::INDEX_REDUCE) {
+        for (size_t d = 0; d < a.size(); ++d) {
+          const int64_t want = d == dim ? index[0] : a[d];
+          if (src[d] != want && src[d] != 1)
+            fail(KF_ERR_SHAPE_MISMATCH, name, " (value ", out_id, "): src (value ", e.inputs[2], ") has size ", src[d],
+                 " in dim ", d, ", expected ", want, d == dim ? " (the index's length)" : " (the input's)", " or 1");
+        }
+        return Extents(a);
+      }
+      for (size_t d = 0; d < a.size(); ++d) {
+        if (index[d] > src[d])
+          fail(KF_ERR_SHAPE_MISMATCH, name, " (value ", out_id, "): index size ", index[d], " exceeds src size ",
+               src[d], " in dim ", d);
+        if (d != dim && index[d] > a[d])
+          fail(KF_ERR_SHAPE_MISMATCH, name, " (value ", out_id, "): index size ", index[d], " exceeds input size ",
+               a[d], " in dim ", d);
+      }
+      return Extents(a);
+    }
     case OpCategory::Creation: {
       if (e.op == Op::IOTA) {
         int64_t n = shape_value(ctx, e.inputs[0], who, 0);

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "core/ir/op_attrs.h"
 #include "core/ir/type_promotion.h"
 #include "core/util/error.h"
 
@@ -333,6 +334,40 @@ std::vector<OutputType> indexing(const Fusion& f, Op op, const std::vector<int64
   return {{a.dtype, a.rank, false}};
 }
 
+// scatter(x, index, src), index_reduce(x, index, src): attrs [dim, reduce,
+// include_self, deterministic]; the result is x's type.
+std::vector<OutputType> scatter(const Fusion& f, Op op, const std::vector<int64_t>& args, std::vector<int64_t>& attrs) {
+  expect_args(op, args, 3);
+  expect_attrs(op, attrs, 4, "dim, reduce, include_self, deterministic");
+  const Value& a = tensor_arg(f, op, args, 0);
+  const Value& index = tensor_arg(f, op, args, 1);
+  const Value& src = tensor_arg(f, op, args, 2);
+  if (!is_integer(index.dtype))
+    fail(KF_ERR_DTYPE_MISMATCH, op_name(op), ": argument 1 (index, value ", index.id,
+         "): expected int64 or int32, got ", dtype_name(index.dtype));
+  if (src.dtype != a.dtype)
+    fail(KF_ERR_DTYPE_MISMATCH, op_name(op), ": argument 2 (src, value ", src.id, "): expected ", dtype_name(a.dtype),
+         " (the input's dtype), got ", dtype_name(src.dtype));
+  if (a.rank == 0) fail(KF_ERR_SHAPE_MISMATCH, op_name(op), ": argument 0 (value ", a.id, "): expected a tensor of rank >= 1");
+  attrs[0] = normalize_dim(op, attrs[0], a.rank, "dim");
+  if (attrs[1] < 0 || attrs[1] > static_cast<int64_t>(ScatterReduce::Amin))
+    fail(KF_ERR_INVALID_ARGUMENT, op_name(op), ": attribute reduce ", attrs[1], " is not a kf_scatter_reduce");
+  attrs[2] = attrs[2] != 0;
+  attrs[3] = attrs[3] != 0;
+  const auto reduce = static_cast<ScatterReduce>(attrs[1]);
+  if (is_bool(a.dtype) && (reduce == ScatterReduce::Sum || reduce == ScatterReduce::Prod || reduce == ScatterReduce::Mean))
+    fail(KF_ERR_DTYPE_MISMATCH, op_name(op), ": reduce ", scatter_reduce_name(reduce),
+         " on bool (value ", a.id, "); use amax (any) or amin (all)");
+  const int index_rank = op == Op::INDEX_REDUCE ? 1 : a.rank;
+  if (index.rank != index_rank)
+    fail(KF_ERR_SHAPE_MISMATCH, op_name(op), ": argument 1 (index, value ", index.id, "): expected rank ", index_rank,
+         op == Op::INDEX_REDUCE ? "" : " (the input's)", ", got rank ", index.rank);
+  if (src.rank != a.rank)
+    fail(KF_ERR_SHAPE_MISMATCH, op_name(op), ": argument 2 (src, value ", src.id, "): expected rank ", a.rank,
+         " (the input's), got rank ", src.rank);
+  return {{a.dtype, a.rank, false}};
+}
+
 DType creation_dtype(Op op, const std::vector<int64_t>& attrs) {
   expect_attrs(op, attrs, 1, "dtype");
   if (!is_valid_dtype(static_cast<int>(attrs[0])))
@@ -455,6 +490,7 @@ std::vector<OutputType> infer_by_category(const Fusion& fusion, Op op,
       const Value& a = tensor_arg(fusion, op, args, 0);
       return {{a.dtype, a.rank, false}};
     }
+    case OpCategory::Scatter: return scatter(fusion, op, args, attrs);
     case OpCategory::Query: {  // size
       expect_args(op, args, 1);
       expect_attrs(op, attrs, 1, "dim");

@@ -69,6 +69,23 @@ struct PadAttrs {
   bool pads_dim(size_t d) const { return low(d) != 0 || high(d) != 0; }
 };
 
+// scatter, index_reduce: [dim, reduce, include_self, deterministic]
+// (reduce: kf_scatter_reduce; the C API's flags are stored as two bools).
+enum class ScatterReduce : uint8_t { None, Sum, Prod, Mean, Amax, Amin };
+struct ScatterAttrs {
+  int64_t dim;
+  ScatterReduce reduce;
+  bool include_self, deterministic;
+  explicit ScatterAttrs(const Expr& e)
+      : dim(e.attrs[0]), reduce(static_cast<ScatterReduce>(e.attrs[1])), include_self(e.attrs[2] != 0),
+        deterministic(e.attrs[3] != 0) {}
+  size_t index() const { return static_cast<size_t>(dim); }
+  // index_reduce: index is rank 1 and selects slices; scatter: index has
+  // the input's rank and selects elements.
+  static bool slices(const Expr& e) { return e.op == Op::INDEX_REDUCE; }
+};
+const char* scatter_reduce_name(ScatterReduce r);
+
 // cast: [dtype].
 struct CastAttrs {
   DType dtype;

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "core/ir/op_attrs.h"
+
 namespace kf {
 
 namespace {
@@ -39,6 +41,22 @@ ShapeArgs shape_args(Op op, const std::vector<int64_t>& args) {
     case Op::NORMAL: return {0, args.size() >= 4 ? args.size() - 4 : 0};
     default: return {0, 0};
   }
+}
+
+}  // namespace kf
+
+namespace kf {
+
+const char* scatter_reduce_name(ScatterReduce r) {
+  switch (r) {
+    case ScatterReduce::None: return "none";
+    case ScatterReduce::Sum: return "sum";
+    case ScatterReduce::Prod: return "prod";
+    case ScatterReduce::Mean: return "mean";
+    case ScatterReduce::Amax: return "amax";
+    case ScatterReduce::Amin: return "amin";
+  }
+  return "invalid";
 }
 
 }  // namespace kf

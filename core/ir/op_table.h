@@ -19,6 +19,9 @@ enum class OpCategory : uint8_t {
   // Moves data between the ranks of a device mesh (or takes this rank's
   // block): inserted by the shard stage (core/shard), run by a communicator.
   Communication,
+  // Writes a copy of its first input with some elements replaced or
+  // combined at computed indices (scatter, index_reduce): a segment of its own.
+  Scatter,
 };
 
 

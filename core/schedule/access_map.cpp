@@ -38,6 +38,7 @@ class Tracer {
       case OpCategory::Creation:   // reads scalars only
       case OpCategory::Query:      // reads sizes only
       case OpCategory::Library:
+      case OpCategory::Scatter:  // a segment of its own
       case OpCategory::Communication: return;
     }
   }

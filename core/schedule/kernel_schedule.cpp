@@ -58,6 +58,11 @@ struct Describe {
       s += " outer={" + rows(p.outer) + "} outer_threads_per_sm=" + std::to_string(p.outer_threads_per_sm);
     return s;
   }
+  std::string operator()(const ScatterParams& p) const {
+    return "scatter block=" + std::to_string(p.block) + " expr=" + std::to_string(p.expr) +
+           " index=" + (p.slices ? "slices" : "elements") + " reduce=" + scatter_reduce_name(p.reduce) +
+           (p.include_self ? "" : " exclude_self") + " path=" + (p.sorted ? "sorted" : "atomic");
+  }
   std::string operator()(const ColumnParams& p) const {
     return "column block=" + std::to_string(p.block) + " tile_cols=" + std::to_string(p.tile_cols()) +
            " row_groups=" + std::to_string(p.row_groups) + " " + rows(p.rows) + " " + vectors(p.vectors);
@@ -71,11 +76,12 @@ SchedulerKind kind_of(const KernelSchedule& s) {
     return r->rows.normalizes ? SchedulerKind::Normalization : SchedulerKind::Reduction;
   if (const auto* c = std::get_if<ColumnParams>(&s))
     return c->rows.normalizes ? SchedulerKind::Normalization : SchedulerKind::Reduction;
+  if (std::holds_alternative<ScatterParams>(s)) return SchedulerKind::Scatter;
   return SchedulerKind::Pointwise;
 }
 
 std::string_view family_of(const KernelSchedule& s) {
-  static constexpr std::string_view names[] = {"pointwise", "tiled", "row", "column"};
+  static constexpr std::string_view names[] = {"pointwise", "tiled", "row", "column", "scatter"};
   if (const auto* r = std::get_if<RowParams>(&s); r != nullptr && r->has_outer()) return "inner_outer";
   return names[s.index()];
 }

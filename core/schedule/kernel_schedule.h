@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/ir/op_attrs.h"
 #include "core/schedule/scheduler_kind.h"
 
 namespace kf {
@@ -162,7 +163,28 @@ struct ColumnParams {
   bool operator==(const ColumnParams&) const = default;
 };
 
-using KernelSchedule = std::variant<PointwiseParams, TiledParams, RowParams, ColumnParams>;
+// Scatter (scatter, index_reduce; alone in its segment, scatter.cpp).
+// Kernel 1 copies the input into the result. Then the atomic path: when
+// include_self is off, a kernel sets every selected element to the
+// reduction's identity; a kernel applies each update with an atomic
+// read-modify-write (a plain store for reduce none); for mean, a kernel
+// divides by per-element counts kept in scratch. Or the sorted path
+// (deterministic float sum/prod/mean, and none: the last update wins): the
+// updates' (target, position) keys are sorted (bitonic: 2048 keys per
+// block in shared memory, global merge steps above), then one thread per
+// sorted key and slice element combines the run of equal targets in src
+// order in float64 and stores once.
+struct ScatterParams {
+  int64_t expr = -1;
+  bool slices = false;  // index_reduce (rank-1 index selecting slices)
+  ScatterReduce reduce = ScatterReduce::None;
+  bool include_self = true;
+  bool sorted = false;
+  int block = 256;
+  bool operator==(const ScatterParams&) const = default;
+};
+
+using KernelSchedule = std::variant<PointwiseParams, TiledParams, RowParams, ColumnParams, ScatterParams>;
 
 // The scheduler kind the segment API reports (pointwise, reduction,
 // normalization).

@@ -27,6 +27,10 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
       p.why = "communication runs through the call's communicator";
       return p;
     }
+    if (cat == OpCategory::Scatter) {
+      if (std::optional<ScatterParams> s = schedule_scatter(c, task, &p.why)) p.schedule = *s;
+      return p;
+    }
     reduces = reduces || cat == OpCategory::Reduction;
   }
   if (!reduces) {

@@ -12,6 +12,7 @@ std::string_view scheduler_name(SchedulerKind kind) {
     case SchedulerKind::Library: return "library";
     case SchedulerKind::NoOp: return "no_op";
     case SchedulerKind::Communication: return "communication";
+    case SchedulerKind::Scatter: return "scatter";
   }
   return "unknown";
 }
@@ -24,6 +25,7 @@ SchedulerKind classify_task(const Fusion& fusion, const Task& task) {
     auto cat = op_info(e.op).category;
     if (cat == OpCategory::Library) return SchedulerKind::Library;
     if (cat == OpCategory::Communication) return SchedulerKind::Communication;
+    if (cat == OpCategory::Scatter) return SchedulerKind::Scatter;
     if (cat == OpCategory::Reduction) has_reduction = true;
   }
   if (!has_reduction) return SchedulerKind::Pointwise;

@@ -15,11 +15,11 @@ namespace kf {
 
 namespace {
 
-// Library and communication ops run outside generated kernels: each heads
-// a group of its own.
+// Library, communication and scatter ops (the scatter's kernels write
+// its whole result before anything reads it) each head a group of their own.
 bool is_library(const Expr& e) {
   const OpCategory c = op_info(e.op).category;
-  return c == OpCategory::Library || c == OpCategory::Communication;
+  return c == OpCategory::Library || c == OpCategory::Communication || c == OpCategory::Scatter;
 }
 
 // Stage of each expr: a segment_set starts a new stage after its producer.

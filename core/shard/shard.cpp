@@ -226,6 +226,7 @@ class Sharder {
       case OpCategory::Query: size(e); return;
       case OpCategory::Library: library(e); return;
       case OpCategory::Indexing:
+      case OpCategory::Scatter:
       case OpCategory::Creation: whole(e); return;
       case OpCategory::Communication: fail(KF_ERR_INTERNAL, "shard: a definition holds ", op_name(e.op));
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/define/builder.h"
+#include "core/ir/op_attrs.h"
 #include "core/text/text_printer.h"
 #include "core/util/error.h"
 
@@ -524,6 +525,15 @@ class Parser {
           slot = integer("an integer or 'end'" + of);
         }
         break;
+      case TextAttrKind::ScatterReduce: {
+        if (tok_.kind != Tok::Ident) expected("none, sum, prod, mean, amax or amin" + of);
+        const Token word = take();
+        slot = -1;
+        for (int r = 0; r <= static_cast<int>(ScatterReduce::Amin); ++r)
+          if (word.text == scatter_reduce_name(static_cast<ScatterReduce>(r))) slot = r;
+        if (slot < 0) error(word, "unknown reduce '", word.text, "'", of, " (expected none, sum, prod, mean, amax or amin)");
+        break;
+      }
       case TextAttrKind::IntList: break;  // read above
     }
   }

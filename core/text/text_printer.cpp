@@ -1,5 +1,7 @@
 #include "core/text/text_printer.h"
 
+#include "core/ir/op_attrs.h"
+
 #include <array>
 #include <bit>
 #include <charconv>
@@ -34,6 +36,11 @@ constexpr TextAttr kDimRanksAttrs[] = {{"dim", K::Int, 0, true, 0}, {"ranks", K:
 constexpr TextAttr kReduceScatterAttrs[] = {
     {"dim", K::Int, 0, true, 0}, {"reduce", K::Int, 1, true, 0}, {"ranks", K::Int, 2, true, 0}};
 
+constexpr TextAttr kScatterAttrs[] = {{"dim", K::Int, 0, true, 0},
+                                      {"reduce", K::ScatterReduce, 1, false, 0},
+                                      {"include_self", K::Bool, 2, false, 1},
+                                      {"deterministic", K::Bool, 3, false, 0}};
+
 TextSignature signature(int list_position, size_t min_names, size_t max_names,
                         std::span<const TextAttr> attrs) {
   TextSignature s{list_position, min_names, max_names, attrs, 0};
@@ -67,6 +74,8 @@ TextSignature make_signature(Op op) {
     case Op::INDEX_SELECT:
     case Op::GATHER: return names(2, kDimAttrs);
     case Op::SIZE: return names(1, kDimAttrs);
+    case Op::SCATTER:
+    case Op::INDEX_REDUCE: return names(3, kScatterAttrs);
     case Op::ALLREDUCE: return names(1, kAllreduceAttrs);
     case Op::ALLGATHER:
     case Op::SHARD_SLICE: return names(1, kDimRanksAttrs);
@@ -249,6 +258,7 @@ class Printer {
         case K::Int: append_int(out_, v); break;
         case K::Bool: out_ += v ? "true" : "false"; break;
         case K::DType: out_ += dtype_name(static_cast<DType>(v)); break;
+        case K::ScatterReduce: out_ += scatter_reduce_name(static_cast<ScatterReduce>(v)); break;
         case K::Stop:
           if (v == kEnd) out_ += "end";
           else append_int(out_, v);

@@ -28,6 +28,7 @@ enum class TextAttrKind : uint8_t {
   DType,    // a dtype name, stored as its kf_dtype code
   Stop,     // an integer or `end` (INT64_MAX)
   IntList,  // [i, j, ...]: the tail of Expr::attrs after the fixed slots
+  ScatterReduce,  // none, sum, prod, mean, amax, amin (kf_scatter_reduce)
 };
 
 struct TextAttr {

@@ -254,6 +254,18 @@ static void build_other(kf_builder b, kf_op op) {
       KF_CHECK(kf_reduce(b, op, tensor(b, 2, KF_BFLOAT16), axis, 1, 1, &out));
       break;
     }
+    case KF_OP_SCATTER: {
+      int64_t x = tensor(b, 2, KF_BFLOAT16);
+      KF_CHECK(kf_scatter(b, x, -1, tensor(b, 2, KF_INT64), tensor(b, 2, KF_BFLOAT16), KF_SCATTER_AMAX,
+                          KF_SCATTER_EXCLUDE_SELF | KF_SCATTER_DETERMINISTIC, &out));
+      break;
+    }
+    case KF_OP_INDEX_REDUCE: {
+      int64_t x = tensor(b, 3, KF_FLOAT32), v;
+      KF_CHECK(kf_index_add(b, x, 1, tensor(b, 1, KF_INT32), tensor(b, 3, KF_FLOAT32), &v));
+      KF_CHECK(kf_index_put(b, v, tensor(b, 1, KF_INT64), tensor(b, 1, KF_FLOAT32), 1, KF_SCATTER_DETERMINISTIC, &out));
+      break;
+    }
     default: fail_msg("no builder for op %s", kf_op_name(op));
   }
   output(b, out);

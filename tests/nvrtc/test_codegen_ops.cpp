@@ -13,6 +13,7 @@ extern "C" {
 #include <cmocka.h>
 }
 
+#include <array>
 #include <cstring>
 #include <functional>
 
@@ -216,6 +217,30 @@ void test_shape_and_indexing(void** /*state*/) {
   compile_batch(batch, "shape and indexing");
 }
 
+// scatter and index_reduce: every dtype, reduction, include_self and
+// path (atomic, sorted), with a strided input.
+void test_scatter(void** /*state*/) {
+  kftest::Batch batch;
+  int cases = 0;
+  for (DType t : kAll)
+    for (Op op : {Op::SCATTER, Op::INDEX_REDUCE})
+      for (auto [reduce, self, det] : {std::array<int64_t, 3>{0, 1, 0}, {0, 1, 1}, {1, 1, 0}, {1, 0, 1}, {2, 0, 0},
+                                       {3, 1, 0}, {3, 0, 1}, {4, 0, 0}, {5, 1, 0}}) {
+            Inputs in;
+            in.push_back(kftest::tensor(t, {4, 6}, {1, 4}));
+            in.push_back(kftest::tensor(op == Op::SCATTER ? DType::I64 : DType::I32, op == Op::SCATTER ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{5}));
+            in.push_back(kftest::tensor(t, op == Op::SCATTER ? std::vector<int64_t>{4, 3} : std::vector<int64_t>{4, 5}));
+            cases += add_case(batch, [&](Builder& b) {
+              const int64_t x = b.tensor_input(2, t);
+              const int64_t idx = b.tensor_input(op == Op::SCATTER ? 2 : 1, op == Op::SCATTER ? DType::I64 : DType::I32);
+              const int64_t src = b.tensor_input(2, t);
+              b.output(b.op(op, {x, idx, src}, {1, reduce, self, det})[0], {}, -1);
+            }, in, op_info(op).name.data());
+          }
+  assert_true(cases >= 150);
+  compile_batch(batch, "scatter");
+}
+
 void test_library_rejected(void** /*state*/) {
   Builder b;
   const int64_t a = b.tensor_input(2, DType::F32), w = b.tensor_input(2, DType::F32);
@@ -238,6 +263,7 @@ int main() {
       cmocka_unit_test(test_pointwise_ops),
       cmocka_unit_test(test_cast_and_creation),
       cmocka_unit_test(test_reductions),
+      cmocka_unit_test(test_scatter),
       cmocka_unit_test(test_shape_and_indexing),
       cmocka_unit_test(test_library_rejected),
   };

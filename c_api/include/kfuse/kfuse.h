@@ -159,6 +159,13 @@ typedef enum kf_op {
    * of the first maximum / minimum, NaN counting as both (as torch). Use
    * kf_reduce. */
   KF_OP_ARGMAX, KF_OP_ARGMIN,
+  /* scatters (docs/semantics.md#scatter): a copy of input 0 with elements
+   * replaced or combined. attrs [dim, reduce (kf_scatter_reduce), flags
+   * (kf_scatter_flags)]. scatter(x, index, src): index of x's rank, element
+   * index[i] of dim `dim` receives src[i]. index_reduce(x, index, src):
+   * index of rank 1, slice index[j] of x along dim receives slice j of src.
+   * Use kf_scatter / kf_index_reduce and the helpers after them. */
+  KF_OP_SCATTER, KF_OP_INDEX_REDUCE,
   KF_OP_COUNT,
   KF_OP_MAX_ENUM = 0x7fffffff
 } kf_op;
@@ -231,6 +238,46 @@ KF_API kf_status kf_cat(kf_builder b, const int64_t* inputs, size_t num_inputs, 
 KF_API kf_status kf_index_select(kf_builder b, int64_t a, int64_t dim, int64_t index,
                                  int64_t* out);
 KF_API kf_status kf_gather(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t* out);
+/* Scatters (docs/semantics.md#scatter). The result is a copy of `a` where
+ * the selected elements receive `src`'s (reduce NONE: the value; with
+ * duplicate indices one of them, the last in src order when
+ * KF_SCATTER_DETERMINISTIC) or are combined with them (SUM, PROD, MEAN,
+ * AMAX, AMIN; with KF_SCATTER_EXCLUDE_SELF a selected element starts from
+ * the reduction's identity instead of a's value). Indices must lie in
+ * [0, a's size along dim): the CPU backend reports the first bad one, the
+ * GPU skips it. KF_SCATTER_DETERMINISTIC: float SUM/PROD/MEAN combine in
+ * src order in float64 (the same result on every run, equal to the CPU
+ * backend's) instead of with atomics.
+ * kf_scatter: index has a's rank, index.size(d) <= src.size(d) for every
+ * d and <= a.size(d) for d != dim; element i of index sends src[i] to
+ * a[i with dim replaced by index[i]] (torch.scatter / scatter_reduce).
+ * kf_index_reduce: index has rank 1; slice j of src along dim goes to
+ * slice index[j] of a (torch.index_reduce / index_add / index_copy); src
+ * has a's rank, its dims of size 1 broadcast. */
+typedef enum kf_scatter_reduce {
+  KF_SCATTER_NONE = 0,
+  KF_SCATTER_SUM = 1,
+  KF_SCATTER_PROD = 2,
+  KF_SCATTER_MEAN = 3,
+  KF_SCATTER_AMAX = 4,
+  KF_SCATTER_AMIN = 5,
+  KF_SCATTER_REDUCE_MAX_ENUM = 0x7fffffff
+} kf_scatter_reduce;
+enum { KF_SCATTER_EXCLUDE_SELF = 1, KF_SCATTER_DETERMINISTIC = 2 };
+KF_API kf_status kf_scatter(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t src,
+                            kf_scatter_reduce reduce, uint32_t flags, int64_t* out);
+KF_API kf_status kf_index_reduce(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t src,
+                                 kf_scatter_reduce reduce, uint32_t flags, int64_t* out);
+/* torch.scatter_add, torch.index_add: reduce SUM, no flags. */
+KF_API kf_status kf_scatter_add(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t src,
+                                int64_t* out);
+KF_API kf_status kf_index_add(kf_builder b, int64_t a, int64_t dim, int64_t index, int64_t src,
+                              int64_t* out);
+/* torch.index_put with one index tensor (rank 1, on dim 0): a[index[j]] =
+ * values[j] (accumulate: +=); values of lower rank than `a` are aligned
+ * to a's trailing dims and broadcast. Recorded as index_reduce on dim 0. */
+KF_API kf_status kf_index_put(kf_builder b, int64_t a, int64_t index, int64_t values,
+                              int accumulate, uint32_t flags, int64_t* out);
 KF_API kf_status kf_full(kf_builder b, const int64_t* shape, size_t rank, int64_t fill,
                          kf_dtype dtype, int64_t* out);
 KF_API kf_status kf_iota(kf_builder b, int64_t length, int64_t start, int64_t step,

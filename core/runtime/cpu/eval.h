@@ -54,6 +54,7 @@ void eval_pointwise(const Fusion& fusion, const Expr& e, Env& env);
 void eval_reduction(const Fusion& fusion, const Expr& e, Env& env);
 void eval_shape(const Fusion& fusion, const Expr& e, Env& env);
 void eval_indexing(const Fusion& fusion, const Expr& e, Env& env);
+void eval_scatter(const Fusion& fusion, const Expr& e, Env& env);  // ops_scatter.cpp
 void eval_creation(const Fusion& fusion, const Expr& e, Env& env);
 void eval_library(const Fusion& fusion, const Expr& e, Env& env);
 

@@ -20,6 +20,7 @@
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
+#include "core/runtime/cuda/scatter_launch.h"
 #include "core/util/scratch.h"
 
 #include <mutex>
@@ -263,6 +264,10 @@ class CudaBackend final : public Backend {
       run_kernel(c, s, sizes, inputs, outputs, options, context);
       return;
     }
+    if (k.plan.launch.kind == LaunchRule::Kind::Scatter) {
+      run_scatter(c, k, sizes, inputs, outputs, options, context);
+      return;
+    }
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
                                         context.info().multiprocessors, k.limits);
     if (dims.grid == 0) return;  // empty domain
@@ -305,6 +310,41 @@ class CudaBackend final : public Backend {
     }
     launch(function, name, dims.grid, dims.block, dims.shared_bytes,
            stream_of(options), args.data());
+  }
+
+  // A scatter plan's kernels in the order scatter_launch gives, with its
+  // scratch (keys or counts) allocated in stream order behind them.
+  void run_scatter(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes, const DLTensor* const* inputs,
+                   DLTensor* const* outputs, const ExecOptions& options, ScopedContext& context) {
+    const ScatterLaunch l =
+        scatter_launch(k.plan, sizes, context.info().multiprocessors, context.info().max_grid_x);
+    if (l.steps.empty()) return;
+    Scratch<std::vector<int64_t>> arg_block;
+    std::vector<int64_t>& args = *arg_block;
+    const size_t n = k.plan.args.size();
+    args.assign(n + 4, 0);
+    fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
+    const size_t bytes = static_cast<size_t>(l.scratch_bytes);
+    void* scratch = bytes > 0 ? allocate(bytes, c.device.id, options) : nullptr;
+    args[n] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(scratch));
+    args[n + 1] = l.padded;
+    const auto function_of = [&](const std::string& name) {
+      if (name == k.plan.name) return k.function;
+      for (size_t i = 0; i < k.plan.later.size(); ++i)
+        if (k.plan.later[i].name == name) return k.later[i];
+      fail(KF_ERR_INTERNAL, "scatter kernel ", name, " is not loaded");
+    };
+    try {
+      for (const ScatterStep& s : l.steps) {
+        args[n + 2] = s.sort_k;
+        args[n + 3] = s.sort_j;
+        launch(function_of(*s.kernel), s.kernel->c_str(), s.grid, s.block, 0, stream_of(options), args.data());
+      }
+    } catch (...) {
+      if (scratch != nullptr) release(scratch, bytes, c.device.id, options);
+      throw;
+    }
+    if (scratch != nullptr) release(scratch, bytes, c.device.id, options);
   }
 
   // A matmul pattern that cuBLASLt cannot run as one call: the product into

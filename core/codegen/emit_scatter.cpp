@@ -1,0 +1,408 @@
+// Scatter kernels (ScatterParams in kernel_schedule.h): the copy of the
+// input, then the atomic path (clear, update, mean) or the sorted path
+// (keys, block sort, global sort step, apply). Every kernel grid-strides;
+// the launch (core/runtime/cuda/scatter_launch.cpp) picks grids and passes
+// the scratch pointer, the padded key count and the sort step in the
+// argument block's extra words.
+#include "core/codegen/emit_common.h"
+#include "core/codegen/emitters.h"
+#include "core/codegen/op_cuda.h"
+
+namespace kf {
+
+namespace {
+
+constexpr const char* kNoKey = "9223372036854775807LL";  // padding and skipped updates sort last
+
+struct Operands {
+  int64_t x, index, src, out;
+  size_t dim, rank;
+  DType dtype, index_dtype;
+};
+
+Operands operands(const KernelWriter& w, const ScatterParams& p) {
+  const Expr& e = w.fusion().exprs[static_cast<size_t>(p.expr)];
+  const Fusion& f = w.fusion();
+  return {e.inputs[0], e.inputs[1], e.inputs[2], e.outputs[0], ScatterAttrs(e).index(), w.rank(e.outputs[0]),
+          f.value(e.outputs[0]).dtype, f.value(e.inputs[1]).dtype};
+}
+
+// The loop over the updates: for scatter one per index element, for
+// index_reduce one per element of the result with the index's length
+// along dim (the "slice" j of the index, and the element within it).
+std::string update_count(KernelWriter& w, const ScatterParams& p, const Operands& o) {
+  if (!p.slices) return w.numel(o.index);
+  std::string n = "(long long)" + w.extent(o.index, 0);
+  for (size_t d = 0; d < o.rank; ++d)
+    if (d != o.dim) n += " * " + w.extent(o.out, d);
+  return w.hoist("long long", "nu", n);
+}
+
+// Multi-index of update `linear` (long long) in the update domain.
+std::vector<std::string> update_index(KernelWriter& w, const ScatterParams& p, const Operands& o,
+                                      const std::string& linear, const std::string& suffix) {
+  if (!p.slices) return unravel(w, o.index, all_dims(o.rank), linear, suffix, true);
+  std::vector<std::string> idx(o.rank);
+  const std::string rem = w.fresh("rem");
+  w.line("long long " + rem + " = " + linear + ";");
+  for (size_t d = o.rank; d-- > 0;) {
+    idx[d] = w.fresh("u");
+    const std::string e = d == o.dim ? "(long long)" + w.extent(o.index, 0) : "(long long)" + w.extent(o.out, d);
+    if (d == 0) {
+      w.line("[[maybe_unused]] const long long " + idx[d] + " = " + rem + ";");
+    } else {
+      w.line("[[maybe_unused]] const long long " + idx[d] + " = " + rem + " % " + e + ";");
+      w.line(rem + " /= " + e + ";");
+    }
+  }
+  return idx;
+}
+
+// The index value of an update (long long) and whether it is in range.
+std::string target_index(KernelWriter& w, const ScatterParams& p, const Operands& o, const std::vector<std::string>& u) {
+  const std::string i = p.slices ? w.value_at(o.index, {u[o.dim]}) : w.value_at(o.index, u);
+  const std::string t = w.fresh("t");
+  w.line("const long long " + t + " = (long long)" + i + ";");
+  return t;
+}
+
+std::string in_range(KernelWriter& w, const Operands& o, const std::string& t) {
+  return t + " >= 0 && " + t + " < (long long)" + w.extent(o.out, o.dim);
+}
+
+std::vector<std::string> with_dim(std::vector<std::string> idx, size_t dim, const std::string& i) {
+  idx[dim] = i;
+  return idx;
+}
+
+// Row-major linear index of `idx` over the result's sizes (counts, keys).
+std::string logical_linear(KernelWriter& w, const Operands& o, const std::vector<std::string>& idx) {
+  std::string l = "(long long)(" + idx[0] + ")";
+  for (size_t d = 1; d < o.rank; ++d) l = "(" + l + " * " + w.extent(o.out, d) + " + " + idx[d] + ")";
+  return l;
+}
+
+// The identity a selected element starts from when include_self is off
+// (atomic path), as a register of the dtype.
+std::string identity(const Operands& o, ScatterReduce r) {
+  const DType t = o.dtype;
+  switch (r) {
+    case ScatterReduce::Prod: return literal_i64(t, 1);
+    case ScatterReduce::Amax:
+      if (is_float(t)) return literal_f64(t, -__builtin_inf());
+      if (t == DType::Bool) return "false";
+      return t == DType::I64 ? "(-9223372036854775807LL - 1)" : t == DType::I32 ? "(-2147483647 - 1)" : t == DType::I8 ? "-128" : "0";
+    case ScatterReduce::Amin:
+      if (is_float(t)) return literal_f64(t, __builtin_inf());
+      if (t == DType::Bool) return "true";
+      return t == DType::I64 ? "9223372036854775807LL" : t == DType::I32 ? "2147483647" : t == DType::I8 ? "127" : "255";
+    default: return literal_i64(t, 0);
+  }
+}
+
+// `a` combined with `b` (registers of the dtype, or double) by reduce r.
+std::string combine(ScatterReduce r, DType t, const std::string& a, const std::string& b) {
+  switch (r) {
+    case ScatterReduce::Sum:
+    case ScatterReduce::Mean: return is_float(t) ? a + " + " + b : "kf_add(" + a + ", " + b + ")";
+    case ScatterReduce::Prod: return is_float(t) ? a + " * " + b : "kf_mul(" + a + ", " + b + ")";
+    case ScatterReduce::Amax:
+    case ScatterReduce::Amin: {
+      const bool max = r == ScatterReduce::Amax;
+      if (t == DType::Bool) return "(" + a + (max ? " || " : " && ") + b + ")";
+      if (is_float(t)) return std::string(max ? "kf_max_acc(" : "kf_min_acc(") + a + ", " + b + ")";
+      return std::string(max ? "kf_max_acc((long long)" : "kf_min_acc((long long)") + a + ", (long long)" + b + ")";
+    }
+    case ScatterReduce::None: return b;
+  }
+  return b;
+}
+
+// The atomic read-modify-write of out[target] with register v.
+void atomic_update(KernelWriter& w, const ScatterParams& p, const Operands& o, const std::string& addr,
+                   const std::string& v) {
+  const DType t = o.dtype;
+  const ScatterReduce r = p.reduce == ScatterReduce::Mean ? ScatterReduce::Sum : p.reduce;
+  const bool sum = r == ScatterReduce::Sum;
+  if (sum && (t == DType::F32 || t == DType::F64 || t == DType::I32)) {
+    w.line("atomicAdd(" + addr + ", " + v + ");");
+    return;
+  }
+  if (sum && t == DType::I64) {
+    w.line("atomicAdd((unsigned long long*)" + addr + ", (unsigned long long)" + v + ");");
+    return;
+  }
+  if (sum && t == DType::BF16) {
+    w.line("kf_atomic_add_bf16(" + addr + ", " + v + ");");
+    return;
+  }
+  if (sum && t == DType::F16) {
+    w.line("kf_atomic_add_f16(" + addr + ", " + v + ");");
+    return;
+  }
+  if ((r == ScatterReduce::Amax || r == ScatterReduce::Amin) && (t == DType::I32 || t == DType::I64)) {
+    w.line(std::string(r == ScatterReduce::Amax ? "atomicMax(" : "atomicMin(") + addr + ", " + v + ");");
+    return;
+  }
+  // Any other dtype and reduction: a compare-and-swap loop on the word
+  // holding the element.
+  const std::string s = storage_type(t);
+  std::string reg = load_form(t, "cur");
+  std::string res = combine(r, t, reg, v);
+  if (t == DType::BF16 || t == DType::F16 || t == DType::F8E4M3 || t == DType::F8E5M2) res = round_form(t, res);
+  w.line("kf_atomic_apply(" + addr + ", [&](" + s + " cur) -> " + s + " { return " + store_form(t, "(" + std::string(reg_type(t)) + ")(" + res + ")") + "; });");
+}
+
+std::string scratch_words(const char* type) { return std::string("((") + type + "*)args.scratch)"; }
+
+}  // namespace
+
+void emit_scatter_copy(KernelWriter& w, const ScatterParams& p) {
+  const Operands o = operands(w, p);
+  const std::string n = w.numel(o.out);
+  w.open("for (long long q = " + std::string(kThread) + "; q < " + n + "; q += " + kGridStride + ")");
+  const std::vector<std::string> idx = unravel(w, o.out, all_dims(o.rank), "q");
+  w.store(o.out, idx, w.value_at(o.x, idx));
+  if (p.reduce == ScatterReduce::Mean && !p.sorted) w.line(scratch_words("int") + "[q] = 0;");
+  w.close();
+}
+
+void emit_scatter_clear(KernelWriter& w, const ScatterParams& p) {
+  const Operands o = operands(w, p);
+  w.open("for (long long q = " + std::string(kThread) + "; q < " + update_count(w, p, o) + "; q += " + kGridStride + ")");
+  const std::vector<std::string> u = update_index(w, p, o, "q", "c");
+  const std::string t = target_index(w, p, o, u);
+  w.open("if (" + in_range(w, o, t) + ")");
+  w.store(o.out, with_dim(u, o.dim, t), identity(o, p.reduce));
+  w.close();
+  w.close();
+}
+
+void emit_scatter_update(KernelWriter& w, const ScatterParams& p) {
+  const Operands o = operands(w, p);
+  w.open("for (long long q = " + std::string(kThread) + "; q < " + update_count(w, p, o) + "; q += " + kGridStride + ")");
+  const std::vector<std::string> u = update_index(w, p, o, "q", "u");
+  const std::string t = target_index(w, p, o, u);
+  w.open("if (" + in_range(w, o, t) + ")");  // out of range: skipped (docs/semantics.md#scatter)
+  const std::vector<std::string> target = with_dim(u, o.dim, t);
+  const std::string v = w.value_at(o.src, u);
+  if (p.reduce == ScatterReduce::None) {
+    w.store(o.out, target, v);
+  } else {
+    atomic_update(w, p, o, w.pointer(o.out) + " + " + w.offset(o.out, target), v);
+    if (p.reduce == ScatterReduce::Mean) w.line("atomicAdd(" + scratch_words("int") + " + " + logical_linear(w, o, target) + ", 1);");
+  }
+  w.close();
+  w.close();
+}
+
+void emit_scatter_mean(KernelWriter& w, const ScatterParams& p) {
+  const Operands o = operands(w, p);
+  const std::string n = w.numel(o.out);
+  w.open("for (long long q = " + std::string(kThread) + "; q < " + n + "; q += " + kGridStride + ")");
+  w.line("const int cnt = " + scratch_words("int") + "[q];");
+  w.open("if (cnt > 0)");
+  const std::vector<std::string> idx = unravel(w, o.out, all_dims(o.rank), "q");
+  const std::string at = w.pointer(o.out) + "[" + w.offset(o.out, idx) + "]";
+  const DType t = o.dtype;
+  const std::string cur = "(" + std::string(reg_type(t)) + ")" + load_form(t, at);
+  const std::string count = "(cnt + " + std::string(p.include_self ? "1" : "0") + ")";
+  std::string res;
+  if (is_float(t)) {
+    res = "(" + cur + " / (" + reg_type(t) + ")" + count + ")";
+    if (t != DType::F32 && t != DType::F64) res = round_form(t, res);
+  } else {
+    res = "kf_floor_div((long long)" + cur + ", (long long)" + count + ")";
+  }
+  w.line(at + " = " + store_form(t, "(" + std::string(reg_type(t)) + ")(" + res + ")") + ";");
+  w.close();
+  w.close();
+}
+
+void emit_scatter_keys(KernelWriter& w, const ScatterParams& p) {
+  const Operands o = operands(w, p);
+  const std::string units = p.slices ? "(long long)" + w.extent(o.index, 0) : w.numel(o.index);
+  w.line("long long* const keys = " + scratch_words("long long") + ";");
+  w.line("long long* const pos = keys + args.padded;");
+  w.open("for (long long q = " + std::string(kThread) + "; q < args.padded; q += " + kGridStride + ")");
+  w.line("long long key = " + std::string(kNoKey) + ";");
+  w.open("if (q < " + units + ")");
+  if (p.slices) {
+    const std::string t = target_index(w, p, o, with_dim(std::vector<std::string>(o.rank, "0"), o.dim, "q"));
+    w.line("if (" + in_range(w, o, t) + ") key = " + t + ";");
+  } else {
+    const std::vector<std::string> u = unravel(w, o.index, all_dims(o.rank), "q", "k", true);
+    const std::string t = target_index(w, p, o, u);
+    w.line("if (" + in_range(w, o, t) + ") key = " + logical_linear(w, o, with_dim(u, o.dim, t)) + ";");
+  }
+  w.close();
+  w.line("keys[q] = key;");
+  w.line("pos[q] = q;");
+  w.close();
+}
+
+// Bitonic sort of (key, pos) pairs, 2048 per block in shared memory: with
+// args.sort_k == 0 every chunk is sorted from scratch (steps k = 2..2048),
+// else the steps j = 1024..1 of merge step k (the global kernel did j >=
+// 2048). Blocks of 1024 threads, one compare-exchange each per step.
+void emit_scatter_sort_block(KernelWriter& w, const ScatterParams& /*p*/) {
+  w.line("__shared__ long long sk[2048], sp[2048];");
+  w.line("long long* const keys = " + scratch_words("long long") + ";");
+  w.line("long long* const pos = keys + args.padded;");
+  w.line("const int t = threadIdx.x;");
+  w.open("for (long long base = (long long)blockIdx.x * 2048; base < args.padded; base += (long long)gridDim.x * 2048)");
+  w.line("sk[t] = keys[base + t]; sp[t] = pos[base + t];");
+  w.line("sk[t + 1024] = keys[base + t + 1024]; sp[t + 1024] = pos[base + t + 1024];");
+  w.line("__syncthreads();");
+  w.line("const long long k0 = args.sort_k == 0 ? 2 : args.sort_k;");
+  w.line("const long long k1 = args.sort_k == 0 ? 2048 : args.sort_k;");
+  w.open("for (long long k = k0; k <= k1; k <<= 1)");
+  w.open("for (int j = (int)(k < 2048 ? k >> 1 : 1024); j > 0; j >>= 1)");
+  w.line("const int i0 = 2 * t - (t & (j - 1));");
+  w.line("const int i1 = i0 + j;");
+  w.line("const bool up = ((base + i0) & k) == 0;");
+  w.line("const long long ka = sk[i0], kb = sk[i1], pa = sp[i0], pb = sp[i1];");
+  w.line("const bool greater = ka > kb || (ka == kb && pa > pb);");
+  w.open("if (greater == up)");
+  w.line("sk[i0] = kb; sk[i1] = ka; sp[i0] = pb; sp[i1] = pa;");
+  w.close();
+  w.line("__syncthreads();");
+  w.close();
+  w.close();
+  w.line("keys[base + t] = sk[t]; pos[base + t] = sp[t];");
+  w.line("keys[base + t + 1024] = sk[t + 1024]; pos[base + t + 1024] = sp[t + 1024];");
+  w.line("__syncthreads();");
+  w.close();
+}
+
+// One global compare-exchange step (args.sort_k, args.sort_j >= 2048).
+void emit_scatter_sort_global(KernelWriter& w, const ScatterParams& /*p*/) {
+  w.line("long long* const keys = " + scratch_words("long long") + ";");
+  w.line("long long* const pos = keys + args.padded;");
+  w.line("const long long j = args.sort_j, k = args.sort_k;");
+  w.open("for (long long q = " + std::string(kThread) + "; q < args.padded / 2; q += " + kGridStride + ")");
+  w.line("const long long i0 = 2 * q - (q & (j - 1));");
+  w.line("const long long i1 = i0 + j;");
+  w.line("const bool up = (i0 & k) == 0;");
+  w.line("const long long ka = keys[i0], kb = keys[i1], pa = pos[i0], pb = pos[i1];");
+  w.line("const bool greater = ka > kb || (ka == kb && pa > pb);");
+  w.open("if (greater == up)");
+  w.line("keys[i0] = kb; keys[i1] = ka; pos[i0] = pb; pos[i1] = pa;");
+  w.close();
+  w.close();
+}
+
+// One thread per (sorted key, element of the slice): the first key of
+// each run combines the run in src order and stores the result once.
+void emit_scatter_apply(KernelWriter& w, const ScatterParams& p) {
+  const Operands o = operands(w, p);
+  std::string width = "1LL";
+  if (p.slices) {
+    width = "1LL";
+    for (size_t d = 0; d < o.rank; ++d)
+      if (d != o.dim) width += " * " + w.extent(o.out, d);
+    width = w.hoist("long long", "wd", width);
+  }
+  w.line("const long long* const keys = " + scratch_words("const long long") + ";");
+  w.line("const long long* const pos = keys + args.padded;");
+  w.open("for (long long q = " + std::string(kThread) + "; q < args.padded * " + width + "; q += " + kGridStride + ")");
+  w.line("const long long p = q / " + width + ";");
+  w.line("[[maybe_unused]] const long long c = q - p * " + width + ";");
+  w.line("const long long key = keys[p];");
+  w.line("if (key == " + std::string(kNoKey) + " || (p > 0 && keys[p - 1] == key)) continue;");
+  // The slice element's index (index_reduce): c over the result's dims but dim.
+  std::vector<std::string> target(o.rank, "0");
+  std::vector<size_t> others;
+  if (p.slices) {
+    std::string rem = w.fresh("rem");
+    w.line("long long " + rem + " = c;");
+    for (size_t d = o.rank; d-- > 0;) {
+      if (d == o.dim) continue;
+      target[d] = w.fresh("e");
+      w.line("const long long " + target[d] + " = " + rem + " % (long long)" + w.extent(o.out, d) + ";");
+      w.line(rem + " /= (long long)" + w.extent(o.out, d) + ";");
+    }
+    target[o.dim] = "key";
+  } else {
+    target = unravel(w, o.out, all_dims(o.rank), "key", "t", true);
+  }
+  const DType t = o.dtype;
+  const bool none = p.reduce == ScatterReduce::None;
+  const std::string acc_t = none ? reg_type(t) : "double";
+  const DType acc_d = none ? t : DType::F64;
+  w.line(acc_t + " acc = 0;");
+  w.line("long long n = 0;");
+  if (p.include_self && !none) {
+    w.line("acc = " + convert(t, acc_d, w.value_at(o.x, target)) + ";");
+    w.line("n = 1;");
+  }
+  w.open("for (long long r = p; r < args.padded && keys[r] == key; ++r)");
+  std::vector<std::string> source;
+  if (p.slices) {
+    source = with_dim(target, o.dim, "pos[r]");
+  } else {
+    w.line("const long long sp = pos[r];");
+    source = unravel(w, o.index, all_dims(o.rank), "sp", "s", true);
+  }
+  const std::string v = convert(t, acc_d, w.value_at(o.src, source));
+  w.line("acc = n == 0 ? " + v + " : " + combine(p.reduce, acc_d, "acc", v) + ";");
+  w.line("++n;");
+  w.close();
+  if (p.reduce == ScatterReduce::Mean) w.line("acc = acc / (double)n;");
+  w.store(o.out, target, convert(acc_d, t, "acc"));
+  w.close();
+}
+
+// Device helpers of the scatter kernels, in their units only (the other
+// kernels do not pay for parsing them).
+std::string_view scatter_helpers() {
+  return R"KFCUDA(
+// The bytes of a stored element (low bytes first, as the GPU stores them).
+template <class T> KF_DEV T kf_from_bits(unsigned long long b) { union { unsigned long long u; T t; } x; x.u = b; return x.t; }
+template <class T> KF_DEV unsigned long long kf_to_bits(T t) { union { unsigned long long u; T t; } x; x.u = 0; x.t = t; return x.u; }
+// A read-modify-write of one stored element of 1, 2, 4 or 8 bytes by a
+// compare-and-swap loop on the aligned word that holds it.
+template <class T, class F> KF_DEV void kf_atomic_apply(T* p, F f) {
+  if constexpr (sizeof(T) == 8) {
+    unsigned long long* w = (unsigned long long*)p;
+    unsigned long long old = *(volatile unsigned long long*)w, assumed;
+    do {
+      assumed = old;
+      const unsigned long long nb = kf_to_bits(f(kf_from_bits<T>(assumed)));
+      if (nb == assumed) return;
+      old = atomicCAS(w, assumed, nb);
+    } while (old != assumed);
+  } else {
+    const unsigned long long a = (unsigned long long)p;
+    unsigned* w = (unsigned*)(a & ~3ull);
+    const unsigned shift = (unsigned)(a & 3ull) * 8u;
+    const unsigned mask = sizeof(T) == 4 ? 0xffffffffu : ((1u << (8 * sizeof(T))) - 1u) << shift;
+    unsigned old = *(volatile unsigned*)w, assumed;
+    do {
+      assumed = old;
+      const unsigned nb = (unsigned)kf_to_bits(f(kf_from_bits<T>((assumed & mask) >> shift)));
+      const unsigned nw = (assumed & ~mask) | ((nb << shift) & mask);
+      if (nw == assumed) return;
+      old = atomicCAS(w, assumed, nw);
+    } while (old != assumed);
+  }
+}
+KF_DEV void kf_atomic_add_bf16(unsigned short* p, float v) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.noftz.bf16 [%0], %1;" :: "l"(p), "h"(kf_f2bf(v)) : "memory");
+#else
+  kf_atomic_apply(p, [&](unsigned short c) -> unsigned short { return kf_f2bf(kf_bf2f(c) + v); });
+#endif
+}
+KF_DEV void kf_atomic_add_f16(unsigned short* p, float v) {
+  asm volatile("red.global.add.noftz.f16 [%0], %1;" :: "l"(p), "h"(kf_f2h(v)) : "memory");
+}
+KF_DEV long long kf_floor_div(long long a, long long b) {
+  long long q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+)KFCUDA";
+}
+
+}  // namespace kf

@@ -1,0 +1,67 @@
+#include "core/runtime/cuda/scatter_launch.h"
+
+#include <algorithm>
+
+namespace kf::cuda {
+
+namespace {
+
+// Grid-stride kernels: enough blocks for the work, at most 32 per
+// multiprocessor (each thread then loops).
+uint32_t grid_for(int64_t work, int block, int multiprocessors, int max_grid_x) {
+  const int64_t want = (work + block - 1) / block;
+  const int64_t cap = std::min<int64_t>(int64_t{32} * std::max(multiprocessors, 1), max_grid_x);
+  return static_cast<uint32_t>(std::clamp<int64_t>(want, 1, cap));
+}
+
+int64_t product(std::span<const int64_t> s) {
+  int64_t n = 1;
+  for (int64_t e : s) n *= e;
+  return n;
+}
+
+}  // namespace
+
+ScatterLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x) {
+  const KernelPlan::ScatterKernels& k = plan.scatter;
+  const int block = plan.launch.block;
+  ScatterLaunch l;
+  const std::span<const int64_t> out = sizes[k.output];
+  const int64_t n_out = product(out);
+  if (n_out == 0) return l;  // nothing to write (and every index is out of range)
+  const auto step = [&](const std::string& kernel, int64_t work, int b = 0) {
+    const int bl = b > 0 ? b : block;
+    l.steps.push_back({&kernel, grid_for(work, bl, multiprocessors, max_grid_x), static_cast<uint32_t>(bl)});
+  };
+  step(plan.name, n_out);
+  const std::span<const int64_t> index = sizes[k.index];
+  const int64_t units = k.slices ? index[0] : product(index);
+  const int64_t width = k.slices ? n_out / out[k.dim] : 1;
+  if (units == 0) return l;
+  if (!k.apply.empty()) {  // sorted path
+    int64_t padded = 2048;
+    while (padded < units) padded *= 2;
+    l.padded = padded;
+    l.scratch_bytes = static_cast<uint64_t>(padded) * 16;
+    step(k.keys, padded);
+    const auto blocks = static_cast<uint32_t>(std::min<int64_t>(padded / 2048, max_grid_x));
+    l.steps.push_back({&k.sort_block, blocks, 1024, 0, 0});
+    for (int64_t kk = 4096; kk <= padded; kk *= 2) {
+      for (int64_t j = kk / 2; j >= 2048; j /= 2) {
+        step(k.sort_global, padded / 2);
+        l.steps.back().sort_k = kk;
+        l.steps.back().sort_j = j;
+      }
+      l.steps.push_back({&k.sort_block, blocks, 1024, kk, 0});
+    }
+    step(k.apply, padded * width);
+    return l;
+  }
+  if (k.counts) l.scratch_bytes = static_cast<uint64_t>(n_out) * 4;
+  if (!k.clear.empty()) step(k.clear, units * width);
+  step(k.update, units * width);
+  if (!k.mean.empty()) step(k.mean, n_out);
+  return l;
+}
+
+}  // namespace kf::cuda
