@@ -1,5 +1,6 @@
-// The scatter scheduler: a task holding one scatter or index_reduce (the
-// segmenter keeps them alone). The sorted path runs where the atomic one
+// The scatter scheduler: a task holding one scatter or index_reduce and
+// the producers of its operands that its kernels compute inline
+// (grouping.cpp: scatter_producers). The sorted path runs where the atomic one
 // would make the result depend on thread order and the definition asks
 // for determinism: float sum, prod and mean (rounding depends on the
 // order), and reduce none with duplicate indices (which update lands).
@@ -11,14 +12,30 @@ namespace kf {
 
 std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Task& task, std::string* why) {
   const Fusion& f = *c.fusion;
-  if (task.exprs.size() != 1) {
-    if (why != nullptr) *why = "a scatter with other ops (its segment holds it alone)";
+  int64_t scatter = -1;
+  for (int64_t ei : task.exprs) {
+    const Op op = f.exprs[static_cast<size_t>(ei)].op;
+    const OpCategory cat = op_info(op).category;
+    if (cat == OpCategory::Scatter) {
+      if (scatter >= 0) {
+        if (why != nullptr) *why = "two scatters in one task (each runs alone)";
+        return std::nullopt;
+      }
+      scatter = ei;
+    } else if (!is_pointwise(op) && cat != OpCategory::Shape && cat != OpCategory::Creation &&
+               cat != OpCategory::Indexing && cat != OpCategory::Query) {
+      if (why != nullptr) *why = std::string("a scatter with a ") + op_name(op).data() + " (only its producers computed inline join it)";
+      return std::nullopt;
+    }
+  }
+  const Expr& e = f.exprs[static_cast<size_t>(scatter)];
+  if (task.outputs.size() != 1 || task.outputs[0] != e.outputs[0]) {
+    if (why != nullptr) *why = "a scatter task must write the scatter's result and nothing else";
     return std::nullopt;
   }
-  const Expr& e = f.exprs[static_cast<size_t>(task.exprs[0])];
   const ScatterAttrs a(e);
   ScatterParams p;
-  p.expr = task.exprs[0];
+  p.expr = scatter;
   p.slices = ScatterAttrs::slices(e);
   p.reduce = a.reduce;
   p.include_self = a.include_self;

@@ -115,9 +115,58 @@ class Grouper {
       if (op_info(f_.exprs[i].op).category == OpCategory::Library) {
         pattern = match_matmul_pattern(c_, e, sole);
         if (pattern.size() == 1 || !accepts_(pattern)) pattern = {e};
+      } else if (op_info(f_.exprs[i].op).category == OpCategory::Scatter) {
+        pattern = scatter_producers(e);
+        if (pattern.size() > 1 && !accepts_(pattern)) pattern = {e};
       }
       for (int64_t m : pattern) library_head_[static_cast<size_t>(m)] = e;
     }
+  }
+
+  // A scatter and the producers its kernels can compute inline (casts,
+  // broadcasts, a zero-filled start: value_at of any pointwise, shape,
+  // creation, gather or size op) whose values nothing outside the group
+  // reads: the cast source, the index expanded from a vector and the
+  // `full` the result starts from are never written to memory.
+  std::vector<int64_t> scatter_producers(int64_t scatter) const {
+    std::vector<bool> member(f_.exprs.size(), false);
+    member[static_cast<size_t>(scatter)] = true;
+    std::vector<int64_t> group = {scatter};
+    // Values read by live exprs outside the group (or fusion outputs) stay materialized.
+    const auto read_outside = [&](int64_t v) {
+      for (const Output& o : f_.outputs)
+        if (o.value == v) return true;
+      for (size_t i = 0; i < f_.exprs.size(); ++i) {
+        if (!live_[i] || member[i]) continue;
+        for (int64_t in : f_.exprs[i].inputs)
+          if (in == v) return true;
+      }
+      return false;
+    };
+    for (bool changed = true; changed;) {  // to a fixpoint: a value may have several readers in the group
+      changed = false;
+      for (size_t g = 0; g < group.size(); ++g) {
+        for (int64_t in : f_.exprs[static_cast<size_t>(group[g])].inputs) {
+          const int64_t p = producer_[static_cast<size_t>(in)];
+          if (p < 0 || member[static_cast<size_t>(p)] || !live_[static_cast<size_t>(p)] ||
+              library_head_[static_cast<size_t>(p)] >= 0 || stage_[static_cast<size_t>(p)] != stage_[static_cast<size_t>(scatter)])
+            continue;
+          const Op op = f_.exprs[static_cast<size_t>(p)].op;
+          const OpCategory cat = op_info(op).category;
+          if (!is_pointwise(op) && cat != OpCategory::Shape && cat != OpCategory::Creation &&
+              cat != OpCategory::Indexing && cat != OpCategory::Query)
+            continue;
+          bool outside = false;
+          for (int64_t out : f_.exprs[static_cast<size_t>(p)].outputs) outside = outside || read_outside(out);
+          if (outside) continue;
+          member[static_cast<size_t>(p)] = true;
+          group.push_back(p);
+          changed = true;
+        }
+      }
+    }
+    std::sort(group.begin(), group.end());
+    return group;
   }
 
   bool in_library_group(int64_t expr) const { return library_head_[static_cast<size_t>(expr)] >= 0; }

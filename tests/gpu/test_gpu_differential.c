@@ -1472,6 +1472,129 @@ static void test_arg_reductions(void** state) {
   end_test("arg_reductions");
 }
 
+/* scatter and index_reduce: the sorted path (deterministic) must equal the
+ * CPU bit for bit (both combine in src order in float64); the atomic path
+ * within the dtype's tolerance (integers and amax/amin exactly). Indices
+ * collide (several updates per target), inputs are strided, index_reduce
+ * src broadcasts a size-1 dim; sizes 0 and 1 and more updates than one
+ * sort block holds (the global merge steps). Then out-of-range indices on
+ * the GPU: skipped, the result is the input, nothing else is written. */
+static void scatter_case(const char* op, kf_dtype dt, int dim, const char* attrs, const int64_t* xs,
+                         const int64_t* is, int irank, const int64_t* ss, int transposed, double tol) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "input x: tensor<%1$s, 2>\ninput i: tensor<int64, %2$d>\ninput s: tensor<%1$s, 2>\n"
+           "y = %3$s(x, i, s) {dim=%4$d, %5$s}\noutput y\n",
+           kf_dtype_name(dt), irank, op, dim, attrs);
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  tin in[3];
+  in[0] = input(dt, 2, xs);
+  if (transposed) {
+    const int64_t st[2] = {1, xs[0]};
+    with_strides(&in[0], st, 0);
+  }
+  in[1] = input(KF_INT64, irank, is);
+  in[2] = input(dt, 2, ss);
+  const int prod = strstr(attrs, "prod") != NULL;
+  fill(&in[0], prod ? 0.5 : -4, prod ? 1.5 : 4, 0);
+  fill(&in[1], 0, (double)xs[dim] - 1, 0);
+  fill(&in[2], prod ? 0.5 : -4, prod ? 1.5 : 4, 0);
+  char what[300];
+  snprintf(what, sizeof what, "%s dim %d %s {%s} x [%lld,%lld]%s", op, dim, kf_dtype_name(dt), attrs, (long long)xs[0],
+           (long long)xs[1], transposed ? " transposed" : "");
+  run_case_tol(f, in, 3, what, 1.0, tol);
+  free_inputs(in, 3);
+  kf_fusion_release(f);
+}
+
+static void scatter_out_of_range(void) {
+  const char* text =
+      "input x: tensor<float32, 2>\ninput i: tensor<int64, 1>\ninput s: tensor<float32, 2>\n"
+      "y = index_reduce(x, i, s) {dim=0, reduce=sum}\noutput y\n";
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  const int64_t xs[2] = {8, 64}, is[1] = {6}, ss[2] = {6, 64};
+  tin in[3] = {input(KF_FLOAT32, 2, xs), input(KF_INT64, 1, is), input(KF_FLOAT32, 2, ss)};
+  fill(&in[0], -4, 4, 0);
+  fill(&in[2], -4, 4, 0);
+  in[1].host = calloc(6, 8);
+  const int64_t bad[6] = {-1, 8, 1000000, -1000000, 9, (int64_t)1 << 40};
+  memcpy(in[1].host, bad, sizeof bad);
+  DLTensor t[3];
+  const DLTensor* p[3];
+  void* dev[3];
+  for (int k = 0; k < 3; ++k) {
+    size_t bytes = (size_t)in[k].storage * (size_t)dtype_bytes(in[k].dtype);
+    dev[k] = gpu_alloc(bytes);
+    gpu_to_device(dev[k], in[k].host, bytes);
+    t[k] = view(&in[k], dev[k], 1);
+    p[k] = &t[k];
+  }
+  kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
+  DLManagedTensor* out;
+  KF_CHECK(kf_execute(f, p, 3, &out, 1, &opts));
+  GPU_CHECK(gpu.stream_sync(g_stream));
+  float host[8 * 64];
+  gpu_to_host(host, out->dl_tensor.data, sizeof host);
+  if (memcmp(host, in[0].host, sizeof host) != 0) {
+    printf("FAILED scatter out of range: the result differs from the input\n");
+    ++g_failures;
+  }
+  out->deleter(out);
+  for (int k = 0; k < 3; ++k) gpu_free(dev[k]);
+  free_inputs(in, 3);
+  kf_fusion_release(f);
+}
+
+static void test_scatter(void** state) {
+  (void)state;
+  const kf_dtype fl[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT64};
+  /* scatter along dim 1 and dim 0: targets in [0, size), several updates each */
+  const int64_t x1[2] = {64, 300}, i1[2] = {64, 700}, s1[2] = {64, 800};
+  const int64_t x0[2] = {50, 96}, i0[2] = {3000, 96}, s0[2] = {3000, 100};
+  const int64_t x_one[2] = {1, 1}, i_one[2] = {1, 1};
+  const int64_t x_empty[2] = {0, 5}, i_empty[2] = {0, 5};
+  for (int d = 0; d < 3; ++d) {
+    const kf_dtype dt = fl[d];
+    const double atomic_tol = dt == KF_BFLOAT16 ? 0.05 : -1;
+    for (int tr = 0; tr < 2; ++tr) {
+      scatter_case("scatter", dt, 1, "reduce=sum, deterministic=true", x1, i1, 2, s1, tr, 0);
+      scatter_case("scatter", dt, 0, "reduce=sum, include_self=false, deterministic=true", x0, i0, 2, s0, tr, 0);
+      scatter_case("scatter", dt, 1, "reduce=none, deterministic=true", x1, i1, 2, s1, tr, 0);
+      scatter_case("scatter", dt, 0, "reduce=mean, deterministic=true", x0, i0, 2, s0, tr, 0);
+      scatter_case("scatter", dt, 1, "reduce=prod, include_self=false, deterministic=true", x1, i1, 2, s1, tr, 0);
+      scatter_case("scatter", dt, 1, "reduce=sum", x1, i1, 2, s1, tr, atomic_tol);
+      scatter_case("scatter", dt, 0, "reduce=mean, include_self=false", x0, i0, 2, s0, tr, atomic_tol);
+      scatter_case("scatter", dt, 1, "reduce=prod", x1, i1, 2, s1, tr, atomic_tol);
+      scatter_case("scatter", dt, 1, "reduce=amax", x1, i1, 2, s1, tr, 0);
+      scatter_case("scatter", dt, 0, "reduce=amin, include_self=false", x0, i0, 2, s0, tr, 0);
+    }
+    scatter_case("scatter", dt, 1, "reduce=sum, deterministic=true", x_one, i_one, 2, i_one, 0, 0);
+    scatter_case("scatter", dt, 1, "reduce=sum", x_empty, i_empty, 2, i_empty, 0, 0);
+    /* index_reduce: embedding backward (dim 0, 5000 rows into 700), dim 1, src broadcast along dim 1 */
+    const int64_t ex[2] = {700, 256}, ei[1] = {5000}, es[2] = {5000, 256}, eb[2] = {5000, 1};
+    const int64_t cx[2] = {40, 30}, ci[1] = {90}, cs[2] = {40, 90};
+    scatter_case("index_reduce", dt, 0, "reduce=sum, deterministic=true", ex, ei, 1, es, 0, 0);
+    scatter_case("index_reduce", dt, 0, "reduce=sum", ex, ei, 1, es, 0, atomic_tol);
+    scatter_case("index_reduce", dt, 0, "reduce=mean, include_self=false, deterministic=true", ex, ei, 1, eb, 1, 0);
+    scatter_case("index_reduce", dt, 1, "reduce=sum, deterministic=true", cx, ci, 1, cs, 1, 0);
+    scatter_case("index_reduce", dt, 1, "reduce=amax, include_self=false", cx, ci, 1, cs, 0, 0);
+    scatter_case("index_reduce", dt, 1, "reduce=none, deterministic=true", cx, ci, 1, cs, 0, 0);
+  }
+  /* integers: atomics are exact */
+  const kf_dtype in_[] = {KF_INT32, KF_INT64, KF_INT8};
+  for (int d = 0; d < 3; ++d) {
+    scatter_case("scatter", in_[d], 1, "reduce=sum", x1, i1, 2, s1, 0, 0);
+    scatter_case("scatter", in_[d], 0, "reduce=amax, include_self=false", x0, i0, 2, s0, 1, 0);
+    if (in_[d] != KF_INT8)  /* the atomic path sums in the dtype: int8 sums wrap before the division */
+      scatter_case("scatter", in_[d], 1, "reduce=mean", x1, i1, 2, s1, 0, 0);
+    scatter_case("scatter", in_[d], 1, "reduce=prod", x1, i1, 2, s1, 0, 0);
+  }
+  scatter_out_of_range();
+  end_test("scatter");
+}
+
 /* Extents as values (size): a mean written as sum / size(x, -1), a scale
  * by the sum of two extents, and a flatten whose shape is
  * mul(size(x, 0), size(x, 1)). Not yet run on a device (session 7 had no
@@ -1701,7 +1824,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
