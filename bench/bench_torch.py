@@ -238,6 +238,11 @@ def torch_fn(name):
             h = residual + x.float()
             return h, h.to(x.dtype)
         return residual_add_cast
+    if name == "embedding_bwd":
+        return lambda gw, tok, dy: gw.index_add(0, tok, dy)
+    if name == "scatter_max_nodes":
+        return lambda x, dst, msg: x.scatter_reduce(0, dst[:, None].expand(-1, msg.shape[1]), msg, "amax",
+                                                    include_self=False)
     if name == "adamw_step":
         def adamw_step(param, grad, exp_avg, exp_avg_sq):
             # The constants of adamw_step.kf: decay = 1 - lr * weight_decay,
