@@ -460,7 +460,16 @@ void run_config(CudaDriver* d, void* stream, const BenchOptions& o, const BenchC
     for (size_t i = 0; i < shapes.size() && i < infos.size(); ++i) {
       const size_t elements = static_cast<size_t>(numel(shapes[i]));
       data[i] = mem->allocate(elements * static_cast<size_t>(dtype_bytes(infos[i].dtype)));
-      pool_for(infos[i].dtype).fill(*d, data[i], elements, rng);
+      if (infos[i].dtype == KF_INT64) {
+        // Class labels and indices: uniform in [0, the first input's last
+        // dim), as bench_torch.py draws them (training.txt).
+        const int64_t classes = shapes[0].empty() ? 1 : std::max<int64_t>(shapes[0].back(), 1);
+        std::vector<int64_t> labels(elements);
+        for (int64_t& l : labels) l = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(classes));
+        d->to_device(data[i], labels.data(), elements * sizeof(int64_t));
+      } else {
+        pool_for(infos[i].dtype).fill(*d, data[i], elements, rng);
+      }
     }
   } else {
     // --dry-run: concretization reads metadata only; this address (aligned

@@ -292,29 +292,62 @@ void emit_scatter_sort_global(KernelWriter& w, const ScatterParams& /*p*/) {
   w.close();
 }
 
-// One thread per (sorted key, element of the slice): the first key of
-// each run combines the run in src order and stores the result once.
-void emit_scatter_apply(KernelWriter& w, const ScatterParams& p) {
-  const Operands o = operands(w, p);
-  std::string width = "1LL";
+namespace {
+
+// The sorted path's combine chunk: a run of equal keys is summed in order
+// by one thread per slice element within each chunk of kSortedChunk
+// sorted positions; runs that cross chunks are finished from the
+// chunks' partials (emit_scatter_combine), so an index repeated
+// thousands of times costs a few chunks' latency, not one long chain.
+constexpr int kSortedChunk = KernelPlan::kScatterSortedChunk;
+constexpr int kSortedUnroll = 8;  // independent src loads in flight per thread
+
+struct Sorted {
+  std::string width;  // slice elements per update (1 for scatter)
+  std::string acc_t;
+  DType acc_d;
+  bool none;
+};
+
+Sorted sorted_types(KernelWriter& w, const ScatterParams& p, const Operands& o) {
+  Sorted s;
+  s.width = "1LL";
   if (p.slices) {
-    width = "1LL";
+    std::string width = "1LL";
     for (size_t d = 0; d < o.rank; ++d)
       if (d != o.dim) width += " * " + w.extent(o.out, d);
-    width = w.hoist("long long", "wd", width);
+    s.width = w.hoist("long long", "wd", width);
   }
-  w.line("const long long* const keys = " + scratch_words("const long long") + ";");
-  w.line("const long long* const pos = keys + args.padded;");
-  w.open("for (long long q = " + std::string(kThread) + "; q < args.padded * " + width + "; q += " + kGridStride + ")");
-  w.line("const long long p = q / " + width + ";");
-  w.line("[[maybe_unused]] const long long c = q - p * " + width + ";");
+  s.none = p.reduce == ScatterReduce::None;
+  s.acc_t = s.none ? reg_type(o.dtype) : "double";
+  s.acc_d = s.none ? o.dtype : DType::F64;
+  return s;
+}
+
+// Opens the loops over sorted positions p (keys[p] in `key`) that pass
+// `head`, and over the slice elements c: for index_reduce one block per
+// position, its threads over the slice; for scatter one thread per
+// position. Returns the result's index of (key, c). Close twice.
+std::vector<std::string> open_sorted_loops(KernelWriter& w, const ScatterParams& p, const Operands& o, const Sorted& s,
+                                           const std::string& head, const std::vector<std::string>& per_position = {}) {
+  w.line("long long* const keys = " + scratch_words("long long") + ";");
+  w.line("[[maybe_unused]] long long* const pos = keys + args.padded;");
+  w.line("[[maybe_unused]] " + s.acc_t + "* const part = (" + s.acc_t + "*)(keys + 2 * args.padded);");
+  if (p.slices)
+    w.open("for (long long p = blockIdx.x; p < args.padded; p += gridDim.x)");
+  else
+    w.open("for (long long p = " + std::string(kThread) + "; p < args.padded; p += " + kGridStride + ")");
   w.line("const long long key = keys[p];");
-  w.line("if (key == " + std::string(kNoKey) + " || (p > 0 && keys[p - 1] == key)) continue;");
-  // The slice element's index (index_reduce): c over the result's dims but dim.
+  w.line("if (key == " + std::string(kNoKey) + ") continue;");
+  w.line("const bool starts = p == 0 || keys[p - 1] != key;");
+  w.line("const long long chunk_end = p / " + std::to_string(kSortedChunk) + " * " + std::to_string(kSortedChunk) +
+         " + " + std::to_string(kSortedChunk) + ";");
+  w.line("if (!(" + head + ")) continue;");
+  for (const std::string& l : per_position) w.line(l);
   std::vector<std::string> target(o.rank, "0");
-  std::vector<size_t> others;
   if (p.slices) {
-    std::string rem = w.fresh("rem");
+    w.open("for (long long c = threadIdx.x; c < " + s.width + "; c += blockDim.x)");
+    const std::string rem = w.fresh("rem");
     w.line("long long " + rem + " = c;");
     for (size_t d = o.rank; d-- > 0;) {
       if (d == o.dim) continue;
@@ -324,32 +357,97 @@ void emit_scatter_apply(KernelWriter& w, const ScatterParams& p) {
     }
     target[o.dim] = "key";
   } else {
+    w.open("");
+    w.line("const long long c = 0;");
     target = unravel(w, o.out, all_dims(o.rank), "key", "t", true);
   }
-  const DType t = o.dtype;
-  const bool none = p.reduce == ScatterReduce::None;
-  const std::string acc_t = none ? reg_type(t) : "double";
-  const DType acc_d = none ? t : DType::F64;
-  w.line(acc_t + " acc = 0;");
-  w.line("long long n = 0;");
-  if (p.include_self && !none) {
-    w.line("acc = " + convert(t, acc_d, w.value_at(o.x, target)) + ";");
-    w.line("n = 1;");
-  }
-  w.open("for (long long r = p; r < args.padded && keys[r] == key; ++r)");
-  std::vector<std::string> source;
-  if (p.slices) {
-    source = with_dim(target, o.dim, "pos[r]");
-  } else {
-    w.line("const long long sp = pos[r];");
-    source = unravel(w, o.index, all_dims(o.rank), "sp", "s", true);
-  }
-  const std::string v = convert(t, acc_d, w.value_at(o.src, source));
-  w.line("acc = n == 0 ? " + v + " : " + combine(p.reduce, acc_d, "acc", v) + ";");
-  w.line("++n;");
-  w.close();
+  return target;
+}
+
+std::string part_at(const Sorted& s, const std::string& chunk, int slot) {
+  return "part[(" + chunk + " * 2 + " + std::to_string(slot) + ") * " + s.width + " + c]";
+}
+
+// The result register of the run's final value (mean divides by n).
+void store_final(KernelWriter& w, const ScatterParams& p, const Operands& o, const Sorted& s,
+                 const std::vector<std::string>& target) {
   if (p.reduce == ScatterReduce::Mean) w.line("acc = acc / (double)n;");
-  w.store(o.out, target, convert(acc_d, t, "acc"));
+  w.store(o.out, target, convert(s.acc_d, o.dtype, "acc"));
+}
+
+}  // namespace
+
+// Phase 1 of the sorted path: every run start, and every chunk start
+// inside a run, combines its positions up to the run's or the chunk's end
+// in order (kSortedUnroll src loads in flight). A run within one chunk is
+// finished here (starting from the input's value: the CPU's order, so the
+// same bits); a piece of a longer run leaves a partial: slot 0 of its
+// chunk when it continues a run, slot 1 when it starts one.
+void emit_scatter_apply(KernelWriter& w, const ScatterParams& p) {
+  const Operands o = operands(w, p);
+  const Sorted s = sorted_types(w, p, o);
+  const std::vector<std::string> target =
+      open_sorted_loops(w, p, o, s, "starts || p % " + std::to_string(kSortedChunk) + " == 0",
+                        {"long long e = p + 1;", "while (e < args.padded && e < chunk_end && keys[e] == key) ++e;",
+                         "const bool ends = e == args.padded || keys[e] != key;"});
+  w.line(s.acc_t + " acc = 0;");
+  w.line("long long n = 0;");
+  if (p.include_self && !s.none) {
+    w.open("if (starts)");
+    w.line("acc = " + convert(o.dtype, s.acc_d, w.value_at(o.x, target)) + ";");
+    w.line("n = 1;");
+    w.close();
+  }
+  w.open("for (long long r = p; r < e; r += " + std::to_string(kSortedUnroll) + ")");
+  std::vector<std::string> vals;
+  for (int u = 0; u < kSortedUnroll; ++u) {
+    const std::string ru = w.fresh("r");
+    w.line("const long long " + ru + " = pos[r + " + std::to_string(u) + " < e ? r + " + std::to_string(u) + " : r];");
+    std::vector<std::string> source;
+    if (p.slices) source = with_dim(target, o.dim, ru);
+    else source = unravel(w, o.index, all_dims(o.rank), ru, "s" + std::to_string(u), true);
+    vals.push_back(convert(o.dtype, s.acc_d, w.value_at(o.src, source)));
+  }
+  for (int u = 0; u < kSortedUnroll; ++u) {
+    w.open("if (r + " + std::to_string(u) + " < e)");
+    const std::string& v = vals[static_cast<size_t>(u)];
+    w.line("acc = n == 0 ? " + v + " : " + combine(p.reduce, s.acc_d, "acc", v) + ";");
+    w.line("++n;");
+    w.close();
+  }
+  w.close();
+  w.open("if (starts && ends)");
+  store_final(w, p, o, s, target);
+  w.close_open("else");
+  w.line("part[((p / " + std::to_string(kSortedChunk) + ") * 2 + (starts ? 1 : 0)) * " + s.width + " + c] = acc;");
+  w.close();
+  w.close();
+  w.close();
+}
+
+// Phase 2: each run that crosses a chunk end combines its pieces'
+// partials in order (its own chunk's slot 1, then slot 0 of each chunk it
+// continues into).
+void emit_scatter_combine(KernelWriter& w, const ScatterParams& p) {
+  const Operands o = operands(w, p);
+  const Sorted s = sorted_types(w, p, o);
+  const std::string C = std::to_string(kSortedChunk);
+  const std::vector<std::string> target =
+      open_sorted_loops(w, p, o, s, "starts && chunk_end < args.padded && keys[chunk_end] == key");
+  w.line(s.acc_t + " acc = " + part_at(s, "(p / " + C + ")", 1) + ";");
+  w.line("long long k = p / " + C + " + 1;");
+  w.open("while (true)");
+  w.line("acc = " + combine(p.reduce, s.acc_d, "acc", part_at(s, "k", 0)) + ";");
+  w.line("if ((k + 1) * " + C + " < args.padded && keys[(k + 1) * " + C + "] == key) ++k;");
+  w.line("else break;");
+  w.close();
+  if (p.reduce == ScatterReduce::Mean) {  // the run's length
+    w.line("long long e = k * " + C + ";");
+    w.line("while (e < args.padded && keys[e] == key) ++e;");
+    w.line("const long long n = e - p + " + std::string(p.include_self ? "1" : "0") + ";");
+  }
+  store_final(w, p, o, s, target);
+  w.close();
   w.close();
 }
 

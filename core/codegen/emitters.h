@@ -40,7 +40,7 @@ ColumnParams split_row_finish(const RowParams& p);
 
 // emit_scatter.cpp: the kernels of a ScatterParams, one per function, in
 // launch order (copy; atomic path: clear, update, mean; sorted path: keys,
-// sort_block, sort_global, apply); scatter_helpers goes before them.
+// sort_block, sort_global, apply, combine); scatter_helpers goes before them.
 void emit_scatter_copy(KernelWriter& w, const ScatterParams& p);
 void emit_scatter_clear(KernelWriter& w, const ScatterParams& p);
 void emit_scatter_update(KernelWriter& w, const ScatterParams& p);
@@ -49,6 +49,7 @@ void emit_scatter_keys(KernelWriter& w, const ScatterParams& p);
 void emit_scatter_sort_block(KernelWriter& w, const ScatterParams& p);
 void emit_scatter_sort_global(KernelWriter& w, const ScatterParams& p);
 void emit_scatter_apply(KernelWriter& w, const ScatterParams& p);
+void emit_scatter_combine(KernelWriter& w, const ScatterParams& p);
 std::string_view scatter_helpers();
 
 }  // namespace kf

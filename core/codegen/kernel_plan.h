@@ -96,7 +96,9 @@ struct LaunchRule {
     // Scatter: the kernels named in KernelPlan::scatter, in order
     // (core/runtime/cuda/scatter_launch.cpp). Extra argument words:
     // KfArgs::scratch, padded (the sorted path's key count, a power of
-    // two >= 2048), sort_k and sort_j (the bitonic step).
+    // two >= 2048), sort_k and sort_j (the bitonic step). The sorted
+    // path's scratch: keys, positions, then two partials per chunk of
+    // kSortedChunk positions and slice element (scatter_launch.h).
     Scatter,
   };
   Kind kind = Kind::Elementwise;
@@ -172,12 +174,15 @@ struct KernelPlan {
   std::vector<KernelPlan> split_rows;
   // Scatter: which kernels the plan has (empty: none) and the values the
   // launch sizes them by. `name` is the copy of the input.
+  // The sorted path's chunk: runs of equal keys are combined in pieces of
+  // at most this many positions (emit_scatter.cpp).
+  static constexpr int kScatterSortedChunk = 128;
   struct ScatterKernels {
     int64_t index = -1, output = -1;
     size_t dim = 0;
     bool slices = false, counts = false;  // counts: int per result element in scratch (atomic mean)
     std::string clear, update, mean;       // atomic path
-    std::string keys, sort_block, sort_global, apply;  // sorted path
+    std::string keys, sort_block, sort_global, apply, combine;  // sorted path
   };
   ScatterKernels scatter;
   SchedulerKind scheduler = SchedulerKind::Pointwise;

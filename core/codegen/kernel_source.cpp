@@ -173,6 +173,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       add(emit_scatter_sort_block, "_s_sort_block", 1024);
       add(emit_scatter_sort_global, "_s_sort_global", sc->block);
       add(emit_scatter_apply, "_s_apply", sc->block);
+      add(emit_scatter_combine, "_s_combine", sc->block);
     } else {
       if (!sc->include_self && sc->reduce != ScatterReduce::None) add(emit_scatter_clear, "_s_clear", sc->block);
       add(emit_scatter_update, "_s_update", sc->block);
@@ -184,7 +185,8 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     for (const KernelPlan::LaterKernel& l : plan.later) {
       const std::string role = l.name.substr(l.name.find("_s_") + 3);
       (role == "clear" ? k.clear : role == "update" ? k.update : role == "mean" ? k.mean : role == "keys" ? k.keys
-       : role == "sort_block" ? k.sort_block : role == "sort_global" ? k.sort_global : k.apply) = l.name;
+       : role == "sort_block" ? k.sort_block : role == "sort_global" ? k.sort_global : role == "apply" ? k.apply
+                                                                                          : k.combine) = l.name;
     }
     return plan;
   }

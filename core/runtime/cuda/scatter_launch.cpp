@@ -42,7 +42,8 @@ ScatterLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, in
     int64_t padded = 2048;
     while (padded < units) padded *= 2;
     l.padded = padded;
-    l.scratch_bytes = static_cast<uint64_t>(padded) * 16;
+    l.scratch_bytes = static_cast<uint64_t>(padded) * 16 +
+                      static_cast<uint64_t>(padded / KernelPlan::kScatterSortedChunk) * 16 * static_cast<uint64_t>(width);
     step(k.keys, padded);
     const auto blocks = static_cast<uint32_t>(std::min<int64_t>(padded / 2048, max_grid_x));
     l.steps.push_back({&k.sort_block, blocks, 1024, 0, 0});
@@ -54,7 +55,16 @@ ScatterLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, in
       }
       l.steps.push_back({&k.sort_block, blocks, 1024, kk, 0});
     }
-    step(k.apply, padded * width);
+    // index_reduce: a block per sorted position (threads over the slice);
+    // scatter: a thread per position.
+    const auto positions = [&](const std::string& kernel) {
+      if (k.slices)
+        l.steps.push_back({&kernel, static_cast<uint32_t>(std::min<int64_t>(padded, max_grid_x)), static_cast<uint32_t>(block)});
+      else
+        step(kernel, padded);
+    };
+    positions(k.apply);
+    positions(k.combine);
     return l;
   }
   if (k.counts) l.scratch_bytes = static_cast<uint64_t>(n_out) * 4;
