@@ -157,13 +157,29 @@ std::string scratch_words(const char* type) { return std::string("((") + type + 
 
 }  // namespace
 
+// The input copied into the result, 4 elements per thread and step (all
+// loaded before any is stored: more bytes in flight).
 void emit_scatter_copy(KernelWriter& w, const ScatterParams& p) {
+  constexpr int kUnroll = 4;
   const Operands o = operands(w, p);
   const std::string n = w.numel(o.out);
-  w.open("for (long long q = " + std::string(kThread) + "; q < " + n + "; q += " + kGridStride + ")");
-  const std::vector<std::string> idx = unravel(w, o.out, all_dims(o.rank), "q");
-  w.store(o.out, idx, w.value_at(o.x, idx));
-  if (p.reduce == ScatterReduce::Mean && !p.sorted) w.line(scratch_words("int") + "[q] = 0;");
+  w.open("for (long long qb = " + std::string(kThread) + "; qb < " + n + "; qb += " + std::to_string(kUnroll) + " * " +
+         kGridStride + ")");
+  std::vector<std::string> qs, vals;
+  std::vector<std::vector<std::string>> idx;
+  for (int u = 0; u < kUnroll; ++u) {
+    const std::string q = w.fresh("q");
+    w.line("const long long " + q + " = qb + " + std::to_string(u) + " * " + kGridStride + ";");
+    qs.push_back(q);
+    idx.push_back(unravel(w, o.out, all_dims(o.rank), q + " < " + n + " ? " + q + " : qb", "_" + std::to_string(u)));
+    vals.push_back(w.value_at(o.x, idx.back()));
+  }
+  for (int u = 0; u < kUnroll; ++u) {
+    w.open("if (" + qs[static_cast<size_t>(u)] + " < " + n + ")");
+    w.store(o.out, idx[static_cast<size_t>(u)], vals[static_cast<size_t>(u)]);
+    if (p.reduce == ScatterReduce::Mean && !p.sorted) w.line(scratch_words("int") + "[" + qs[static_cast<size_t>(u)] + "] = 0;");
+    w.close();
+  }
   w.close();
 }
 
@@ -325,18 +341,24 @@ Sorted sorted_types(KernelWriter& w, const ScatterParams& p, const Operands& o) 
 }
 
 // Opens the loops over sorted positions p (keys[p] in `key`) that pass
-// `head`, and over the slice elements c: for index_reduce one block per
-// position, its threads over the slice; for scatter one thread per
-// position. Returns the result's index of (key, c). Close twice.
-std::vector<std::string> open_sorted_loops(KernelWriter& w, const ScatterParams& p, const Operands& o, const Sorted& s,
-                                           const std::string& head, const std::vector<std::string>& per_position = {}) {
+// `head`, and over the slice elements: for index_reduce one block per
+// position (a block per position and slice tile measured slower, PERF.md
+// session 9), each thread taking `lanes` elements blockDim.x apart (lane u:
+// element c<u>, in range when ok<u>; out-of-range lanes read element c0
+// and store nothing); for scatter one thread per position, one lane.
+// Returns each lane's index into the result. Close twice.
+std::vector<std::vector<std::string>> open_sorted_loops(KernelWriter& w, const ScatterParams& p, const Operands& o,
+                                                        const Sorted& s, const std::string& head,
+                                                        const std::vector<std::string>& per_position, int lanes) {
   w.line("long long* const keys = " + scratch_words("long long") + ";");
   w.line("[[maybe_unused]] long long* const pos = keys + args.padded;");
   w.line("[[maybe_unused]] " + s.acc_t + "* const part = (" + s.acc_t + "*)(keys + 2 * args.padded);");
-  if (p.slices)
+  const std::string L = std::to_string(lanes);
+  if (p.slices) {
     w.open("for (long long p = blockIdx.x; p < args.padded; p += gridDim.x)");
-  else
+  } else {
     w.open("for (long long p = " + std::string(kThread) + "; p < args.padded; p += " + kGridStride + ")");
+  }
   w.line("const long long key = keys[p];");
   w.line("if (key == " + std::string(kNoKey) + ") continue;");
   w.line("const bool starts = p == 0 || keys[p - 1] != key;");
@@ -344,11 +366,22 @@ std::vector<std::string> open_sorted_loops(KernelWriter& w, const ScatterParams&
          " + " + std::to_string(kSortedChunk) + ";");
   w.line("if (!(" + head + ")) continue;");
   for (const std::string& l : per_position) w.line(l);
-  std::vector<std::string> target(o.rank, "0");
-  if (p.slices) {
-    w.open("for (long long c = threadIdx.x; c < " + s.width + "; c += blockDim.x)");
+  std::vector<std::vector<std::string>> targets;
+  if (!p.slices) {
+    w.open("");
+    w.line("[[maybe_unused]] const long long c0 = 0;");
+    w.line("const bool ok0 = true;");
+    targets.push_back(unravel(w, o.out, all_dims(o.rank), "key", "t", true));
+    return targets;
+  }
+  w.open("for (long long c0_ = threadIdx.x; c0_ < " + s.width + "; c0_ += " + L + " * blockDim.x)");
+  for (int u = 0; u < lanes; ++u) {
+    const std::string c = "c" + std::to_string(u), ok = "ok" + std::to_string(u);
+    w.line("const bool " + ok + " = c0_ + " + std::to_string(u) + " * (long long)blockDim.x < " + s.width + ";");
+    w.line("const long long " + c + " = " + ok + " ? c0_ + " + std::to_string(u) + " * (long long)blockDim.x : c0_;");
+    std::vector<std::string> target(o.rank, "0");
     const std::string rem = w.fresh("rem");
-    w.line("long long " + rem + " = c;");
+    w.line("long long " + rem + " = " + c + ";");
     for (size_t d = o.rank; d-- > 0;) {
       if (d == o.dim) continue;
       target[d] = w.fresh("e");
@@ -356,97 +389,166 @@ std::vector<std::string> open_sorted_loops(KernelWriter& w, const ScatterParams&
       w.line(rem + " /= (long long)" + w.extent(o.out, d) + ";");
     }
     target[o.dim] = "key";
-  } else {
-    w.open("");
-    w.line("const long long c = 0;");
-    target = unravel(w, o.out, all_dims(o.rank), "key", "t", true);
+    targets.push_back(target);
   }
-  return target;
+  return targets;
 }
 
-std::string part_at(const Sorted& s, const std::string& chunk, int slot) {
-  return "part[(" + chunk + " * 2 + " + std::to_string(slot) + ") * " + s.width + " + c]";
+std::string part_at(const Sorted& s, const std::string& chunk, int slot, const std::string& c) {
+  return "part[(" + chunk + " * 2 + " + std::to_string(slot) + ") * " + s.width + " + " + c + "]";
 }
 
-// The result register of the run's final value (mean divides by n).
+// The run's final value `acc` stored (mean divides by n).
 void store_final(KernelWriter& w, const ScatterParams& p, const Operands& o, const Sorted& s,
-                 const std::vector<std::string>& target) {
-  if (p.reduce == ScatterReduce::Mean) w.line("acc = acc / (double)n;");
-  w.store(o.out, target, convert(s.acc_d, o.dtype, "acc"));
+                 const std::vector<std::string>& target, const std::string& acc) {
+  const std::string v = p.reduce == ScatterReduce::Mean ? "(" + acc + " / (double)n)" : acc;
+  w.store(o.out, target, convert(s.acc_d, o.dtype, v));
+}
+
+// The start of a combination that leaves the first value unchanged, bit
+// for bit: -0.0 for sums (-0.0 + x == x, also for x = -0.0), 1 for
+// products; reduce none overwrites it.
+std::string neutral(const ScatterParams& p, const Sorted& s) {
+  if (s.none) return "0";
+  return p.reduce == ScatterReduce::Prod ? "1.0" : "-0.0";
 }
 
 }  // namespace
 
 // Phase 1 of the sorted path: every run start, and every chunk start
 // inside a run, combines its positions up to the run's or the chunk's end
-// in order (kSortedUnroll src loads in flight). A run within one chunk is
-// finished here (starting from the input's value: the CPU's order, so the
-// same bits); a piece of a longer run leaves a partial: slot 0 of its
-// chunk when it continues a run, slot 1 when it starts one.
+// in order. A run within one chunk is finished here (starting from the
+// input's value: the CPU's order, so the same bits); a piece of a longer
+// run leaves a partial: slot 0 of its chunk when it continues a run, slot
+// 1 when it starts one. Each thread keeps lanes x unroll loads in flight
+// (ScatterParams).
 void emit_scatter_apply(KernelWriter& w, const ScatterParams& p) {
   const Operands o = operands(w, p);
   const Sorted s = sorted_types(w, p, o);
-  const std::vector<std::string> target =
+  const int lanes = p.lanes, unroll = p.unroll;
+  const bool self = p.include_self && !s.none;
+  const std::vector<std::vector<std::string>> targets =
       open_sorted_loops(w, p, o, s, "starts || p % " + std::to_string(kSortedChunk) + " == 0",
                         {"long long e = p + 1;", "while (e < args.padded && e < chunk_end && keys[e] == key) ++e;",
-                         "const bool ends = e == args.padded || keys[e] != key;"});
-  w.line(s.acc_t + " acc = 0;");
-  w.line("long long n = 0;");
-  if (p.include_self && !s.none) {
-    w.open("if (starts)");
-    w.line("acc = " + convert(o.dtype, s.acc_d, w.value_at(o.x, target)) + ";");
-    w.line("n = 1;");
-    w.close();
+                         "const bool ends = e == args.padded || keys[e] != key;",
+                         std::string("[[maybe_unused]] const long long n = e - p + (starts ? ") + (self ? "1" : "0") + " : 0);"},
+                        lanes);
+  std::vector<std::string> acc(static_cast<size_t>(lanes));
+  for (int u = 0; u < lanes; ++u) {
+    acc[static_cast<size_t>(u)] = "acc" + std::to_string(u);
+    const std::string init = self ? "starts ? " + convert(o.dtype, s.acc_d, w.value_at(o.x, targets[static_cast<size_t>(u)])) + " : " + neutral(p, s)
+                                  : neutral(p, s);
+    w.line(s.acc_t + " " + acc[static_cast<size_t>(u)] + " = " + init + ";");
   }
-  w.open("for (long long r = p; r < e; r += " + std::to_string(kSortedUnroll) + ")");
-  std::vector<std::string> vals;
-  for (int u = 0; u < kSortedUnroll; ++u) {
-    const std::string ru = w.fresh("r");
-    w.line("const long long " + ru + " = pos[r + " + std::to_string(u) + " < e ? r + " + std::to_string(u) + " : r];");
-    std::vector<std::string> source;
-    if (p.slices) source = with_dim(target, o.dim, ru);
-    else source = unravel(w, o.index, all_dims(o.rank), ru, "s" + std::to_string(u), true);
-    vals.push_back(convert(o.dtype, s.acc_d, w.value_at(o.src, source)));
+  w.open("for (long long r = p; r < e; r += " + std::to_string(unroll) + ")");
+  std::vector<std::string> rows;
+  for (int k = 0; k < unroll; ++k) {
+    rows.push_back(w.fresh("r"));
+    w.line("const long long " + rows.back() + " = pos[r + " + std::to_string(k) + " < e ? r + " + std::to_string(k) + " : r];");
   }
-  for (int u = 0; u < kSortedUnroll; ++u) {
-    w.open("if (r + " + std::to_string(u) + " < e)");
-    const std::string& v = vals[static_cast<size_t>(u)];
-    w.line("acc = n == 0 ? " + v + " : " + combine(p.reduce, s.acc_d, "acc", v) + ";");
-    w.line("++n;");
+  std::vector<std::vector<std::string>> vals(static_cast<size_t>(lanes));
+  for (int u = 0; u < lanes; ++u)
+    for (int k = 0; k < unroll; ++k) {
+      std::vector<std::string> source;
+      if (p.slices) source = with_dim(targets[static_cast<size_t>(u)], o.dim, rows[static_cast<size_t>(k)]);
+      else source = unravel(w, o.index, all_dims(o.rank), rows[static_cast<size_t>(k)], "s" + std::to_string(k), true);
+      vals[static_cast<size_t>(u)].push_back(convert(o.dtype, s.acc_d, w.value_at(o.src, source)));
+    }
+  for (int k = 0; k < unroll; ++k) {
+    w.open("if (r + " + std::to_string(k) + " < e)");
+    for (int u = 0; u < lanes; ++u) {
+      const std::string& a = acc[static_cast<size_t>(u)];
+      w.line(a + " = " + combine(p.reduce, s.acc_d, a, vals[static_cast<size_t>(u)][static_cast<size_t>(k)]) + ";");
+    }
     w.close();
   }
   w.close();
-  w.open("if (starts && ends)");
-  store_final(w, p, o, s, target);
-  w.close_open("else");
-  w.line("part[((p / " + std::to_string(kSortedChunk) + ") * 2 + (starts ? 1 : 0)) * " + s.width + " + c] = acc;");
-  w.close();
+  for (int u = 0; u < lanes; ++u) {
+    const std::string us = std::to_string(u);
+    w.open("if (ok" + us + ")");
+    w.open("if (starts && ends)");
+    store_final(w, p, o, s, targets[static_cast<size_t>(u)], acc[static_cast<size_t>(u)]);
+    w.close_open("else");
+    w.line("part[((p / " + std::to_string(kSortedChunk) + ") * 2 + (starts ? 1 : 0)) * " + s.width + " + c" + us +
+           "] = " + acc[static_cast<size_t>(u)] + ";");
+    w.close();
+    w.close();
+  }
   w.close();
   w.close();
 }
 
-// Phase 2: each run that crosses a chunk end combines its pieces'
-// partials in order (its own chunk's slot 1, then slot 0 of each chunk it
-// continues into).
+// Phase 2: one block (index_reduce) or thread (scatter) per chunk
+// boundary that a run crosses and whose run starts in the chunk before it
+// combines the run's partials in order: that chunk's slot 1, then slot 0
+// of each chunk the run continues into.
 void emit_scatter_combine(KernelWriter& w, const ScatterParams& p) {
   const Operands o = operands(w, p);
   const Sorted s = sorted_types(w, p, o);
   const std::string C = std::to_string(kSortedChunk);
-  const std::vector<std::string> target =
-      open_sorted_loops(w, p, o, s, "starts && chunk_end < args.padded && keys[chunk_end] == key");
-  w.line(s.acc_t + " acc = " + part_at(s, "(p / " + C + ")", 1) + ";");
-  w.line("long long k = p / " + C + " + 1;");
-  w.open("while (true)");
-  w.line("acc = " + combine(p.reduce, s.acc_d, "acc", part_at(s, "k", 0)) + ";");
-  w.line("if ((k + 1) * " + C + " < args.padded && keys[(k + 1) * " + C + "] == key) ++k;");
-  w.line("else break;");
-  w.close();
+  w.line("const long long* const keys = " + scratch_words("const long long") + ";");
+  w.line("const " + s.acc_t + "* const part = (const " + s.acc_t + "*)(keys + 2 * args.padded);");
+  w.line("const long long chunks = args.padded / " + C + ";");
+  if (p.slices)
+    w.open("for (long long k = blockIdx.x; k + 1 < chunks; k += gridDim.x)");
+  else
+    w.open("for (long long k = " + std::string(kThread) + "; k + 1 < chunks; k += " + kGridStride + ")");
+  w.line("const long long b = (k + 1) * " + C + ";");
+  w.line("const long long key = keys[b];");
+  w.line("if (key == " + std::string(kNoKey) + " || keys[b - 1] != key) continue;  // no run crosses b");
+  w.line("if (k > 0 && keys[k * " + C + "] == key && keys[k * " + C + " - 1] == key) continue;  // an earlier boundary's run");
   if (p.reduce == ScatterReduce::Mean) {  // the run's length
-    w.line("long long e = k * " + C + ";");
+    w.line("long long p = b - 1;");
+    w.line("while (p > k * " + C + " && keys[p - 1] == key) --p;");
+    w.line("long long e = b;");
     w.line("while (e < args.padded && keys[e] == key) ++e;");
     w.line("const long long n = e - p + " + std::string(p.include_self ? "1" : "0") + ";");
   }
-  store_final(w, p, o, s, target);
+  const int lanes = p.lanes;
+  std::vector<std::vector<std::string>> targets;
+  if (p.slices) {
+    w.open("for (long long c0_ = threadIdx.x; c0_ < " + s.width + "; c0_ += " + std::to_string(lanes) + " * blockDim.x)");
+    for (int u = 0; u < lanes; ++u) {
+      const std::string c = "c" + std::to_string(u), ok = "ok" + std::to_string(u);
+      w.line("const bool " + ok + " = c0_ + " + std::to_string(u) + " * (long long)blockDim.x < " + s.width + ";");
+      w.line("const long long " + c + " = " + ok + " ? c0_ + " + std::to_string(u) + " * (long long)blockDim.x : c0_;");
+      std::vector<std::string> target(o.rank, "0");
+      const std::string rem = w.fresh("rem");
+      w.line("long long " + rem + " = " + c + ";");
+      for (size_t d = o.rank; d-- > 0;) {
+        if (d == o.dim) continue;
+        target[d] = w.fresh("e");
+        w.line("const long long " + target[d] + " = " + rem + " % (long long)" + w.extent(o.out, d) + ";");
+        w.line(rem + " /= (long long)" + w.extent(o.out, d) + ";");
+      }
+      target[o.dim] = "key";
+      targets.push_back(target);
+    }
+  } else {
+    w.open("");
+    w.line("const long long c0 = 0;");
+    w.line("const bool ok0 = true;");
+    targets.push_back(unravel(w, o.out, all_dims(o.rank), "key", "t", true));
+  }
+  for (int u = 0; u < lanes; ++u) {
+    const std::string us = std::to_string(u);
+    w.line(s.acc_t + " acc" + us + " = " + part_at(s, "k", 1, "c" + us) + ";");
+  }
+  w.line("long long kk = k + 1;");
+  w.open("while (true)");
+  for (int u = 0; u < lanes; ++u) {
+    const std::string a = "acc" + std::to_string(u);
+    w.line(a + " = " + combine(p.reduce, s.acc_d, a, part_at(s, "kk", 0, "c" + std::to_string(u))) + ";");
+  }
+  w.line("if ((kk + 1) * " + C + " < args.padded && keys[(kk + 1) * " + C + "] == key) ++kk;");
+  w.line("else break;");
+  w.close();
+  for (int u = 0; u < lanes; ++u) {
+    const std::string us = std::to_string(u);
+    w.open("if (ok" + us + ")");
+    store_final(w, p, o, s, targets[static_cast<size_t>(u)], "acc" + us);
+    w.close();
+  }
   w.close();
   w.close();
 }

@@ -61,7 +61,8 @@ struct Describe {
   std::string operator()(const ScatterParams& p) const {
     return "scatter block=" + std::to_string(p.block) + " expr=" + std::to_string(p.expr) +
            " index=" + (p.slices ? "slices" : "elements") + " reduce=" + scatter_reduce_name(p.reduce) +
-           (p.include_self ? "" : " exclude_self") + " path=" + (p.sorted ? "sorted" : "atomic");
+           (p.include_self ? "" : " exclude_self") + " path=" + (p.sorted ? "sorted" : "atomic") +
+           (p.sorted ? " lanes=" + std::to_string(p.lanes) + " unroll=" + std::to_string(p.unroll) : "");
   }
   std::string operator()(const ColumnParams& p) const {
     return "column block=" + std::to_string(p.block) + " tile_cols=" + std::to_string(p.tile_cols()) +

@@ -181,6 +181,10 @@ struct ScatterParams {
   bool include_self = true;
   bool sorted = false;
   int block = 256;
+  // Sorted path: slice elements per thread (index_reduce; scatter: 1) and
+  // run positions loaded per step.
+  int lanes = 1;
+  int unroll = 8;
   bool operator==(const ScatterParams&) const = default;
 };
 

@@ -28,7 +28,7 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
       return p;
     }
     if (cat == OpCategory::Scatter) {
-      if (std::optional<ScatterParams> s = schedule_scatter(c, task, &p.why)) p.schedule = *s;
+      if (std::optional<ScatterParams> s = schedule_scatter(c, task, tuning, &p.why)) p.schedule = *s;
       return p;
     }
     reduces = reduces || cat == OpCategory::Reduction;

@@ -10,7 +10,8 @@
 
 namespace kf {
 
-std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Task& task, std::string* why) {
+std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                              std::string* why) {
   const Fusion& f = *c.fusion;
   int64_t scatter = -1;
   for (int64_t ei : task.exprs) {
@@ -44,6 +45,8 @@ std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Tas
       (is_float(f.value(e.outputs[0]).dtype) &&
        (a.reduce == ScatterReduce::Sum || a.reduce == ScatterReduce::Prod || a.reduce == ScatterReduce::Mean));
   p.sorted = a.deterministic && order_matters;
+  p.lanes = p.slices ? tuning.scatter_lanes : 1;
+  p.unroll = p.slices ? tuning.scatter_unroll : 8;
   return p;
 }
 

@@ -36,7 +36,8 @@ std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task&
 std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                               std::string* why);
 // scatter.cpp: a task of exactly one scatter or index_reduce.
-std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Task& task, std::string* why);
+std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                              std::string* why);
 // row_reduction.cpp: any rows (one block per row).
 RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning);
 

@@ -23,11 +23,16 @@ struct Tuning {
   // kernel reads). Measured as above: 2 blocks of 1024 threads per SM 0.80
   // ms, 4 0.89 ms, 8 1.04 ms.
   int inner_outer_threads_per_sm = 2048;
+  // Scatter's sorted path (index_reduce): slice elements per thread, and
+  // positions of a run loaded per step (docs/PERF.md, session 9).
+  int scatter_lanes = 4;
+  int scatter_unroll = 4;
 };
 
 // The process default: the fields above, overridden by
 // KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_ROW_VECTORS,
-// KFUSE_TUNE_INNER_OUTER_VECTORS and KFUSE_TUNE_INNER_OUTER_THREADS
+// KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
+// KFUSE_TUNE_SCATTER_LANES and KFUSE_TUNE_SCATTER_UNROLL
 // (positive integers) when set. Read on first use.
 const Tuning& default_tuning();
 

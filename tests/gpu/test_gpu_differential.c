@@ -1503,7 +1503,9 @@ static void scatter_case(const char* op, kf_dtype dt, int dim, const char* attrs
   char what[300];
   snprintf(what, sizeof what, "%s dim %d %s {%s} x [%lld,%lld]%s", op, dim, kf_dtype_name(dt), attrs, (long long)xs[0],
            (long long)xs[1], transposed ? " transposed" : "");
-  run_case_tol(f, in, 3, what, 1.0, tol);
+  /* bfloat16 atomics round every add: the bound scales with the summands
+   * (|value| <= 4, a few per target), not with the result. */
+  run_case_tol(f, in, 3, what, dt == KF_BFLOAT16 && tol > 0 ? 8.0 : 1.0, tol);
   free_inputs(in, 3);
   kf_fusion_release(f);
 }

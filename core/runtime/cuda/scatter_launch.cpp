@@ -33,7 +33,7 @@ ScatterLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, in
     const int bl = b > 0 ? b : block;
     l.steps.push_back({&kernel, grid_for(work, bl, multiprocessors, max_grid_x), static_cast<uint32_t>(bl)});
   };
-  step(plan.name, n_out);
+  step(plan.name, (n_out + 3) / 4);  // 4 elements per thread and step
   const std::span<const int64_t> index = sizes[k.index];
   const int64_t units = k.slices ? index[0] : product(index);
   const int64_t width = k.slices ? n_out / out[k.dim] : 1;
@@ -55,16 +55,21 @@ ScatterLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, in
       }
       l.steps.push_back({&k.sort_block, blocks, 1024, kk, 0});
     }
-    // index_reduce: a block per sorted position (threads over the slice);
-    // scatter: a thread per position.
+    // index_reduce: a block per sorted position; scatter: a thread per
+    // position.
     const auto positions = [&](const std::string& kernel) {
-      if (k.slices)
-        l.steps.push_back({&kernel, static_cast<uint32_t>(std::min<int64_t>(padded, max_grid_x)), static_cast<uint32_t>(block)});
+      if (k.slices)  // blocks grid-stride over positions: at most 32 per multiprocessor
+        l.steps.push_back({&kernel, grid_for(padded * block, block, multiprocessors, max_grid_x), static_cast<uint32_t>(block)});
       else
         step(kernel, padded);
     };
     positions(k.apply);
-    positions(k.combine);
+    // The combine: one block (index_reduce) or thread (scatter) per chunk boundary.
+    const int64_t boundaries = std::max<int64_t>(padded / KernelPlan::kScatterSortedChunk - 1, 1);
+    if (k.slices)
+      l.steps.push_back({&k.combine, static_cast<uint32_t>(std::min<int64_t>(boundaries, max_grid_x)), static_cast<uint32_t>(block)});
+    else
+      step(k.combine, boundaries);
     return l;
   }
   if (k.counts) l.scratch_bytes = static_cast<uint64_t>(n_out) * 4;
