@@ -310,9 +310,16 @@ KF_API kf_status kf_index_put(kf_builder b, int64_t a, int64_t index, int64_t va
     if (a < 0 || static_cast<size_t>(a) >= d.values.size() || values < 0 ||
         static_cast<size_t>(values) >= d.values.size())
       kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": a (", a, ") and values (", values, ") must be values of this builder");
-    // values aligned to a's trailing dims: leading size-1 dims up to a's rank.
+    // values aligned to a's trailing dims: leading size-1 dims up to a's
+    // rank; a scalar becomes a tensor of a's dtype with every size 1.
     int64_t v = values;
-    for (int r = d.value(values).rank; r < d.value(a).rank; ++r) v = builder->op(kf::Op::UNSQUEEZE, {v}, {0}).at(0);
+    if (d.value(values).is_scalar) {
+      std::vector<int64_t> ones(static_cast<size_t>(d.value(a).rank), builder->constant_i64(1, kf::DType::I64));
+      ones.push_back(values);
+      v = builder->op(kf::Op::FULL, ones, {static_cast<int64_t>(d.value(a).dtype)}).at(0);
+    }
+    for (int r = builder->draft().value(v).rank; r < d.value(a).rank; ++r)
+      v = builder->op(kf::Op::UNSQUEEZE, {v}, {0}).at(0);
     *out = builder->op(kf::Op::INDEX_REDUCE, {a, index, v},
                        scatter_attrs(0, accumulate ? KF_SCATTER_SUM : KF_SCATTER_NONE, flags, fn)).at(0);
   });

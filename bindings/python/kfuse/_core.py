@@ -372,6 +372,37 @@ class Definition:
     def gather(self, x, dim, index):
         return self.op("gather", [x, index], [dim])
 
+    _SCATTER_REDUCE = {"none": 0, "sum": 1, "prod": 2, "mean": 3, "amax": 4, "amin": 5}
+
+    def _scatter_attrs(self, dim, reduce, include_self, deterministic):
+        if reduce not in self._SCATTER_REDUCE:
+            raise ValueError(f"reduce must be one of {sorted(self._SCATTER_REDUCE)}, got {reduce!r}")
+        return [dim, self._SCATTER_REDUCE[reduce], 1 if include_self else 0, 1 if deterministic else 0]
+
+    def scatter(self, x, dim, index, src, reduce="none", include_self=True, deterministic=False):
+        """torch.scatter / scatter_reduce: x with element index[i] of ``dim`` receiving src[i]
+        (``reduce``: none, sum, prod, mean, amax, amin). ``deterministic``: float sum/prod/mean
+        combine in src order (the same bits every run; plain scatter keeps the last duplicate)."""
+        return self.op("scatter", [x, index, src], self._scatter_attrs(dim, reduce, include_self, deterministic))
+
+    def scatter_add(self, x, dim, index, src):
+        return self.scatter(x, dim, index, src, "sum")
+
+    def index_reduce(self, x, dim, index, src, reduce="none", include_self=True, deterministic=False):
+        """torch.index_reduce / index_add / index_copy: slice index[j] of x along ``dim``
+        receives slice j of src (size-1 dims of src broadcast)."""
+        return self.op("index_reduce", [x, index, src], self._scatter_attrs(dim, reduce, include_self, deterministic))
+
+    def index_add(self, x, dim, index, src, deterministic=False):
+        return self.index_reduce(x, dim, index, src, "sum", deterministic=deterministic)
+
+    def index_put(self, x, index, values, accumulate=False, deterministic=False):
+        """torch.index_put with one index tensor on dim 0; values of lower rank broadcast."""
+        out = ctypes.c_int64()
+        status = self._lib.kf_index_put(self._builder(), self._arg(x), self._arg(index), self._arg(values),
+                                        1 if accumulate else 0, 2 if deterministic else 0, ctypes.byref(out))
+        return self._out(status, "kf_index_put", out)
+
     def full(self, shape, fill, dtype=float32):
         return self.op("full", [*self._shape(shape), fill], [_dt(dtype).code])
 

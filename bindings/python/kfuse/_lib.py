@@ -88,6 +88,7 @@ class _Library:
         self._fn("kf_define_constant_i64", S, P, I, S, c_int64_p)
         self._fn("kf_builder_op", S, P, S, c_int64_p, Z, c_int64_p, Z, c_int64_p, Z)
         self._fn("kf_add_output", S, P, I, c_int64_p, Z, I)
+        self._fn("kf_index_put", S, P, I, I, I, S, ctypes.c_uint32, c_int64_p)
         self._fn("kf_builder_finalize", S, P, c_void_pp)
         self._fn("kf_fusion_retain", S, P)
         self._fn("kf_fusion_release", None, P)

@@ -438,6 +438,48 @@ class ArgReductionTests(unittest.TestCase):
         np.testing.assert_array_equal(j.numpy(), np.argmin(x, axis=0)[None, :])
 
 
+class ScatterTests(unittest.TestCase):
+    def test_scatter_family_matches_numpy(self):
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal((4, 6)).astype(np.float32)
+        idx = rng.integers(0, 6, size=(4, 5)).astype(np.int64)
+        src = rng.standard_normal((4, 5)).astype(np.float32)
+        rows = np.array([2, 0, 2, 3, 2], dtype=np.int64)
+        g = rng.standard_normal((5, 6)).astype(np.float32)
+        with kfuse.Definition() as fd:
+            tx = fd.tensor(rank=2, dtype=kfuse.float32)
+            ti = fd.tensor(rank=2, dtype=kfuse.int64)
+            ts = fd.tensor(rank=2, dtype=kfuse.float32)
+            tr = fd.tensor(rank=1, dtype=kfuse.int64)
+            tg = fd.tensor(rank=2, dtype=kfuse.float32)
+            fd.output(fd.scatter_add(tx, 1, ti, ts))
+            fd.output(fd.scatter(tx, 1, ti, ts, reduce="amax", include_self=False))
+            fd.output(fd.index_add(tx, 0, tr, tg, deterministic=True))
+            fd.output(fd.index_put(tx, tr, 7.0, accumulate=False))
+        add, amax, iadd, put = fd.fusion(x, idx, src, rows, g)
+        want = x.astype(np.float64).copy()
+        np.add.at(want, (np.arange(4)[:, None], idx), src)
+        np.testing.assert_allclose(add.numpy(), want, rtol=1e-6, atol=1e-6)
+        want = x.copy()
+        seen = np.zeros_like(x, dtype=bool)
+        for r in range(4):
+            for c in range(5):
+                j = idx[r, c]
+                want[r, j] = src[r, c] if not seen[r, j] else max(want[r, j], src[r, c])
+                seen[r, j] = True
+        np.testing.assert_array_equal(amax.numpy(), want)
+        want = x.astype(np.float64).copy()
+        np.add.at(want, rows, g)
+        np.testing.assert_allclose(iadd.numpy(), want, rtol=1e-6, atol=1e-6)
+        want = x.copy()
+        want[[0, 2, 3]] = 7.0
+        np.testing.assert_array_equal(put.numpy(), want)
+        with self.assertRaises(ValueError):
+            with kfuse.Definition() as fd:
+                t = fd.tensor(rank=1, dtype=kfuse.float32)
+                fd.scatter(t, 0, t, t, reduce="median")
+
+
 class MeshTests(unittest.TestCase):
     def test_sharded_layernorm_on_local_ranks(self):
         """A layernorm over a hidden dim sharded over 2 ranks (threads with

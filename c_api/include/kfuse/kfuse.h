@@ -275,7 +275,8 @@ KF_API kf_status kf_index_add(kf_builder b, int64_t a, int64_t dim, int64_t inde
                               int64_t* out);
 /* torch.index_put with one index tensor (rank 1, on dim 0): a[index[j]] =
  * values[j] (accumulate: +=); values of lower rank than `a` are aligned
- * to a's trailing dims and broadcast. Recorded as index_reduce on dim 0. */
+ * to a's trailing dims and broadcast, a scalar fills the rows. Recorded as
+ * index_reduce on dim 0. */
 KF_API kf_status kf_index_put(kf_builder b, int64_t a, int64_t index, int64_t values,
                               int accumulate, uint32_t flags, int64_t* out);
 KF_API kf_status kf_full(kf_builder b, const int64_t* shape, size_t rank, int64_t fill,
