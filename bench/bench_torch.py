@@ -81,7 +81,7 @@ class Kfuse:
 # The cases: kfuse text and input shapes from bench/cases/ (shared with
 # `kfuse bench`), torch function, inputs.
 
-def torch_fn(name):
+def torch_fn(name, storage=torch.bfloat16):
     if name == "gelu_bias":
         return lambda x, b: F.gelu(x.float() + b.float(), approximate="tanh").to(x.dtype)
     if name == "add_relu_mul":
@@ -238,6 +238,15 @@ def torch_fn(name):
             h = residual + x.float()
             return h, h.to(x.dtype)
         return residual_add_cast
+    if name == "quantize_fp8":
+        def quantize_fp8(x):
+            xf = x.float()
+            am = xf.abs().amax().clamp(min=1e-12)
+            q = (xf * (448.0 / am)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+            return q, (am / 448.0).reshape(1, 1)
+        return quantize_fp8
+    if name == "dequantize_fp8":
+        return lambda q, s: (q.float() * s).to(storage)
     if name == "embedding_bwd":
         return lambda gw, tok, dy: gw.index_add(0, tok, dy)
     if name == "scatter_max_nodes":
@@ -264,7 +273,8 @@ def gelu_tanh_grad(h):
     return 0.5 * (t + 1) + 0.5 * h * (1 - t * t) * (beta * (h * h * 0.134145 + 1))
 
 
-TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
+                "float8_e4m3fn": torch.float8_e4m3fn}
 
 
 def make_inputs(name, m, n, dtype):
@@ -323,7 +333,7 @@ def tolerance(dtype):
 
 def run_case(kf, name, m, n, dtype, iters, ceiling):
     inputs = make_inputs(name, m, n, dtype)
-    fn = torch_fn(name)
+    fn = torch_fn(name, dtype)
     expected = fn(*inputs)
     expected = list(expected) if isinstance(expected, tuple) else [expected]
     outs = [torch.empty_like(e) for e in expected]

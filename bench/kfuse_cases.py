@@ -80,8 +80,9 @@ def _self_check():
             assert len(inputs) == len(shapes), f"{name}: {len(inputs)} inputs, {len(shapes)} bench shapes"
             for (dtype, rank), shape in zip(inputs, shapes):
                 # Storage dtype, float32 (saved statistics, optimizer state),
-                # int64 (class labels) or bool (dropout keep masks).
-                assert dtype in (storage, "float32", "int64", "bool") and int(rank) == len(shape), \
+                # int64 (class labels), bool (dropout keep masks) or
+                # float8_e4m3fn (quantized values).
+                assert dtype in (storage, "float32", "int64", "bool", "float8_e4m3fn") and int(rank) == len(shape), \
                     f"{name} ({storage}): {dtype}, {rank} vs {shape}"
         nonnegative_inputs(name)
     print(f"{len(names)} cases ok")
