@@ -238,6 +238,10 @@ def torch_fn(name, storage=torch.bfloat16):
             h = residual + x.float()
             return h, h.to(x.dtype)
         return residual_add_cast
+    if name == "cumsum_rows":
+        return lambda x: torch.cumsum(x.float(), 1)
+    if name == "cumsum_dim0":
+        return lambda x: torch.cumsum(x, 0)
     if name == "quantize_fp8":
         def quantize_fp8(x):
             xf = x.float()

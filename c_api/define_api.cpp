@@ -325,6 +325,13 @@ KF_API kf_status kf_index_put(kf_builder b, int64_t a, int64_t index, int64_t va
   });
 }
 
+KF_API kf_status kf_scan(kf_builder b, kf_op op, int64_t a, int64_t dim, int exclusive, int64_t* out) {
+  return guard([&] {
+    require_category(code(op), kf::OpCategory::Scan, "kf_scan", "a scan (cumsum, cumprod, cummax)");
+    one_output(b, code(op), {a}, {dim, exclusive ? 1 : 0}, out, "kf_scan");
+  });
+}
+
 KF_API kf_status kf_full(kf_builder b, const int64_t* shape, size_t rank, int64_t fill,
                          kf_dtype dtype, int64_t* out) {
   return guard([&] {

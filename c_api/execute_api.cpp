@@ -185,6 +185,8 @@ std::string describe_launch(const kf::KernelPlan& plan) {
   std::string s = l.kind == Kind::Elementwise    ? "elementwise over"
                   : l.kind == Kind::PerRow       ? "one block per row of"
                   : l.kind == Kind::ColumnReduce ? "column tiles x row splits of"
+                  : l.kind == Kind::Scatter      ? "the scatter kernels of"
+                  : l.kind == Kind::Scan         ? (l.scan_block_per_line ? "one block per line of" : "one thread per line of")
                                                  : "rows x row splits of";
   s += " value " + std::to_string(l.domain_value) + ", block " + std::to_string(l.block);
   if (l.kind == kf::LaunchRule::Kind::Elementwise)

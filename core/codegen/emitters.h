@@ -51,5 +51,9 @@ void emit_scatter_sort_global(KernelWriter& w, const ScatterParams& p);
 void emit_scatter_apply(KernelWriter& w, const ScatterParams& p);
 void emit_scatter_combine(KernelWriter& w, const ScatterParams& p);
 std::string_view scatter_helpers();
+// emit_scan.cpp: the scan kernel, and the helpers its unit needs (the
+// combining functor and the block scan) to go before it.
+void emit_scan(KernelWriter& w, const ScanParams& p);
+std::string scan_helpers(const KernelWriter& w, const ScanParams& p);
 
 }  // namespace kf

@@ -100,6 +100,10 @@ struct LaunchRule {
     // path's scratch: keys, positions, then two partials per chunk of
     // kSortedChunk positions and slice element (scatter_launch.h).
     Scatter,
+    // Scan: ScanParams' kernel; grid.x = one block per line (at most
+    // max_blocks, grid-stride) or one thread per line (scan_block_per_line
+    // false); the domain's reduced_dims mark the scanned dim.
+    Scan,
   };
   Kind kind = Kind::Elementwise;
   int64_t domain_value = -1;        // value whose sizes define the iteration domain
@@ -127,6 +131,7 @@ struct LaunchRule {
   // PerRow with row_items > 0: every row takes the LongRows kernel
   // (RowParams::stream_rows).
   bool stream_rows = false;
+  bool scan_block_per_line = false;  // Scan
   // ColumnReduce.
   int tile_cols = 0;
   int accumulators = 0;  // words per split and column (the most of any phase)

@@ -190,6 +190,20 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     }
     return plan;
   }
+  if (const auto* sc = std::get_if<ScanParams>(&schedule)) {
+    const Expr& e = w.fusion().exprs[static_cast<size_t>(sc->expr)];
+    launch.kind = LaunchRule::Kind::Scan;
+    launch.domain_value = e.outputs[0];
+    launch.reduced_dims.assign(w.rank(e.outputs[0]), false);
+    launch.reduced_dims[ScanAttrs(e).index()] = true;
+    launch.block = sc->block;
+    launch.scan_block_per_line = sc->block_per_line;
+    emit_scan(w, *sc);
+    plan.args = w.args();
+    assemble(plan, args_struct(plan.args.size(), "") + scan_helpers(w, *sc),
+             {kernel_text(launch.block, false, w.preamble() + w.body())}, {""});
+    return plan;
+  }
   if (const auto* pw = std::get_if<PointwiseParams>(&schedule)) {
     emit_pointwise(w, task, *pw);
     launch.kind = LaunchRule::Kind::Elementwise;

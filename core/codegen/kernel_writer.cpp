@@ -446,6 +446,7 @@ std::string KernelWriter::compute(int64_t value, const std::vector<std::string>&
     case OpCategory::Library: unsupported("matmul runs as a library segment (cuBLASLt)");
     case OpCategory::Communication: unsupported("communication runs through the call's communicator");
     case OpCategory::Scatter: unsupported("a scatter's result is read from memory (its segment writes it)");
+    case OpCategory::Scan: unsupported("a scan's result is read from memory (its segment writes it)");
   }
   fail(KF_ERR_INTERNAL, "codegen: op ", op_name(e.op), " has no category");
 }

@@ -135,6 +135,9 @@ constexpr OpForm kForms[] = {
     {Op::ARGMIN, "", "", ""},
     {Op::SCATTER, "", "", ""},  // emit_scatter.cpp
     {Op::INDEX_REDUCE, "", "", ""},
+    {Op::CUMSUM, "", "", ""},  // emit_scan.cpp
+    {Op::CUMPROD, "", "", ""},
+    {Op::CUMMAX, "", "", ""},
 };
 
 constexpr bool forms_in_order() {

@@ -134,6 +134,7 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
         }
         break;
       }
+      case OpCategory::Scan:
       case OpCategory::Scatter:  // the input's sizes
         for (size_t d = 0; d < r; ++d) map_dim(out, d, e.inputs[0], d);
         break;

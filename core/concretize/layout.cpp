@@ -121,7 +121,8 @@ std::vector<int> expr_order(const ConcreteFusion& c, const Expr& e, size_t out_r
       return drop_dims(a_order, removed);
     }
     case OpCategory::Hint:
-    case OpCategory::Scatter: return a_order;
+    case OpCategory::Scatter:
+    case OpCategory::Scan: return a_order;
     case OpCategory::Indexing:
       return e.op == Op::GATHER ? order_of(e.inputs[1]) : a_order;
     case OpCategory::Shape: break;

@@ -163,6 +163,7 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
                " exceeds input size ", a[d], " in dim ", d);
       return Extents(index);
     }
+    case OpCategory::Scan: return Extents(in(0));
     case OpCategory::Scatter: {
       const std::span<const int64_t> a = in(0);
       const std::span<const int64_t> index = in(1);

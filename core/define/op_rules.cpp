@@ -491,6 +491,16 @@ std::vector<OutputType> infer_by_category(const Fusion& fusion, Op op,
       return {{a.dtype, a.rank, false}};
     }
     case OpCategory::Scatter: return scatter(fusion, op, args, attrs);
+    case OpCategory::Scan: {
+      expect_args(op, args, 1);
+      expect_attrs(op, attrs, 2, "dim, exclusive");
+      const Value& a = tensor_arg(fusion, op, args, 0);
+      if (a.rank == 0) fail(KF_ERR_SHAPE_MISMATCH, op_name(op), ": argument 0 (value ", a.id, "): expected a tensor of rank >= 1");
+      attrs[0] = normalize_dim(op, attrs[0], a.rank, "dim");
+      attrs[1] = attrs[1] != 0;
+      const DType t = op == Op::CUMMAX ? a.dtype : (is_float(a.dtype) ? a.dtype : DType::I64);
+      return {{t, a.rank, false}};
+    }
     case OpCategory::Query: {  // size
       expect_args(op, args, 1);
       expect_attrs(op, attrs, 1, "dim");

@@ -86,6 +86,14 @@ struct ScatterAttrs {
 };
 const char* scatter_reduce_name(ScatterReduce r);
 
+// cumsum, cumprod, cummax: [dim, exclusive].
+struct ScanAttrs {
+  int64_t dim;
+  bool exclusive;
+  explicit ScanAttrs(const Expr& e) : dim(e.attrs[0]), exclusive(e.attrs[1] != 0) {}
+  size_t index() const { return static_cast<size_t>(dim); }
+};
+
 // cast: [dtype].
 struct CastAttrs {
   DType dtype;

@@ -22,6 +22,9 @@ enum class OpCategory : uint8_t {
   // Writes a copy of its first input with some elements replaced or
   // combined at computed indices (scatter, index_reduce): a segment of its own.
   Scatter,
+  // Combines each element with those before it along one dim (cumsum,
+  // cumprod, cummax): a segment of its own, like a scatter.
+  Scan,
 };
 
 

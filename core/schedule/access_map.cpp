@@ -39,6 +39,7 @@ class Tracer {
       case OpCategory::Query:      // reads sizes only
       case OpCategory::Library:
       case OpCategory::Scatter:  // a segment of its own
+      case OpCategory::Scan:
       case OpCategory::Communication: return;
     }
   }

@@ -64,6 +64,10 @@ struct Describe {
            (p.include_self ? "" : " exclude_self") + " path=" + (p.sorted ? "sorted" : "atomic") +
            (p.sorted ? " lanes=" + std::to_string(p.lanes) + " unroll=" + std::to_string(p.unroll) : "");
   }
+  std::string operator()(const ScanParams& p) const {
+    return "scan block=" + std::to_string(p.block) + " expr=" + std::to_string(p.expr) +
+           (p.block_per_line ? " lines=blocks items=" + std::to_string(p.items) : " lines=threads");
+  }
   std::string operator()(const ColumnParams& p) const {
     return "column block=" + std::to_string(p.block) + " tile_cols=" + std::to_string(p.tile_cols()) +
            " row_groups=" + std::to_string(p.row_groups) + " " + rows(p.rows) + " " + vectors(p.vectors);
@@ -78,11 +82,12 @@ SchedulerKind kind_of(const KernelSchedule& s) {
   if (const auto* c = std::get_if<ColumnParams>(&s))
     return c->rows.normalizes ? SchedulerKind::Normalization : SchedulerKind::Reduction;
   if (std::holds_alternative<ScatterParams>(s)) return SchedulerKind::Scatter;
+  if (std::holds_alternative<ScanParams>(s)) return SchedulerKind::Scan;
   return SchedulerKind::Pointwise;
 }
 
 std::string_view family_of(const KernelSchedule& s) {
-  static constexpr std::string_view names[] = {"pointwise", "tiled", "row", "column", "scatter"};
+  static constexpr std::string_view names[] = {"pointwise", "tiled", "row", "column", "scatter", "scan"};
   if (const auto* r = std::get_if<RowParams>(&s); r != nullptr && r->has_outer()) return "inner_outer";
   return names[s.index()];
 }

@@ -188,7 +188,24 @@ struct ScatterParams {
   bool operator==(const ScatterParams&) const = default;
 };
 
-using KernelSchedule = std::variant<PointwiseParams, TiledParams, RowParams, ColumnParams, ScatterParams>;
+// Scan (cumsum, cumprod, cummax; alone in its segment, scan.cpp). A line
+// is the elements along the scanned dim at one index of the others. When
+// the scanned dim is the innermost in memory, a block per line: each
+// thread combines `items` consecutive elements, a block-wide scan of the
+// threads' totals (warp shuffles, then one warp over the warps' totals)
+// gives each its prefix, and a carry runs from chunk to chunk. Otherwise a
+// thread per line walks it in order (neighbouring threads read
+// neighbouring elements of the innermost dim).
+struct ScanParams {
+  int64_t expr = -1;
+  std::vector<size_t> line_dims;  // the result's dims but the scanned one, memory order (outermost first)
+  bool block_per_line = true;
+  int block = 256;
+  int items = 4;
+  bool operator==(const ScanParams&) const = default;
+};
+
+using KernelSchedule = std::variant<PointwiseParams, TiledParams, RowParams, ColumnParams, ScatterParams, ScanParams>;
 
 // The scheduler kind the segment API reports (pointwise, reduction,
 // normalization).

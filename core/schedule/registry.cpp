@@ -27,6 +27,10 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
       p.why = "communication runs through the call's communicator";
       return p;
     }
+    if (cat == OpCategory::Scan) {
+      if (std::optional<ScanParams> s = schedule_scan(c, task, tuning, &p.why)) p.schedule = *s;
+      return p;
+    }
     if (cat == OpCategory::Scatter) {
       if (std::optional<ScatterParams> s = schedule_scatter(c, task, tuning, &p.why)) p.schedule = *s;
       return p;

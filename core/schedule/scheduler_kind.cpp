@@ -13,6 +13,7 @@ std::string_view scheduler_name(SchedulerKind kind) {
     case SchedulerKind::NoOp: return "no_op";
     case SchedulerKind::Communication: return "communication";
     case SchedulerKind::Scatter: return "scatter";
+    case SchedulerKind::Scan: return "scan";
   }
   return "unknown";
 }
@@ -26,6 +27,7 @@ SchedulerKind classify_task(const Fusion& fusion, const Task& task) {
     if (cat == OpCategory::Library) return SchedulerKind::Library;
     if (cat == OpCategory::Communication) return SchedulerKind::Communication;
     if (cat == OpCategory::Scatter) return SchedulerKind::Scatter;
+    if (cat == OpCategory::Scan) return SchedulerKind::Scan;
     if (cat == OpCategory::Reduction) has_reduction = true;
   }
   if (!has_reduction) return SchedulerKind::Pointwise;

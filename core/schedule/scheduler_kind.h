@@ -14,7 +14,8 @@ class ConcreteFusion;
 // Communication: a collective (or a rank's block) run by the call's
 // communicator (core/runtime/comm), no kernel.
 // Scatter: a scatter or index_reduce op, alone (core/schedule/scatter.cpp).
-enum class SchedulerKind : uint8_t { Pointwise, Reduction, Normalization, Library, NoOp, Communication, Scatter };
+// Scan: a cumsum, cumprod or cummax, alone (core/schedule/scan.cpp).
+enum class SchedulerKind : uint8_t { Pointwise, Reduction, Normalization, Library, NoOp, Communication, Scatter, Scan };
 
 std::string_view scheduler_name(SchedulerKind kind);
 

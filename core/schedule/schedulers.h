@@ -38,6 +38,10 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
 // scatter.cpp: a task of exactly one scatter or index_reduce.
 std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                               std::string* why);
+// scan.cpp: a task of exactly one cumsum, cumprod or cummax and the
+// producers its kernel computes inline.
+std::optional<ScanParams> schedule_scan(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                        std::string* why);
 // row_reduction.cpp: any rows (one block per row).
 RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning);
 

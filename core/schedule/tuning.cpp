@@ -23,6 +23,7 @@ const Tuning& default_tuning() {
     d.inner_outer_threads_per_sm = from_env("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm);
     d.scatter_lanes = from_env("KFUSE_TUNE_SCATTER_LANES", d.scatter_lanes);
     d.scatter_unroll = from_env("KFUSE_TUNE_SCATTER_UNROLL", d.scatter_unroll);
+    d.scan_items = from_env("KFUSE_TUNE_SCAN_ITEMS", d.scan_items);
     return d;
   }();
   return t;

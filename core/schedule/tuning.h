@@ -27,12 +27,15 @@ struct Tuning {
   // positions of a run loaded per step (docs/PERF.md, session 9).
   int scatter_lanes = 4;
   int scatter_unroll = 4;
+  // Scans, a block per line: consecutive elements each thread combines per
+  // chunk (docs/PERF.md, session 9).
+  int scan_items = 4;
 };
 
 // The process default: the fields above, overridden by
 // KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_ROW_VECTORS,
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
-// KFUSE_TUNE_SCATTER_LANES and KFUSE_TUNE_SCATTER_UNROLL
+// KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL and KFUSE_TUNE_SCAN_ITEMS
 // (positive integers) when set. Read on first use.
 const Tuning& default_tuning();
 

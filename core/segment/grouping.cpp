@@ -15,11 +15,12 @@ namespace kf {
 
 namespace {
 
-// Library, communication and scatter ops (the scatter's kernels write
-// its whole result before anything reads it) each head a group of their own.
+// Library, communication, scatter and scan ops (their kernels write the
+// whole result before anything reads it) each head a group of their own.
 bool is_library(const Expr& e) {
   const OpCategory c = op_info(e.op).category;
-  return c == OpCategory::Library || c == OpCategory::Communication || c == OpCategory::Scatter;
+  return c == OpCategory::Library || c == OpCategory::Communication || c == OpCategory::Scatter ||
+         c == OpCategory::Scan;
 }
 
 // Stage of each expr: a segment_set starts a new stage after its producer.
@@ -115,20 +116,21 @@ class Grouper {
       if (op_info(f_.exprs[i].op).category == OpCategory::Library) {
         pattern = match_matmul_pattern(c_, e, sole);
         if (pattern.size() == 1 || !accepts_(pattern)) pattern = {e};
-      } else if (op_info(f_.exprs[i].op).category == OpCategory::Scatter) {
-        pattern = scatter_producers(e);
+      } else if (op_info(f_.exprs[i].op).category == OpCategory::Scatter ||
+                 op_info(f_.exprs[i].op).category == OpCategory::Scan) {
+        pattern = inline_producers(e);
         if (pattern.size() > 1 && !accepts_(pattern)) pattern = {e};
       }
       for (int64_t m : pattern) library_head_[static_cast<size_t>(m)] = e;
     }
   }
 
-  // A scatter and the producers its kernels can compute inline (casts,
+  // A scatter or scan and the producers its kernels can compute inline (casts,
   // broadcasts, a zero-filled start: value_at of any pointwise, shape,
   // creation, gather or size op) whose values nothing outside the group
   // reads: the cast source, the index expanded from a vector and the
   // `full` the result starts from are never written to memory.
-  std::vector<int64_t> scatter_producers(int64_t scatter) const {
+  std::vector<int64_t> inline_producers(int64_t scatter) const {
     std::vector<bool> member(f_.exprs.size(), false);
     member[static_cast<size_t>(scatter)] = true;
     std::vector<int64_t> group = {scatter};

@@ -227,6 +227,7 @@ class Sharder {
       case OpCategory::Library: library(e); return;
       case OpCategory::Indexing:
       case OpCategory::Scatter:
+      case OpCategory::Scan:
       case OpCategory::Creation: whole(e); return;
       case OpCategory::Communication: fail(KF_ERR_INTERNAL, "shard: a definition holds ", op_name(e.op));
     }

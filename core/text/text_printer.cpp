@@ -41,6 +41,8 @@ constexpr TextAttr kScatterAttrs[] = {{"dim", K::Int, 0, true, 0},
                                       {"include_self", K::Bool, 2, false, 1},
                                       {"deterministic", K::Bool, 3, false, 0}};
 
+constexpr TextAttr kScanAttrs[] = {{"dim", K::Int, 0, true, 0}, {"exclusive", K::Bool, 1, false, 0}};
+
 TextSignature signature(int list_position, size_t min_names, size_t max_names,
                         std::span<const TextAttr> attrs) {
   TextSignature s{list_position, min_names, max_names, attrs, 0};
@@ -76,6 +78,9 @@ TextSignature make_signature(Op op) {
     case Op::SIZE: return names(1, kDimAttrs);
     case Op::SCATTER:
     case Op::INDEX_REDUCE: return names(3, kScatterAttrs);
+    case Op::CUMSUM:
+    case Op::CUMPROD:
+    case Op::CUMMAX: return names(1, kScanAttrs);
     case Op::ALLREDUCE: return names(1, kAllreduceAttrs);
     case Op::ALLGATHER:
     case Op::SHARD_SLICE: return names(1, kDimRanksAttrs);

@@ -266,6 +266,11 @@ static void build_other(kf_builder b, kf_op op) {
       KF_CHECK(kf_index_put(b, v, tensor(b, 1, KF_INT64), tensor(b, 1, KF_FLOAT32), 1, KF_SCATTER_DETERMINISTIC, &out));
       break;
     }
+    case KF_OP_CUMSUM:
+    case KF_OP_CUMPROD:
+    case KF_OP_CUMMAX:
+      KF_CHECK(kf_scan(b, op, tensor(b, 3, KF_INT32), -1, op == KF_OP_CUMPROD, &out));
+      break;
     default: fail_msg("no builder for op %s", kf_op_name(op));
   }
   output(b, out);

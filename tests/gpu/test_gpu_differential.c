@@ -1606,6 +1606,49 @@ static void test_scatter(void** state) {
   end_test("scatter");
 }
 
+/* Scans: a block per line (the scanned dim innermost: long lines over
+ * several chunks, a line shorter than one chunk, odd lengths) and a thread
+ * per line (dim 0, and a transposed input), inclusive and exclusive, the
+ * operand computed inline (x * 2 - 1); float tolerance scaled by the
+ * line's length (the block scan adds in another order than the CPU). */
+static void test_scans(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT64, KF_INT32, KF_INT64};
+  const char* const ops[] = {"cumsum", "cumprod", "cummax"};
+  const int64_t shapes[][2] = {{64, 5000}, {1000, 3}, {3, 1027}, {1, 1}, {0, 7}};
+  for (int d = 0; d < 5; ++d)
+    for (int o = 0; o < 3; ++o)
+      for (int si = 0; si < 5; ++si)
+        for (int dim = 0; dim < 2; ++dim) {
+          const int exclusive = (si + dim + o) % 2;
+          char text[512];
+          snprintf(text, sizeof text,
+                   "input x: tensor<%s, 2>\nconst two: int64 = 2\nconst one: int64 = 1\nt = mul(x, two)\nu = sub(t, one)\n"
+                   "y = %s(u) {dim=%d, exclusive=%s}\noutput y\n",
+                   kf_dtype_name(dts[d]), ops[o], dim, exclusive ? "true" : "false");
+          kf_fusion f;
+          KF_CHECK(kf_fusion_from_text(text, &f));
+          tin in[1];
+          in[0] = input(dts[d], 2, shapes[si]);
+          if (si == 0 && dim == 0) {
+            const int64_t st[2] = {1, shapes[si][0]};
+            with_strides(&in[0], st, 0);
+          }
+          /* products stay near 1: values in [0.5, 1.5] after x * 2 - 1 */
+          if (o == 1) fill(&in[0], 0.75, 1.25, 0);
+          else fill(&in[0], -2, 2, 0);
+          if (o == 1 && !(dts[d] == KF_FLOAT32 || dts[d] == KF_FLOAT64 || dts[d] == KF_BFLOAT16)) fill(&in[0], 1, 1, 0);
+          char what[200];
+          snprintf(what, sizeof what, "%s dim %d%s %s [%lld,%lld]", ops[o], dim, exclusive ? " exclusive" : "",
+                   kf_dtype_name(dts[d]), (long long)shapes[si][0], (long long)shapes[si][1]);
+          const double len = (double)shapes[si][dim];
+          run_case_tol(f, in, 1, what, o == 0 ? (len > 1 ? len : 1) : 1.0, o == 2 ? 0 : -1);
+          free_inputs(in, 1);
+          kf_fusion_release(f);
+        }
+  end_test("scans");
+}
+
 /* Extents as values (size): a mean written as sum / size(x, -1), a scale
  * by the sum of two extents, and a flatten whose shape is
  * mul(size(x, 0), size(x, 1)). Not yet run on a device (session 7 had no
@@ -1835,7 +1878,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

@@ -241,6 +241,25 @@ void test_scatter(void** /*state*/) {
   compile_batch(batch, "scatter");
 }
 
+// cumsum, cumprod, cummax: every dtype, inclusive and exclusive, a line
+// per block (the scanned dim innermost) and a line per thread.
+void test_scans(void** /*state*/) {
+  kftest::Batch batch;
+  int cases = 0;
+  for (DType t : kAll)
+    for (Op op : {Op::CUMSUM, Op::CUMPROD, Op::CUMMAX})
+      for (int64_t dim : {0, 1})
+        for (int64_t exclusive : {0, 1}) {
+          Inputs in;
+          in.push_back(kftest::tensor(t, {5, 33}));
+          cases += add_case(batch, [&](Builder& b) {
+            b.output(b.op(op, {b.tensor_input(2, t)}, {dim, exclusive})[0], {}, -1);
+          }, in, op_info(op).name.data());
+        }
+  assert_true(cases >= 100);
+  compile_batch(batch, "scans");
+}
+
 void test_library_rejected(void** /*state*/) {
   Builder b;
   const int64_t a = b.tensor_input(2, DType::F32), w = b.tensor_input(2, DType::F32);
@@ -264,6 +283,7 @@ int main() {
       cmocka_unit_test(test_cast_and_creation),
       cmocka_unit_test(test_reductions),
       cmocka_unit_test(test_scatter),
+      cmocka_unit_test(test_scans),
       cmocka_unit_test(test_shape_and_indexing),
       cmocka_unit_test(test_library_rejected),
   };

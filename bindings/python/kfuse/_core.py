@@ -372,6 +372,16 @@ class Definition:
     def gather(self, x, dim, index):
         return self.op("gather", [x, index], [dim])
 
+    def cumsum(self, x, dim, exclusive=False):
+        return self.op("cumsum", [x], [dim, 1 if exclusive else 0])
+
+    def cumprod(self, x, dim, exclusive=False):
+        return self.op("cumprod", [x], [dim, 1 if exclusive else 0])
+
+    def cummax(self, x, dim, exclusive=False):
+        """The running maximum's values (torch.cummax(...).values)."""
+        return self.op("cummax", [x], [dim, 1 if exclusive else 0])
+
     _SCATTER_REDUCE = {"none": 0, "sum": 1, "prod": 2, "mean": 3, "amax": 4, "amin": 5}
 
     def _scatter_attrs(self, dim, reduce, include_self, deterministic):

@@ -479,6 +479,19 @@ class ScatterTests(unittest.TestCase):
                 t = fd.tensor(rank=1, dtype=kfuse.float32)
                 fd.scatter(t, 0, t, t, reduce="median")
 
+    def test_scans_match_numpy(self):
+        x = np.random.default_rng(9).standard_normal((3, 7)).astype(np.float64)
+        with kfuse.Definition() as fd:
+            t = fd.tensor(rank=2, dtype=kfuse.float64)
+            fd.output(fd.cumsum(t, 1))
+            fd.output(fd.cumprod(t, 0, exclusive=True))
+            fd.output(fd.cummax(t, -1))
+        s, p, m = fd.fusion(x)
+        np.testing.assert_allclose(s.numpy(), np.cumsum(x, axis=1))
+        want = np.concatenate([np.ones((1, 7)), np.cumprod(x, axis=0)[:-1]])
+        np.testing.assert_allclose(p.numpy(), want)
+        np.testing.assert_array_equal(m.numpy(), np.maximum.accumulate(x, axis=1))
+
 
 class MeshTests(unittest.TestCase):
     def test_sharded_layernorm_on_local_ranks(self):

@@ -166,6 +166,10 @@ typedef enum kf_op {
    * index of rank 1, slice index[j] of x along dim receives slice j of src.
    * Use kf_scatter / kf_index_reduce and the helpers after them. */
   KF_OP_SCATTER, KF_OP_INDEX_REDUCE,
+  /* scans along one dim (docs/semantics.md#scans): attrs [dim, exclusive].
+   * cumsum and cumprod of ints and bool are int64 (as torch); cummax keeps
+   * the dtype (its values; NaN propagates). Use kf_scan. */
+  KF_OP_CUMSUM, KF_OP_CUMPROD, KF_OP_CUMMAX,
   KF_OP_COUNT,
   KF_OP_MAX_ENUM = 0x7fffffff
 } kf_op;
@@ -279,6 +283,10 @@ KF_API kf_status kf_index_add(kf_builder b, int64_t a, int64_t dim, int64_t inde
  * index_reduce on dim 0. */
 KF_API kf_status kf_index_put(kf_builder b, int64_t a, int64_t index, int64_t values,
                               int accumulate, uint32_t flags, int64_t* out);
+/* cumsum, cumprod or cummax of `a` along `dim` (negative counts from the
+ * end); exclusive: element i combines the elements before i (the first is
+ * the identity: 0, 1, or the dtype's lowest value). */
+KF_API kf_status kf_scan(kf_builder b, kf_op op, int64_t a, int64_t dim, int exclusive, int64_t* out);
 KF_API kf_status kf_full(kf_builder b, const int64_t* shape, size_t rank, int64_t fill,
                          kf_dtype dtype, int64_t* out);
 KF_API kf_status kf_iota(kf_builder b, int64_t length, int64_t start, int64_t step,

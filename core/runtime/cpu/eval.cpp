@@ -35,6 +35,7 @@ void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
     case OpCategory::Shape: eval_shape(fusion, e, env); return;
     case OpCategory::Indexing: eval_indexing(fusion, e, env); return;
     case OpCategory::Scatter: eval_scatter(fusion, e, env); return;
+    case OpCategory::Scan: eval_scan(fusion, e, env); return;
     case OpCategory::Creation: eval_creation(fusion, e, env); return;
     case OpCategory::Library: eval_library(fusion, e, env); return;
     case OpCategory::Hint: env.set(e.outputs[0], env.get(e.inputs[0])); return;

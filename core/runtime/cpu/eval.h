@@ -55,6 +55,7 @@ void eval_reduction(const Fusion& fusion, const Expr& e, Env& env);
 void eval_shape(const Fusion& fusion, const Expr& e, Env& env);
 void eval_indexing(const Fusion& fusion, const Expr& e, Env& env);
 void eval_scatter(const Fusion& fusion, const Expr& e, Env& env);  // ops_scatter.cpp
+void eval_scan(const Fusion& fusion, const Expr& e, Env& env);     // ops_scan.cpp
 void eval_creation(const Fusion& fusion, const Expr& e, Env& env);
 void eval_library(const Fusion& fusion, const Expr& e, Env& env);
 

@@ -189,6 +189,15 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
         static_cast<uint64_t>(cols) * 8;
     return dims;
   }
+  if (rule.kind == LaunchRule::Kind::Scan) {
+    int64_t lines = 1, length = 1;
+    for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? length : lines) *= domain[d];
+    if (lines == 0 || length == 0) return dims;
+    const int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
+    dims.grid = static_cast<uint32_t>(std::min<int64_t>(
+        rule.scan_block_per_line ? lines : (lines + rule.block - 1) / rule.block, cap));
+    return dims;
+  }
   if (rule.kind == LaunchRule::Kind::SplitRows) {
     int64_t rows = 1, row = 1;
     for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? row : rows) *= domain[d];

@@ -1,0 +1,196 @@
+// Scan kernels (ScanParams in kernel_schedule.h): a thread per line, or a
+// block per line with a block-wide scan of each chunk and a carry between
+// chunks. Floats combine in float (double for float64), as torch's CUDA
+// scans; integers and bool in wrapping int64.
+#include "core/codegen/emit_common.h"
+#include "core/codegen/emitters.h"
+#include "core/codegen/op_cuda.h"
+
+namespace kf {
+
+namespace {
+
+struct ScanOperands {
+  int64_t in, out;
+  size_t dim, rank;
+  Op op;
+  bool exclusive;
+  DType in_t, out_t, acc;
+};
+
+ScanOperands scan_operands(const KernelWriter& w, const ScanParams& p) {
+  const Expr& e = w.fusion().exprs[static_cast<size_t>(p.expr)];
+  ScanOperands o;
+  o.in = e.inputs[0];
+  o.out = e.outputs[0];
+  o.dim = ScanAttrs(e).index();
+  o.rank = w.rank(o.out);
+  o.op = e.op;
+  o.exclusive = ScanAttrs(e).exclusive;
+  o.in_t = w.fusion().value(o.in).dtype;
+  o.out_t = w.fusion().value(o.out).dtype;
+  o.acc = o.out_t == DType::F64 ? DType::F64 : is_float(o.out_t) ? DType::F32 : DType::I64;
+  return o;
+}
+
+std::string identity(const ScanOperands& o) {
+  if (o.op == Op::CUMSUM) return o.acc == DType::I64 ? "0LL" : o.acc == DType::F64 ? "0.0" : "0.0f";
+  if (o.op == Op::CUMPROD) return o.acc == DType::I64 ? "1LL" : o.acc == DType::F64 ? "1.0" : "1.0f";
+  if (o.acc == DType::F32) return "(-__int_as_float(0x7f800000))";
+  if (o.acc == DType::F64) return "(-__longlong_as_double(0x7ff0000000000000LL))";
+  switch (o.out_t) {
+    case DType::I64: return "(-9223372036854775807LL - 1)";
+    case DType::I32: return "(-2147483647LL - 1)";
+    case DType::I8: return "(-128LL)";
+    default: return "0LL";  // uint8, bool
+  }
+}
+
+std::string combine(const ScanOperands& o, const std::string& a, const std::string& b) {
+  if (o.op == Op::CUMMAX) return "kf_max_acc(" + a + ", " + b + ")";
+  if (o.acc == DType::I64) return std::string(o.op == Op::CUMSUM ? "kf_add(" : "kf_mul(") + a + ", " + b + ")";
+  return a + (o.op == Op::CUMSUM ? " + " : " * ") + b;
+}
+
+// The dims of the result but the scanned one, in memory order (outermost
+// first), and their indices for line `linear`.
+std::vector<std::string> line_index(KernelWriter& w, const ScanParams& p, const ScanOperands& o,
+                                    const std::string& linear) {
+  const std::vector<size_t>& others = p.line_dims;
+  std::vector<std::string> idx(o.rank, "0");
+  const std::vector<std::string> names = unravel(w, o.out, others, linear, "l", true);
+  for (size_t k = 0; k < others.size(); ++k) idx[others[k]] = names[k];
+  return idx;
+}
+
+std::string lines_count(KernelWriter& w, const ScanOperands& o) {
+  std::string n = "1LL";
+  for (size_t d = 0; d < o.rank; ++d)
+    if (d != o.dim) n += " * " + w.extent(o.out, d);
+  return w.hoist("long long", "nl", n);
+}
+
+// One element: the input at idx as the accumulator type.
+std::string element(KernelWriter& w, const ScanOperands& o, const std::vector<std::string>& idx) {
+  return convert(o.in_t, o.acc, w.value_at(o.in, idx));
+}
+
+void store(KernelWriter& w, const ScanOperands& o, const std::vector<std::string>& idx, const std::string& acc) {
+  w.store(o.out, idx, convert(o.acc, o.out_t, acc));
+}
+
+}  // namespace
+
+void emit_scan(KernelWriter& w, const ScanParams& p) {
+  const ScanOperands o = scan_operands(w, p);
+  const std::string acc_t = reg_type(o.acc);
+  const std::string len = "(long long)" + w.extent(o.out, o.dim);
+  const std::string lines = lines_count(w, o);
+  if (!p.block_per_line) {
+    w.open("for (long long q = " + std::string(kThread) + "; q < " + lines + "; q += " + kGridStride + ")");
+    std::vector<std::string> idx = line_index(w, p, o, "q");
+    w.line(acc_t + " acc = " + identity(o) + ";");
+    w.open("for (long long k = 0; k < " + len + "; ++k)");
+    idx[o.dim] = "k";
+    const std::string v = element(w, o, idx);
+    if (o.exclusive) store(w, o, idx, "acc");
+    w.line("acc = " + combine(o, "acc", v) + ";");
+    if (!o.exclusive) store(w, o, idx, "acc");
+    w.close();
+    w.close();
+    return;
+  }
+  // Chunks of block x items elements, staged through shared memory so that
+  // the loads and stores are coalesced (element j * blockDim.x + t by
+  // thread t) while each thread combines `items` consecutive elements
+  // (t * items + j); one padding slot per 32 avoids bank conflicts.
+  const int items = p.items;
+  const std::string B = std::to_string(p.block), I = std::to_string(items);
+  const auto slot = [](const std::string& i) { return "stage[(" + i + ") + ((" + i + ") >> 5)]"; };
+  w.line("__shared__ " + acc_t + " warp_totals[32];");
+  w.line("__shared__ " + acc_t + " stage[" + std::to_string(p.block * items + p.block * items / 32) + "];");
+  w.line("const int t = threadIdx.x;");
+  w.open("for (long long q = blockIdx.x; q < " + lines + "; q += gridDim.x)");
+  std::vector<std::string> idx = line_index(w, p, o, "q");
+  w.line(acc_t + " carry = " + identity(o) + ";");
+  w.open("for (long long base = 0; base < " + len + "; base += " + B + "LL * " + I + ")");
+  for (int j = 0; j < items; ++j) {
+    const std::string k = w.fresh("k");
+    w.line("const long long " + k + " = base + " + std::to_string(j * p.block) + " + t;");
+    std::vector<std::string> at = idx;
+    at[o.dim] = "(" + k + " < " + len + " ? " + k + " : base)";
+    w.open("");
+    w.line(acc_t + " v = " + identity(o) + ";");
+    w.open("if (" + k + " < " + len + ")");
+    w.line("v = " + element(w, o, at) + ";");
+    w.close();
+    w.line(slot(std::to_string(j * p.block) + " + t") + " = v;");
+    w.close();
+  }
+  w.line("__syncthreads();");
+  std::vector<std::string> x, inc;
+  for (int j = 0; j < items; ++j) {
+    x.push_back("x" + std::to_string(j));
+    w.line("const " + acc_t + " " + x.back() + " = " + slot("t * " + I + " + " + std::to_string(j)) + ";");
+  }
+  inc.push_back(x[0]);
+  for (int j = 1; j < items; ++j) {
+    inc.push_back("s" + std::to_string(j));
+    w.line("const " + acc_t + " " + inc.back() + " = " + combine(o, inc[static_cast<size_t>(j - 1)], x[static_cast<size_t>(j)]) + ";");
+  }
+  w.line(acc_t + " total;");
+  w.line("const " + acc_t + " before = kf_block_exscan(" + inc.back() + ", " + identity(o) + ", kf_scan_op(), warp_totals, &total);");
+  w.line("const " + acc_t + " prefix = " + combine(o, "carry", "before") + ";");
+  for (int j = 0; j < items; ++j) {
+    const std::string v = o.exclusive ? (j == 0 ? std::string("prefix") : combine(o, "prefix", inc[static_cast<size_t>(j - 1)]))
+                                      : combine(o, "prefix", inc[static_cast<size_t>(j)]);
+    w.line(slot("t * " + I + " + " + std::to_string(j)) + " = " + v + ";");
+  }
+  w.line("__syncthreads();");
+  for (int j = 0; j < items; ++j) {
+    const std::string k = "base + " + std::to_string(j * p.block) + " + t";
+    w.open("if (" + k + " < " + len + ")");
+    std::vector<std::string> at = idx;
+    at[o.dim] = "(" + k + ")";
+    store(w, o, at, slot(std::to_string(j * p.block) + " + t"));
+    w.close();
+  }
+  w.line("carry = " + combine(o, "carry", "total") + ";");
+  w.line("__syncthreads();  // stage and warp_totals are reused by the next chunk");
+  w.close();
+  w.close();
+}
+
+std::string scan_helpers(const KernelWriter& w, const ScanParams& p) {
+  const ScanOperands o = scan_operands(w, p);
+  const std::string t = reg_type(o.acc);
+  return "\nstruct kf_scan_op { KF_DEV " + t + " operator()(" + t + " a, " + t + " b) const { return " + combine(o, "a", "b") +
+         "; } };\n" + R"KFCUDA(// The exclusive prefix of v over the block (blockDim.x a multiple of 32,
+// at most 1024) and the block's total; warp_totals: 32 in shared memory.
+template <class T, class Op> KF_DEV T kf_block_exscan(T v, T id, Op op, T* warp_totals, T* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  T inc = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const T n = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc = op(n, inc);
+  }
+  if (lane == 31) warp_totals[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    T s = lane < warps ? warp_totals[lane] : id;
+    for (int o = 1; o < 32; o <<= 1) {
+      const T n = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) s = op(n, s);
+    }
+    warp_totals[lane] = s;
+  }
+  __syncthreads();
+  T ex = __shfl_up_sync(0xffffffffu, inc, 1);
+  if (lane == 0) ex = id;
+  *total = warp_totals[warps - 1];
+  return warp == 0 ? ex : op(warp_totals[warp - 1], ex);
+}
+)KFCUDA";
+}
+
+}  // namespace kf

@@ -1,0 +1,46 @@
+// The scan scheduler: one cumsum, cumprod or cummax and the producers of
+// its operand that its kernel computes inline (grouping.cpp:
+// inline_producers). A block per line when the scanned dim is the
+// innermost of the result's memory order (the line is contiguous), else a
+// thread per line.
+#include <algorithm>
+
+#include "core/schedule/schedulers.h"
+
+namespace kf {
+
+std::optional<ScanParams> schedule_scan(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                        std::string* why) {
+  const Fusion& f = *c.fusion;
+  int64_t scan = -1;
+  for (int64_t ei : task.exprs) {
+    const Op op = f.exprs[static_cast<size_t>(ei)].op;
+    const OpCategory cat = op_info(op).category;
+    if (cat == OpCategory::Scan) {
+      if (scan >= 0) {
+        if (why != nullptr) *why = "two scans in one task (each runs alone)";
+        return std::nullopt;
+      }
+      scan = ei;
+    } else if (!is_pointwise(op) && cat != OpCategory::Shape && cat != OpCategory::Creation &&
+               cat != OpCategory::Indexing && cat != OpCategory::Query) {
+      if (why != nullptr) *why = std::string("a scan with a ") + op_name(op).data() + " (only its producers computed inline join it)";
+      return std::nullopt;
+    }
+  }
+  const Expr& e = f.exprs[static_cast<size_t>(scan)];
+  if (task.outputs.size() != 1 || task.outputs[0] != e.outputs[0]) {
+    if (why != nullptr) *why = "a scan task must write the scan's result and nothing else";
+    return std::nullopt;
+  }
+  ScanParams p;
+  p.expr = scan;
+  p.items = std::clamp(tuning.scan_items, 1, 32);
+  const std::vector<size_t> order = loop_order(c, e.outputs[0]);
+  p.block_per_line = !order.empty() && order.back() == ScanAttrs(e).index();
+  for (size_t d : order)
+    if (d != ScanAttrs(e).index()) p.line_dims.push_back(d);
+  return p;
+}
+
+}  // namespace kf
