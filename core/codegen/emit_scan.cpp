@@ -79,7 +79,61 @@ void store(KernelWriter& w, const ScanOperands& o, const std::vector<std::string
   w.store(o.out, idx, convert(o.acc, o.out_t, acc));
 }
 
+enum class ScanPhase { Partial, Final };
+
+// A thread per (line, segment) (neighbouring threads on neighbouring
+// lines): args.segments segments of ceil(length / segments) elements. The
+// partial phase writes each segment's total to scratch[segment * lines +
+// line]; the final phase starts from the prefix the carry kernel left
+// there (identity when there is one segment) and writes the result.
+void emit_segment_loop(KernelWriter& w, const ScanParams& p, const ScanOperands& o, ScanPhase phase) {
+  const std::string acc_t = reg_type(o.acc);
+  const std::string len = "(long long)" + w.extent(o.out, o.dim);
+  const std::string lines = lines_count(w, o);
+  w.line(acc_t + "* const part = (" + acc_t + "*)args.scratch;");
+  w.line("const long long seg_len = (" + len + " + args.segments - 1) / args.segments;");
+  w.open("for (long long item = " + std::string(kThread) + "; item < " + lines + " * args.segments; item += " + kGridStride + ")");
+  w.line("const long long g = item / " + lines + ";");
+  w.line("const long long q = item - g * " + lines + ";");
+  std::vector<std::string> idx = line_index(w, p, o, "q");
+  w.line("const long long k_end = (g + 1) * seg_len < " + len + " ? (g + 1) * seg_len : " + len + ";");
+  if (phase == ScanPhase::Partial)
+    w.line(acc_t + " acc = " + identity(o) + ";");
+  else
+    w.line(acc_t + " acc = args.segments > 1 ? part[item] : " + identity(o) + ";");
+  w.open("for (long long k = g * seg_len; k < k_end; ++k)");
+  idx[o.dim] = "k";
+  const std::string v = element(w, o, idx);
+  if (phase == ScanPhase::Final && o.exclusive) store(w, o, idx, "acc");
+  w.line("acc = " + combine(o, "acc", v) + ";");
+  if (phase == ScanPhase::Final && !o.exclusive) store(w, o, idx, "acc");
+  w.close();
+  if (phase == ScanPhase::Partial) w.line("part[item] = acc;");
+  w.close();
+}
+
 }  // namespace
+
+// Thread-per-line scans split into segments: the segments' totals, then
+// (emit_scan_carry) their exclusive prefixes per line, then emit_scan.
+void emit_scan_partials(KernelWriter& w, const ScanParams& p) {
+  emit_segment_loop(w, p, scan_operands(w, p), ScanPhase::Partial);
+}
+
+void emit_scan_carry(KernelWriter& w, const ScanParams& p) {
+  const ScanOperands o = scan_operands(w, p);
+  const std::string acc_t = reg_type(o.acc);
+  const std::string lines = lines_count(w, o);
+  w.line(acc_t + "* const part = (" + acc_t + "*)args.scratch;");
+  w.open("for (long long q = " + std::string(kThread) + "; q < " + lines + "; q += " + kGridStride + ")");
+  w.line(acc_t + " running = " + identity(o) + ";");
+  w.open("for (long long g = 0; g < args.segments; ++g)");
+  w.line("const " + acc_t + " t = part[g * " + lines + " + q];");
+  w.line("part[g * " + lines + " + q] = running;");
+  w.line("running = " + combine(o, "running", "t") + ";");
+  w.close();
+  w.close();
+}
 
 void emit_scan(KernelWriter& w, const ScanParams& p) {
   const ScanOperands o = scan_operands(w, p);
@@ -87,17 +141,7 @@ void emit_scan(KernelWriter& w, const ScanParams& p) {
   const std::string len = "(long long)" + w.extent(o.out, o.dim);
   const std::string lines = lines_count(w, o);
   if (!p.block_per_line) {
-    w.open("for (long long q = " + std::string(kThread) + "; q < " + lines + "; q += " + kGridStride + ")");
-    std::vector<std::string> idx = line_index(w, p, o, "q");
-    w.line(acc_t + " acc = " + identity(o) + ";");
-    w.open("for (long long k = 0; k < " + len + "; ++k)");
-    idx[o.dim] = "k";
-    const std::string v = element(w, o, idx);
-    if (o.exclusive) store(w, o, idx, "acc");
-    w.line("acc = " + combine(o, "acc", v) + ";");
-    if (!o.exclusive) store(w, o, idx, "acc");
-    w.close();
-    w.close();
+    emit_segment_loop(w, p, o, ScanPhase::Final);
     return;
   }
   // Chunks of block x items elements, staged through shared memory so that

@@ -1,7 +1,7 @@
 // Scatter kernels (ScatterParams in kernel_schedule.h): the copy of the
 // input, then the atomic path (clear, update, mean) or the sorted path
 // (keys, block sort, global sort step, apply). Every kernel grid-strides;
-// the launch (core/runtime/cuda/scatter_launch.cpp) picks grids and passes
+// the launch (core/runtime/cuda/step_launch.cpp) picks grids and passes
 // the scratch pointer, the padded key count and the sort step in the
 // argument block's extra words.
 #include "core/codegen/emit_common.h"

@@ -54,6 +54,8 @@ std::string_view scatter_helpers();
 // emit_scan.cpp: the scan kernel, and the helpers its unit needs (the
 // combining functor and the block scan) to go before it.
 void emit_scan(KernelWriter& w, const ScanParams& p);
+void emit_scan_partials(KernelWriter& w, const ScanParams& p);
+void emit_scan_carry(KernelWriter& w, const ScanParams& p);
 std::string scan_helpers(const KernelWriter& w, const ScanParams& p);
 
 }  // namespace kf

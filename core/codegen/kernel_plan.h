@@ -94,11 +94,11 @@ struct LaunchRule {
     // prefer_split_rows (launch.h) says so.
     SplitRows,
     // Scatter: the kernels named in KernelPlan::scatter, in order
-    // (core/runtime/cuda/scatter_launch.cpp). Extra argument words:
+    // (core/runtime/cuda/step_launch.cpp). Extra argument words:
     // KfArgs::scratch, padded (the sorted path's key count, a power of
     // two >= 2048), sort_k and sort_j (the bitonic step). The sorted
     // path's scratch: keys, positions, then two partials per chunk of
-    // kSortedChunk positions and slice element (scatter_launch.h).
+    // kSortedChunk positions and slice element (step_launch.h).
     Scatter,
     // Scan: ScanParams' kernel; grid.x = one block per line (at most
     // max_blocks, grid-stride) or one thread per line (scan_block_per_line

@@ -198,10 +198,25 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.reduced_dims[ScanAttrs(e).index()] = true;
     launch.block = sc->block;
     launch.scan_block_per_line = sc->block_per_line;
+    if (sc->block_per_line) {
+      emit_scan(w, *sc);
+      plan.args = w.args();
+      assemble(plan, args_struct(plan.args.size(), "") + scan_helpers(w, *sc),
+               {kernel_text(launch.block, false, w.preamble() + w.body())}, {""});
+      return plan;
+    }
+    // A thread per line, in segments: partials, carry, then the scan.
+    launch.extra_args = 2;
+    std::vector<KernelText> kernels;
     emit_scan(w, *sc);
+    kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
+    emit_scan_partials(w, *sc);
+    kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
+    emit_scan_carry(w, *sc);
+    kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
     plan.args = w.args();
-    assemble(plan, args_struct(plan.args.size(), "") + scan_helpers(w, *sc),
-             {kernel_text(launch.block, false, w.preamble() + w.body())}, {""});
+    assemble(plan, args_struct(plan.args.size(), " long long scratch, segments;") + scan_helpers(w, *sc), kernels,
+             {"", "_s_partials", "_s_carry"});
     return plan;
   }
   if (const auto* pw = std::get_if<PointwiseParams>(&schedule)) {

@@ -193,9 +193,12 @@ struct ScatterParams {
 // the scanned dim is the innermost in memory, a block per line: each
 // thread combines `items` consecutive elements, a block-wide scan of the
 // threads' totals (warp shuffles, then one warp over the warps' totals)
-// gives each its prefix, and a carry runs from chunk to chunk. Otherwise a
-// thread per line walks it in order (neighbouring threads read
-// neighbouring elements of the innermost dim).
+// gives each its prefix, and a carry runs from chunk to chunk (the chunk
+// staged in shared memory so that loads and stores are coalesced).
+// Otherwise a thread per line segment walks it in order (neighbouring
+// threads on neighbouring lines): the segments' totals, their prefixes per
+// line, then the scan from each prefix (step_launch.h picks the segments
+// so that the device fills).
 struct ScanParams {
   int64_t expr = -1;
   std::vector<size_t> line_dims;  // the result's dims but the scanned one, memory order (outermost first)

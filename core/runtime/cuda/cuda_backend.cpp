@@ -20,7 +20,7 @@
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
-#include "core/runtime/cuda/scatter_launch.h"
+#include "core/runtime/cuda/step_launch.h"
 #include "core/util/scratch.h"
 
 #include <mutex>
@@ -264,8 +264,9 @@ class CudaBackend final : public Backend {
       run_kernel(c, s, sizes, inputs, outputs, options, context);
       return;
     }
-    if (k.plan.launch.kind == LaunchRule::Kind::Scatter) {
-      run_scatter(c, k, sizes, inputs, outputs, options, context);
+    if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
+        (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
+      run_steps(c, k, sizes, inputs, outputs, options, context);
       return;
     }
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
@@ -312,17 +313,18 @@ class CudaBackend final : public Backend {
            stream_of(options), args.data());
   }
 
-  // A scatter plan's kernels in the order scatter_launch gives, with its
-  // scratch (keys or counts) allocated in stream order behind them.
-  void run_scatter(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes, const DLTensor* const* inputs,
-                   DLTensor* const* outputs, const ExecOptions& options, ScopedContext& context) {
-    const ScatterLaunch l =
-        scatter_launch(k.plan, sizes, context.info().multiprocessors, context.info().max_grid_x);
+  // A scatter's or segmented scan's kernels in the order step_launch.h
+  // gives, with their scratch allocated in stream order behind them.
+  void run_steps(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes, const DLTensor* const* inputs,
+                 DLTensor* const* outputs, const ExecOptions& options, ScopedContext& context) {
+    const int sms = context.info().multiprocessors, max_grid = context.info().max_grid_x;
+    const StepLaunch l = k.plan.launch.kind == LaunchRule::Kind::Scatter ? scatter_launch(k.plan, sizes, sms, max_grid)
+                                                                          : scan_launch(k.plan, sizes, sms, max_grid);
     if (l.steps.empty()) return;
     Scratch<std::vector<int64_t>> arg_block;
     std::vector<int64_t>& args = *arg_block;
     const size_t n = k.plan.args.size();
-    args.assign(n + 4, 0);
+    args.assign(n + static_cast<size_t>(std::max(k.plan.launch.extra_args, 4)), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
     const size_t bytes = static_cast<size_t>(l.scratch_bytes);
     void* scratch = bytes > 0 ? allocate(bytes, c.device.id, options) : nullptr;
@@ -332,10 +334,10 @@ class CudaBackend final : public Backend {
       if (name == k.plan.name) return k.function;
       for (size_t i = 0; i < k.plan.later.size(); ++i)
         if (k.plan.later[i].name == name) return k.later[i];
-      fail(KF_ERR_INTERNAL, "scatter kernel ", name, " is not loaded");
+      fail(KF_ERR_INTERNAL, "kernel ", name, " of a multi-step plan is not loaded");
     };
     try {
-      for (const ScatterStep& s : l.steps) {
+      for (const LaunchStep& s : l.steps) {
         args[n + 2] = s.sort_k;
         args[n + 3] = s.sort_j;
         launch(function_of(*s.kernel), s.kernel->c_str(), s.grid, s.block, 0, stream_of(options), args.data());

@@ -1,4 +1,4 @@
-#include "core/runtime/cuda/scatter_launch.h"
+#include "core/runtime/cuda/step_launch.h"
 
 #include <algorithm>
 
@@ -22,10 +22,10 @@ int64_t product(std::span<const int64_t> s) {
 
 }  // namespace
 
-ScatterLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x) {
+StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x) {
   const KernelPlan::ScatterKernels& k = plan.scatter;
   const int block = plan.launch.block;
-  ScatterLaunch l;
+  StepLaunch l;
   const std::span<const int64_t> out = sizes[k.output];
   const int64_t n_out = product(out);
   if (n_out == 0) return l;  // nothing to write (and every index is out of range)
@@ -76,6 +76,35 @@ ScatterLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, in
   if (!k.clear.empty()) step(k.clear, units * width);
   step(k.update, units * width);
   if (!k.mean.empty()) step(k.mean, n_out);
+  return l;
+}
+
+StepLaunch scan_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x) {
+  StepLaunch l;
+  const LaunchRule& rule = plan.launch;
+  const std::span<const int64_t> domain = sizes[rule.domain_value];
+  int64_t lines = 1, length = 1;
+  for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? length : lines) *= domain[d];
+  if (lines == 0 || length == 0) return l;
+  // About 2048 threads per multiprocessor, segments of at least 32 elements.
+  const int64_t target = int64_t{2048} * std::max(multiprocessors, 1);
+  const int64_t segments = std::clamp<int64_t>((target + lines - 1) / lines, 1, std::max<int64_t>(length / 32, 1));
+  l.padded = segments;
+  const std::string* partials = nullptr;
+  const std::string* carry = nullptr;
+  for (const KernelPlan::LaterKernel& k : plan.later) {
+    if (k.name.ends_with("_s_partials")) partials = &k.name;
+    if (k.name.ends_with("_s_carry")) carry = &k.name;
+  }
+  const auto step = [&](const std::string* kernel, int64_t work) {
+    l.steps.push_back({kernel, grid_for(work, rule.block, multiprocessors, max_grid_x), static_cast<uint32_t>(rule.block)});
+  };
+  if (segments > 1) {
+    l.scratch_bytes = static_cast<uint64_t>(segments * lines) * 8;
+    step(partials, lines * segments);
+    step(carry, lines);
+  }
+  step(&plan.name, lines * segments);
   return l;
 }
 

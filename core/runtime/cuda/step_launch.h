@@ -1,0 +1,37 @@
+// The launch sequences of multi-kernel plans whose steps depend on the
+// sizes of the call: a scatter (LaunchRule::Kind::Scatter) and a
+// thread-per-line scan in segments (Kind::Scan): which kernel, on which
+// grid, with which words, and the scratch they need. Pure host code
+// (tested without a GPU).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/codegen/kernel_plan.h"
+#include "core/concretize/shape_inference.h"
+
+namespace kf::cuda {
+
+struct LaunchStep {
+  const std::string* kernel = nullptr;  // a name in the plan
+  uint32_t grid = 0, block = 0;
+  int64_t sort_k = 0, sort_j = 0;  // the argument block's sort_k and sort_j words
+};
+
+struct StepLaunch {
+  std::vector<LaunchStep> steps;  // in launch order; empty: nothing to do
+  uint64_t scratch_bytes = 0;
+  // The second extra argument word: a scatter's sorted key count (a power
+  // of two >= 2048), a scan's number of segments per line.
+  int64_t padded = 0;
+};
+
+StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x);
+// Each line cut into segments so that lines x segments threads fill the
+// device (a few lines of many elements would otherwise leave it idle):
+// the segments' totals, their prefixes per line, then the scan.
+StepLaunch scan_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x);
+
+}  // namespace kf::cuda
