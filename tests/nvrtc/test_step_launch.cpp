@@ -1,0 +1,128 @@
+// The launch sequences of multi-step plans (core/runtime/cuda/step_launch.h),
+// host code only: the scatter paths' kernels in order (the bitonic merge
+// steps for a key count above one block's 2048, the scratch of keys,
+// positions and chunk partials), and a scan cut into segments when its
+// lines are too few to fill the device.
+#include "core/codegen/kernel_plan.h"
+#include "core/define/builder.h"
+#include "core/runtime/cuda/step_launch.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+extern "C" {
+#include <cmocka.h>
+}
+
+#include "tests/nvrtc/codegen_harness.h"
+
+using namespace kf;
+using kftest::Inputs;
+
+namespace {
+
+struct Case {
+  std::shared_ptr<Fusion> fusion;
+  KernelPlan plan;
+  ValueSizes sizes;
+};
+
+// One op of `op` on a [rows, cols] float32 x (index and src as the op needs).
+Case make(Op op, std::vector<int64_t> attrs, int64_t rows, int64_t cols, int64_t updates) {
+  Builder b;
+  const int64_t x = b.tensor_input(2, DType::F32);
+  if (op == Op::INDEX_REDUCE) {
+    const int64_t i = b.tensor_input(1, DType::I64), s = b.tensor_input(2, DType::F32);
+    b.output(b.op(op, {x, i, s}, attrs)[0], {}, -1);
+  } else {
+    b.output(b.op(op, {x}, attrs)[0], {}, -1);
+  }
+  Case c;
+  c.fusion = b.finalize();
+  Inputs in;
+  in.push_back(kftest::tensor(DType::F32, {rows, cols}));
+  if (op == Op::INDEX_REDUCE) {
+    in.push_back(kftest::tensor(DType::I64, {updates}));
+    in.push_back(kftest::tensor(DType::F32, {updates, cols}));
+  }
+  c.plan = kftest::plan(kftest::concretize(c.fusion, in));
+  c.sizes.reset(*c.fusion);
+  c.sizes.set(0, std::vector<int64_t>{rows, cols});
+  if (op == Op::INDEX_REDUCE) {
+    c.sizes.set(1, std::vector<int64_t>{updates});
+    c.sizes.set(2, std::vector<int64_t>{updates, cols});
+  }
+  infer_sizes(*c.fusion, c.sizes);
+  return c;
+}
+
+bool ends_with(const std::string& s, const char* tail) { return s.ends_with(tail); }
+
+void test_sorted_scatter_steps(void** /*state*/) {
+  // 5000 updates: 8192 keys, so two merge rounds (k = 4096, 8192) above the block sort.
+  Case c = make(Op::INDEX_REDUCE, {0, static_cast<int64_t>(ScatterReduce::Sum), 1, 1}, 700, 256, 5000);
+  const cuda::StepLaunch l = cuda::scatter_launch(c.plan, c.sizes, 132, 1 << 30);
+  assert_int_equal(l.padded, 8192);
+  assert_int_equal(l.scratch_bytes, 8192 * 16 + 8192 / KernelPlan::kScatterSortedChunk * 16 * 256);
+  std::vector<std::string> names;
+  for (const cuda::LaunchStep& s : l.steps) names.push_back(*s.kernel);
+  // copy, keys, block sort, (global 2048, block) for k = 4096, (global 4096, global 2048, block) for k = 8192, apply, combine
+  assert_int_equal(names.size(), 10);
+  assert_string_equal(names[0].c_str(), c.plan.name.c_str());
+  assert_true(ends_with(names[1], "_s_keys"));
+  assert_true(ends_with(names[2], "_s_sort_block") && l.steps[2].sort_k == 0 && l.steps[2].block == 1024);
+  assert_true(ends_with(names[3], "_s_sort_global") && l.steps[3].sort_k == 4096 && l.steps[3].sort_j == 2048);
+  assert_true(ends_with(names[4], "_s_sort_block") && l.steps[4].sort_k == 4096);
+  assert_true(l.steps[5].sort_k == 8192 && l.steps[5].sort_j == 4096);
+  assert_true(l.steps[6].sort_k == 8192 && l.steps[6].sort_j == 2048);
+  assert_true(ends_with(names[7], "_s_sort_block") && l.steps[7].sort_k == 8192);
+  assert_true(ends_with(names[8], "_s_apply"));
+  assert_true(ends_with(names[9], "_s_combine"));
+  assert_int_equal(l.steps[2].grid, 4);  // 8192 keys / 2048 per block
+}
+
+void test_atomic_scatter_and_empty(void** /*state*/) {
+  Case c = make(Op::INDEX_REDUCE, {0, static_cast<int64_t>(ScatterReduce::Mean), 0, 0}, 700, 256, 5000);
+  cuda::StepLaunch l = cuda::scatter_launch(c.plan, c.sizes, 132, 1 << 30);
+  assert_int_equal(l.steps.size(), 4);  // copy, clear (include_self off), update, mean
+  assert_int_equal(l.scratch_bytes, 700 * 256 * 4);  // an int count per result element
+  assert_true(ends_with(*l.steps[1].kernel, "_s_clear"));
+  assert_true(ends_with(*l.steps[3].kernel, "_s_mean"));
+  Case e = make(Op::INDEX_REDUCE, {0, static_cast<int64_t>(ScatterReduce::Sum), 1, 0}, 0, 256, 5);
+  assert_int_equal(cuda::scatter_launch(e.plan, e.sizes, 132, 1 << 30).steps.size(), 0);  // empty result
+  Case u = make(Op::INDEX_REDUCE, {0, static_cast<int64_t>(ScatterReduce::Sum), 1, 0}, 7, 256, 0);
+  assert_int_equal(cuda::scatter_launch(u.plan, u.sizes, 132, 1 << 30).steps.size(), 1);  // no updates: the copy
+}
+
+void test_scan_segments(void** /*state*/) {
+  // 8192 columns scanned down 32768 rows: 33 segments fill 132 x 2048 threads.
+  Case c = make(Op::CUMSUM, {0, 0}, 32768, 8192, 0);
+  cuda::StepLaunch l = cuda::scan_launch(c.plan, c.sizes, 132, 1 << 30);
+  assert_int_equal(l.padded, (132 * 2048 + 8191) / 8192);
+  assert_int_equal(l.steps.size(), 3);
+  assert_true(ends_with(*l.steps[0].kernel, "_s_partials"));
+  assert_true(ends_with(*l.steps[1].kernel, "_s_carry"));
+  assert_string_equal(l.steps[2].kernel->c_str(), c.plan.name.c_str());
+  assert_int_equal(l.scratch_bytes, l.padded * 8192 * 8);
+  // Enough lines: one segment, the scan alone, no scratch.
+  Case many = make(Op::CUMSUM, {0, 0}, 64, 1 << 20, 0);
+  l = cuda::scan_launch(many.plan, many.sizes, 132, 1 << 30);
+  assert_int_equal(l.padded, 1);
+  assert_int_equal(l.steps.size(), 1);
+  assert_int_equal(l.scratch_bytes, 0);
+  // Short lines are not cut below 32 elements.
+  Case short_lines = make(Op::CUMSUM, {0, 0}, 40, 16, 0);
+  assert_int_equal(cuda::scan_launch(short_lines.plan, short_lines.sizes, 132, 1 << 30).padded, 1);
+}
+
+}  // namespace
+
+int main() {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sorted_scatter_steps),
+      cmocka_unit_test(test_atomic_scatter_and_empty),
+      cmocka_unit_test(test_scan_segments),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
