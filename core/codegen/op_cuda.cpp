@@ -257,8 +257,8 @@ std::string load_form(DType t, const std::string& x) {
   switch (t) {
     case DType::F16: return "kf_h2f(" + x + ")";
     case DType::BF16: return "kf_bf2f(" + x + ")";
-    case DType::F8E4M3: return "kf_e4m3_to_f(" + x + ")";
-    case DType::F8E5M2: return "kf_e5m2_to_f(" + x + ")";
+    case DType::F8E4M3: return "kf_e4m3_to_f_hw(" + x + ")";
+    case DType::F8E5M2: return "kf_e5m2_to_f_hw(" + x + ")";
     case DType::Bool: return "(" + x + " != 0)";
     default: return x;
   }
@@ -268,8 +268,8 @@ std::string store_form(DType t, const std::string& x) {
   switch (t) {
     case DType::F16: return "kf_f2h(" + x + ")";
     case DType::BF16: return "kf_f2bf(" + x + ")";
-    case DType::F8E4M3: return "kf_f_to_e4m3(" + x + ")";
-    case DType::F8E5M2: return "kf_f_to_e5m2(" + x + ")";
+    case DType::F8E4M3: return "kf_f_to_e4m3_hw(" + x + ")";
+    case DType::F8E5M2: return "kf_f_to_e5m2_hw(" + x + ")";
     case DType::Bool: return "(unsigned char)(" + x + ")";
     default: return x;
   }

@@ -310,8 +310,45 @@ constexpr std::string_view kPortableMath = KF_PM_EXPAND_STRINGIFY(KF_PORTABLE_MA
 // once to the format (as kf_d2bf).
 constexpr std::string_view kFp8 = KF_PM_EXPAND_STRINGIFY(KF_FP8_CONVERSIONS(__device__ inline));
 constexpr std::string_view kFp8Rounding = R"KFCUDA(
-KF_DEV float kf_r8e4(float x) { return kf_e4m3_to_f(kf_f_to_e4m3(x)); }
-KF_DEV float kf_r8e5(float x) { return kf_e5m2_to_f(kf_f_to_e5m2(x)); }
+// The same conversions by the hardware where it has them (sm_89+): its
+// cvt.rn.satfinite rounds to nearest even like kf_f_to_e4m3 for values in
+// range; NaN and out-of-range values take the portable path, which gives
+// PyTorch's NaN (e4m3fn) or inf (e5m2) where satfinite would clamp. The
+// portable conversion cost a quantize epilogue 87% of the SM's issue
+// slots (docs/PERF.md, session 9). float8 -> float is exact either way.
+KF_DEV unsigned char kf_f_to_e4m3_hw(float x) {
+#if __CUDA_ARCH__ >= 890
+  if (fabsf(x) < 464.0f) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+    return (unsigned char)(r & 0xff);
+  }
+#endif
+  return kf_f_to_e4m3(x);
+}
+KF_DEV unsigned char kf_f_to_e5m2_hw(float x) {
+#if __CUDA_ARCH__ >= 890
+  if (fabsf(x) < 61440.0f) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+    return (unsigned char)(r & 0xff);
+  }
+#endif
+  return kf_f_to_e5m2(x);
+}
+KF_DEV float kf_e4m3_to_f_hw(unsigned char b) {
+#if __CUDA_ARCH__ >= 890
+  unsigned r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((unsigned short)b));
+  return kf_h2f((unsigned short)(r & 0xffff));
+#else
+  return kf_e4m3_to_f(b);
+#endif
+}
+// e5m2 is the high byte of a float16.
+KF_DEV float kf_e5m2_to_f_hw(unsigned char b) { return kf_h2f((unsigned short)(b << 8)); }
+KF_DEV float kf_r8e4(float x) { return kf_e4m3_to_f_hw(kf_f_to_e4m3_hw(x)); }
+KF_DEV float kf_r8e5(float x) { return kf_e5m2_to_f_hw(kf_f_to_e5m2_hw(x)); }
 KF_DEV float kf_d2f_odd(double d) {
   if (d != d) return (float)d;
   float f = __double2float_rz(d);

@@ -1378,6 +1378,39 @@ static void test_float8(void** state) {
           free_inputs(in, 2);
           kf_fusion_release(f);
         }
+  /* Exactness of the casts (the GPU rounds with the hardware's cvt on
+   * sm_89+, the CPU with core/ir/fp8.h): every code, every midpoint
+   * between neighbours and the floats next to it, the range's edges, NaN,
+   * inf and zeros, compared bit for bit. */
+  for (int q = 0; q < 2; ++q) {
+    float vals[4096];
+    int n = 0;
+    const int top = f8[q] == KF_FLOAT8_E4M3FN ? 0x7e : 0x7b;
+    for (int c = 0; c <= top; ++c) {
+      const double v = fp8_value(f8[q], c), w = c < top ? fp8_value(f8[q], c + 1) : 2 * v - fp8_value(f8[q], c - 1);
+      const float m = (float)((v + w) / 2);
+      const float cand[4] = {(float)v, m, nextafterf(m, 0.0f), nextafterf(m, INFINITY)};
+      for (int k = 0; k < 4; ++k) {
+        vals[n++] = cand[k];
+        vals[n++] = -cand[k];
+      }
+    }
+    const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e30f, -1e30f, 1e-30f, -1e-30f};
+    for (size_t k = 0; k < sizeof specials / sizeof specials[0]; ++k) vals[n++] = specials[k];
+    char text[256];
+    snprintf(text, sizeof text, "input x: tensor<float32, 2>\ny = cast(x) {dtype=%s}\noutput y\n", kf_dtype_name(f8[q]));
+    kf_fusion f;
+    KF_CHECK(kf_fusion_from_text(text, &f));
+    const int64_t shape[2] = {1, n};
+    tin in[1] = {input(KF_FLOAT32, 2, shape)};
+    in[0].host = malloc((size_t)n * sizeof(float));
+    memcpy(in[0].host, vals, (size_t)n * sizeof(float));
+    char what[80];
+    snprintf(what, sizeof what, "float8 cast exactness %s (%d values)", kf_dtype_name(f8[q]), n);
+    run_case_tol(f, in, 1, what, 1.0, 0);
+    free_inputs(in, 1);
+    kf_fusion_release(f);
+  }
   end_test("float8");
 }
 

@@ -224,8 +224,11 @@ void test_scatter(void** /*state*/) {
   int cases = 0;
   for (DType t : kAll)
     for (Op op : {Op::SCATTER, Op::INDEX_REDUCE})
-      for (auto [reduce, self, det] : {std::array<int64_t, 3>{0, 1, 0}, {0, 1, 1}, {1, 1, 0}, {1, 0, 1}, {2, 0, 0},
-                                       {3, 1, 0}, {3, 0, 1}, {4, 0, 0}, {5, 1, 0}}) {
+      // Each path once per dtype: sorted (none, sum without self), atomic
+      // (sum; prod and amax through the clear kernel and a CAS loop; mean
+      // with its counts).
+      for (auto [reduce, self, det] : {std::array<int64_t, 3>{0, 1, 1}, {1, 1, 0}, {1, 0, 1}, {2, 0, 0},
+                                       {3, 1, 0}, {4, 0, 0}}) {
             Inputs in;
             in.push_back(kftest::tensor(t, {4, 6}, {1, 4}));
             in.push_back(kftest::tensor(op == Op::SCATTER ? DType::I64 : DType::I32, op == Op::SCATTER ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{5}));
@@ -237,7 +240,7 @@ void test_scatter(void** /*state*/) {
               b.output(b.op(op, {x, idx, src}, {1, reduce, self, det})[0], {}, -1);
             }, in, op_info(op).name.data());
           }
-  assert_true(cases >= 150);
+  assert_true(cases >= 100);
   compile_batch(batch, "scatter");
 }
 
@@ -250,13 +253,14 @@ void test_scans(void** /*state*/) {
     for (Op op : {Op::CUMSUM, Op::CUMPROD, Op::CUMMAX})
       for (int64_t dim : {0, 1})
         for (int64_t exclusive : {0, 1}) {
+          if (dim == 0 && exclusive == 0 && t != DType::F32 && t != DType::BF16 && t != DType::I64) continue;
           Inputs in;
           in.push_back(kftest::tensor(t, {5, 33}));
           cases += add_case(batch, [&](Builder& b) {
             b.output(b.op(op, {b.tensor_input(2, t)}, {dim, exclusive})[0], {}, -1);
           }, in, op_info(op).name.data());
         }
-  assert_true(cases >= 100);
+  assert_true(cases >= 80);
   compile_batch(batch, "scans");
 }
 
