@@ -2,6 +2,7 @@
 #ifndef KFUSE_TEST_UTIL_H
 #define KFUSE_TEST_UTIL_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,16 @@
     if (strstr(kf_last_error(), (needle)) == NULL)                              \
       fail_msg("%s: message \"%s\" does not mention \"%s\"", #call, kf_last_error(), (needle)); \
   } while (0)
+
+/* Compares a compact float32 output with `want` element by element (NaN
+ * equals NaN), then deletes it. */
+static inline void kf_test_expect_f32(DLManagedTensor* out, const float* want, size_t n) {
+  const float* got = (const float*)out->dl_tensor.data;
+  for (size_t i = 0; i < n; ++i)
+    if (!(got[i] == want[i] || (isnan(got[i]) && isnan(want[i]))))
+      fail_msg("element %zu: got %g, expected %g", i, (double)got[i], (double)want[i]);
+  out->deleter(out);
+}
 
 /* A DLTensor over caller memory; shape/strides arrays are borrowed. */
 static inline DLTensor kf_test_tensor(void* data, DLDataType dtype, int ndim, int64_t* shape,

@@ -340,41 +340,22 @@ Sorted sorted_types(KernelWriter& w, const ScatterParams& p, const Operands& o) 
   return s;
 }
 
-// Opens the loops over sorted positions p (keys[p] in `key`) that pass
-// `head`, and over the slice elements: for index_reduce one block per
-// position (a block per position and slice tile measured slower, PERF.md
-// session 9), each thread taking `lanes` elements blockDim.x apart (lane u:
-// element c<u>, in range when ok<u>; out-of-range lanes read element c0
-// and store nothing); for scatter one thread per position, one lane.
-// Returns each lane's index into the result. Close twice.
-std::vector<std::vector<std::string>> open_sorted_loops(KernelWriter& w, const ScatterParams& p, const Operands& o,
-                                                        const Sorted& s, const std::string& head,
-                                                        const std::vector<std::string>& per_position, int lanes) {
-  w.line("long long* const keys = " + scratch_words("long long") + ";");
-  w.line("[[maybe_unused]] long long* const pos = keys + args.padded;");
-  w.line("[[maybe_unused]] " + s.acc_t + "* const part = (" + s.acc_t + "*)(keys + 2 * args.padded);");
-  const std::string L = std::to_string(lanes);
-  if (p.slices) {
-    w.open("for (long long p = blockIdx.x; p < args.padded; p += gridDim.x)");
-  } else {
-    w.open("for (long long p = " + std::string(kThread) + "; p < args.padded; p += " + kGridStride + ")");
-  }
-  w.line("const long long key = keys[p];");
-  w.line("if (key == " + std::string(kNoKey) + ") continue;");
-  w.line("const bool starts = p == 0 || keys[p - 1] != key;");
-  w.line("const long long chunk_end = p / " + std::to_string(kSortedChunk) + " * " + std::to_string(kSortedChunk) +
-         " + " + std::to_string(kSortedChunk) + ";");
-  w.line("if (!(" + head + ")) continue;");
-  for (const std::string& l : per_position) w.line(l);
+// Opens the loop over the slice elements of sorted position `key`: for
+// index_reduce each thread takes `lanes` elements blockDim.x apart (lane
+// u: element c<u>, in range when ok<u>; out-of-range lanes read element
+// c0_ and store nothing); for scatter one lane (c0 = 0). Returns each
+// lane's index into the result. Close once.
+std::vector<std::vector<std::string>> open_lanes(KernelWriter& w, const ScatterParams& p, const Operands& o,
+                                                 const Sorted& s, int lanes) {
   std::vector<std::vector<std::string>> targets;
   if (!p.slices) {
     w.open("");
     w.line("[[maybe_unused]] const long long c0 = 0;");
-    w.line("const bool ok0 = true;");
+    w.line("[[maybe_unused]] const bool ok0 = true;");
     targets.push_back(unravel(w, o.out, all_dims(o.rank), "key", "t", true));
     return targets;
   }
-  w.open("for (long long c0_ = threadIdx.x; c0_ < " + s.width + "; c0_ += " + L + " * blockDim.x)");
+  w.open("for (long long c0_ = threadIdx.x; c0_ < " + s.width + "; c0_ += " + std::to_string(lanes) + " * blockDim.x)");
   for (int u = 0; u < lanes; ++u) {
     const std::string c = "c" + std::to_string(u), ok = "ok" + std::to_string(u);
     w.line("const bool " + ok + " = c0_ + " + std::to_string(u) + " * (long long)blockDim.x < " + s.width + ";");
@@ -392,6 +373,30 @@ std::vector<std::vector<std::string>> open_sorted_loops(KernelWriter& w, const S
     targets.push_back(target);
   }
   return targets;
+}
+
+// Opens the loops over sorted positions p (keys[p] in `key`) that pass
+// `head` (for index_reduce one block per position: a block per position
+// and slice tile measured slower, PERF.md session 9; for scatter one
+// thread per position), then open_lanes. Close twice.
+std::vector<std::vector<std::string>> open_sorted_loops(KernelWriter& w, const ScatterParams& p, const Operands& o,
+                                                        const Sorted& s, const std::string& head,
+                                                        const std::vector<std::string>& per_position, int lanes) {
+  w.line("long long* const keys = " + scratch_words("long long") + ";");
+  w.line("[[maybe_unused]] long long* const pos = keys + args.padded;");
+  w.line("[[maybe_unused]] " + s.acc_t + "* const part = (" + s.acc_t + "*)(keys + 2 * args.padded);");
+  if (p.slices)
+    w.open("for (long long p = blockIdx.x; p < args.padded; p += gridDim.x)");
+  else
+    w.open("for (long long p = " + std::string(kThread) + "; p < args.padded; p += " + kGridStride + ")");
+  w.line("const long long key = keys[p];");
+  w.line("if (key == " + std::string(kNoKey) + ") continue;");
+  w.line("const bool starts = p == 0 || keys[p - 1] != key;");
+  w.line("const long long chunk_end = p / " + std::to_string(kSortedChunk) + " * " + std::to_string(kSortedChunk) +
+         " + " + std::to_string(kSortedChunk) + ";");
+  w.line("if (!(" + head + ")) continue;");
+  for (const std::string& l : per_position) w.line(l);
+  return open_lanes(w, p, o, s, lanes);
 }
 
 std::string part_at(const Sorted& s, const std::string& chunk, int slot, const std::string& c) {
@@ -505,31 +510,7 @@ void emit_scatter_combine(KernelWriter& w, const ScatterParams& p) {
     w.line("const long long n = e - p + " + std::string(p.include_self ? "1" : "0") + ";");
   }
   const int lanes = p.lanes;
-  std::vector<std::vector<std::string>> targets;
-  if (p.slices) {
-    w.open("for (long long c0_ = threadIdx.x; c0_ < " + s.width + "; c0_ += " + std::to_string(lanes) + " * blockDim.x)");
-    for (int u = 0; u < lanes; ++u) {
-      const std::string c = "c" + std::to_string(u), ok = "ok" + std::to_string(u);
-      w.line("const bool " + ok + " = c0_ + " + std::to_string(u) + " * (long long)blockDim.x < " + s.width + ";");
-      w.line("const long long " + c + " = " + ok + " ? c0_ + " + std::to_string(u) + " * (long long)blockDim.x : c0_;");
-      std::vector<std::string> target(o.rank, "0");
-      const std::string rem = w.fresh("rem");
-      w.line("long long " + rem + " = " + c + ";");
-      for (size_t d = o.rank; d-- > 0;) {
-        if (d == o.dim) continue;
-        target[d] = w.fresh("e");
-        w.line("const long long " + target[d] + " = " + rem + " % (long long)" + w.extent(o.out, d) + ";");
-        w.line(rem + " /= (long long)" + w.extent(o.out, d) + ";");
-      }
-      target[o.dim] = "key";
-      targets.push_back(target);
-    }
-  } else {
-    w.open("");
-    w.line("const long long c0 = 0;");
-    w.line("const bool ok0 = true;");
-    targets.push_back(unravel(w, o.out, all_dims(o.rank), "key", "t", true));
-  }
+  const std::vector<std::vector<std::string>> targets = open_lanes(w, p, o, s, lanes);
   for (int u = 0; u < lanes; ++u) {
     const std::string us = std::to_string(u);
     w.line(s.acc_t + " acc" + us + " = " + part_at(s, "k", 1, "c" + us) + ";");

@@ -24,14 +24,6 @@ static DLManagedTensor* run1(const char* text, DLTensor* x) {
   return out;
 }
 
-static void expect_f32(DLManagedTensor* out, const float* want, size_t n) {
-  const float* got = (const float*)out->dl_tensor.data;
-  for (size_t i = 0; i < n; ++i)
-    if (!(got[i] == want[i] || (isnan(got[i]) && isnan(want[i]))))
-      fail_msg("element %zu: got %g, expected %g", i, (double)got[i], (double)want[i]);
-  out->deleter(out);
-}
-
 static void expect_i64(DLManagedTensor* out, const int64_t* want, size_t n) {
   assert_int_equal(out->dl_tensor.dtype.code, kDLInt);
   assert_int_equal(out->dl_tensor.dtype.bits, 64);
@@ -49,15 +41,15 @@ static void test_float_scans(void** state) {
   const char* head = "input x: tensor<float32, 2>\n";
   char text[256];
   snprintf(text, sizeof text, "%sy = cumsum(x) {dim=1}\noutput y\n", head);
-  expect_f32(run1(text, &t), (const float[]){1, 3, 6, 4, NAN, NAN}, 6);
+  kf_test_expect_f32(run1(text, &t), (const float[]){1, 3, 6, 4, NAN, NAN}, 6);
   snprintf(text, sizeof text, "%sy = cumsum(x) {dim=0, exclusive=true}\noutput y\n", head);
-  expect_f32(run1(text, &t), (const float[]){0, 0, 0, 1, 2, 3}, 6);
+  kf_test_expect_f32(run1(text, &t), (const float[]){0, 0, 0, 1, 2, 3}, 6);
   snprintf(text, sizeof text, "%sy = cumprod(x) {dim=-1, exclusive=true}\noutput y\n", head);
-  expect_f32(run1(text, &t), (const float[]){1, 1, 2, 1, 4, NAN}, 6);
+  kf_test_expect_f32(run1(text, &t), (const float[]){1, 1, 2, 1, 4, NAN}, 6);
   snprintf(text, sizeof text, "%sy = cummax(x) {dim=1}\noutput y\n", head);
-  expect_f32(run1(text, &t), (const float[]){1, 2, 3, 4, NAN, NAN}, 6);
+  kf_test_expect_f32(run1(text, &t), (const float[]){1, 2, 3, 4, NAN, NAN}, 6);
   snprintf(text, sizeof text, "%sy = cummax(x) {dim=0, exclusive=true}\noutput y\n", head);
-  expect_f32(run1(text, &t), (const float[]){-INFINITY, -INFINITY, -INFINITY, 1, 2, 3}, 6);
+  kf_test_expect_f32(run1(text, &t), (const float[]){-INFINITY, -INFINITY, -INFINITY, 1, 2, 3}, 6);
 }
 
 static void test_integer_scans(void** state) {

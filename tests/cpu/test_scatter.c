@@ -30,14 +30,6 @@ static DLManagedTensor* run3(kf_fusion f, DLTensor* a, DLTensor* b, DLTensor* c)
   return out;
 }
 
-static void expect_f32(DLManagedTensor* out, const float* want, size_t n) {
-  const float* got = (const float*)out->dl_tensor.data;
-  for (size_t i = 0; i < n; ++i)
-    if (!(got[i] == want[i] || (isnan(got[i]) && isnan(want[i]))))
-      fail_msg("element %zu: got %g, expected %g", i, (double)got[i], (double)want[i]);
-  out->deleter(out);
-}
-
 static void expect_i32(DLManagedTensor* out, const int32_t* want, size_t n) {
   const int32_t* got = (const int32_t*)out->dl_tensor.data;
   for (size_t i = 0; i < n; ++i)
@@ -65,7 +57,7 @@ static void scatter_f32(const char* attrs, const float want[8]) {
   DLTensor i = kf_test_tensor(I, kf_test_i64(), 2, si, NULL);
   DLTensor s = kf_test_tensor(S, kf_test_f32(), 2, si, NULL);
   kf_fusion f = from_text(scatter_text("float32", attrs));
-  expect_f32(run3(f, &x, &i, &s), want, 8);
+  kf_test_expect_f32(run3(f, &x, &i, &s), want, 8);
   kf_fusion_release(f);
 }
 
@@ -119,7 +111,7 @@ static void test_index_add_rows(void** state) {
   DLTensor tx = kf_test_tensor(xv, kf_test_f32(), 2, sx, NULL);
   DLTensor ti = kf_test_tensor(iv, kf_test_i32(), 1, si, NULL);
   DLTensor ts = kf_test_tensor(sv, kf_test_f32(), 2, sx, NULL);
-  expect_f32(run3(f, &tx, &ti, &ts), (const float[]){3, 4, 7, 9, 2, 2}, 6);
+  kf_test_expect_f32(run3(f, &tx, &ti, &ts), (const float[]){3, 4, 7, 9, 2, 2}, 6);
   /* An index out of range is an error naming the index and the dim. */
   iv[2] = 3;
   const DLTensor* ins[3] = {&tx, &ti, &ts};
