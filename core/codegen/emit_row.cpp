@@ -203,6 +203,23 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     // first, then the running sum rescaled to the new running max (one exp
     // per step, kf_online_rescale) and the step's exp(x - max) added.
     std::map<const Accumulator*, std::string> step_max;
+    // Welford in vector steps: the step's lanes as a block (their mean and
+    // squared deviations) merged once per step (kf_welford_add_block).
+    std::map<const Accumulator*, std::vector<std::string>> lane_values;
+    auto welford_blocks = [&] {
+      for (auto& [a, xs] : lane_values) {
+        const std::string at = reg_type(a->acc);
+        const std::string n = "(" + at + ")" + std::to_string(xs.size());
+        std::string sum = xs[0];
+        for (size_t k = 1; k < xs.size(); ++k) sum += " + " + xs[k];
+        const std::string mean = w.fresh("bm"), m2 = w.fresh("bq");
+        w.line("const " + at + " " + mean + " = (" + sum + ") / " + n + ";");
+        w.line(at + " " + m2 + " = 0;");
+        for (const std::string& x : xs) w.line(m2 + " += (" + x + " - " + mean + ") * (" + x + " - " + mean + ");");
+        w.line("kf_welford_add_block(" + a->name + ", " + n + ", " + mean + ", " + m2 + ");");
+        xs.clear();
+      }
+    };
     each_element([&](const std::vector<std::string>& idx, const std::string&) {
       for (const Accumulator& a : accs) {
         if (a.online_max >= 0) continue;
@@ -214,11 +231,15 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
           w.line(acc_step(*a.expr, a.acc, step_max[&a], input_of(a, idx)));
         } else if (!a.sum.empty()) {
           w.line(a.sum + " += " + input_of(a, idx) + ";");
+        } else if (is_welford(*a.expr) && w.lane >= 0) {
+          const std::string x = w.fresh("wx");
+          w.line("const " + std::string(reg_type(a.acc)) + " " + x + " = " + input_of(a, idx) + ";");
+          lane_values[&a].push_back(x);
         } else {
           w.line(acc_step(*a.expr, a.acc, a.name, input_of(a, idx)));
         }
       }
-    }, true, {}, [&](const std::vector<std::string>& idx, const std::string&) {
+    }, true, welford_blocks, [&](const std::vector<std::string>& idx, const std::string&) {
       for (const Accumulator& a : accs) {
         if (a.online_max < 0) continue;
         const Accumulator& m = accs[static_cast<size_t>(a.online_max)];

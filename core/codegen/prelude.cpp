@@ -197,6 +197,16 @@ template <class T> KF_DEV void kf_welford_add(kf_welford<T>& a, T x) {
   a.mean += d / a.n;
   a.m2 += d * (x - a.mean);
 }
+// Chan's merge of nb values with mean mb and squared deviations m2b (a
+// vector step's lanes): one division per step instead of one per element.
+template <class T> KF_DEV void kf_welford_add_block(kf_welford<T>& a, T nb, T mb, T m2b) {
+  const T n = a.n + nb;
+  const T d = mb - a.mean;
+  const T f = nb / n;
+  a.mean += d * f;
+  a.m2 += m2b + d * d * (a.n * f);
+  a.n = n;
+}
 template <class T> KF_DEV kf_welford<T> kf_welford_merge(kf_welford<T> a, kf_welford<T> b) {
   if (b.n == (T)0) return a;
   if (a.n == (T)0) return b;

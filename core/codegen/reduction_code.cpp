@@ -100,14 +100,24 @@ std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t
   std::vector<Accumulator> accs;
   for (int64_t ei : phase) {
     const Expr& e = f.exprs[static_cast<size_t>(ei)];
+    if (is_welford(e)) {  // one accumulator per input: the corrections differ only at the finish
+      auto same = std::find_if(accs.begin(), accs.end(), [&](const Accumulator& b) {
+        return is_welford(*b.expr) && b.expr->inputs[0] == e.inputs[0];
+      });
+      if (same != accs.end()) {
+        same->shared.push_back(&e);
+        continue;
+      }
+    }
     Accumulator a{w.fresh("acc"), accumulator_dtype(f.value(e.inputs[0]).dtype), &e, ""};
     for (const auto& [mi, si] : online) {
       if (si != ei) continue;
-      const auto m = std::find(phase.begin(), phase.end(), mi);
-      if (m == phase.end()) fail(KF_ERR_INTERNAL, "codegen: online sum expr ", si, " without its max expr ", mi);
-      a.online_max = static_cast<int>(m - phase.begin());
       // The max is declared first: it comes first in the phase.
-      accs.at(static_cast<size_t>(a.online_max)).online_paired = true;
+      const Expr* max_expr = &f.exprs[static_cast<size_t>(mi)];
+      const auto m = std::find_if(accs.begin(), accs.end(), [&](const Accumulator& b) { return b.expr == max_expr; });
+      if (m == accs.end()) fail(KF_ERR_INTERNAL, "codegen: online sum expr ", si, " without its max expr ", mi);
+      a.online_max = static_cast<int>(m - accs.begin());
+      m->online_paired = true;
     }
     const std::string at = reg_type(a.acc);
     if (is_welford(e) && split_welford) {
@@ -146,6 +156,7 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
       w.line("const " + red_type + " " + red + " = kf_block_reduce(" + v + ", " + combine_op(e, a.acc) + ");");
     }
     finish_results(w, e, a.acc, red, row_len);
+    for (const Expr* other : a.shared) finish_results(w, *other, a.acc, red, row_len);
   }
 }
 

@@ -21,6 +21,9 @@ struct Accumulator {
   // pair is reduced over the block as one kf_online.
   int online_max = -1;
   bool online_paired = false;
+  // Further variances of the same input in the phase (var and var_mean
+  // with another correction): finished from this accumulator.
+  std::vector<const Expr*> shared;
 };
 
 DType accumulator_dtype(DType in);

@@ -53,6 +53,21 @@ IndexMap row_map(const ConcreteFusion& c, const RowDomain& s, size_t rank) {
 
 std::vector<bool> reduced_dims(const Expr& e, size_t rank) { return ReduceAttrs(e).reduced(rank); }
 
+AccessMap row_accesses(const ConcreteFusion& c, const Task& task, const RowDomain& s,
+                       const std::vector<int64_t>& domain_reads) {
+  const Fusion& f = *c.fusion;
+  const IndexMap id = identity_map(c, s.domain);
+  std::vector<std::pair<int64_t, IndexMap>> roots;
+  for (int64_t o : s.domain_outputs) roots.push_back({s.views.contains(o) ? s.views.at(o) : o, id});
+  for (int64_t v : domain_reads) roots.push_back({v, id});
+  for (int64_t ei : task.exprs) {
+    const Expr& e = f.exprs[static_cast<size_t>(ei)];
+    if (op_info(e.op).category == OpCategory::Reduction) roots.push_back({e.inputs[0], id});
+  }
+  for (int64_t o : s.row_outputs) roots.push_back({o, row_map(c, s, c.size_classes[static_cast<size_t>(o)].size())});
+  return trace_accesses(c, task, roots);
+}
+
 namespace {
 
 // The domain-shaped value that output `o` reshapes, when the task's only
@@ -158,13 +173,7 @@ std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& ta
   }
 
   // Reduction results live in registers for the current row only.
-  const IndexMap id = identity_map(c, s.domain);
-  std::vector<std::pair<int64_t, IndexMap>> roots;
-  for (int64_t o : s.domain_outputs) roots.push_back({s.views.contains(o) ? s.views.at(o) : o, id});
-  for (int64_t v : domain_reads) roots.push_back({v, id});
-  for (int64_t ei : reductions) roots.push_back({f.exprs[static_cast<size_t>(ei)].inputs[0], id});
-  for (int64_t o : s.row_outputs) roots.push_back({o, row_map(c, s, c.size_classes[static_cast<size_t>(o)].size())});
-  const AccessMap reads = trace_accesses(c, task, roots);
+  const AccessMap reads = row_accesses(c, task, s, domain_reads);
   for (int64_t ei : reductions)
     for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
       const std::vector<IndexMap>* maps = reads.find(o);

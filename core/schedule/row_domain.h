@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/concretize/concrete_fusion.h"
+#include "core/schedule/access_map.h"
 #include "core/schedule/kernel_schedule.h"
 #include "core/ir/task.h"
 
@@ -22,6 +23,12 @@ void add_view_vectors(const ConcreteFusion& c, const RowDomain& rows, VectorPlan
 
 // The reduced dims of a reduction expr over an input of rank `rank`.
 std::vector<bool> reduced_dims(const Expr& e, size_t rank);
+
+// Where a row kernel reads each value: the domain outputs, `domain_reads`
+// and every reduction's input at the domain's identity, the row outputs at
+// their row's index.
+AccessMap row_accesses(const ConcreteFusion& c, const Task& task, const RowDomain& s,
+                       const std::vector<int64_t>& domain_reads = {});
 
 // The task's rows, or nullopt with the reason in `why` (optional):
 // reductions over different domains, outputs the domain cannot produce,

@@ -72,6 +72,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   const size_t r = rows.reduced.size();
   if (r > 0 && rows.reduced[r - 1] && c.size_classes[static_cast<size_t>(rows.domain)][r - 1] == SizeClass::Many) {
     p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, r - 1);
+    drop_lane_invariant(c, row_accesses(c, task, rows), &p.vectors);
     add_view_vectors(c, rows, &p.vectors);
   }
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;

@@ -82,4 +82,21 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
   return p;
 }
 
+void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, VectorPlan* p) {
+  if (p->width == 0) return;
+  const Fusion& f = *c.fusion;
+  for (auto it = p->inputs.begin(); it != p->inputs.end();) {
+    const std::vector<IndexMap>* maps = reads.find(it->first);
+    bool lane = maps == nullptr;  // not traced (read through a reshape): keep
+    if (maps != nullptr)
+      for (const IndexMap& m : *maps)
+        lane = lane || std::find(m.begin(), m.end(), static_cast<int>(p->dim)) != m.end() || m.size() != rank_of(c, it->first);
+    it = lane ? std::next(it) : p->inputs.erase(it);
+  }
+  int widest = 1;
+  for (const auto& [v, dims] : p->inputs) widest = std::max(widest, dtype_size(f.value(v).dtype));
+  for (int64_t o : p->outputs) widest = std::max(widest, dtype_size(f.value(o).dtype));
+  p->width = kVectorBytes / widest;
+}
+
 }  // namespace kf

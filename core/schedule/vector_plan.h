@@ -25,4 +25,11 @@ inline constexpr int kVectorBytes = 16;
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
                         size_t dim, const AccessMap* reads = nullptr, const std::vector<int64_t>& exclude = {});
 
+// Drops from `p` the inputs that `reads` shows are read only at maps that
+// do not index the lane dim (a per-row weight [C] unsqueezed over the rows
+// of a batch norm, which the right-aligned rule takes for a lane input) and
+// widens the vectors to what the remaining inputs and outputs allow.
+// Inputs `reads` does not reach (read through a reshape) stay.
+void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, VectorPlan* p);
+
 }  // namespace kf

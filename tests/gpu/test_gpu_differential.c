@@ -1068,6 +1068,67 @@ static void test_column_normalizations(void** state) {
   end_test("column normalizations");
 }
 
+/* Batch norm's training forward (statistics over dims 0 and 2 of [B, C, HW]):
+ * the biased var_mean and the unbiased var of the same input share one
+ * accumulator; rows of 2 x 70000 exceed a block's shared memory in every
+ * dtype (the streamed path, Welford merged per vector step), the others
+ * are held in registers or staged. Values in [97, 103] (mean far from 0,
+ * small spread) check that the per-step merges keep the variance's
+ * accuracy. */
+static void test_batch_norm_stats(void** state) {
+  (void)state;
+  static const char* const text =
+      "input x: tensor<%1$s, 3>\n"
+      "input w: tensor<%1$s, 1>\n"
+      "input rm: tensor<%2$s, 1>\n"
+      "const eps: float32 = 1e-5\n"
+      "const momentum: float32 = 0.1\n"
+      "xf = cast(x) {dtype=%2$s}\n"
+      "wf = cast(w) {dtype=%2$s}\n"
+      "v, mu = var_mean(xf) {axes=[0, 2], keepdim=false, correction=0}\n"
+      "vu = var(xf) {axes=[0, 2], keepdim=false, correction=1}\n"
+      "ve = add(v, eps)\n"
+      "r = rsqrt(ve)\n"
+      "mu1 = unsqueeze(mu) {dim=1}\n"
+      "r1 = unsqueeze(r) {dim=1}\n"
+      "w1 = unsqueeze(wf) {dim=1}\n"
+      "xc = sub(xf, mu1)\n"
+      "xn = mul(xc, r1)\n"
+      "n = mul(xn, w1)\n"
+      "y = cast(n) {dtype=%1$s}\n"
+      "rv0 = mul(vu, momentum)\n"
+      "rv1 = mul(rm, momentum)\n"
+      "rv = add(rv0, rv1)\n"
+      "output y\n"
+      "output mu\n"
+      "output r\n"
+      "output rv\n";
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT64};
+  const int64_t shapes[][3] = {{2, 3, 70000}, {4, 16, 300}, {3, 5, 1001}, {1, 2, 1}, {2, 0, 8}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int d = 0; d < 3; ++d)
+    for (int s = 0; s < kShapes; ++s) {
+      char src[2048];
+      snprintf(src, sizeof src, text, kf_dtype_name(dts[d]), dts[d] == KF_FLOAT64 ? "float64" : "float32");
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(src, &f));
+      tin in[3];
+      in[0] = input(dts[d], 3, shapes[s]);
+      in[1] = input(dts[d], 1, &shapes[s][1]);
+      in[2] = input(dts[d] == KF_FLOAT64 ? KF_FLOAT64 : KF_FLOAT32, 1, &shapes[s][1]);
+      fill(&in[0], 97, 103, 0);
+      fill(&in[1], 0.5, 1.5, 0);
+      fill(&in[2], -1, 1, 0);
+      char what[160];
+      snprintf(what, sizeof what, "batch norm stats %s [%lld,%lld,%lld]", kf_dtype_name(dts[d]),
+               (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2]);
+      run_case_tol(f, in, 3, what, 16.0 + (double)(shapes[s][0] * shapes[s][2]) / 1024.0, -1);
+      free_inputs(in, 3);
+      kf_fusion_release(f);
+    }
+  end_test("batch norm stats");
+}
+
 /* Few rows too long for one block (fewer than two per multiprocessor):
  * the rows split over blocks (emit_split_row), for a layernorm (Welford
  * partials, the saved mean and rstd), a softmax (two phases and an
@@ -1911,7 +1972,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

@@ -211,6 +211,17 @@ void test_launch_dims(void**) {
   assert_int_equal(d.shared_bytes, 0);  // too long: the kernel streams
   assert_int_equal(d.block, 256);       // 8 x 256 threads by registers
   assert_int_equal(launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132).shared_bytes, 0);  // no limit given
+  // Rows without outer reductions are staged only where two blocks fit: a
+  // float32 row of 32768 (128 KB, one block per multiprocessor) streams.
+  LaunchRule pr = r;
+  pr.outer_accumulators = 0;
+  pr.row_stage_bytes = 4;
+  d = launch_dims(pr, Sizes{8192, 16392}, 1 << 30, 132, limits);
+  assert_true(d.long_rows);
+  assert_int_equal(d.shared_bytes, 16392 * 4);
+  d = launch_dims(pr, Sizes{8192, 32768}, 1 << 30, 132, limits);
+  assert_true(d.long_rows);
+  assert_int_equal(d.shared_bytes, 0);
   // Streamed rows (one pass, RowParams::stream_rows): short rows too take
   // the LongRows kernel, with the block that keeps the most threads.
   LaunchRule sr = r;

@@ -247,8 +247,15 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       dims.long_rows = true;
       // Too long for the registers: staged in shared memory where it fits
       // (the kernel checks the size it got and streams otherwise).
+      // A row that leaves room for one block per multiprocessor only is
+      // streamed instead: the block idles at each of its barriers with
+      // nothing to overlap them, and its second pass mostly hits L2
+      // (docs/PERF.md, session 10: float32 rows of 32768 0.86 -> 0.79 ms).
+      // Inner-outer rows keep their stage (their streamed partials go
+      // through memory).
       const int64_t bytes = rule.row_stage_bytes * row;
-      const int64_t shared = bytes > 0 && bytes <= max_dynamic_shared ? bytes : 0;
+      const int64_t room = rule.outer_accumulators > 0 ? max_dynamic_shared : max_dynamic_shared / 2;
+      const int64_t shared = bytes > 0 && bytes <= room ? bytes : 0;
       dims.shared_bytes = static_cast<uint32_t>(shared);
       // Any block size serves these paths: the one that keeps the most
       // threads resident (a 1024-thread block of 64 registers is alone on
