@@ -498,6 +498,16 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     }
     w.close();
   }
+  // Row inputs that only the output pass reads (log-softmax backward's y)
+  // load with the last phase's inputs: in flight across its block
+  // reduction, rather than one vector at a time behind the output's stores
+  // (which a load may alias). Weights stay per vector (they hit in L2).
+  // p.staged lists the row inputs of a row read in several passes.
+  const int last_phase = phases.empty() ? 0 : static_cast<int>(phases.size()) - 1;
+  for (auto& [key, vr] : w.vector_regs)
+    if (vr.section > static_cast<int>(phases.size()) &&
+        std::find(p.staged.begin(), p.staged.end(), key.first) != p.staged.end())
+      vr.section = last_phase;
   for (const auto& [sec, place] : loads) w.fill(place, vector_loads(w, V, sec, ok));
   std::vector<std::string> conds = {w.extent(dom, last) + " % " + std::to_string(V) + " == 0",
                                     "(long long)" + row_len + " <= (long long)blockDim.x * " + std::to_string(V * K)};

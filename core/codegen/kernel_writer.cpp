@@ -185,10 +185,15 @@ void KernelWriter::remember(const std::string& key, const std::string& reg) { sc
 
 std::string KernelWriter::define(DType t, const std::string& expr) {
   const std::string name = fresh("v");
-  // A half/bfloat16 result keeps its float before rounding in a register
-  // of its own: a store converts that one (one rounding instead of two,
-  // and conversions are quarter-rate instructions).
-  const std::string round = t == DType::BF16 ? "kf_rbf(" : t == DType::F16 ? "kf_rh(" : "";
+  // A half/bfloat16/float8 result keeps its float before rounding in a
+  // register of its own: a store converts that one (one rounding instead of
+  // two, and conversions are quarter-rate instructions; a float8 rounding
+  // is a conversion there and back, each with its range test).
+  const std::string round = t == DType::BF16       ? "kf_rbf("
+                            : t == DType::F16      ? "kf_rh("
+                            : t == DType::F8E4M3   ? "kf_r8e4("
+                            : t == DType::F8E5M2   ? "kf_r8e5("
+                                                   : "";
   if (!round.empty() && expr.starts_with(round) && expr.ends_with(")") && balanced(expr, round.size() - 1)) {
     const std::string raw = fresh("u");
     line("const float " + raw + " = " + expr.substr(round.size(), expr.size() - round.size() - 1) + ";");

@@ -35,8 +35,11 @@ void domain_closure(const Fusion& f, const Task& task, int64_t v, std::set<int64
 // reductions: the values that two passes (the reduction phases, then the
 // output pass) both read, counting only the last of a chain (softmax
 // backward keeps dy and y for dy - sum(dy * y) and y * (...): 2; dropout +
-// residual + layernorm keeps only h = x * mask + r: 1).
-int values_live_across_phases(const Fusion& f, const Task& task, const RowDomain& rows) {
+// residual + layernorm keeps only h = x * mask + r: 1). Row inputs that
+// only the output pass reads count too: the cached path loads them before
+// the last block reduction (log-softmax backward's y).
+int values_live_across_phases(const Fusion& f, const Task& task, const RowDomain& rows,
+                              const std::vector<int64_t>& row_inputs) {
   std::vector<std::set<int64_t>> passes;
   for (const auto& phase : rows.phases) {
     std::set<int64_t> r;
@@ -61,6 +64,8 @@ int values_live_across_phases(const Fusion& f, const Task& task, const RowDomain
     if (feeds_shared)
       for (int64_t in : e.inputs) held.erase(in);
   }
+  for (int64_t in : row_inputs)
+    if (passes.back().contains(in) && uses[in] == 1) held.insert(in);
   return static_cast<int>(held.size());
 }
 }  // namespace
@@ -95,7 +100,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   // under the 64-register cap of 1024-thread blocks; two such values at 4
   // vectors spill (softmax backward: docs/PERF.md), so they get half as
   // many (and twice the threads per row).
-  if (values_live_across_phases(*c.fusion, task, rows) >= 2)
+  if (values_live_across_phases(*c.fusion, task, rows, row_inputs) >= 2)
     p.vectors_per_thread = std::max(1, p.vectors_per_thread / 2);
   // Staged: the row inputs, when the row is read more than once (a
   // single pass, a plain row sum, gains nothing).
