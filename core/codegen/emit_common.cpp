@@ -130,7 +130,7 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
     if (vr.section != section) continue;
     const int64_t v = key.first;
     const std::string vt = vector_type(w, v, V);
-    const std::string load = "*(const " + vt + "*)(" + w.pointer(v) + " + " + w.offset(v, vr.base) + ")";
+    const std::string load = "*(const " + vt + "*)(" + w.address(v, vr.base) + ")";
     std::string ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(vr.ok_group)];
     if (!vr.guard.empty()) ok = ok.empty() ? vr.guard : ok + " && " + vr.guard;
     loads.push_back("const " + vt + " " + vr.reg + " = " + (ok.empty() ? load : "(" + ok + ") ? " + load + " : " + vt + "{}") + ";");
@@ -168,7 +168,7 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
   for (size_t k = 0; k < vp.outputs.size(); ++k) {
     const int64_t o = vp.outputs[k];
     const std::string vt = vector_type(w, o, vp.width);
-    w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, idx) + ") = " + ov[k] + ";");
+    w.line("*(" + vt + "*)(" + w.address(o, idx) + ") = " + ov[k] + ";");
   }
 }
 

@@ -300,7 +300,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     }, !outer.active(), [&] {
       for (size_t q = 0; q < ov.size(); ++q) {
         const int64_t o = vp.outputs[q];
-        w.line("*(" + vector_type(w, o, vp.width) + "*)(" + w.pointer(o) + " + " + w.offset(o, base) + ") = " + ov[q] + ";");
+        w.line("*(" + vector_type(w, o, vp.width) + "*)(" + w.address(o, base) + ") = " + ov[q] + ";");
       }
     });
   }
@@ -346,8 +346,7 @@ void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const s
   const std::vector<std::string> idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
   for (const auto& [in, row] : stage.rows) {
     const std::string vt = vector_type(w, in, V);
-    w.line("*(" + vt + "*)(" + row + " + j) = *(const " + vt + "*)(" + w.pointer(in) + " + " +
-           w.offset(in, input_index(p.vectors.inputs.at(in), idx)) + ");");
+    w.line("*(" + vt + "*)(" + row + " + j) = *(const " + vt + "*)(" + w.address(in, input_index(p.vectors.inputs.at(in), idx)) + ");");
   }
   w.close();
   w.line("__syncthreads();");
@@ -494,7 +493,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     for (size_t q = 0; q < vp.outputs.size() && !ov.empty(); ++q) {
       const int64_t o = vp.outputs[q];
       const std::string vt = vector_type(w, o, V);
-      w.line("*(" + vt + "*)(" + w.pointer(o) + " + " + w.offset(o, b) + ") = " + ov[q] + ";");
+      w.line("*(" + vt + "*)(" + w.address(o, b) + ") = " + ov[q] + ";");
     }
     w.close();
   }

@@ -205,7 +205,7 @@ void emit_scatter_update(KernelWriter& w, const ScatterParams& p) {
   if (p.reduce == ScatterReduce::None) {
     w.store(o.out, target, v);
   } else {
-    atomic_update(w, p, o, w.pointer(o.out) + " + " + w.offset(o.out, target), v);
+    atomic_update(w, p, o, w.address(o.out, target), v);
     if (p.reduce == ScatterReduce::Mean) w.line("atomicAdd(" + scratch_words("int") + " + " + logical_linear(w, o, target) + ", 1);");
   }
   w.close();

@@ -74,8 +74,7 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
     w.line("const " + t + " " + n.ia + " = a0 + ga, " + n.ib + " = b0 + k;");
     w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
     const std::string reg = w.fresh("tv");
-    w.line("const " + vt + " " + reg + " = *(const " + vt + "*)(" + w.pointer(v) + " + " +
-           w.offset(v, tile_index(p.inputs[q].dims, idx)) + ");");
+    w.line("const " + vt + " " + reg + " = *(const " + vt + "*)(" + w.address(v, tile_index(p.inputs[q].dims, idx)) + ");");
     for (int j = 0; j < V; ++j)
       w.line(n.shared[q] + "[k][ga + " + std::to_string(j) + "] = " + load_form(val.dtype, reg + ".v[" + std::to_string(j) + "]") + ";");
     w.close();

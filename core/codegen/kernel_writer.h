@@ -66,6 +66,13 @@ class KernelWriter {
   std::string value_at(int64_t value, const std::vector<std::string>& idx);
   // Element offset sum(idx[d] * stride[d]) of a task input or output.
   std::string offset(int64_t value, const std::vector<std::string>& idx);
+  // The element's address, `pointer + (offset)`: the offset summed in the
+  // index type first, then one 64-bit add (left to right, each term would
+  // be sign-extended and added to the pointer on its own: docs/PERF.md,
+  // session 10).
+  std::string address(int64_t value, const std::vector<std::string>& idx) {
+    return pointer(value) + " + (" + offset(value, idx) + ")";
+  }
   void store(int64_t value, const std::vector<std::string>& idx, const std::string& reg);
   // The storage form of register `reg` of dtype t (store_form, from the
   // unrounded float where `reg` is a rounded half/bfloat16 result).
