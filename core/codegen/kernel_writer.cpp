@@ -264,15 +264,23 @@ void KernelWriter::divmod(const std::string& decl, const std::string& name, cons
   line(rem + " = " + q + ";");
 }
 
+std::vector<std::string> KernelWriter::offset_terms(int64_t value, const std::vector<std::string>& idx) {
+  if (views.contains(value) && idx.size() == rank(views.at(value))) return offset_terms(value, view_index(value, idx));
+  std::vector<std::string> terms;
+  for (size_t d = 0; d < idx.size(); ++d)
+    if (size_class(value, d) == SizeClass::Many && idx[d] != "0") terms.push_back(idx[d] + " * " + stride(value, d));
+  return terms;
+}
+
 std::string KernelWriter::offset(int64_t value, const std::vector<std::string>& idx) {
-  if (views.contains(value) && idx.size() == rank(views.at(value))) return offset(value, view_index(value, idx));
-  std::string off;
-  for (size_t d = 0; d < idx.size(); ++d) {
-    if (size_class(value, d) != SizeClass::Many || idx[d] == "0") continue;
-    const std::string term = idx[d] + " * " + stride(value, d);
-    off = off.empty() ? term : off + " + " + term;
-  }
-  return off.empty() ? "0" : off;
+  const std::vector<std::string> terms = offset_terms(value, idx);
+  return terms.empty() ? "0" : join(terms, " + ");
+}
+
+std::string KernelWriter::address(int64_t value, const std::vector<std::string>& idx) {
+  const std::vector<std::string> terms = offset_terms(value, idx);
+  if (terms.size() <= 2) return pointer(value) + " + " + (terms.empty() ? "0" : join(terms, " + "));
+  return pointer(value) + " + " + terms[0] + " + (" + join(std::vector<std::string>(terms.begin() + 1, terms.end()), " + ") + ")";
 }
 
 void KernelWriter::store(int64_t value, const std::vector<std::string>& idx, const std::string& reg) {

@@ -66,13 +66,15 @@ class KernelWriter {
   std::string value_at(int64_t value, const std::vector<std::string>& idx);
   // Element offset sum(idx[d] * stride[d]) of a task input or output.
   std::string offset(int64_t value, const std::vector<std::string>& idx);
-  // The element's address, `pointer + (offset)`: the offset summed in the
-  // index type first, then one 64-bit add (left to right, each term would
-  // be sign-extended and added to the pointer on its own: docs/PERF.md,
+  // The element's address for a vector access: `pointer + t0 + (t1 + ...)`.
+  // Left to right, each term of pointer + t0 + t1 + t2 is sign-extended
+  // and added in 64 bits on its own; the inner terms are summed in the
+  // index type first, while the outermost (a row kernel's row, invariant
+  // over the row) stays a term of its own that the compiler hoists with
+  // the pointer (summing it in too cost the row kernels 10%: docs/PERF.md,
   // session 10).
-  std::string address(int64_t value, const std::vector<std::string>& idx) {
-    return pointer(value) + " + (" + offset(value, idx) + ")";
-  }
+  std::string address(int64_t value, const std::vector<std::string>& idx);
+  std::vector<std::string> offset_terms(int64_t value, const std::vector<std::string>& idx);
   void store(int64_t value, const std::vector<std::string>& idx, const std::string& reg);
   // The storage form of register `reg` of dtype t (store_form, from the
   // unrounded float where `reg` is a rounded half/bfloat16 result).
