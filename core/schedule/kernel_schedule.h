@@ -103,7 +103,8 @@ struct RowDomain {
 // `staged` inputs (read once per row, no reuse across rows) are copied in
 // with 16-byte loads, and every phase reads them from there (and, with
 // stage_outer, the inner-outer partials are kept there too), when the
-// row's bytes fit the device's shared memory. Rows failing the run-time
+// row's bytes fit the device's shared memory (without outer reductions:
+// twice over, launch_dims). Rows failing the run-time
 // vector checks, or too long for both, are re-read from memory in every
 // phase.
 //
