@@ -81,6 +81,75 @@ void store(KernelWriter& w, const ScanOperands& o, const std::vector<std::string
 
 enum class ScanPhase { Partial, Final };
 
+// A line in chunks of blockDim.x x U x V elements (U = vector_steps):
+// thread t's U x V consecutive elements (t * U * V of the chunk) loaded and
+// stored as U vectors each, all loads before any use; the loads and stores
+// coalesce without a shared-memory stage, and one block scan per chunk
+// (the line's length a multiple of V, checked by the caller).
+void scan_vector_chunks(KernelWriter& w, const ScanParams& p, const ScanOperands& o, const std::vector<std::string>& idx,
+                        const std::string& len) {
+  const VectorPlan& vp = p.vectors;
+  const int V = vp.width, U = p.vector_steps;
+  const std::string acc_t = reg_type(o.acc), Vs = std::to_string(V);
+  use_vectors(w, vp);
+  w.open("for (long long base = 0; base < " + len + "; base += (long long)blockDim.x * " + std::to_string(U * V) + ")");
+  w.line("const long long jt = base + (long long)t * " + std::to_string(U * V) + ";");
+  std::vector<std::string> in(static_cast<size_t>(U)), x;
+  std::vector<std::vector<std::string>> at(static_cast<size_t>(U), idx);
+  for (int u = 0; u < U; ++u) {
+    const std::string j = "(jt + " + std::to_string(u * V) + ")";
+    in[static_cast<size_t>(u)] = w.fresh("in");
+    w.line("const bool " + in[static_cast<size_t>(u)] + " = " + j + " < " + len + ";");
+    at[static_cast<size_t>(u)][o.dim] = "(" + in[static_cast<size_t>(u)] + " ? " + j + " : 0LL)";
+  }
+  const KernelWriter::Section loads = w.reserve();
+  for (int j = 0; j < U * V; ++j) {
+    x.push_back(w.fresh("x"));
+    w.line(acc_t + " " + x.back() + " = " + identity(o) + ";");
+  }
+  w.section = 0;
+  for (int u = 0; u < U; ++u) {
+    const auto& a = at[static_cast<size_t>(u)];
+    w.open("if (" + in[static_cast<size_t>(u)] + ")");
+    w.group = u;
+    w.lane_base = a;
+    for (int j = 0; j < V; ++j) {
+      w.lane = j;
+      w.lane_index = a;
+      if (j > 0) w.lane_index[o.dim] = "(" + a[o.dim] + " + " + std::to_string(j) + ")";
+      w.line(x[static_cast<size_t>(u * V + j)] + " = " + element(w, o, w.lane_index) + ";");
+    }
+    w.lane = -1;
+    w.close();
+  }
+  w.fill(loads, vector_loads(w, V, 0, in));
+  std::vector<std::string> inc = {x[0]};
+  for (int j = 1; j < U * V; ++j) {
+    inc.push_back(w.fresh("s"));
+    w.line("const " + acc_t + " " + inc.back() + " = " + combine(o, inc[static_cast<size_t>(j - 1)], x[static_cast<size_t>(j)]) + ";");
+  }
+  w.line(acc_t + " total;");
+  w.line("const " + acc_t + " before = kf_block_exscan(" + inc.back() + ", " + identity(o) + ", kf_scan_op(), warp_totals, &total);");
+  w.line("const " + acc_t + " prefix = " + combine(o, "carry", "before") + ";");
+  const std::string vt = vector_type(w, o.out, V);
+  for (int u = 0; u < U; ++u) {
+    w.open("if (" + in[static_cast<size_t>(u)] + ")");
+    const std::string ov = w.fresh("ov");
+    w.line(vt + " " + ov + ";");
+    for (int j = 0; j < V; ++j) {
+      const int e = u * V + j;
+      const std::string v = o.exclusive ? (e == 0 ? std::string("prefix") : combine(o, "prefix", inc[static_cast<size_t>(e - 1)]))
+                                        : combine(o, "prefix", inc[static_cast<size_t>(e)]);
+      w.line(ov + ".v[" + std::to_string(j) + "] = " + w.stored(o.out_t, convert(o.acc, o.out_t, v)) + ";");
+    }
+    w.line("*(" + vt + "*)(" + w.address(o.out, at[static_cast<size_t>(u)]) + ") = " + ov + ";");
+    w.close();
+  }
+  w.line("carry = " + combine(o, "carry", "total") + ";");
+  w.line("__syncthreads();  // warp_totals is reused by the next chunk");
+  w.close();
+}
+
 // A thread per (line, segment) (neighbouring threads on neighbouring
 // lines): args.segments segments of ceil(length / segments) elements. The
 // partial phase writes each segment's total to scratch[segment * lines +
@@ -154,9 +223,19 @@ void emit_scan(KernelWriter& w, const ScanParams& p) {
   w.line("__shared__ " + acc_t + " warp_totals[32];");
   w.line("__shared__ " + acc_t + " stage[" + std::to_string(p.block * items + p.block * items / 32) + "];");
   w.line("const int t = threadIdx.x;");
+  const bool vectors = p.vectors.width > 0;
+  const KernelWriter::Section cond = w.reserve();
+  const std::string vec = w.fresh("kfvec");
   w.open("for (long long q = blockIdx.x; q < " + lines + "; q += gridDim.x)");
   std::vector<std::string> idx = line_index(w, p, o, "q");
   w.line(acc_t + " carry = " + identity(o) + ";");
+  if (vectors) {
+    w.open("if (" + vec + ")");
+    scan_vector_chunks(w, p, o, idx, len);
+    w.close_open("else");
+  } else {
+    w.open("");
+  }
   w.open("for (long long base = 0; base < " + len + "; base += " + B + "LL * " + I + ")");
   for (int j = 0; j < items; ++j) {
     const std::string k = w.fresh("k");
@@ -203,6 +282,12 @@ void emit_scan(KernelWriter& w, const ScanParams& p) {
   w.line("__syncthreads();  // stage and warp_totals are reused by the next chunk");
   w.close();
   w.close();
+  w.close();
+  if (vectors) {
+    std::vector<std::string> conds = {w.extent(o.out, o.dim) + " % " + std::to_string(p.vectors.width) + " == 0"};
+    used_vector_conditions(w, extent_sets_of(w.concrete()), p.vectors, o.out, false, &conds);
+    w.fill(cond, {"const bool " + vec + " = " + all_of(conds) + ";"});
+  }
 }
 
 std::string scan_helpers(const KernelWriter& w, const ScanParams& p) {

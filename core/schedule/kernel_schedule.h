@@ -206,6 +206,12 @@ struct ScanParams {
   bool block_per_line = true;
   int block = 256;
   int items = 4;
+  // Block per line: the line moved as vectors (each thread's
+  // vector_steps x width consecutive elements, vector_steps loads and
+  // stores) when the run-time conditions hold; else the chunks are staged
+  // through shared memory.
+  VectorPlan vectors;
+  int vector_steps = 1;
   bool operator==(const ScanParams&) const = default;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/schedule/schedulers.h"
+#include "core/schedule/vector_plan.h"
 
 namespace kf {
 
@@ -40,6 +41,11 @@ std::optional<ScanParams> schedule_scan(const ConcreteFusion& c, const Task& tas
   p.block_per_line = !order.empty() && order.back() == ScanAttrs(e).index();
   for (size_t d : order)
     if (d != ScanAttrs(e).index()) p.line_dims.push_back(d);
+  if (p.block_per_line) {
+    p.vectors = plan_vectors(c, task, {e.outputs[0]}, e.outputs[0], ScanAttrs(e).index());
+    if (p.vectors.width < 2 || p.vectors.outputs.empty()) p.vectors = VectorPlan{};
+    p.vector_steps = std::clamp(tuning.scan_vector_steps, 1, 8);
+  }
   return p;
 }
 

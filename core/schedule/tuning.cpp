@@ -24,6 +24,7 @@ const Tuning& default_tuning() {
     d.scatter_lanes = from_env("KFUSE_TUNE_SCATTER_LANES", d.scatter_lanes);
     d.scatter_unroll = from_env("KFUSE_TUNE_SCATTER_UNROLL", d.scatter_unroll);
     d.scan_items = from_env("KFUSE_TUNE_SCAN_ITEMS", d.scan_items);
+    d.scan_vector_steps = from_env("KFUSE_TUNE_SCAN_VECTOR_STEPS", d.scan_vector_steps);
     return d;
   }();
   return t;

@@ -30,12 +30,15 @@ struct Tuning {
   // Scans, a block per line: consecutive elements each thread combines per
   // chunk (docs/PERF.md, session 9).
   int scan_items = 4;
+  // Lines scanned as vectors: vectors per thread and chunk (session 10).
+  int scan_vector_steps = 2;
 };
 
 // The process default: the fields above, overridden by
 // KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_ROW_VECTORS,
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
-// KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL and KFUSE_TUNE_SCAN_ITEMS
+// KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL, KFUSE_TUNE_SCAN_ITEMS
+// and KFUSE_TUNE_SCAN_VECTOR_STEPS
 // (positive integers) when set. Read on first use.
 const Tuning& default_tuning();
 
