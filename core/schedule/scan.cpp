@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/schedule/schedulers.h"
+#include "core/schedule/single_head.h"
 #include "core/schedule/vector_plan.h"
 
 namespace kf {
@@ -13,27 +14,10 @@ namespace kf {
 std::optional<ScanParams> schedule_scan(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                         std::string* why) {
   const Fusion& f = *c.fusion;
-  int64_t scan = -1;
-  for (int64_t ei : task.exprs) {
-    const Op op = f.exprs[static_cast<size_t>(ei)].op;
-    const OpCategory cat = op_info(op).category;
-    if (cat == OpCategory::Scan) {
-      if (scan >= 0) {
-        if (why != nullptr) *why = "two scans in one task (each runs alone)";
-        return std::nullopt;
-      }
-      scan = ei;
-    } else if (!is_pointwise(op) && cat != OpCategory::Shape && cat != OpCategory::Creation &&
-               cat != OpCategory::Indexing && cat != OpCategory::Query) {
-      if (why != nullptr) *why = std::string("a scan with a ") + op_name(op).data() + " (only its producers computed inline join it)";
-      return std::nullopt;
-    }
-  }
+  const std::optional<int64_t> head = single_head_expr(c, task, OpCategory::Scan, "scan", why);
+  if (!head) return std::nullopt;
+  const int64_t scan = *head;
   const Expr& e = f.exprs[static_cast<size_t>(scan)];
-  if (task.outputs.size() != 1 || task.outputs[0] != e.outputs[0]) {
-    if (why != nullptr) *why = "a scan task must write the scan's result and nothing else";
-    return std::nullopt;
-  }
   ScanParams p;
   p.expr = scan;
   p.items = std::clamp(tuning.scan_items, 1, 32);

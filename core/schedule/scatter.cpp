@@ -7,33 +7,17 @@
 // Integer reductions and amax/amin give the same result in any order, so
 // they keep the atomic path even when deterministic is asked for.
 #include "core/schedule/schedulers.h"
+#include "core/schedule/single_head.h"
 
 namespace kf {
 
 std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                               std::string* why) {
   const Fusion& f = *c.fusion;
-  int64_t scatter = -1;
-  for (int64_t ei : task.exprs) {
-    const Op op = f.exprs[static_cast<size_t>(ei)].op;
-    const OpCategory cat = op_info(op).category;
-    if (cat == OpCategory::Scatter) {
-      if (scatter >= 0) {
-        if (why != nullptr) *why = "two scatters in one task (each runs alone)";
-        return std::nullopt;
-      }
-      scatter = ei;
-    } else if (!is_pointwise(op) && cat != OpCategory::Shape && cat != OpCategory::Creation &&
-               cat != OpCategory::Indexing && cat != OpCategory::Query) {
-      if (why != nullptr) *why = std::string("a scatter with a ") + op_name(op).data() + " (only its producers computed inline join it)";
-      return std::nullopt;
-    }
-  }
+  const std::optional<int64_t> head = single_head_expr(c, task, OpCategory::Scatter, "scatter", why);
+  if (!head) return std::nullopt;
+  const int64_t scatter = *head;
   const Expr& e = f.exprs[static_cast<size_t>(scatter)];
-  if (task.outputs.size() != 1 || task.outputs[0] != e.outputs[0]) {
-    if (why != nullptr) *why = "a scatter task must write the scatter's result and nothing else";
-    return std::nullopt;
-  }
   const ScatterAttrs a(e);
   ScatterParams p;
   p.expr = scatter;
