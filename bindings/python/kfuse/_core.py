@@ -479,7 +479,9 @@ def _scalar_tensor(value, d):
         buf = ctypes.c_uint16((bits >> 16) & 0xFFFF)
     elif d in (int64, int32):
         buf = (ctypes.c_int64 if d is int64 else ctypes.c_int32)(int(value))
-    else:
+    elif d in (int8, uint8):
+        buf = (ctypes.c_int8 if d is int8 else ctypes.c_uint8)(int(value))
+    else:  # bool; float8 too, for which numbers are not converted yet (a known gap)
         buf = ctypes.c_uint8(1 if value else 0)
     t = dl._Described(ctypes.addressof(buf), (dl.kDLCPU, 0), d.dl_code, d.bits, (), keep=buf)
     return t.borrowed()

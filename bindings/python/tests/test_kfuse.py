@@ -169,6 +169,15 @@ class CallTests(unittest.TestCase):
         # a 0-dim NumPy array works for a scalar too
         np.testing.assert_allclose(f(x, w, b, np.array(1e-5, np.float32)).numpy(), y)
 
+    def test_8_bit_integer_scalars(self):
+        # numbers for int8/uint8 scalar inputs keep their value (they were
+        # stored as 1 for any nonzero number), wrapping like ctypes' types
+        for dtype, value, want in (("int8", -7, -7), ("int8", 300, 44), ("uint8", 200, 200), ("uint8", -1, 255)):
+            with self.subTest(dtype=dtype, value=value):
+                f = kfuse.Fusion.from_text(f"input x: tensor<{dtype}, 1>\ninput s: scalar<{dtype}>\n"
+                                           "y = add(x, s)\noutput y\n")
+                np.testing.assert_array_equal(f(np.zeros(2, dtype), value).numpy(), [want, want])
+
     def test_bool_inputs_and_outputs(self):
         with kfuse.Definition() as fd:
             c = fd.tensor(rank=1, dtype=kfuse.bool_)
