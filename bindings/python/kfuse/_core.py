@@ -4,6 +4,7 @@ import struct
 import sys
 
 from . import _dlpack as dl
+from . import _ext
 from ._lib import ExecOptions, KfuseError, NcclId, SegmentInfo, TaskInfo, ValueInfo, lib
 
 INT64_MAX = (1 << 63) - 1
@@ -487,6 +488,16 @@ def _scalar_tensor(value, d):
     return t.borrowed()
 
 
+def _caller(handle, inputs, num_outputs):
+    """The C extension's call path for a fusion, or None (ctypes only)."""
+    ext = _ext.module()
+    if ext is None:
+        return None
+    h = handle.value if isinstance(handle, ctypes.c_void_p) else int(handle)
+    info = tuple((i["is_scalar"], i["dtype"].code, i["dtype"].dl_code, i["dtype"].bits, i["dtype"]) for i in inputs)
+    return ext.Caller(h, info, num_outputs)
+
+
 def _is_number(x):
     return isinstance(x, (bool, int, float))
 
@@ -628,14 +639,19 @@ class Tensor:
     __slots__ = ("_owner", "_t", "_stream", "__weakref__")
 
     def __init__(self, owner, stream):
+        # kfuse._fastcall sets these three slots itself (no __init__ call)
         self._owner = owner
-        self._t = dl.DLManagedTensorVersioned.from_address(owner.addr).dl_tensor
+        self._t = None  # the DLTensor (ctypes), read on first use
         self._stream = stream
 
     def _tensor(self):
-        if self._owner is None:
+        owner = self._owner
+        if owner is None:
             raise ValueError("this kfuse Tensor is closed")
-        return self._t
+        t = self._t
+        if t is None:
+            t = self._t = dl.DLManagedTensorVersioned.from_address(owner.addr).dl_tensor
+        return t
 
     @property
     def shape(self):
@@ -757,6 +773,7 @@ class Fusion:
         L.check(L.kf_fusion_num_outputs(handle, ctypes.byref(n)), "kf_fusion_num_outputs")
         self.outputs = [self._info(L.kf_fusion_output, i) for i in range(n.value)]
         self._scalar = [i["is_scalar"] for i in self.inputs]
+        self._fast = _caller(handle, self.inputs, len(self.outputs))
 
     def _info(self, fn, i):
         info = ValueInfo()
@@ -781,6 +798,9 @@ class Fusion:
 
     def close(self):
         """Releases the handle (idempotent); calling afterwards raises."""
+        fast, self._fast = getattr(self, "_fast", None), None
+        if fast is not None:
+            fast.close()
         h, self._h = getattr(self, "_h", None), None
         if h is not None:
             self._lib.kf_fusion_release(h)
@@ -856,6 +876,12 @@ class Fusion:
         are asked to order their work before it, kfuse enqueues on it
         without synchronizing. ``communicator``: a kfuse.Communicator, for
         fusions with a mesh."""
+        if out is None and stream is None and communicator is None:
+            caller = self._fast
+            if caller is not None:  # the C extension (None: it hands the call to the code below)
+                result = caller.run(tensors)
+                if result is not None:
+                    return result
         L = self._lib
         h = self._handle()
         if out is None:

@@ -190,18 +190,19 @@ def _candidates():
     return out
 
 
-_lock = threading.Lock()
-_lib = None
+def once(make):
+    """A function that returns make()'s result, made on its first call
+    (under a lock: threads racing to it get the same one)."""
+    lock = threading.Lock()
+    made = []
 
-
-def lib():
-    """The loaded library (loaded on first use)."""
-    global _lib
-    if _lib is None:
-        with _lock:
-            if _lib is None:
-                _lib = _load()
-    return _lib
+    def get():
+        if not made:
+            with lock:
+                if not made:
+                    made.append(make())
+        return made[0]
+    return get
 
 
 def _load():
@@ -216,6 +217,10 @@ def _load():
             tried.append(f"{where}: {path} ({e})")
     raise ImportError("kfuse: cannot load libkfuse; tried " + "; ".join(tried) +
                       ". Set KFUSE_LIBRARY to the path of libkfuse.so.")
+
+
+lib = once(_load)
+lib.__doc__ = "The loaded library (loaded on first use)."
 
 
 def library_path():

@@ -1,9 +1,17 @@
 """GPU tests of the kfuse Python package with torch (label gpu).
 
+Every case runs twice: through the C extension kfuse._fastcall
+(TorchGpuTests; skipped when it is not loaded, a failure with
+KFUSE_PYTHON_EXTENSION=1) and through the ctypes path alone
+(TorchGpuTestsCtypes: the fusions made there have no C path, as with
+KFUSE_PYTHON_EXTENSION=0).
+
 Exits 77 (skipped) without torch, without a CUDA device, or when kfuse
-answers KF_ERR_NO_DEVICE. NOT RUN YET: written on a machine without a GPU;
-the first GPU run is its check.
-Run: KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python python3 bindings/python/tests/test_gpu_torch.py
+answers KF_ERR_NO_DEVICE. The cases marked "not yet run on a GPU" were
+written after the last device run.
+Run (CMake builds the extension into build/python/kfuse/, found next to libkfuse):
+  KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python KFUSE_PYTHON_EXTENSION=1 \
+    python3 bindings/python/tests/test_gpu_torch.py
 """
 import sys
 import unittest
@@ -18,6 +26,7 @@ if not torch.cuda.is_available():
     sys.exit(77)
 
 import kfuse
+from kfuse import _core
 
 from fusions import LAYERNORM  # noqa: E402 (beside this file)
 
@@ -27,8 +36,15 @@ def layernorm_ref(x, w, b, eps=1e-5):
 
 
 class TorchGpuTests(unittest.TestCase):
+    extension = True  # the fusions this class makes call through kfuse._fastcall
+
     @classmethod
     def setUpClass(cls):
+        cls.make_caller = _core._caller
+        if not cls.extension:
+            _core._caller = lambda *args: None  # fusions made from here on: ctypes only
+        elif not kfuse.extension_loaded():
+            raise unittest.SkipTest(f"the C extension is not loaded: {kfuse.extension_status()}")
         cls.f = kfuse.Fusion.from_text(LAYERNORM)
         x = torch.ones(2, 4, device="cuda")
         try:
@@ -38,6 +54,10 @@ class TorchGpuTests(unittest.TestCase):
                 print("SKIP:", e)
                 sys.exit(77)
             raise
+
+    @classmethod
+    def tearDownClass(cls):
+        _core._caller = cls.make_caller
 
     def args(self, rows=16, cols=768, dtype=torch.float32):
         g = torch.Generator(device="cuda").manual_seed(0)
@@ -131,6 +151,34 @@ class TorchGpuTests(unittest.TestCase):
         s.synchronize()
         torch.testing.assert_close(torch.from_dlpack(y).double(), layernorm_ref(x, w, b), rtol=1e-4, atol=1e-4)
 
+    def test_the_path_in_use(self):
+        # Not yet run on a GPU.
+        x, w, b = self.args()
+        if self.extension:
+            self.assertIsNotNone(self.f._fast.run((x, w, b, 1e-5)), "the C path handed the call back")
+            self.assertEqual(type(self.f(x, w, b, 1e-5)._owner).__name__, "Owner")
+        else:
+            self.assertIsNone(self.f._fast)
+            self.assertEqual(type(self.f(x, w, b, 1e-5)._owner).__name__, "_Owner")
+
+    def test_torch_path_follows_stream_switches(self):
+        # torch's current stream is asked at every call, never cached.
+        # Not yet run on a GPU.
+        x, w, b = self.args()
+        s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(s1):
+            y1 = self.f(x, w, b, 1e-5)
+        with torch.cuda.stream(s2):
+            y2 = self.f(x, w, b, 1e-5)
+            y3 = self.f(x, w, b, 1e-5, stream=s1)  # an explicit stream wins
+        y0 = self.f(x, w, b, 1e-5)
+        self.assertEqual((y1._stream, y2._stream, y3._stream), (s1.cuda_stream, s2.cuda_stream, s1.cuda_stream))
+        self.assertEqual(y0._stream or 0, torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+        for y in (y0, y1, y2, y3):
+            torch.testing.assert_close(torch.from_dlpack(y).double(), layernorm_ref(x, w, b), rtol=1e-4, atol=1e-4)
+
     def test_torch_path_views_parameters_and_grad(self):
         x, w, b = self.args(32, 1536)
         xs = x[::2, ::2]  # strided view
@@ -180,5 +228,10 @@ class TorchGpuTests(unittest.TestCase):
         self.assertFalse(torch.equal(masks[1], masks[2]))
 
 
+class TorchGpuTestsCtypes(TorchGpuTests):
+    extension = False
+
+
 if __name__ == "__main__":
+    print("kfuse from", kfuse.library_path(), "; extension", kfuse.extension_status(), "; torch", torch.__version__)
     unittest.main(verbosity=2)

@@ -606,5 +606,6 @@ class LifetimeTests(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    print("kfuse from", kfuse.library_path(), "numpy", np.__version__, "python", sys.version.split()[0])
+    print("kfuse from", kfuse.library_path(), "; extension", kfuse.extension_status(), "; numpy", np.__version__,
+          "; python", sys.version.split()[0])
     unittest.main(verbosity=2)
