@@ -17,7 +17,7 @@
  *    and get_device(), and the call runs on torch's current stream of the
  *    tensors' device, asked of torch._C._cuda_getCurrentRawStream at every
  *    call (never cached: `with torch.cuda.stream(s)` switches it without
- *    telling anyone; asking costs about 0.1 us).
+ *    telling anyone; asking is one call into torch's C code).
  *  - DLPack mode, the Python path's _borrow_inputs and dl.borrow: numbers
  *    for scalar inputs, __dlpack__ capsules for everything else, consumed
  *    in C. Whatever is unusual (an object without __dlpack__, a producer
