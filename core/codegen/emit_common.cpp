@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/codegen/op_cuda.h"
+#include "core/schedule/vector_plan.h"
 
 namespace kf {
 
@@ -98,7 +99,8 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
       if (w.size_class(v, j) != SizeClass::One) dims[j] = static_cast<int>(rd - r + j);
   }
   const size_t pv = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(dim)) - dims.begin());
-  const int bytes = width * dtype_size(w.fusion().value(v).dtype);
+  // A vector wider than 16 bytes moves as several 16-byte ones.
+  const int bytes = std::min(width * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
   conds->push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)");
   conds->push_back(w.stride(v, pv) + " == 1");
   for (size_t d = 0; d < r; ++d)

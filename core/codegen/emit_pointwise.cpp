@@ -51,7 +51,7 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
       const KernelWriter::Section cond = w.reserve();
       const std::string ok = w.fresh("kfvec");
       w.open("if (" + ok + ")");
-      vector_loop(w, loop, p.unroll);
+      vector_loop(w, loop, loop.unroll);
       std::vector<std::string> conds = {w.extent(dom, loop.vectors.dim) + " % " + std::to_string(loop.vectors.width) + " == 0"};
       used_vector_conditions(w, sets, loop.vectors, dom, false, &conds);
       w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});

@@ -46,17 +46,26 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
   w.close();
 }
 
-// Phase 1, vectors: each thread reads 16 bytes along a per step. Appends
-// the run-time conditions to `conds`.
+// Phase 1, vectors: each thread reads 16 bytes along a per step. All the
+// loads of every input are issued before the first store to shared memory
+// (loads out of range give zeros, which no output reads), so a thread has
+// all its vectors in flight at once: with a store after each load, ncu
+// showed the warps waiting on one load at a time (docs/PERF.md, session
+// 11). Appends the run-time conditions to `conds`.
 void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
                        std::vector<std::string>* conds) {
   const Fusion& f = w.fusion();
   const ConcreteFusion& c = w.concrete();
   const std::string& t = w.index_type();
+  struct Filled {
+    std::string reg, lanes, rows;
+    int V = 0, steps = 0;
+  };
+  std::vector<Filled> filled;
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     const int64_t v = p.inputs[q].value;
     const Value& val = f.value(v);
-    const int V = 16 / dtype_size(val.dtype), lanes_per_row = p.tile / V;
+    const int V = 16 / dtype_size(val.dtype), lanes_per_row = p.tile / V, rows = p.block / lanes_per_row;
     const std::vector<int>& order = val.kind == ValueKind::TensorInput
                                         ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
                                         : c.stride_orders[static_cast<size_t>(v)];
@@ -67,17 +76,27 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
     for (size_t d = 0; d < w.rank(v); ++d)
       if (d != inner && w.size_class(v, d) == SizeClass::Many) conds->push_back(w.stride(v, d) + " % " + std::to_string(V) + " == 0");
     const std::string vt = vector_type(w, v, V);
+    const Filled fl{w.fresh("tv"), std::to_string(lanes_per_row), std::to_string(rows), V, (p.tile + rows - 1) / rows};
+    w.line(vt + " " + fl.reg + "[" + std::to_string(fl.steps) + "];");
     w.line("#pragma unroll");
-    w.open("for (int kk = 0; kk < " + n.T + "; kk += " + std::to_string(p.block / lanes_per_row) + ")");
-    w.line("const int k = kk + (int)(threadIdx.x / " + std::to_string(lanes_per_row) + "), ga = (int)(threadIdx.x % " +
-           std::to_string(lanes_per_row) + ") * " + std::to_string(V) + ";");
+    w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
+    w.line("const int k = s * " + fl.rows + " + (int)(threadIdx.x / " + fl.lanes + "), ga = (int)(threadIdx.x % " + fl.lanes +
+           ") * " + std::to_string(V) + ";");
     w.line("const " + t + " " + n.ia + " = a0 + ga, " + n.ib + " = b0 + k;");
-    w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
-    const std::string reg = w.fresh("tv");
-    w.line("const " + vt + " " + reg + " = *(const " + vt + "*)(" + w.address(v, tile_index(p.inputs[q].dims, idx)) + ");");
-    for (int j = 0; j < V; ++j)
-      w.line(n.shared[q] + "[k][ga + " + std::to_string(j) + "] = " + load_form(val.dtype, reg + ".v[" + std::to_string(j) + "]") + ";");
+    w.line(fl.reg + "[s] = (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ") ? *(const " + vt + "*)(" +
+           w.address(v, tile_index(p.inputs[q].dims, idx)) + ") : " + vt + "{};");
     w.close();
+    filled.push_back(fl);
+  }
+  for (size_t q = 0; q < p.inputs.size(); ++q) {
+    const Filled& fl = filled[q];
+    w.line("#pragma unroll");
+    w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
+    w.line("const int k = s * " + fl.rows + " + (int)(threadIdx.x / " + fl.lanes + "), ga = (int)(threadIdx.x % " + fl.lanes +
+           ") * " + std::to_string(fl.V) + ";");
+    for (int j = 0; j < fl.V; ++j)
+      w.line(n.shared[q] + "[k][ga + " + std::to_string(j) + "] = " +
+             load_form(f.value(p.inputs[q].value).dtype, fl.reg + "[s].v[" + std::to_string(j) + "]") + ";");
     w.close();
   }
 }

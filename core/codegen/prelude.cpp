@@ -161,7 +161,7 @@ KF_DEV double kf_normal_f64(kf_u4 w, double mean, double std) {
 }
 
 // ---- vector access: N elements of T in one aligned load/store ----
-template <class T, int N> struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
+template <class T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) kf_vec { T v[N]; };
 
 // ---- reductions ----
 // x / d for a divisor shared by many divisions (a row's sum), given

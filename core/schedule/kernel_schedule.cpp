@@ -32,7 +32,8 @@ struct Describe {
     for (const PointwiseLoop& l : p.loops) {
       std::string order;
       for (size_t d : l.order) order += (order.empty() ? "" : ",") + std::to_string(d);
-      s += " {outputs=" + ids(l.outputs) + " order=[" + order + "] " + vectors(l.vectors) + "}";
+      s += " {outputs=" + ids(l.outputs) + " order=[" + order + "] " + vectors(l.vectors) +
+           (l.unroll != p.unroll ? " unroll=" + std::to_string(l.unroll) : "") + "}";
     }
     return s;
   }

@@ -49,11 +49,12 @@ struct PointwiseLoop {
   std::vector<int64_t> outputs;
   std::vector<size_t> order;
   VectorPlan vectors;  // along order.back()
+  int unroll = 2;      // vectors per thread and step
   bool operator==(const PointwiseLoop&) const = default;
 };
 struct PointwiseParams {
   std::vector<PointwiseLoop> loops;
-  int unroll = 2;  // vectors per thread and step
+  int unroll = 2;  // 16-byte vectors of the widest dtype per thread and step
   int block = 256;
   bool operator==(const PointwiseParams&) const = default;
 };

@@ -34,6 +34,15 @@ std::vector<size_t> loop_order(const ConcreteFusion& c, int64_t dom) {
   return dims;
 }
 
+namespace {
+
+size_t many_dims(const ConcreteFusion& c, int64_t v) {
+  const std::vector<SizeClass>& cl = c.size_classes[static_cast<size_t>(v)];
+  return static_cast<size_t>(std::count(cl.begin(), cl.end(), SizeClass::Many));
+}
+
+}  // namespace
+
 PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
   PointwiseParams p;
   p.unroll = tuning.pointwise_unroll;
@@ -41,12 +50,24 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
     const int64_t dom = outs[0];
     PointwiseLoop loop;
     loop.order = loop_order(c, dom);
+    loop.unroll = p.unroll;
     if (!loop.order.empty()) {
       const IndexMap id = identity_map(c, dom);
       std::vector<std::pair<int64_t, IndexMap>> roots;
       for (int64_t o : outs) roots.push_back({o, id});
       const AccessMap reads = trace_accesses(c, task, roots);
       loop.vectors = plan_vectors(c, task, outs, dom, loop.order.back(), &reads);
+      if (tuning.pointwise_vector_rule == 1 && many_dims(c, dom) >= 3) {
+        // Mixed dtypes over three or more dims: each vector's index costs
+        // two divisions and three-term addresses, so lanes of the narrowest
+        // dtype halve that work per element (rope: 0.244 -> 0.210 ms on an
+        // H200). Fewer steps per thread keep the bytes in flight. Over two
+        // dims the split wide vectors cost more than they save
+        // (residual_add_cast 0.766 -> 0.797 ms): docs/PERF.md, session 11.
+        const int before = loop.vectors.width;
+        narrow_vectors(c, &loop.vectors);
+        if (before > 0) loop.unroll = std::max(1, p.unroll * before / loop.vectors.width);
+      }
     }
     loop.outputs = std::move(outs);
     p.loops.push_back(std::move(loop));

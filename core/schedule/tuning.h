@@ -9,6 +9,10 @@ namespace kf {
 struct Tuning {
   // 16-byte vectors each thread of a pointwise loop loads per step.
   int pointwise_unroll = 2;
+  // Which dtype sets a pointwise loop's vector width: 1, the narrowest
+  // (16 bytes of it per vector; wider dtypes move several 16-byte vectors),
+  // 2, the widest (every vector at most 16 bytes).
+  int pointwise_vector_rule = 1;
   // 16-byte vectors per thread of a row held in registers. Measured on an
   // H200 (docs/PERF.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.
@@ -35,7 +39,7 @@ struct Tuning {
 };
 
 // The process default: the fields above, overridden by
-// KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_ROW_VECTORS,
+// KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_POINTWISE_VECTOR_RULE, KFUSE_TUNE_ROW_VECTORS,
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
 // KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL, KFUSE_TUNE_SCAN_ITEMS
 // and KFUSE_TUNE_SCAN_VECTOR_STEPS

@@ -33,6 +33,20 @@ IndexMap domain_dims(const ConcreteFusion& c, int64_t v, size_t rd, const Access
   return {};
 }
 
+// The largest (widest) or smallest dtype size among the plan's inputs and
+// outputs; 1 for an empty plan.
+int dtype_size_bound(const ConcreteFusion& c, const VectorPlan& p, bool widest) {
+  const Fusion& f = *c.fusion;
+  int bound = 0;
+  auto take = [&](int64_t v) {
+    const int s = dtype_size(f.value(v).dtype);
+    bound = bound == 0 ? s : widest ? std::max(bound, s) : std::min(bound, s);
+  };
+  for (const auto& [v, dims] : p.inputs) take(v);
+  for (int64_t o : p.outputs) take(o);
+  return bound == 0 ? 1 : bound;
+}
+
 }  // namespace
 
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
@@ -93,10 +107,11 @@ void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, Vector
         lane = lane || std::find(m.begin(), m.end(), static_cast<int>(p->dim)) != m.end() || m.size() != rank_of(c, it->first);
     it = lane ? std::next(it) : p->inputs.erase(it);
   }
-  int widest = 1;
-  for (const auto& [v, dims] : p->inputs) widest = std::max(widest, dtype_size(f.value(v).dtype));
-  for (int64_t o : p->outputs) widest = std::max(widest, dtype_size(f.value(o).dtype));
-  p->width = kVectorBytes / widest;
+  p->width = kVectorBytes / dtype_size_bound(c, *p, true);
+}
+
+void narrow_vectors(const ConcreteFusion& c, VectorPlan* p) {
+  if (p->width > 0) p->width = kVectorBytes / dtype_size_bound(c, *p, false);
 }
 
 }  // namespace kf

@@ -32,4 +32,10 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
 // Inputs `reads` does not reach (read through a reshape) stay.
 void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, VectorPlan* p);
 
+// Sets the width to 16 bytes of the narrowest dtype among `p`'s inputs and
+// outputs: wider dtypes then move several 16-byte vectors per lane group
+// (a bf16 loop reading float32 tables takes 8 lanes, not 4), which halves
+// the index and address work per element where the dtypes are mixed.
+void narrow_vectors(const ConcreteFusion& c, VectorPlan* p);
+
 }  // namespace kf
