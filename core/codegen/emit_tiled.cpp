@@ -46,6 +46,13 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
   w.close();
 }
 
+// Step s of the vector fill: thread t's tile row k and first column ga.
+std::string fill_coords(int rows, int lanes, int V) {
+  const std::string l = std::to_string(lanes);
+  return "const int k = s * " + std::to_string(rows) + " + (int)(threadIdx.x / " + l + "), ga = (int)(threadIdx.x % " + l +
+         ") * " + std::to_string(V) + ";";
+}
+
 // Phase 1, vectors: each thread reads 16 bytes along a per step. All the
 // loads of every input are issued before the first store to shared memory
 // (loads out of range give zeros, which no output reads), so a thread has
@@ -58,8 +65,8 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
   const ConcreteFusion& c = w.concrete();
   const std::string& t = w.index_type();
   struct Filled {
-    std::string reg, lanes, rows;
-    int V = 0, steps = 0;
+    std::string reg;
+    int V = 0, lanes = 0, rows = 0, steps = 0;  // lanes per tile row, tile rows per step
   };
   std::vector<Filled> filled;
   for (size_t q = 0; q < p.inputs.size(); ++q) {
@@ -76,12 +83,11 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
     for (size_t d = 0; d < w.rank(v); ++d)
       if (d != inner && w.size_class(v, d) == SizeClass::Many) conds->push_back(w.stride(v, d) + " % " + std::to_string(V) + " == 0");
     const std::string vt = vector_type(w, v, V);
-    const Filled fl{w.fresh("tv"), std::to_string(lanes_per_row), std::to_string(rows), V, (p.tile + rows - 1) / rows};
+    const Filled fl{w.fresh("tv"), V, lanes_per_row, rows, (p.tile + rows - 1) / rows};
     w.line(vt + " " + fl.reg + "[" + std::to_string(fl.steps) + "];");
     w.line("#pragma unroll");
     w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
-    w.line("const int k = s * " + fl.rows + " + (int)(threadIdx.x / " + fl.lanes + "), ga = (int)(threadIdx.x % " + fl.lanes +
-           ") * " + std::to_string(V) + ";");
+    w.line(fill_coords(fl.rows, fl.lanes, V));
     w.line("const " + t + " " + n.ia + " = a0 + ga, " + n.ib + " = b0 + k;");
     w.line(fl.reg + "[s] = (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ") ? *(const " + vt + "*)(" +
            w.address(v, tile_index(p.inputs[q].dims, idx)) + ") : " + vt + "{};");
@@ -92,11 +98,14 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
     const Filled& fl = filled[q];
     w.line("#pragma unroll");
     w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
-    w.line("const int k = s * " + fl.rows + " + (int)(threadIdx.x / " + fl.lanes + "), ga = (int)(threadIdx.x % " + fl.lanes +
-           ") * " + std::to_string(fl.V) + ";");
+    w.line(fill_coords(fl.rows, fl.lanes, fl.V));
+    // The last step passes the tile's edge only where the rows per step do
+    // not divide it (not with 256 threads and 64-element tiles).
+    w.open(p.tile % fl.rows == 0 ? std::string() : "if (k < " + n.T + ")");
     for (int j = 0; j < fl.V; ++j)
       w.line(n.shared[q] + "[k][ga + " + std::to_string(j) + "] = " +
              load_form(f.value(p.inputs[q].value).dtype, fl.reg + "[s].v[" + std::to_string(j) + "]") + ";");
+    w.close();
     w.close();
   }
 }
