@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/util/debug_log.h"
+
 namespace kf {
 
 namespace {
@@ -16,17 +18,8 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// KFUSE_DEBUG is a comma-separated list of topics; "pipeline" (or "all")
-// logs each plan as it is built. Read once.
-bool log_pipeline() {
-  static const bool on = [] {
-    const char* v = std::getenv("KFUSE_DEBUG");
-    if (v == nullptr) return false;
-    std::string topics = std::string(",") + v + ",";
-    return topics.find(",pipeline,") != std::string::npos || topics.find(",all,") != std::string::npos;
-  }();
-  return on;
-}
+// KFUSE_DEBUG=pipeline logs each plan as it is built.
+bool log_pipeline() { return debug_topic("pipeline"); }
 
 void log_plan(const Plan& p, double concretize_ms, double segment_ms) {
   char head[160];
@@ -53,18 +46,23 @@ std::shared_ptr<const void> Plan::external_anchor() const {
 
 std::shared_ptr<Plan> build_plan(const Fusion& fusion, const Binding& binding, const Tuning& tuning) {
   auto plan = std::make_shared<Plan>();
+  const bool timeline = debug_topic("compile");
   Clock::time_point t0 = Clock::now();
+  double start = timeline ? debug_ms() : 0;
 
   // 1. Concretize: the class of the binding.
   plan->concrete = concretize(fusion, binding);
   const double concretize_ms = ms_since(t0);
+  if (timeline) debug_step("compile", "concretize", start);
 
   // 2. Segment, and schedule each segment (schedulers run inside
   //    segmentation: a group merges only where a scheduler takes it).
   t0 = Clock::now();
+  start = timeline ? debug_ms() : 0;
   plan->segmentation = segment_fusion(*plan->concrete, tuning);
   plan->kernels = std::make_unique<KernelSlot[]>(plan->segmentation.segments.size());
   const double segment_ms = ms_since(t0);
+  if (timeline) debug_step("compile", "segment+schedule", start);
 
   if (log_pipeline()) log_plan(*plan, concretize_ms, segment_ms);
   return plan;

@@ -14,20 +14,13 @@
 #include <vector>
 
 #include "core/ir/type_promotion.h"
+#include "core/util/debug_log.h"
 
 namespace kf {
 
 namespace {
 
-bool log_simplify() {
-  static const bool on = [] {
-    const char* v = std::getenv("KFUSE_DEBUG");
-    if (v == nullptr) return false;
-    std::string topics = std::string(",") + v + ",";
-    return topics.find(",simplify,") != std::string::npos || topics.find(",all,") != std::string::npos;
-  }();
-  return on;
-}
+bool log_simplify() { return debug_topic("simplify"); }
 
 // `v` as a value of dtype t holds it (round to nearest even, as the CPU
 // reference converts operands); nullopt outside the range that matters here.

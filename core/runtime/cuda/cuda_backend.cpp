@@ -19,6 +19,7 @@
 #include "core/runtime/cuda/segment_kernels.h"
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/segment/matmul_pattern.h"
+#include "core/util/debug_log.h"
 #include "core/util/error.h"
 #include "core/runtime/cuda/step_launch.h"
 #include "core/util/scratch.h"
@@ -100,6 +101,8 @@ void load_segments(const Plan& p) {
     if (has_kernel(s.segments[k]) && p.kernel_slot(k).ready.load(std::memory_order_acquire) == nullptr)
       missing.push_back(k);
   if (missing.empty()) return;
+  const bool timeline = debug_topic("compile");
+  const double start = timeline ? debug_ms() : 0;
   const int device = c.device.id;
   std::vector<SegmentKernel> kernels = make_segment_kernels(
       c, s, missing, device_info(device).sm, [&](const Digest& key) { return kernel_loaded(device, key); });
@@ -155,6 +158,7 @@ void load_segments(const Plan& p) {
     slot.kernel = k;
     slot.ready.store(k.get(), std::memory_order_release);
   }
+  if (timeline) debug_step("compile", "kernels of " + std::to_string(missing.size()) + " segment(s) ready", start);
 }
 
 const LoadedKernel& loaded_segment(const Plan& p, size_t index) {

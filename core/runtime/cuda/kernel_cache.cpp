@@ -8,6 +8,7 @@
 
 #include "core/runtime/cuda/driver.h"
 #include "core/runtime/cuda/nvrtc.h"
+#include "core/util/debug_log.h"
 #include "core/util/error.h"
 
 namespace kf::cuda {
@@ -43,20 +44,28 @@ KernelImage kernel_image(const std::string& source, const std::string& name, int
 
 KernelImage kernel_image(const Digest& key, const std::string& source, const std::string& name,
                          int sm, const DiskCache& disk) {
+  const bool timeline = debug_topic("compile");
   KernelImage out;
+  double start = timeline ? debug_ms() : 0;
   if (auto cached = disk.load(key)) {
     disk_hits.fetch_add(1, std::memory_order_relaxed);
     out.code = std::move(*cached);
     out.origin = ImageOrigin::Disk;
+    if (timeline) debug_step("compile", "disk cache hit " + name, start);
     return out;
   }
+  if (timeline) debug_step("compile", "disk cache miss " + name, start);
+  start = timeline ? debug_ms() : 0;
   CompiledCode compiled = nvrtc_compile(source, name, sm);
   compiles.fetch_add(1, std::memory_order_relaxed);
+  if (timeline) debug_step("compile", "nvrtc " + name + " (" + std::to_string(source.size()) + " bytes of source)", start);
   out.code.image = std::move(compiled.image);
   out.code.is_ptx = compiled.is_ptx;
   out.origin = ImageOrigin::Compiled;
+  start = timeline ? debug_ms() : 0;
   out.stored = disk.store(key, out.code);
   if (out.stored) disk_stores.fetch_add(1, std::memory_order_relaxed);
+  if (timeline) debug_step("compile", "disk cache store " + name, start);
   return out;
 }
 
@@ -102,7 +111,10 @@ CUfunction load_kernel(int device, const Digest& key, const std::string& source,
     KernelImage fresh;
     if (compiled == nullptr) fresh = kernel_image(key, source, name, sm, process_disk_cache());
     const KernelImage& image = compiled ? *compiled : fresh;
+    const bool timeline = debug_topic("compile");
+    const double start = timeline ? debug_ms() : 0;
     CUresult r = d.cuModuleLoadData_(&entry->module, image.code.image.data());
+    if (timeline) debug_step("compile", "cuModuleLoadData " + name, start);
     if (r != CUDA_SUCCESS) {
       entry->module = nullptr;
       fail(KF_ERR_BACKEND, "CUDA driver could not load kernel ", name, " (",

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/runtime/cuda/dynlib.h"
+#include "core/util/debug_log.h"
 #include "core/util/error.h"
 
 namespace kf::cuda {
@@ -28,25 +29,33 @@ struct Nvrtc {
   std::string error;  // why it could not be loaded ("" when loaded)
 };
 
+// Loads NVRTC and resolves its functions into n; n->error says why not.
+Nvrtc* load_nvrtc(Nvrtc* n) {
+  const DynLib lib = open_library(CudaLibrary::Nvrtc);
+  if (lib.handle == nullptr) {
+    n->error = "NVRTC could not be loaded:" + attempts_text(lib);
+    return n;
+  }
+  n->path = lib.path;
+#define KF_NVRTC_RESOLVE(name) resolve(lib, #name, n->name##_, n->error);
+  KF_NVRTC_FUNCTIONS(KF_NVRTC_RESOLVE)
+#undef KF_NVRTC_RESOLVE
+  if (!n->error.empty()) return n;
+  n->nvrtcVersion_(&n->version.major, &n->version.minor);
+  int count = 0;
+  if (n->nvrtcGetNumSupportedArchs_(&count) == NVRTC_SUCCESS && count > 0) {
+    n->archs.resize(static_cast<size_t>(count));
+    if (n->nvrtcGetSupportedArchs_(n->archs.data()) != NVRTC_SUCCESS) n->archs.clear();
+  }
+  return n;
+}
+
 const Nvrtc& nvrtc() {
   static const Nvrtc* lib = [] {
-    auto* n = new Nvrtc;  // never freed: kernels may be compiled until exit
-    const DynLib lib = open_library(CudaLibrary::Nvrtc);
-    if (lib.handle == nullptr) {
-      n->error = "NVRTC could not be loaded:" + attempts_text(lib);
-      return n;
-    }
-    n->path = lib.path;
-#define KF_NVRTC_RESOLVE(name) resolve(lib, #name, n->name##_, n->error);
-    KF_NVRTC_FUNCTIONS(KF_NVRTC_RESOLVE)
-#undef KF_NVRTC_RESOLVE
-    if (!n->error.empty()) return n;
-    n->nvrtcVersion_(&n->version.major, &n->version.minor);
-    int count = 0;
-    if (n->nvrtcGetNumSupportedArchs_(&count) == NVRTC_SUCCESS && count > 0) {
-      n->archs.resize(static_cast<size_t>(count));
-      if (n->nvrtcGetSupportedArchs_(n->archs.data()) != NVRTC_SUCCESS) n->archs.clear();
-    }
+    const bool timeline = debug_topic("compile");
+    const double start = timeline ? debug_ms() : 0;
+    Nvrtc* n = load_nvrtc(new Nvrtc);  // never freed: kernels may be compiled until exit
+    if (timeline) debug_step("compile", "load NVRTC " + n->path, start);
     return n;
   }();
   return *lib;
