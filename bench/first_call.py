@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 WARMUP_TEXT = "input x: tensor<float32, 1>\ny = neg(x)\noutput y\n"
 
 
-def one_case(name, suite_name, m, n, warm):
+def one_case(name, suite_name, m, n, warm, pause):
     import torch
 
     import kfuse
@@ -40,6 +40,7 @@ def one_case(name, suite_name, m, n, warm):
         w = kfuse.Fusion.from_text(WARMUP_TEXT)
         w(torch.ones(8, device="cuda"))
     torch.cuda.synchronize()
+    time.sleep(pause)
     t0 = time.perf_counter()
     f = kfuse.Fusion.from_text(case_text(name, "bfloat16"))
     f(*inputs)
@@ -72,10 +73,12 @@ def main():
     p.add_argument("--cols", type=int, default=4096)
     p.add_argument("--child", default="")
     p.add_argument("--warm", action="store_true")
+    p.add_argument("--pause", type=float, default=0.0,
+                   help="with --child: seconds to wait before the timed call (tells process set-up apart)")
     a = p.parse_args()
     sys.path.insert(0, str(HERE))
     if a.child:
-        print(json.dumps(one_case(a.child, a.suite, a.rows, a.cols, a.warm)))
+        print(json.dumps(one_case(a.child, a.suite, a.rows, a.cols, a.warm, a.pause)))
         return
     from kfuse_cases import suite
 

@@ -46,23 +46,22 @@ std::shared_ptr<const void> Plan::external_anchor() const {
 
 std::shared_ptr<Plan> build_plan(const Fusion& fusion, const Binding& binding, const Tuning& tuning) {
   auto plan = std::make_shared<Plan>();
-  const bool timeline = debug_topic("compile");
   Clock::time_point t0 = Clock::now();
-  double start = timeline ? debug_ms() : 0;
+  const DebugStep concretize_step("compile");
 
   // 1. Concretize: the class of the binding.
   plan->concrete = concretize(fusion, binding);
   const double concretize_ms = ms_since(t0);
-  if (timeline) debug_step("compile", "concretize", start);
+  concretize_step.done("concretize");
 
   // 2. Segment, and schedule each segment (schedulers run inside
   //    segmentation: a group merges only where a scheduler takes it).
   t0 = Clock::now();
-  start = timeline ? debug_ms() : 0;
+  const DebugStep segment_step("compile");
   plan->segmentation = segment_fusion(*plan->concrete, tuning);
   plan->kernels = std::make_unique<KernelSlot[]>(plan->segmentation.segments.size());
   const double segment_ms = ms_since(t0);
-  if (timeline) debug_step("compile", "segment+schedule", start);
+  segment_step.done("segment+schedule");
 
   if (log_pipeline()) log_plan(*plan, concretize_ms, segment_ms);
   return plan;

@@ -9,16 +9,26 @@ namespace kf {
 // Whether KFUSE_DEBUG names `topic` (or "all").
 bool debug_topic(const char* topic);
 
-// Milliseconds since the process's first call of debug_ms(): the time axis
-// of the "compile" timeline.
-double debug_ms();
-
 // Writes "kfuse[topic] text" (text should end in a newline) to stderr in
 // one write, so that lines from the compile pool's threads do not mix.
 void debug_write(const char* topic, const std::string& text);
 
-// One timeline line: "kfuse[topic] +T ms t<thread> <what> <ms> ms\n",
-// where T is when the step started.
-void debug_step(const char* topic, const std::string& what, double start_ms);
+// One step of a timeline ("compile"): started at construction when the
+// topic is on; done() logs
+//   kfuse[topic] +T ms t<thread> <what>: <wall> ms wall, <cpu> ms cpu
+// where T is the start in ms since the process's first step, and cpu is
+// the calling thread's CPU time over the step (wall far above cpu means
+// the thread waited: page faults, locks, other threads).
+class DebugStep {
+ public:
+  explicit DebugStep(const char* topic);
+  explicit operator bool() const { return on_; }
+  void done(const std::string& what) const;
+
+ private:
+  const char* topic_;
+  bool on_;
+  double wall0_ = 0, cpu0_ = 0;
+};
 
 }  // namespace kf

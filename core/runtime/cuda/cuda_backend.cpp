@@ -101,8 +101,7 @@ void load_segments(const Plan& p) {
     if (has_kernel(s.segments[k]) && p.kernel_slot(k).ready.load(std::memory_order_acquire) == nullptr)
       missing.push_back(k);
   if (missing.empty()) return;
-  const bool timeline = debug_topic("compile");
-  const double start = timeline ? debug_ms() : 0;
+  const DebugStep step("compile");
   const int device = c.device.id;
   std::vector<SegmentKernel> kernels = make_segment_kernels(
       c, s, missing, device_info(device).sm, [&](const Digest& key) { return kernel_loaded(device, key); });
@@ -158,7 +157,7 @@ void load_segments(const Plan& p) {
     slot.kernel = k;
     slot.ready.store(k.get(), std::memory_order_release);
   }
-  if (timeline) debug_step("compile", "kernels of " + std::to_string(missing.size()) + " segment(s) ready", start);
+  if (step) step.done("kernels of " + std::to_string(missing.size()) + " segment(s) ready");
 }
 
 const LoadedKernel& loaded_segment(const Plan& p, size_t index) {

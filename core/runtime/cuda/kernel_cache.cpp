@@ -44,28 +44,27 @@ KernelImage kernel_image(const std::string& source, const std::string& name, int
 
 KernelImage kernel_image(const Digest& key, const std::string& source, const std::string& name,
                          int sm, const DiskCache& disk) {
-  const bool timeline = debug_topic("compile");
   KernelImage out;
-  double start = timeline ? debug_ms() : 0;
+  const DebugStep lookup("compile");
   if (auto cached = disk.load(key)) {
     disk_hits.fetch_add(1, std::memory_order_relaxed);
     out.code = std::move(*cached);
     out.origin = ImageOrigin::Disk;
-    if (timeline) debug_step("compile", "disk cache hit " + name, start);
+    if (lookup) lookup.done("disk cache hit " + name);
     return out;
   }
-  if (timeline) debug_step("compile", "disk cache miss " + name, start);
-  start = timeline ? debug_ms() : 0;
+  if (lookup) lookup.done("disk cache miss " + name);
+  const DebugStep compile("compile");
   CompiledCode compiled = nvrtc_compile(source, name, sm);
   compiles.fetch_add(1, std::memory_order_relaxed);
-  if (timeline) debug_step("compile", "nvrtc " + name + " (" + std::to_string(source.size()) + " bytes of source)", start);
+  if (compile) compile.done("nvrtc " + name + " (" + std::to_string(source.size()) + " bytes of source)");
   out.code.image = std::move(compiled.image);
   out.code.is_ptx = compiled.is_ptx;
   out.origin = ImageOrigin::Compiled;
-  start = timeline ? debug_ms() : 0;
+  const DebugStep store("compile");
   out.stored = disk.store(key, out.code);
   if (out.stored) disk_stores.fetch_add(1, std::memory_order_relaxed);
-  if (timeline) debug_step("compile", "disk cache store " + name, start);
+  if (store) store.done("disk cache store " + name);
   return out;
 }
 
@@ -111,10 +110,9 @@ CUfunction load_kernel(int device, const Digest& key, const std::string& source,
     KernelImage fresh;
     if (compiled == nullptr) fresh = kernel_image(key, source, name, sm, process_disk_cache());
     const KernelImage& image = compiled ? *compiled : fresh;
-    const bool timeline = debug_topic("compile");
-    const double start = timeline ? debug_ms() : 0;
+    const DebugStep step("compile");
     CUresult r = d.cuModuleLoadData_(&entry->module, image.code.image.data());
-    if (timeline) debug_step("compile", "cuModuleLoadData " + name, start);
+    if (step) step.done("cuModuleLoadData " + name);
     if (r != CUDA_SUCCESS) {
       entry->module = nullptr;
       fail(KF_ERR_BACKEND, "CUDA driver could not load kernel ", name, " (",

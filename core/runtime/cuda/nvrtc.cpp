@@ -52,10 +52,9 @@ Nvrtc* load_nvrtc(Nvrtc* n) {
 
 const Nvrtc& nvrtc() {
   static const Nvrtc* lib = [] {
-    const bool timeline = debug_topic("compile");
-    const double start = timeline ? debug_ms() : 0;
+    const DebugStep step("compile");
     Nvrtc* n = load_nvrtc(new Nvrtc);  // never freed: kernels may be compiled until exit
-    if (timeline) debug_step("compile", "load NVRTC " + n->path, start);
+    if (step) step.done("load NVRTC " + n->path);
     return n;
   }();
   return *lib;

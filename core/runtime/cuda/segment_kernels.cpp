@@ -11,17 +11,16 @@ namespace kf::cuda {
 std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const Segmentation& s,
                                                 const std::vector<size_t>& indices, int sm,
                                                 const std::function<bool(const Digest&)>& loaded) {
-  const bool timeline = debug_topic("compile");
   std::vector<SegmentKernel> kernels(indices.size());
   parallel_for(indices.size(), pool_size(indices.size(), kMaxCompileThreads), [&](size_t i) {
-    const double start = timeline ? debug_ms() : 0;
+    const DebugStep step("compile");
     SegmentKernel& k = kernels[i];
     k.plan = emit_segment_kernel(c, s.segments[indices[i]]);
     for (const KernelPlan::Unit& u : k.plan.units) k.keys.push_back(kernel_key(u.source, sm));
     k.images.resize(k.keys.size());
-    if (timeline)
-      debug_step("compile", "generate segment " + std::to_string(indices[i]) + " (" +
-                                std::to_string(k.plan.units.size()) + " kernels)", start);
+    if (step)
+      step.done("generate segment " + std::to_string(indices[i]) + " (" + std::to_string(k.plan.units.size()) +
+                " kernels)");
   });
   // One compile per distinct key that is not loaded, in (segment, unit)
   // order, so that the first error reported is the first segment's.
