@@ -21,11 +21,39 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 WARMUP_TEXT = "input x: tensor<float32, 1>\ny = neg(x)\noutput y\n"
+
+
+def thread_cpu():
+    """CPU seconds of each of this process's threads (Linux /proc), by thread id."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        out[tid] = (comm, (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def busy_threads(before, after):
+    """Threads other than the caller's that used CPU between two snapshots, busiest first."""
+    me = str(threading.get_native_id())
+    busy = []
+    for tid, (comm, cpu) in after.items():
+        used = cpu - before.get(tid, (comm, 0.0))[1]
+        if tid != me and used > 0:
+            busy.append(f"{comm}:{used * 1e3:.0f}ms")
+    return sorted(busy, key=lambda b: -float(b.split(":")[-1][:-2]))
 
 
 def one_case(name, suite_name, m, n, warm, pause):
@@ -41,16 +69,20 @@ def one_case(name, suite_name, m, n, warm, pause):
         w(torch.ones(8, device="cuda"))
     torch.cuda.synchronize()
     time.sleep(pause)
+    threads_before = thread_cpu()
     t0 = time.perf_counter()
     f = kfuse.Fusion.from_text(case_text(name, "bfloat16"))
     f(*inputs)
     torch.cuda.synchronize()
     first = (time.perf_counter() - t0) * 1e3
+    others = busy_threads(threads_before, thread_cpu())
     t0 = time.perf_counter()
     f(*inputs)
     torch.cuda.synchronize()
     second = (time.perf_counter() - t0) * 1e3
-    return {"first_ms": first, "second_ms": second}
+    return {"first_ms": first, "second_ms": second, "other_threads_cpu": others,
+            "cpus_allowed": len(os.sched_getaffinity(0)), "process_cpus": len(os.sched_getaffinity(os.getpid())),
+            "omp": sorted({l.split("/")[-1].strip() for l in open("/proc/self/maps") if "omp" in l})}
 
 
 def run_child(name, suite_name, m, n, warm):
