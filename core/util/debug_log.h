@@ -15,10 +15,12 @@ void debug_write(const char* topic, const std::string& text);
 
 // One step of a timeline ("compile"): started at construction when the
 // topic is on; done() logs
-//   kfuse[topic] +T ms t<thread> <what>: <wall> ms wall, <cpu> ms cpu
-// where T is the start in ms since the process's first step, and cpu is
-// the calling thread's CPU time over the step (wall far above cpu means
-// the thread waited: page faults, locks, other threads).
+//   kfuse[topic] +T ms t<thread> <what>: <wall> ms wall, <u> ms user,
+//   <s> ms sys, <n> page faults
+// where T is the start in ms since the process's first step, and user,
+// sys and the faults are the calling thread's over the step (getrusage:
+// wall far above user + sys means the thread waited; sys is the kernel's
+// work for it, such as page faults).
 class DebugStep {
  public:
   explicit DebugStep(const char* topic);
@@ -28,7 +30,8 @@ class DebugStep {
  private:
   const char* topic_;
   bool on_;
-  double wall0_ = 0, cpu0_ = 0;
+  double wall0_ = 0, user0_ = 0, sys0_ = 0;
+  long faults0_ = 0;
 };
 
 }  // namespace kf
