@@ -15,6 +15,7 @@ folder, so nothing is cached on disk or in memory. Per case:
 - cached: the second call of the case (host and kernel time).
 """
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -56,6 +57,16 @@ def busy_threads(before, after):
     return sorted(busy, key=lambda b: -float(b.split(":")[-1][:-2]))
 
 
+def calibration_ms():
+    """A fixed piece of CPU work (hashing 64 MB), timed: a row whose figure is far
+    above the others' ran on a throttled CPU (a virtual machine's host quota after
+    a build, for one), and its first-call time says more about the machine."""
+    data = b"k" * (64 << 20)
+    t0 = time.perf_counter()
+    hashlib.sha256(data).digest()
+    return (time.perf_counter() - t0) * 1e3
+
+
 def one_case(name, suite_name, m, n, warm, pause):
     import torch
 
@@ -69,6 +80,7 @@ def one_case(name, suite_name, m, n, warm, pause):
         w(torch.ones(8, device="cuda"))
     torch.cuda.synchronize()
     time.sleep(pause)
+    calibration = calibration_ms()
     threads_before = thread_cpu()
     t0 = time.perf_counter()
     f = kfuse.Fusion.from_text(case_text(name, "bfloat16"))
@@ -80,7 +92,7 @@ def one_case(name, suite_name, m, n, warm, pause):
     f(*inputs)
     torch.cuda.synchronize()
     second = (time.perf_counter() - t0) * 1e3
-    return {"first_ms": first, "second_ms": second, "other_threads_cpu": others,
+    return {"first_ms": first, "second_ms": second, "calibration_ms": calibration, "other_threads_cpu": others,
             "cpus_allowed": len(os.sched_getaffinity(0)), "process_cpus": len(os.sched_getaffinity(os.getpid())),
             "omp": sorted({l.split("/")[-1].strip() for l in open("/proc/self/maps") if "omp" in l})}
 
