@@ -127,22 +127,24 @@ def main():
     from kfuse_cases import suite
 
     names = a.cases.split(",") if a.cases else suite(name=a.suite)
-    print(f"| case ({a.rows}x{a.cols}, bfloat16, empty cache) | cold ms | warm ms | cached call ms |")
-    print("| --- | --- | --- | --- |")
+    print(f"| case ({a.rows}x{a.cols}, bfloat16, empty cache) | cold ms | warm ms | cached call ms | CPU calibration ms (cold / warm) |")
+    print("| --- | --- | --- | --- | --- |")
     colds, warms = [], []  # (ms, case)
     for name in names:
         cold = run_child(name, a.suite, a.rows, a.cols, False)
         warm = run_child(name, a.suite, a.rows, a.cols, True)
         if "error" in cold or "error" in warm:
-            print(f"| {name} | {cold.get('error', '')} | {warm.get('error', '')} | |")
+            print(f"| {name} | {cold.get('error', '')} | {warm.get('error', '')} | | |")
             continue
         colds.append((cold["first_ms"], name))
         warms.append((warm["first_ms"], name))
-        print(f"| {name} | {cold['first_ms']:.0f} | {warm['first_ms']:.0f} | {warm['second_ms']:.2f} |")
+        print(f"| {name} | {cold['first_ms']:.0f} | {warm['first_ms']:.0f} | {warm['second_ms']:.2f} "
+              f"| {cold['calibration_ms']:.0f} / {warm['calibration_ms']:.0f} |")
     if warms:
         worst = max(warms)
         print(f"\nmedian cold {statistics.median(c for c, _ in colds):.0f} ms, "
-              f"warm {statistics.median(w for w, _ in warms):.0f} ms; slowest warm {worst[0]:.0f} ms ({worst[1]})")
+              f"warm {statistics.median(w for w, _ in warms):.0f} ms; slowest warm {worst[0]:.0f} ms ({worst[1]}), "
+              f"slowest cold {max(colds)[0]:.0f} ms ({max(colds)[1]})")
 
 
 if __name__ == "__main__":
