@@ -5,8 +5,12 @@ CUDA context and the inputs already exist; issue 13's target is <= 300 ms).
   KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python \
     python3 bench/first_call.py [--suite training] [--cases a,b] [--rows M] [--cols N]
 
-Each case runs in a process of its own with KFUSE_CACHE_DIR an empty
-folder, so nothing is cached on disk or in memory. Per case:
+Each case runs in a process of its own with KFUSE_CACHE_DIR and
+CUDA_CACHE_PATH empty folders, so nothing is cached on disk or in memory:
+NVRTC 12.9 and later keep their own cache of compiled programs in the
+CUDA driver's compute cache (~/.nv/ComputeCache), and a program compiled
+once before on the machine then compiles about ten times faster, which
+would flatter every run after the first. Per case:
 - cold: `Fusion.from_text` to `torch.cuda.synchronize()` after the first
   call, as the process's first fusion (this includes loading NVRTC and its
   first compile's set-up, which a process pays once);
@@ -99,7 +103,7 @@ def one_case(name, suite_name, m, n, warm, pause):
 
 def run_child(name, suite_name, m, n, warm):
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, KFUSE_CACHE_DIR=cache)
+        env = dict(os.environ, KFUSE_CACHE_DIR=cache, CUDA_CACHE_PATH=os.path.join(cache, "nv"))
         cmd = [sys.executable, __file__, "--child", name, "--suite", suite_name, "--rows", str(m), "--cols", str(n)]
         if warm:
             cmd.append("--warm")

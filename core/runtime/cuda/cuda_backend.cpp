@@ -76,9 +76,14 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
 }
 
 // Loads the main, finishing and later kernels of k.plan (one unit each,
-// compiled here when not cached).
+// compiled here on the compile pool when not cached).
 void load_functions(int device, LoadedKernel& k) {
-  const auto load = [&](const std::string& name) { return load_kernel(device, k.plan.units[k.plan.unit_of(name)].source, name); };
+  const SegmentKernel made =
+      compile_plan(k.plan, device_info(device).sm, [&](const Digest& key) { return kernel_loaded(device, key); });
+  const auto load = [&](const std::string& name) {
+    const size_t u = made.plan.unit_of(name);
+    return load_kernel(device, made.keys[u], made.plan.units[u].source, name, made.images[u].get());
+  };
   k.function = load(k.plan.name);
   if (!k.plan.finish_name.empty()) k.finish = load(k.plan.finish_name);
   for (const KernelPlan::LaterKernel& l : k.plan.later) k.later.push_back(load(l.name));

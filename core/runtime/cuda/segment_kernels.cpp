@@ -8,22 +8,12 @@
 
 namespace kf::cuda {
 
-std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const Segmentation& s,
-                                                const std::vector<size_t>& indices, int sm,
-                                                const std::function<bool(const Digest&)>& loaded) {
-  std::vector<SegmentKernel> kernels(indices.size());
-  parallel_for(indices.size(), pool_size(indices.size(), kMaxCompileThreads), [&](size_t i) {
-    const DebugStep step("compile");
-    SegmentKernel& k = kernels[i];
-    k.plan = emit_segment_kernel(c, s.segments[indices[i]]);
-    for (const KernelPlan::Unit& u : k.plan.units) k.keys.push_back(kernel_key(u.source, sm));
-    k.images.resize(k.keys.size());
-    if (step)
-      step.done("generate segment " + std::to_string(indices[i]) + " (" + std::to_string(k.plan.units.size()) +
-                " kernels)");
-  });
-  // One compile per distinct key that is not loaded, in (segment, unit)
-  // order, so that the first error reported is the first segment's.
+namespace {
+
+// Keys every unit of `kernels` (their plans made), then compiles one image
+// per distinct key that `loaded` does not have, on the pool, in (kernel,
+// unit) order so that the first error reported is the first kernel's.
+void compile_units(std::vector<SegmentKernel>& kernels, int sm, const std::function<bool(const Digest&)>& loaded) {
   struct Use {
     size_t kernel, unit;
   };
@@ -48,7 +38,38 @@ std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const S
     auto image = std::make_shared<const KernelImage>(kernel_image(k.keys[first_of[n].unit], unit.source, unit.kernel, sm, disk));
     for (const Use& use : uses[n]) kernels[use.kernel].images[use.unit] = image;  // distinct slots per task
   });
+}
+
+void key_units(SegmentKernel& k, int sm) {
+  for (const KernelPlan::Unit& u : k.plan.units) k.keys.push_back(kernel_key(u.source, sm));
+  k.images.resize(k.keys.size());
+}
+
+}  // namespace
+
+std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const Segmentation& s,
+                                                const std::vector<size_t>& indices, int sm,
+                                                const std::function<bool(const Digest&)>& loaded) {
+  std::vector<SegmentKernel> kernels(indices.size());
+  parallel_for(indices.size(), pool_size(indices.size(), kMaxCompileThreads), [&](size_t i) {
+    const DebugStep step("compile");
+    SegmentKernel& k = kernels[i];
+    k.plan = emit_segment_kernel(c, s.segments[indices[i]]);
+    key_units(k, sm);
+    if (step)
+      step.done("generate segment " + std::to_string(indices[i]) + " (" + std::to_string(k.plan.units.size()) +
+                " kernels)");
+  });
+  compile_units(kernels, sm, loaded);
   return kernels;
+}
+
+SegmentKernel compile_plan(KernelPlan plan, int sm, const std::function<bool(const Digest&)>& loaded) {
+  std::vector<SegmentKernel> kernels(1);
+  kernels[0].plan = std::move(plan);
+  key_units(kernels[0], sm);
+  compile_units(kernels, sm, loaded);
+  return std::move(kernels[0]);
 }
 
 }  // namespace kf::cuda

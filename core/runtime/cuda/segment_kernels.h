@@ -39,4 +39,9 @@ std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const S
                                                 const std::vector<size_t>& indices, int sm,
                                                 const std::function<bool(const Digest&)>& loaded);
 
+// One plan made outside a segmentation's first run (a split-row plan or a
+// matmul epilogue, loaded when first needed): its units compiled on the
+// pool as above.
+SegmentKernel compile_plan(KernelPlan plan, int sm, const std::function<bool(const Digest&)>& loaded);
+
 }  // namespace kf::cuda
