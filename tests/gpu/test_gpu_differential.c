@@ -1462,10 +1462,18 @@ static void test_float8(void** state) {
     snprintf(text, sizeof text, "input x: tensor<float32, 2>\ny = cast(x) {dtype=%s}\noutput y\n", kf_dtype_name(f8[q]));
     kf_fusion f;
     KF_CHECK(kf_fusion_from_text(text, &f));
-    const int64_t shape[2] = {1, n};
+    /* Two rows a multiple of 16 long, so that the vector path (two lanes
+     * per conversion) runs: the second row shifted by one, so each value
+     * also shares a pair with its other neighbour (NaN beside an in-range
+     * value, for one). */
+    const int m = (n + 16) / 16 * 16;
+    const int64_t shape[2] = {2, m};
     tin in[1] = {input(KF_FLOAT32, 2, shape)};
-    in[0].host = malloc((size_t)n * sizeof(float));
-    memcpy(in[0].host, vals, (size_t)n * sizeof(float));
+    float* rows = calloc((size_t)(2 * m), sizeof(float));
+    memcpy(rows, vals, (size_t)n * sizeof(float));
+    memcpy(rows + m + 1, vals, (size_t)n * sizeof(float));
+    free(in[0].host);
+    in[0].host = rows;
     char what[80];
     snprintf(what, sizeof what, "float8 cast exactness %s (%d values)", kf_dtype_name(f8[q]), n);
     run_case_tol(f, in, 1, what, 1.0, 0);
