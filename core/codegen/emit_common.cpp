@@ -151,9 +151,6 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
     w.line(vector_type(w, o, vp.width) + " " + ov.back() + ";");
   }
   w.lane_base = idx;
-  // float8 vector outputs convert two lanes at a time (kf_f2_to_e*_hw):
-  // an even lane's float waits here for its odd neighbour.
-  std::vector<std::string> pending(vp.outputs.size());
   for (int lane = 0; lane < vp.width; ++lane) {
     w.lane = lane;
     w.lane_index = idx;
@@ -162,24 +159,11 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
     for (int64_t o : outs) {
       const std::string reg = w.value_at(o, w.lane_index);
       auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
-      if (it == vp.outputs.end()) {
+      if (it == vp.outputs.end())
         w.store(o, w.lane_index, reg);
-        continue;
-      }
-      const size_t k = static_cast<size_t>(it - vp.outputs.begin());
-      const DType t = f.value(o).dtype;
-      const std::string slot = ov[k] + ".v[" + std::to_string(lane) + "]";
-      if ((t == DType::F8E4M3 || t == DType::F8E5M2) && vp.width % 2 == 0) {
-        if (lane % 2 == 0) {
-          pending[k] = w.fresh("f8");
-          w.line("const float " + pending[k] + " = " + w.unrounded(reg) + ";");
-        } else {
-          w.line(std::string(t == DType::F8E4M3 ? "kf_f2_to_e4m3_hw(" : "kf_f2_to_e5m2_hw(") + ov[k] + ".v[" +
-                 std::to_string(lane - 1) + "], " + slot + ", " + pending[k] + ", " + w.unrounded(reg) + ");");
-        }
-        continue;
-      }
-      w.line(slot + " = " + w.stored(t, reg) + ";");
+      else
+        w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " +
+               w.stored(f.value(o).dtype, reg) + ";");
     }
   }
   w.lane = -1;

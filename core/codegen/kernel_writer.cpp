@@ -205,12 +205,10 @@ std::string KernelWriter::define(DType t, const std::string& expr) {
   return name;
 }
 
-std::string KernelWriter::unrounded(const std::string& reg) const {
+std::string KernelWriter::stored(DType t, const std::string& reg) const {
   auto it = unrounded_.find(reg);
-  return it != unrounded_.end() ? it->second : reg;
+  return store_form(t, it != unrounded_.end() ? it->second : reg);
 }
-
-std::string KernelWriter::stored(DType t, const std::string& reg) const { return store_form(t, unrounded(reg)); }
 
 std::vector<std::string> KernelWriter::view_index(int64_t output, const std::vector<std::string>& idx) {
   const int64_t producer = f_.value(output).producer;

@@ -79,9 +79,6 @@ class KernelWriter {
   // The storage form of register `reg` of dtype t (store_form, from the
   // unrounded float where `reg` is a rounded half/bfloat16 result).
   std::string stored(DType t, const std::string& reg) const;
-  // The float a rounded register was rounded from (reg itself otherwise):
-  // what a store converts.
-  std::string unrounded(const std::string& reg) const;
 
   // Rows (PerRow kernels): the index of the current row per domain dim, and
   // the registers holding finished reduction results.

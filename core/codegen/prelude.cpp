@@ -346,35 +346,6 @@ KF_DEV unsigned char kf_f_to_e5m2_hw(float x) {
 #endif
   return kf_f_to_e5m2(x);
 }
-// Two lanes of a float8 vector in one conversion (cvt's x2 form takes the
-// high byte first) when both are in range; otherwise lane by lane as above,
-// so each byte is what kf_f_to_e*_hw gives.
-KF_DEV void kf_f2_to_e4m3_hw(unsigned char& lo, unsigned char& hi, float a, float b) {
-#if __CUDA_ARCH__ >= 890
-  if (fabsf(a) < 464.0f && fabsf(b) < 464.0f) {
-    unsigned short r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(b), "f"(a));
-    lo = (unsigned char)(r & 0xff);
-    hi = (unsigned char)(r >> 8);
-    return;
-  }
-#endif
-  lo = kf_f_to_e4m3_hw(a);
-  hi = kf_f_to_e4m3_hw(b);
-}
-KF_DEV void kf_f2_to_e5m2_hw(unsigned char& lo, unsigned char& hi, float a, float b) {
-#if __CUDA_ARCH__ >= 890
-  if (fabsf(a) < 61440.0f && fabsf(b) < 61440.0f) {
-    unsigned short r;
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(b), "f"(a));
-    lo = (unsigned char)(r & 0xff);
-    hi = (unsigned char)(r >> 8);
-    return;
-  }
-#endif
-  lo = kf_f_to_e5m2_hw(a);
-  hi = kf_f_to_e5m2_hw(b);
-}
 KF_DEV float kf_e4m3_to_f_hw(unsigned char b) {
 #if __CUDA_ARCH__ >= 890
   unsigned r;
