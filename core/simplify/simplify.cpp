@@ -95,7 +95,10 @@ class Simplifier {
     switch (e.op) {
       case Op::POW: done = pow_rule(e); break;
       case Op::RECIPROCAL: done = reciprocal_of_sqrt(e.inputs[0], e.outputs[0]); break;
-      case Op::DIV: done = div_by_sqrt(e); break;
+      // by_one first: div_by_sqrt may emit before it fails.
+      case Op::DIV: done = by_one(e, false) || div_by_sqrt(e); break;
+      case Op::MUL: done = by_one(e, true); break;
+      case Op::CAST: done = cast_of_exact_cast(e); break;
       default: break;
     }
     if (!done) rollback();
@@ -166,6 +169,67 @@ class Simplifier {
     }
     const int64_t r = emit(Op::RSQRT, {x});
     return emit_to(target, Op::MUL, {a, r});
+  }
+
+  // mul(x, 1), mul(1, x) (commutes) or div(x, 1), with the 1 exactly 1 in
+  // its own dtype and not broadcasting x: cast(x) to the result dtype.
+  // Exact: a product or quotient by 1 is its operand, rounded once to the
+  // result dtype as the cast rounds it.
+  bool by_one(const Expr& e, bool commutes) {
+    const int64_t target = e.outputs[0];
+    const Type t = type_of(target);
+    for (int k = commutes ? 0 : 1; k < 2; ++k) {
+      const int64_t one = e.inputs[static_cast<size_t>(k)], x = e.inputs[static_cast<size_t>(1 - k)];
+      if (keeps_shape(one, t) && exactly_one(one) && emit_to(target, Op::CAST, {x}, {static_cast<int64_t>(t.dtype)}))
+        return true;
+    }
+    return false;
+  }
+
+  // cast(cast(x) to W) to T, where W holds every value of x's dtype
+  // exactly: cast(x) to T (the inner cast loses nothing, so the outer one
+  // sees x's own value). A round trip such as bfloat16 -> float32 ->
+  // bfloat16 becomes a cast to x's own dtype.
+  bool cast_of_exact_cast(const Expr& e) {
+    const Expr* p = producer(e.inputs[0]);
+    if (p == nullptr || p->op != Op::CAST) return false;
+    const int64_t x = p->inputs[0];
+    if (!holds_exactly(f_.value(x).dtype, f_.value(e.inputs[0]).dtype)) return false;
+    return emit_to(e.outputs[0], Op::CAST, {x}, e.attrs);
+  }
+
+  // Whether dtype `to` represents every value of dtype `from` (NaN and the
+  // infinities included where `from` has them).
+  static bool holds_exactly(DType from, DType to) {
+    if (from == to || from == DType::Bool) return true;
+    switch (from) {
+      case DType::U8:
+      case DType::I8: return to == DType::I32 || to == DType::I64 || to == DType::F16 || to == DType::BF16 ||
+                             to == DType::F32 || to == DType::F64;
+      case DType::I32: return to == DType::I64 || to == DType::F64;
+      case DType::F8E4M3:
+      case DType::F8E5M2: return to == DType::F16 || to == DType::BF16 || to == DType::F32 || to == DType::F64;
+      case DType::F16:
+      case DType::BF16: return to == DType::F32 || to == DType::F64;
+      case DType::F32: return to == DType::F64;
+      default: return false;  // int64, float64
+    }
+  }
+
+  // A constant, or a full of a constant, whose value is exactly 1 in its
+  // own dtype (so every compute dtype sees 1).
+  bool exactly_one(int64_t id) const {
+    const Value& v = f_.value(id);
+    const Value* c = &v;
+    if (v.kind != ValueKind::Constant) {
+      const Expr* p = producer(id);
+      if (p == nullptr || p->op != Op::FULL) return false;
+      c = &f_.value(p->inputs.back());
+      if (c->kind != ValueKind::Constant) return false;
+      const std::optional<double> filled = constant_value(*c);  // as full's dtype holds it
+      if (!filled || rounded_to(v.dtype, *filled) != std::optional<double>(1.0)) return false;
+    }
+    return constant_value(*c) == std::optional<double>(1.0);
   }
 
   // ---- what is known of a value when the fusion is defined -------------

@@ -531,6 +531,134 @@ void test_rmsnorm_as_written(void**) {
           "rmsnorm values");
 }
 
+// ---- casts that lose nothing, products and quotients by 1 ----------------
+
+const DType kAllDTypes[] = {DType::F64, DType::F32,    DType::F16,    DType::BF16, DType::I64, DType::I32,
+                            DType::Bool, DType::F8E4M3, DType::F8E5M2, DType::I8,   DType::U8};
+
+// Values held in dtype t: its edges (extremes, zeros, NaN and infinities
+// where t has them, integers next to float precision limits).
+TensorView edge_tensor(DType t) {
+  std::vector<double> v;
+  switch (t) {
+    case DType::Bool: v = {0, 1, 1, 0}; break;
+    case DType::U8: v = {0, 1, 7, 128, 255}; break;
+    case DType::I8: v = {-128, -1, 0, 1, 127}; break;
+    case DType::I32: v = {-2147483648.0, -16777217, -1, 0, 1, 257, 16777217, 2147483647}; break;
+    case DType::I64: v = {-9223372036854775808.0, -9007199254740992.0, -1, 0, 1, 16777217, 0x1p62}; break;
+    default: v = kEdges;
+  }
+  return tensor(t, {static_cast<int64_t>(v.size())}, v);
+}
+
+// Whether every value of `from` is a value of `to` (the stage's rule,
+// restated here from the formats: precision and exponent range).
+bool exact_in(DType from, DType to) {
+  if (from == to || from == DType::Bool) return true;
+  const auto is_in = [&](std::initializer_list<DType> ts) {
+    for (DType t : ts)
+      if (t == to) return true;
+    return false;
+  };
+  switch (from) {
+    case DType::I8:
+    case DType::U8: return is_in({DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64});
+    case DType::I32: return is_in({DType::I64, DType::F64});
+    case DType::F8E4M3:
+    case DType::F8E5M2: return is_in({DType::F16, DType::BF16, DType::F32, DType::F64});
+    case DType::F16:
+    case DType::BF16: return is_in({DType::F32, DType::F64});
+    case DType::F32: return to == DType::F64;
+    default: return false;
+  }
+}
+
+// cast(cast(x) to W) to T: one cast when W holds x exactly, with the same
+// values as the two casts (every dtype triple, edge values).
+void test_cast_of_exact_cast(void**) {
+  for (DType from : kAllDTypes)
+    for (DType mid : kAllDTypes)
+      for (DType to : kAllDTypes) {
+        Builder b;
+        const int64_t x = b.tensor_input(1, from);
+        const int64_t w = b.op(Op::CAST, {x}, {static_cast<int64_t>(mid)})[0];
+        b.output(b.op(Op::CAST, {w}, {static_cast<int64_t>(to)})[0], {}, -1);
+        const Both p = both(b);
+        const std::string what = "cast " + std::string(dtype_name(from)) + " -> " + std::string(dtype_name(mid)) +
+                                 " -> " + std::string(dtype_name(to));
+        const bool exact = exact_in(from, mid);
+        expect_ops(*p.simple, exact ? "cast" : "cast cast", what.c_str());
+        assert_int_equal(p.rewrites, exact ? 1 : 0);
+        expect_invariants(p, what.c_str());
+        compare(p, {{x, edge_tensor(from)}}, Match::Exact, 0, {}, {}, what.c_str());
+      }
+}
+
+// mul(x, 1), mul(1, x), div(x, 1): cast(x) to the result dtype when the 1
+// is exactly 1 in its own dtype and broadcasts nothing.
+void test_by_one(void**) {
+  struct One {
+    bool is_float;
+    double f;
+    DType dtype;
+  };
+  const One ones[] = {{true, 1.0, DType::F64}, {true, 1.0, DType::F32}, {false, 1, DType::I64},
+                      {false, 1, DType::Bool}, {true, 1.0, DType::BF16}};
+  for (DType t : kAllDTypes)
+    for (const One& one : ones)
+      for (int form = 0; form < 3; ++form) {  // mul(x, 1), mul(1, x), div(x, 1)
+        if (t == DType::Bool && form == 2) continue;
+        Builder b;
+        const int64_t x = b.tensor_input(2, t);
+        const int64_t c = one.is_float ? b.constant_f64(one.f, one.dtype) : b.constant_i64(1, one.dtype);
+        const Op op = form == 2 ? Op::DIV : Op::MUL;
+        b.output(b.op(op, form == 1 ? std::vector<int64_t>{c, x} : std::vector<int64_t>{x, c}, {})[0], {}, -1);
+        const Both p = both(b);
+        const std::string what = std::string(form == 2 ? "div(" : "mul(") + std::string(dtype_name(t)) + ", 1 as " +
+                                 std::string(dtype_name(one.dtype)) + ")" + (form == 1 ? " reversed" : "");
+        expect_ops(*p.simple, "cast", what.c_str());
+        expect_invariants(p, what.c_str());
+        TensorView e = edge_tensor(t);
+        const int64_t n = e.sizes[0];
+        std::vector<double> v = values(e);
+        std::vector<double> two(v);
+        two.insert(two.end(), v.begin(), v.end());
+        compare(p, {{x, tensor(t, {2, n}, two)}}, Match::Exact, 0, {}, {}, what.c_str());
+      }
+  // 1.001 held as bfloat16 is 1 (the stage reads a constant in its own
+  // dtype, as the CPU reference does).
+  {
+    Builder b;
+    const int64_t x = b.tensor_input(1, DType::F32);
+    b.output(b.op(Op::MUL, {x, b.constant_f64(1.001, DType::BF16)}, {})[0], {}, -1);
+    const Both p = both(b);
+    expect_ops(*p.simple, "cast", "mul by 1.001 as bfloat16");
+    compare(p, {{x, edge_tensor(DType::F32)}}, Match::Exact, 0, {}, {}, "mul by 1.001 as bfloat16");
+  }
+  // Not rewritten: a constant that is not 1 in its dtype, a 1 that broadcasts x
+  // (a full with an extent other than 1), a 1 that is a run-time scalar.
+  {
+    Builder b;
+    const int64_t x = b.tensor_input(1, DType::BF16);
+    b.output(b.op(Op::MUL, {x, b.constant_f64(1.001, DType::F32)}, {})[0], {}, -1);
+    expect_ops(*both(b).simple, "mul", "mul by 1.001");
+  }
+  {
+    Builder b;
+    const int64_t x = b.tensor_input(1, DType::F32);
+    const int64_t full = b.op(Op::FULL, {b.constant_i64(4, DType::I64), b.constant_i64(1, DType::I64), b.constant_f64(1, DType::F32)},
+                              {static_cast<int64_t>(DType::F32)})[0];
+    b.output(b.op(Op::MUL, {x, full}, {})[0], {}, -1);
+    expect_ops(*both(b).simple, "full mul", "mul by a broadcasting full of 1");
+  }
+  {
+    Builder b;
+    const int64_t x = b.tensor_input(1, DType::F32);
+    b.output(b.op(Op::MUL, {x, b.scalar_input(DType::F32)}, {})[0], {}, -1);
+    expect_ops(*both(b).simple, "mul", "mul by a scalar input");
+  }
+}
+
 // The definition cache hands out the simplified fusion (unless the process
 // runs with KFUSE_SIMPLIFY=0), the same one for the same records.
 void test_definition_cache_simplifies(void**) {
@@ -554,6 +682,7 @@ int main(void) {
       cmocka_unit_test(test_pow_which_exponents),
       cmocka_unit_test(test_rsqrt),                   cmocka_unit_test(test_div_by_sqrt),
       cmocka_unit_test(test_rmsnorm_as_written),      cmocka_unit_test(test_definition_cache_simplifies),
+      cmocka_unit_test(test_cast_of_exact_cast),      cmocka_unit_test(test_by_one),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
