@@ -146,6 +146,8 @@ def main():
               f"| {cold['calibration_ms']:.0f} / {warm['calibration_ms']:.0f} |")
     if warms:
         worst = max(warms)
+        over = [name for ms, name in colds if ms > 300]
+        print(f"\n{len(over)} of {len(colds)} cases over issue 13's 300 ms as a process's first fusion: {', '.join(over) or 'none'}")
         print(f"\nmedian cold {statistics.median(c for c, _ in colds):.0f} ms, "
               f"warm {statistics.median(w for w, _ in warms):.0f} ms; slowest warm {worst[0]:.0f} ms ({worst[1]}), "
               f"slowest cold {max(colds)[0]:.0f} ms ({max(colds)[1]})")
