@@ -218,19 +218,7 @@ class Simplifier {
 
   // A constant, or a full of a constant, whose value is exactly 1 in its
   // own dtype (so every compute dtype sees 1).
-  bool exactly_one(int64_t id) const {
-    const Value& v = f_.value(id);
-    const Value* c = &v;
-    if (v.kind != ValueKind::Constant) {
-      const Expr* p = producer(id);
-      if (p == nullptr || p->op != Op::FULL) return false;
-      c = &f_.value(p->inputs.back());
-      if (c->kind != ValueKind::Constant) return false;
-      const std::optional<double> filled = constant_value(*c);  // as full's dtype holds it
-      if (!filled || rounded_to(v.dtype, *filled) != std::optional<double>(1.0)) return false;
-    }
-    return constant_value(*c) == std::optional<double>(1.0);
-  }
+  bool exactly_one(int64_t id) const { return known_value(id, f_.value(id).dtype) == std::optional<double>(1.0); }
 
   // ---- what is known of a value when the fusion is defined -------------
 

@@ -635,6 +635,21 @@ void test_by_one(void**) {
     expect_ops(*p.simple, "cast", "mul by 1.001 as bfloat16");
     compare(p, {{x, edge_tensor(DType::F32)}}, Match::Exact, 0, {}, {}, "mul by 1.001 as bfloat16");
   }
+  // A full of extent 1 whose dtype holds its fill as 1 (1.001 as bfloat16)
+  // broadcasts nothing: rewritten.
+  {
+    Builder b;
+    const int64_t x = b.tensor_input(2, DType::F32);
+    const int64_t full = b.op(Op::FULL, {b.constant_i64(1, DType::I64), b.constant_f64(1.001, DType::F32)},
+                              {static_cast<int64_t>(DType::BF16)})[0];
+    b.output(b.op(Op::MUL, {full, x}, {})[0], {}, -1);
+    const Both p = both(b);
+    expect_ops(*p.simple, "cast", "mul by a full of 1 with extent 1");
+    expect_invariants(p, "mul by a full of 1 with extent 1");
+    std::vector<double> v = values(edge_tensor(DType::F32));
+    const int64_t n = static_cast<int64_t>(v.size());
+    compare(p, {{x, tensor(DType::F32, {1, n}, v)}}, Match::Exact, 0, {}, {}, "mul by a full of 1 with extent 1");
+  }
   // Not rewritten: a constant that is not 1 in its dtype, a 1 that broadcasts x
   // (a full with an extent other than 1), a 1 that is a run-time scalar.
   {
