@@ -81,26 +81,33 @@ void store(KernelWriter& w, const ScanOperands& o, const std::vector<std::string
 
 enum class ScanPhase { Partial, Final };
 
-// A line in chunks of blockDim.x x U x V elements (U = vector_steps):
-// thread t's U x V consecutive elements (t * U * V of the chunk) loaded and
-// stored as U vectors each, all loads before any use; the loads and stores
-// coalesce without a shared-memory stage, and one block scan per chunk
-// (the line's length a multiple of V, checked by the caller).
+// A line in chunks of U x blockDim.x x V elements (U = vector_steps): the
+// chunk is U slices of blockDim.x x V, and thread t owns the V consecutive
+// elements at t * V of each slice, loaded and stored as one vector. A warp's
+// load instruction then covers contiguous bytes (each thread's vectors a
+// slice apart, not side by side: ncu counted half of every sector wasted
+// with adjacent vectors). One block scan of the U thread sums per chunk;
+// slice u's prefix adds the totals of slices 0..u-1. The line's length is a
+// multiple of V (checked by the caller), so a vector is all in or all out.
 void scan_vector_chunks(KernelWriter& w, const ScanParams& p, const ScanOperands& o, const std::vector<std::string>& idx,
                         const std::string& len) {
   const VectorPlan& vp = p.vectors;
   const int V = vp.width, U = p.vector_steps;
-  const std::string acc_t = reg_type(o.acc), Vs = std::to_string(V);
+  const auto su = [](int u) { return static_cast<size_t>(u); };
+  const std::string acc_t = reg_type(o.acc), Vs = std::to_string(V), Us = std::to_string(U);
   use_vectors(w, vp);
-  w.open("for (long long base = 0; base < " + len + "; base += (long long)blockDim.x * " + std::to_string(U * V) + ")");
-  w.line("const long long jt = base + (long long)t * " + std::to_string(U * V) + ";");
-  std::vector<std::string> in(static_cast<size_t>(U)), x;
-  std::vector<std::vector<std::string>> at(static_cast<size_t>(U), idx);
+  const std::string slice = w.hoist("long long", "slice", "(long long)blockDim.x * " + Vs);
+  w.open("for (long long base = 0; base < " + len + "; base += " + slice + " * " + Us + ")");
+  std::vector<std::string> in(su(U)), x;
+  std::vector<std::vector<std::string>> at(su(U), idx);
   for (int u = 0; u < U; ++u) {
-    const std::string j = "(jt + " + std::to_string(u * V) + ")";
-    in[static_cast<size_t>(u)] = w.fresh("in");
-    w.line("const bool " + in[static_cast<size_t>(u)] + " = " + j + " < " + len + ";");
-    at[static_cast<size_t>(u)][o.dim] = "(" + in[static_cast<size_t>(u)] + " ? " + j + " : 0LL)";
+    const std::string j = "(base + " + (u == 0   ? std::string()
+                                  : u == 1 ? slice + " + "
+                                           : slice + " * " + std::to_string(u) + " + ") +
+                          "(long long)t * " + Vs + ")";
+    in[su(u)] = w.fresh("in");
+    w.line("const bool " + in[su(u)] + " = " + j + " < " + len + ";");
+    at[su(u)][o.dim] = "(" + in[su(u)] + " ? " + j + " : 0LL)";
   }
   const KernelWriter::Section loads = w.reserve();
   for (int j = 0; j < U * V; ++j) {
@@ -109,43 +116,56 @@ void scan_vector_chunks(KernelWriter& w, const ScanParams& p, const ScanOperands
   }
   w.section = 0;
   for (int u = 0; u < U; ++u) {
-    const auto& a = at[static_cast<size_t>(u)];
-    w.open("if (" + in[static_cast<size_t>(u)] + ")");
+    const auto& a = at[su(u)];
+    w.open("if (" + in[su(u)] + ")");
     w.group = u;
     w.lane_base = a;
     for (int j = 0; j < V; ++j) {
       w.lane = j;
       w.lane_index = a;
       if (j > 0) w.lane_index[o.dim] = "(" + a[o.dim] + " + " + std::to_string(j) + ")";
-      w.line(x[static_cast<size_t>(u * V + j)] + " = " + element(w, o, w.lane_index) + ";");
+      w.line(x[su(u * V + j)] + " = " + element(w, o, w.lane_index) + ";");
     }
     w.lane = -1;
     w.close();
   }
   w.fill(loads, vector_loads(w, V, 0, in));
-  std::vector<std::string> inc = {x[0]};
-  for (int j = 1; j < U * V; ++j) {
-    inc.push_back(w.fresh("s"));
-    w.line("const " + acc_t + " " + inc.back() + " = " + combine(o, inc[static_cast<size_t>(j - 1)], x[static_cast<size_t>(j)]) + ";");
-  }
-  w.line(acc_t + " total;");
-  w.line("const " + acc_t + " before = kf_block_exscan(" + inc.back() + ", " + identity(o) + ", kf_scan_op(), warp_totals, &total);");
-  w.line("const " + acc_t + " prefix = " + combine(o, "carry", "before") + ";");
-  const std::string vt = vector_type(w, o.out, V);
+  // inc[u][j]: the inclusive scan of vector u's first j + 1 elements.
+  std::vector<std::vector<std::string>> inc(su(U));
+  const std::string sums = w.fresh("sums"), before = w.fresh("before"), totals = w.fresh("totals");
+  w.line(acc_t + " " + sums + "[" + Us + "], " + before + "[" + Us + "], " + totals + "[" + Us + "];");
   for (int u = 0; u < U; ++u) {
-    w.open("if (" + in[static_cast<size_t>(u)] + ")");
+    inc[su(u)].push_back(x[su(u * V)]);
+    for (int j = 1; j < V; ++j) {
+      inc[su(u)].push_back(w.fresh("s"));
+      w.line("const " + acc_t + " " + inc[su(u)].back() + " = " + combine(o, inc[su(u)][su(j - 1)], x[su(u * V + j)]) + ";");
+    }
+    w.line(sums + "[" + std::to_string(u) + "] = " + inc[su(u)].back() + ";");
+  }
+  w.line("kf_block_exscan<" + Us + ">(" + sums + ", " + identity(o) + ", kf_scan_op(), warp_totals, " + before + ", " + totals + ");");
+  const std::string vt = vector_type(w, o.out, V);
+  std::string start = "carry";  // the scan of everything before slice u
+  for (int u = 0; u < U; ++u) {
+    const std::string prefix = w.fresh("prefix");
+    w.line("const " + acc_t + " " + prefix + " = " + combine(o, start, before + "[" + std::to_string(u) + "]") + ";");
+    w.open("if (" + in[su(u)] + ")");
     const std::string ov = w.fresh("ov");
     w.line(vt + " " + ov + ";");
     for (int j = 0; j < V; ++j) {
-      const int e = u * V + j;
-      const std::string v = o.exclusive ? (e == 0 ? std::string("prefix") : combine(o, "prefix", inc[static_cast<size_t>(e - 1)]))
-                                        : combine(o, "prefix", inc[static_cast<size_t>(e)]);
+      const std::string v = o.exclusive ? (j == 0 ? prefix : combine(o, prefix, inc[su(u)][su(j - 1)]))
+                                        : combine(o, prefix, inc[su(u)][su(j)]);
       w.line(ov + ".v[" + std::to_string(j) + "] = " + w.stored(o.out_t, convert(o.acc, o.out_t, v)) + ";");
     }
-    w.line("*(" + vt + "*)(" + w.address(o.out, at[static_cast<size_t>(u)]) + ") = " + ov + ";");
+    w.line("*(" + vt + "*)(" + w.address(o.out, at[su(u)]) + ") = " + ov + ";");
     w.close();
+    start = combine(o, start, totals + "[" + std::to_string(u) + "]");
+    if (u + 1 < U) {
+      const std::string next = w.fresh("start");
+      w.line("const " + acc_t + " " + next + " = " + start + ";");
+      start = next;
+    }
   }
-  w.line("carry = " + combine(o, "carry", "total") + ";");
+  w.line("carry = " + start + ";");
   w.line("__syncthreads();  // warp_totals is reused by the next chunk");
   w.close();
 }
@@ -220,10 +240,11 @@ void emit_scan(KernelWriter& w, const ScanParams& p) {
   const int items = p.items;
   const std::string B = std::to_string(p.block), I = std::to_string(items);
   const auto slot = [](const std::string& i) { return "stage[(" + i + ") + ((" + i + ") >> 5)]"; };
-  w.line("__shared__ " + acc_t + " warp_totals[32];");
+  const bool vectors = p.vectors.width > 0;
+  const int scans = vectors ? p.vector_steps : 1;  // values a block scan combines at once
+  w.line("__shared__ " + acc_t + " warp_totals[" + std::to_string(32 * scans) + "];");
   w.line("__shared__ " + acc_t + " stage[" + std::to_string(p.block * items + p.block * items / 32) + "];");
   w.line("const int t = threadIdx.x;");
-  const bool vectors = p.vectors.width > 0;
   const KernelWriter::Section cond = w.reserve();
   const std::string vec = w.fresh("kfvec");
   w.open("for (long long q = blockIdx.x; q < " + lines + "; q += gridDim.x)");
@@ -261,8 +282,8 @@ void emit_scan(KernelWriter& w, const ScanParams& p) {
     inc.push_back("s" + std::to_string(j));
     w.line("const " + acc_t + " " + inc.back() + " = " + combine(o, inc[static_cast<size_t>(j - 1)], x[static_cast<size_t>(j)]) + ";");
   }
-  w.line(acc_t + " total;");
-  w.line("const " + acc_t + " before = kf_block_exscan(" + inc.back() + ", " + identity(o) + ", kf_scan_op(), warp_totals, &total);");
+  w.line(acc_t + " total, before;");
+  w.line("kf_block_exscan<1>(&" + inc.back() + ", " + identity(o) + ", kf_scan_op(), warp_totals, &before, &total);");
   w.line("const " + acc_t + " prefix = " + combine(o, "carry", "before") + ";");
   for (int j = 0; j < items; ++j) {
     const std::string v = o.exclusive ? (j == 0 ? std::string("prefix") : combine(o, "prefix", inc[static_cast<size_t>(j - 1)]))
@@ -294,30 +315,40 @@ std::string scan_helpers(const KernelWriter& w, const ScanParams& p) {
   const ScanOperands o = scan_operands(w, p);
   const std::string t = reg_type(o.acc);
   return "\nstruct kf_scan_op { KF_DEV " + t + " operator()(" + t + " a, " + t + " b) const { return " + combine(o, "a", "b") +
-         "; } };\n" + R"KFCUDA(// The exclusive prefix of v over the block (blockDim.x a multiple of 32,
-// at most 1024) and the block's total; warp_totals: 32 in shared memory.
-template <class T, class Op> KF_DEV T kf_block_exscan(T v, T id, Op op, T* warp_totals, T* total) {
+         "; } };\n" + R"KFCUDA(// The exclusive prefixes of N values per thread over the block (blockDim.x
+// a multiple of 32, at most 1024), each value scanned on its own, and the
+// block's N totals; warp_totals: 32 x N in shared memory. Two barriers
+// whatever N.
+template <int N, class T, class Op>
+KF_DEV void kf_block_exscan(const T* v, T id, Op op, T* warp_totals, T* ex, T* total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  T inc = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const T n = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc = op(n, inc);
-  }
-  if (lane == 31) warp_totals[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    T s = lane < warps ? warp_totals[lane] : id;
+  T inc[N];
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    inc[n] = v[n];
     for (int o = 1; o < 32; o <<= 1) {
-      const T n = __shfl_up_sync(0xffffffffu, s, o);
-      if (lane >= o) s = op(n, s);
+      const T m = __shfl_up_sync(0xffffffffu, inc[n], o);
+      if (lane >= o) inc[n] = op(m, inc[n]);
     }
-    warp_totals[lane] = s;
+    if (lane == 31) warp_totals[n * 32 + warp] = inc[n];
   }
   __syncthreads();
-  T ex = __shfl_up_sync(0xffffffffu, inc, 1);
-  if (lane == 0) ex = id;
-  *total = warp_totals[warps - 1];
-  return warp == 0 ? ex : op(warp_totals[warp - 1], ex);
+  for (int n = warp; n < N; n += warps) {  // warp n scans the warp totals of value n
+    T s = lane < warps ? warp_totals[n * 32 + lane] : id;
+    for (int o = 1; o < 32; o <<= 1) {
+      const T m = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) s = op(m, s);
+    }
+    warp_totals[n * 32 + lane] = s;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    T e = __shfl_up_sync(0xffffffffu, inc[n], 1);
+    if (lane == 0) e = id;
+    total[n] = warp_totals[n * 32 + warps - 1];
+    ex[n] = warp == 0 ? e : op(warp_totals[n * 32 + warp - 1], e);
+  }
 }
 )KFCUDA";
 }

@@ -189,8 +189,11 @@ std::string KernelWriter::define(DType t, const std::string& expr) {
   // register of its own: a store converts that one (one rounding instead of
   // two, and conversions are quarter-rate instructions; a float8 rounding
   // is a conversion there and back, each with its range test).
+  const std::string saturated = t == DType::F8E4M3 ? "kf_r8e4s(" : t == DType::F8E5M2 ? "kf_r8e5s(" : "";
+  const bool saturating = !saturated.empty() && expr.starts_with(saturated);
   const std::string round = t == DType::BF16       ? "kf_rbf("
                             : t == DType::F16      ? "kf_rh("
+                            : saturating           ? saturated
                             : t == DType::F8E4M3   ? "kf_r8e4("
                             : t == DType::F8E5M2   ? "kf_r8e5("
                                                    : "";
@@ -198,7 +201,7 @@ std::string KernelWriter::define(DType t, const std::string& expr) {
     const std::string raw = fresh("u");
     line("const float " + raw + " = " + expr.substr(round.size(), expr.size() - round.size() - 1) + ";");
     line("const float " + name + " = " + round + raw + ");");
-    unrounded_[name] = raw;
+    unrounded_[name] = {raw, saturating};
     return name;
   }
   line("const " + std::string(reg_type(t)) + " " + name + " = " + expr + ";");
@@ -207,7 +210,8 @@ std::string KernelWriter::define(DType t, const std::string& expr) {
 
 std::string KernelWriter::stored(DType t, const std::string& reg) const {
   auto it = unrounded_.find(reg);
-  return store_form(t, it != unrounded_.end() ? it->second : reg);
+  if (it == unrounded_.end()) return store_form(t, reg);
+  return it->second.saturating ? saturated_store_form(t, it->second.raw) : store_form(t, it->second.raw);
 }
 
 std::vector<std::string> KernelWriter::view_index(int64_t output, const std::vector<std::string>& idx) {
@@ -468,13 +472,19 @@ std::string KernelWriter::pointwise(const Expr& e, const std::vector<std::string
   const int64_t out = e.outputs[0];
   const DType out_t = f_.value(out).dtype;
   const size_t r = idx.size();
-  std::vector<std::string> operands;
-  std::vector<DType> dtypes;
-  for (int64_t in : e.inputs) {
+  const auto operand = [&](int64_t in) {
     const size_t ri = rank(in);
     std::vector<std::string> sub(ri);
     for (size_t j = 0; j < ri; ++j) sub[j] = size_class(in, j) == SizeClass::One ? "0" : idx[r - ri + j];
-    operands.push_back(value_at(in, sub));
+    return value_at(in, sub);
+  };
+  if (e.op == Op::CAST)
+    if (const std::optional<int64_t> x = saturated_operand(e))
+      return define(out_t, saturated_round_form(out_t, operand(*x)));
+  std::vector<std::string> operands;
+  std::vector<DType> dtypes;
+  for (int64_t in : e.inputs) {
+    operands.push_back(operand(in));
     dtypes.push_back(f_.value(in).dtype);
   }
   if (e.op == Op::CAST) return define(out_t, convert(dtypes[0], out_t, operands[0]));
@@ -491,6 +501,26 @@ std::string KernelWriter::pointwise(const Expr& e, const std::vector<std::string
   else
     expr = convert(rd, out_t, expr);
   return define(out_t, expr);
+}
+
+// A cast to float8 of clamp(x, -max, max) in float32, x float32 with the
+// clamp's shape and the bounds constants equal to the format's largest
+// finite value: x, which the saturating conversion takes in one step.
+std::optional<int64_t> KernelWriter::saturated_operand(const Expr& cast) const {
+  const DType t = f_.value(cast.outputs[0]).dtype;
+  const Value& c = f_.value(cast.inputs[0]);
+  if (!is_fp8(t) || c.dtype != DType::F32 || c.producer < 0) return std::nullopt;
+  const Expr& clamp = f_.exprs[static_cast<size_t>(c.producer)];
+  if (clamp.op != Op::CLAMP) return std::nullopt;
+  const Value& x = f_.value(clamp.inputs[0]);
+  if (x.dtype != DType::F32 || x.is_scalar != c.is_scalar || x.rank != c.rank) return std::nullopt;
+  const auto is_constant = [&](int64_t id, double v) {
+    const Value& b = f_.value(id);
+    return b.kind == ValueKind::Constant && b.dtype == DType::F32 && b.f64 == v;
+  };
+  const double m = fp8_max_finite(t);
+  if (!is_constant(clamp.inputs[1], -m) || !is_constant(clamp.inputs[2], m)) return std::nullopt;
+  return clamp.inputs[0];
 }
 
 std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& idx) {

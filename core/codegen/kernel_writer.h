@@ -179,6 +179,7 @@ class KernelWriter {
   std::string creation(const Expr& e, const std::vector<std::string>& idx);
   std::string linear_index(int64_t value, const std::vector<std::string>& idx);
   std::string define(DType t, const std::string& expr);
+  std::optional<int64_t> saturated_operand(const Expr& cast) const;
 
   const ConcreteFusion& c_;
   const Fusion& f_;
@@ -191,7 +192,11 @@ class KernelWriter {
   int depth_ = 1;
   int counter_ = 0;
   std::vector<std::map<std::string, std::string>> scopes_;
-  std::map<std::string, std::string> unrounded_;  // rounded half/bfloat16 register -> its float before rounding
+  struct Unrounded {
+    std::string raw;          // the float before rounding
+    bool saturating = false;  // a saturating float8 rounding (saturated_round_form)
+  };
+  std::map<std::string, Unrounded> unrounded_;  // rounded narrow-float register -> its float before rounding
   std::optional<Section> result_section_;
   std::vector<std::string> result_lines_;
   std::string lane_guard_;                   // while in shifted lanes: their guard

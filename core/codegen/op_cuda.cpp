@@ -275,6 +275,16 @@ std::string store_form(DType t, const std::string& x) {
   }
 }
 
+std::string saturated_round_form(DType t, const std::string& x) {
+  return (t == DType::F8E4M3 ? "kf_r8e4s(" : "kf_r8e5s(") + x + ")";
+}
+
+std::string saturated_store_form(DType t, const std::string& x) {
+  return (t == DType::F8E4M3 ? "kf_f_to_e4m3_sat(" : "kf_f_to_e5m2_sat(") + x + ")";
+}
+
+double fp8_max_finite(DType t) { return t == DType::F8E4M3 ? 448.0 : 57344.0; }
+
 std::string literal_f64(DType t, double v) {
   switch (t) {
     case DType::F64:

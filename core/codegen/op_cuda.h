@@ -31,6 +31,13 @@ std::string load_form(DType t, const std::string& expr);
 // still a float: "kf_rh(x)", "kf_rbf(x)", "kf_r8e4(x)", "kf_r8e5(x)".
 std::string round_form(DType t, const std::string& expr);
 std::string store_form(DType t, const std::string& expr);
+// A float8 conversion that saturates (the format's largest finite value for
+// anything beyond it, +NaN for NaN): what cast(clamp(x, -max, max)) gives,
+// in one hardware conversion (KernelWriter::pointwise).
+std::string saturated_round_form(DType t, const std::string& expr);
+std::string saturated_store_form(DType t, const std::string& expr);
+// The largest finite value of a float8 format (448, 57344).
+double fp8_max_finite(DType t);
 
 // A constant as a register expression of dtype `t`.
 std::string literal_f64(DType t, double v);

@@ -346,6 +346,28 @@ KF_DEV unsigned char kf_f_to_e5m2_hw(float x) {
 #endif
   return kf_f_to_e5m2(x);
 }
+// Saturating: cast(clamp(x, -max, max)) with kf_clamp's NaN (+NaN, 0x7f in
+// both formats), in one satfinite conversion and a NaN test instead of two
+// clamps and a range test (the quantize epilogue was ALU-bound:
+// docs/PERF.md, session 12).
+KF_DEV unsigned char kf_f_to_e4m3_sat(float x) {
+#if __CUDA_ARCH__ >= 890
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+  return x != x ? (unsigned char)0x7f : (unsigned char)(r & 0xff);
+#else
+  return kf_f_to_e4m3(kf_clamp(x, -448.0f, 448.0f));
+#endif
+}
+KF_DEV unsigned char kf_f_to_e5m2_sat(float x) {
+#if __CUDA_ARCH__ >= 890
+  unsigned short r;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+  return x != x ? (unsigned char)0x7f : (unsigned char)(r & 0xff);
+#else
+  return kf_f_to_e5m2(kf_clamp(x, -57344.0f, 57344.0f));
+#endif
+}
 KF_DEV float kf_e4m3_to_f_hw(unsigned char b) {
 #if __CUDA_ARCH__ >= 890
   unsigned r;
@@ -359,6 +381,8 @@ KF_DEV float kf_e4m3_to_f_hw(unsigned char b) {
 KF_DEV float kf_e5m2_to_f_hw(unsigned char b) { return kf_h2f((unsigned short)(b << 8)); }
 KF_DEV float kf_r8e4(float x) { return kf_e4m3_to_f_hw(kf_f_to_e4m3_hw(x)); }
 KF_DEV float kf_r8e5(float x) { return kf_e5m2_to_f_hw(kf_f_to_e5m2_hw(x)); }
+KF_DEV float kf_r8e4s(float x) { return kf_e4m3_to_f_hw(kf_f_to_e4m3_sat(x)); }
+KF_DEV float kf_r8e5s(float x) { return kf_e5m2_to_f_hw(kf_f_to_e5m2_sat(x)); }
 KF_DEV float kf_d2f_odd(double d) {
   if (d != d) return (float)d;
   float f = __double2float_rz(d);

@@ -1463,8 +1463,18 @@ static void test_float8(void** state) {
     }
     const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e30f, -1e30f, 1e-30f, -1e-30f};
     for (size_t k = 0; k < sizeof specials / sizeof specials[0]; ++k) vals[n++] = specials[k];
-    char text[256];
-    snprintf(text, sizeof text, "input x: tensor<float32, 2>\ny = cast(x) {dtype=%s}\noutput y\n", kf_dtype_name(f8[q]));
+    /* sat 0: the cast alone; sat 1: clamp to the format's range, then the
+     * cast (one saturating conversion on the GPU), and the float8 value
+     * read back as float32 (the rounded register). */
+    for (int sat = 0; sat < 2; ++sat) {
+    char text[512];
+    if (sat == 0)
+      snprintf(text, sizeof text, "input x: tensor<float32, 2>\ny = cast(x) {dtype=%s}\noutput y\n", kf_dtype_name(f8[q]));
+    else
+      snprintf(text, sizeof text,
+               "input x: tensor<float32, 2>\nconst lo: float32 = %s\nconst hi: float32 = %s\nc = clamp(x, lo, hi)\n"
+               "y = cast(c) {dtype=%s}\nz = cast(y) {dtype=float32}\nw = mul(z, x)\noutput y\noutput w\n",
+               q == 0 ? "-448" : "-57344", q == 0 ? "448" : "57344", kf_dtype_name(f8[q]));
     kf_fusion f;
     KF_CHECK(kf_fusion_from_text(text, &f));
     /* Two rows a multiple of 16 long, so that the vector path (two lanes
@@ -1480,10 +1490,12 @@ static void test_float8(void** state) {
     free(in[0].host);
     in[0].host = rows;
     char what[80];
-    snprintf(what, sizeof what, "float8 cast exactness %s (%d values)", kf_dtype_name(f8[q]), n);
+    snprintf(what, sizeof what, "float8 %s exactness %s (%d values)", sat ? "saturating cast" : "cast",
+             kf_dtype_name(f8[q]), n);
     run_case_tol(f, in, 1, what, 1.0, 0);
     free_inputs(in, 1);
     kf_fusion_release(f);
+    }
   }
   end_test("float8");
 }
