@@ -190,12 +190,29 @@ void emit_segment_loop(KernelWriter& w, const ScanParams& p, const ScanOperands&
     w.line(acc_t + " acc = " + identity(o) + ";");
   else
     w.line(acc_t + " acc = args.segments > 1 ? part[item] : " + identity(o) + ";");
-  w.open("for (long long k = g * seg_len; k < k_end; ++k)");
-  idx[o.dim] = "k";
-  const std::string v = element(w, o, idx);
-  if (phase == ScanPhase::Final && o.exclusive) store(w, o, idx, "acc");
-  w.line("acc = " + combine(o, "acc", v) + ";");
-  if (phase == ScanPhase::Final && !o.exclusive) store(w, o, idx, "acc");
+  // line_steps elements per step, all loaded before the first is combined.
+  const int S = p.line_steps;
+  w.open("for (long long k = g * seg_len; k < k_end; k += " + std::to_string(S) + ")");
+  std::vector<std::string> x, in;
+  for (int s = 0; s < S; ++s) {
+    const std::string ks = s == 0 ? std::string("k") : "(k + " + std::to_string(s) + ")";
+    in.push_back(w.fresh("in"));
+    x.push_back(w.fresh("x"));
+    w.line("const bool " + in.back() + " = " + ks + " < k_end;");
+    w.line(acc_t + " " + x.back() + " = " + identity(o) + ";");
+    w.open("if (" + in.back() + ")");
+    idx[o.dim] = ks;
+    w.line(x.back() + " = " + element(w, o, idx) + ";");
+    w.close();
+  }
+  for (int s = 0; s < S; ++s) {
+    w.open(s == 0 ? std::string() : "if (" + in[static_cast<size_t>(s)] + ")");
+    idx[o.dim] = s == 0 ? std::string("k") : "(k + " + std::to_string(s) + ")";
+    if (phase == ScanPhase::Final && o.exclusive) store(w, o, idx, "acc");
+    w.line("acc = " + combine(o, "acc", x[static_cast<size_t>(s)]) + ";");
+    if (phase == ScanPhase::Final && !o.exclusive) store(w, o, idx, "acc");
+    w.close();
+  }
   w.close();
   if (phase == ScanPhase::Partial) w.line("part[item] = acc;");
   w.close();

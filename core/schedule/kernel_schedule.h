@@ -213,6 +213,10 @@ struct ScanParams {
   // through shared memory.
   VectorPlan vectors;
   int vector_steps = 1;
+  // Thread per line: elements of the line each thread loads before it
+  // combines and stores any (loads in flight; the stores may alias the
+  // input, so the compiler cannot hoist the next loads above them).
+  int line_steps = 4;
   bool operator==(const ScanParams&) const = default;
 };
 

@@ -29,6 +29,8 @@ std::optional<ScanParams> schedule_scan(const ConcreteFusion& c, const Task& tas
     p.vectors = plan_vectors(c, task, {e.outputs[0]}, e.outputs[0], ScanAttrs(e).index());
     if (p.vectors.width < 2 || p.vectors.outputs.empty()) p.vectors = VectorPlan{};
     p.vector_steps = std::clamp(tuning.scan_vector_steps, 1, 8);
+  } else {
+    p.line_steps = std::clamp(tuning.scan_line_steps, 1, 32);
   }
   return p;
 }

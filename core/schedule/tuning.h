@@ -36,6 +36,8 @@ struct Tuning {
   int scan_items = 4;
   // Lines scanned as vectors: vectors per thread and chunk (session 10).
   int scan_vector_steps = 2;
+  // Scans, a thread per line: elements loaded before use (session 13).
+  int scan_line_steps = 4;
 };
 
 // The process default: the fields above, overridden by

@@ -104,6 +104,12 @@ void test_keys(void**) {
   assert_true(a == kernel_key(kKernel, 90));
   assert_false(a == kernel_key(kKernel, 80));
   assert_false(a == kernel_key(std::string(kKernel) + " ", 90));
+  // Every NVRTC option is part of the key (a fast-compile kernel is another kernel).
+  setenv("KFUSE_NVRTC_FAST_COMPILE", "mid", 1);
+  const bool fast_differs = !(a == kernel_key(kKernel, 90));
+  unsetenv("KFUSE_NVRTC_FAST_COMPILE");
+  const NvrtcVersion v = nvrtc_version();
+  assert_true(fast_differs == (v.major > 12 || (v.major == 12 && v.minor >= 8)));
 }
 
 void test_default_dir(void**) {

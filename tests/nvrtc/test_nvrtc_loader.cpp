@@ -24,6 +24,8 @@ extern "C" {
 
 #include "nvrtc/nvrtc_skip.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -78,6 +80,18 @@ void test_options(void**) {
   CompiledCode ptx = nvrtc_compile(kTinyKernel, "add_one", 990);
   assert_true(ptx.is_ptx);
   assert_non_null(std::strstr(ptx.image.data(), ".entry add_one"));
+  // KFUSE_NVRTC_FAST_COMPILE: NVRTC's -Ofc level where NVRTC has it; any
+  // other value adds nothing.
+  assert_false(has("-Ofc=mid"));
+  setenv("KFUSE_NVRTC_FAST_COMPILE", "mid", 1);
+  const std::vector<std::string> fast = nvrtc_options(90);
+  const NvrtcVersion v = nvrtc_version();
+  const bool has_ofc = v.major > 12 || (v.major == 12 && v.minor >= 8);
+  assert_int_equal(std::count(fast.begin(), fast.end(), "-Ofc=mid"), has_ofc ? 1 : 0);
+  if (has_ofc) assert_true(is_elf(nvrtc_compile(kTinyKernel, "add_one", 90).image));
+  setenv("KFUSE_NVRTC_FAST_COMPILE", "fastest", 1);
+  assert_int_equal(nvrtc_options(90).size(), opts.size());
+  unsetenv("KFUSE_NVRTC_FAST_COMPILE");
 }
 
 void test_half_headers(void**) {

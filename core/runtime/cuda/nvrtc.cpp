@@ -3,6 +3,7 @@
 #include <nvrtc.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "core/runtime/cuda/dynlib.h"
@@ -119,6 +120,15 @@ std::vector<std::string> nvrtc_options(int sm) {
   int arch = cubin ? sm : nvrtc().archs.back();
   opts.push_back((cubin ? "--gpu-architecture=sm_" : "--gpu-architecture=compute_") + std::to_string(arch));
   if (std::string inc = cuda_include_dir(); !inc.empty()) opts.push_back("--include-path=" + inc);
+  // KFUSE_NVRTC_FAST_COMPILE=min|mid|max: NVRTC's fast-compile level
+  // (-Ofc, NVRTC 12.8 and later), less compile time for a different and
+  // possibly slower kernel; part of the kernel cache key like every option.
+  if (const char* fc = std::getenv("KFUSE_NVRTC_FAST_COMPILE"); fc != nullptr) {
+    const std::string level(fc);
+    const NvrtcVersion v = nvrtc_version();
+    if ((level == "min" || level == "mid" || level == "max") && (v.major > 12 || (v.major == 12 && v.minor >= 8)))
+      opts.push_back("-Ofc=" + level);
+  }
   return opts;
 }
 
