@@ -17,23 +17,8 @@ namespace {
 struct TileNames {
   std::string ea, eb, ia, ib;       // extents and index names of dims a and b
   std::vector<std::string> shared;  // one tile per tiled input
-  std::vector<int> swizzle;         // per tile: the column XOR of its upper-half blocks (0: none)
   std::string T, rows_step;         // the tile size; rows per scalar step
 };
-
-// Element (r, c) of tile q. Rows are padded by one word, so element (r, c)
-// sits in bank (r + c) % 32, and a vector phase's lanes 32 columns (or
-// rows) apart would share a bank: 2-way conflicts on both sides of the tile
-// (ncu, docs/PERF.md session 11). Where bit 5 of r and c differ, the column
-// is XORed with the swizzle (half the vector width of the phase that
-// matters): those lanes then take the other half of each 8-bank group. A
-// bijection within each row, so any access pattern stays correct; a warp
-// of the scalar paths (32 consecutive rows or columns) stays conflict-free.
-std::string tile_at(const TileNames& n, size_t q, const std::string& r, const std::string& c) {
-  const int s = n.swizzle[q];
-  if (s == 0) return n.shared[q] + "[" + r + "][" + c + "]";
-  return n.shared[q] + "[" + r + "][(" + c + ") ^ ((((" + r + ") ^ (" + c + ")) & 32) ? " + std::to_string(s) + " : 0)]";
-}
 
 // A tiled input's index at the loop's index expressions `idx` (domain order).
 std::vector<std::string> tile_index(const IndexMap& map, const std::vector<std::string>& idx) {
@@ -54,7 +39,7 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
   w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     const int64_t v = p.inputs[q].value;
-    w.line(tile_at(n, q, "k", "lx") + " = " +
+    w.line(n.shared[q] + "[k][lx] = " +
            load_form(f.value(v).dtype, w.pointer(v) + "[" + w.offset(v, tile_index(p.inputs[q].dims, idx)) + "]") + ";");
   }
   w.close();
@@ -118,7 +103,7 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
     // not divide it (not with 256 threads and 64-element tiles).
     w.open(p.tile % fl.rows == 0 ? std::string() : "if (k < " + n.T + ")");
     for (int j = 0; j < fl.V; ++j)
-      w.line(tile_at(n, q, "k", "ga + " + std::to_string(j)) + " = " +
+      w.line(n.shared[q] + "[k][ga + " + std::to_string(j) + "] = " +
              load_form(f.value(p.inputs[q].value).dtype, fl.reg + "[s].v[" + std::to_string(j) + "]") + ";");
     w.close();
     w.close();
@@ -134,7 +119,7 @@ void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, con
   w.line("const " + t + " " + n.ia + " = a0 + k, " + n.ib + " = b0 + lx;");
   w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q)
-    w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), tile_at(n, q, "lx", "k")};
+    w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
   for (int64_t o : p.outputs) w.store(o, idx, w.value_at(o, idx));
   w.tile_reads.clear();
   w.close();
@@ -176,7 +161,7 @@ void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledPa
     vector_group(w, p.vectors, p.outputs, g.idx[u], [&](int lane) {
       for (size_t q = 0; q < p.inputs.size(); ++q)
         w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, w.lane_index),
-                                           tile_at(n, q, "gb + " + std::to_string(lane), g.k[u])};
+                                           n.shared[q] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "]"};
     });
     w.tile_reads.clear();
     w.close();
@@ -194,7 +179,7 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   const size_t r = w.rank(dom);
   const std::string& t = w.index_type();
   const size_t da = p.dim_a, db = p.dim_b;
-  TileNames n{w.extent(dom, da), w.extent(dom, db), "i" + std::to_string(da), "i" + std::to_string(db), {}, {},
+  TileNames n{w.extent(dom, da), w.extent(dom, db), "i" + std::to_string(da), "i" + std::to_string(db), {},
               std::to_string(p.tile), std::to_string(p.block / p.tile)};
   const std::string ta = w.hoist("long long", "n", "((long long)" + n.ea + " + " + n.T + " - 1) / " + n.T);
   const std::string tb = w.hoist("long long", "n", "((long long)" + n.eb + " + " + n.T + " - 1) / " + n.T);
@@ -208,13 +193,6 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   }
   const std::string tiles = w.hoist("long long", "n", (outer.empty() ? "" : outer + " * ") + ta + " * " + tb);
   for (const TiledInput& in : p.inputs) {
-    // The compute phase's vectors set the swizzle (the fill's are the same
-    // width where input and output dtypes match); 4-byte tile words and
-    // 64-wide tiles only, as the bank arithmetic above assumes.
-    const int fill_width = 16 / dtype_size(f.value(in.value).dtype);
-    const int width = p.vectors.width > 0 ? p.vectors.width : fill_width;
-    const bool words = std::string(reg_type(f.value(in.value).dtype)) == "float";
-    n.swizzle.push_back(p.tile == 64 && words && width >= 4 ? width / 2 : 0);
     n.shared.push_back(w.fresh("kf_tile"));
     w.line("__shared__ " + std::string(reg_type(f.value(in.value).dtype)) + " " + n.shared.back() + "[" + n.T + "][" +
            n.T + " + 1];");
