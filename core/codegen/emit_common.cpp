@@ -85,10 +85,12 @@ std::string vector_type(const KernelWriter& w, int64_t v, int V) {
 }
 
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
-                       std::vector<std::string>* conds) {
+                       std::vector<std::string>* conds, const std::vector<int>* input_dims) {
   const size_t r = w.rank(v), rd = w.rank(dom);
   std::vector<int> dims;
-  if (auto vi = w.vector_inputs.find(v); vi != w.vector_inputs.end()) {
+  if (input_dims != nullptr) {
+    dims = *input_dims;
+  } else if (auto vi = w.vector_inputs.find(v); vi != w.vector_inputs.end()) {
     dims = vi->second;
   } else if (w.views.contains(v)) {  // an output through a reshape keeping the last dim (add_view_vectors)
     dims.assign(r, kZeroIndex);
@@ -115,12 +117,12 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
 
 void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
                             bool every_group, std::vector<std::string>* conds) {
-  std::vector<int64_t> seen;
+  std::vector<std::pair<int64_t, std::vector<int>>> seen;
   for (const auto& [key, vr] : w.vector_regs) {
     if (!every_group && vr.ok_group != 0) continue;
-    if (std::find(seen.begin(), seen.end(), key.first) != seen.end()) continue;
-    seen.push_back(key.first);
-    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds);
+    if (std::find(seen.begin(), seen.end(), std::make_pair(key.first, vr.dims)) != seen.end()) continue;
+    seen.emplace_back(key.first, vr.dims);
+    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds, &vr.dims);
   }
   for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds);
   conds->insert(conds->end(), w.lane_conditions.begin(), w.lane_conditions.end());

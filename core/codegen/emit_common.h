@@ -37,8 +37,9 @@ std::string extent_product(KernelWriter& w, int64_t dom, const std::vector<size_
 void use_vectors(KernelWriter& w, const VectorPlan& vp);
 // Run-time conditions for moving `v` as vectors of `width` elements along
 // domain dim `dim` (v: a vector input, or an output in domain order).
+// input_dims: the input's dims mapped to the domain's (default: the plan's).
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
-                       std::vector<std::string>* conds);
+                       std::vector<std::string>* conds, const std::vector<int>* input_dims = nullptr);
 // The conditions of every vector register used in group 0 (or in any
 // group when `every_group`) and of the plan's outputs.
 void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,

@@ -584,11 +584,12 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
     w.close();
     std::vector<std::string> conds = {w.extent(dom, r - 1) + " % " + std::to_string(p.vectors.width) + " == 0"};
-    std::vector<int64_t> seen;
+    std::vector<std::pair<int64_t, std::vector<int>>> seen;
     for (const auto& [key, reg] : w.vector_regs)
-      if (reg.ok_group >= kStreamGroups && std::find(seen.begin(), seen.end(), key.first) == seen.end()) {
-        seen.push_back(key.first);
-        vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds);
+      if (reg.ok_group >= kStreamGroups &&
+          std::find(seen.begin(), seen.end(), std::make_pair(key.first, reg.dims)) == seen.end()) {
+        seen.emplace_back(key.first, reg.dims);
+        vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds, &reg.dims);
       }
     if (!outer.active())  // the output pass stores the plan's vector outputs whole
       for (int64_t o : p.vectors.outputs) vector_conditions(w, sets, o, dom, p.vectors.width, p.vectors.dim, &conds);

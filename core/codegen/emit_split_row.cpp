@@ -54,7 +54,8 @@ void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase) {
   w.line(std::string("const long long splits = ") + (epilogue ? "gridDim.y;" : "args.splits;"));
   w.line("const long long row = blockIdx.x;");
   w.line("const long long per = ((" + rlen + " + splits - 1) / splits + " + Vs + " - 1) / " + Vs + " * " + Vs + ";");
-  w.line("const long long q0 = (long long)blockIdx.y * per, q1 = q0 + per < " + rlen + " ? q0 + per : " + rlen + ";");
+  const std::string slab = epilogue && p.split_epilogue_reversed ? "(long long)(gridDim.y - 1 - blockIdx.y)" : "(long long)blockIdx.y";
+  w.line("const long long q0 = " + slab + " * per, q1 = q0 + per < " + rlen + " ? q0 + per : " + rlen + ";");
   const std::vector<std::string> kidx = unravel(w, dom, kept, "row", "_row", true);
   std::vector<DType> types;
   const std::vector<int64_t> none;

@@ -1,6 +1,8 @@
 #include "core/codegen/kernel_writer.h"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 
 #include "core/codegen/op_cuda.h"
 #include "core/util/error.h"
@@ -52,6 +54,42 @@ int KernelWriter::slot(ArgSlot::Kind kind, int64_t value, int dim) {
   args_.push_back({kind, value, dim});
   return static_cast<int>(args_.size() - 1);
 }
+
+namespace {
+
+// The C identifiers in an index expression.
+void identifiers_of(const std::string& s, std::set<std::string>* out) {
+  for (size_t i = 0; i < s.size();) {
+    if (std::isalpha(static_cast<unsigned char>(s[i])) || s[i] == '_') {
+      size_t j = i;
+      while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
+      out->insert(s.substr(i, j - i));
+      i = j;
+    } else if (std::isdigit(static_cast<unsigned char>(s[i]))) {
+      while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) ++i;  // 12LL
+    } else {
+      ++i;
+    }
+  }
+}
+
+// An expression without the parentheses around all of it: "((i + 1))" and
+// "(i + 1)" name the same index.
+std::string unwrapped(std::string s) {
+  while (s.size() >= 2 && s.front() == '(' && s.back() == ')') {
+    int depth = 0;
+    bool whole = true;
+    for (size_t i = 0; i + 1 < s.size() && whole; ++i) {
+      depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+      whole = depth > 0;
+    }
+    if (!whole) break;
+    s = s.substr(1, s.size() - 2);
+  }
+  return s;
+}
+
+}  // namespace
 
 std::string KernelWriter::hoist(const std::string& type, const std::string& prefix,
                                 const std::string& expr) {
@@ -327,25 +365,68 @@ std::string KernelWriter::load_input(int64_t value, const std::vector<std::strin
   if (auto tr = tile_reads.find(value); tr != tile_reads.end() && tr->second.first == idx)
     return define(t, tr->second.second);
   if (auto vi = vector_inputs.find(value); lane >= 0 && vi != vector_inputs.end()) {
-    const std::vector<int>& dims = vi->second;
-    bool match = idx.size() == dims.size() && !dims.empty();
-    std::vector<std::string> base(idx.size());
-    for (size_t j = 0; match && j < idx.size(); ++j) {
-      const int d = dims[j];
-      match = idx[j] == (d < 0 ? "0" : lane_index[static_cast<size_t>(d)]);
-      base[j] = d < 0 ? "0" : lane_base[static_cast<size_t>(d)];
-    }
-    if (match) {
+    bool reshaped = false;
+    std::optional<std::vector<std::string>> base = vector_base(vi->second, idx, &reshaped);
+    if (base) {
+      std::vector<int> dims = vi->second;
+      if (reshaped)
+        for (int& d : dims) d = d == static_cast<int>(lane_dim) ? d : kZeroIndex;
       auto it = vector_regs.find({value, group});
       if (it == vector_regs.end())
         it = vector_regs
-                 .emplace(std::make_pair(value, group),
-                          VectorReg{fresh("xv"), base, section, lane_ok_group_ >= 0 ? lane_ok_group_ : group, lane_guard_})
+                 .emplace(std::make_pair(value, group), VectorReg{fresh("xv"), *base, section,
+                                                                  lane_ok_group_ >= 0 ? lane_ok_group_ : group,
+                                                                  lane_guard_, dims})
                  .first;
-      return define(t, load_form(t, it->second.reg + ".v[" + std::to_string(lane) + "]"));
+      if (it->second.base == *base)  // (one vector per input and group)
+        return define(t, load_form(t, it->second.reg + ".v[" + std::to_string(lane) + "]"));
     }
   }
   return define(t, load_form(t, pointer(value) + "[" + offset(value, idx) + "]"));
+}
+
+// Where the current lane's element of an input (read at idx; dims: its
+// dims' domain dims, kZeroIndex for none) sits in a vector: the vector's
+// first element's index, or nothing when the lane's element is not at
+// position `lane` of one. Either every index is the domain's lane index
+// (or 0 where the input's dim maps to none), or, for an input read through
+// a reshape that keeps the vector dim (group norm's [B, C, HW] read as
+// [B, G, C/G, HW]), the vector dim's index is the lane index and every
+// other index is an expression of the group's base indices and hoisted
+// values only, so it is the same for every lane and defined before the
+// group's loads.
+std::optional<std::vector<std::string>> KernelWriter::vector_base(const std::vector<int>& dims,
+                                                                  const std::vector<std::string>& idx,
+                                                                  bool* reshaped) const {
+  if (idx.size() != dims.size() || dims.empty()) return std::nullopt;
+  std::vector<std::string> base(idx.size());
+  bool exact = true;
+  for (size_t j = 0; exact && j < idx.size(); ++j) {
+    const int d = dims[j];
+    exact = idx[j] == (d < 0 ? "0" : lane_index[static_cast<size_t>(d)]);
+    base[j] = d < 0 ? "0" : lane_base[static_cast<size_t>(d)];
+  }
+  if (exact) return base;
+  const auto pv = std::find(dims.begin(), dims.end(), static_cast<int>(lane_dim));
+  if (pv == dims.end() || lane_dim >= lane_index.size()) return std::nullopt;
+  const size_t v = static_cast<size_t>(pv - dims.begin());
+  if (unwrapped(idx[v]) != unwrapped(lane_index[lane_dim])) return std::nullopt;
+  std::set<std::string> known;  // names defined before the group's loads
+  for (const std::string& b : lane_base) identifiers_of(b, &known);
+  for (const auto& [key, name] : hoisted_) known.insert(name);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    if (j == v) {
+      base[j] = lane_base[lane_dim];
+      continue;
+    }
+    std::set<std::string> used;
+    identifiers_of(idx[j], &used);
+    for (const std::string& u : used)
+      if (!known.contains(u) && u != "long" && u != "int") return std::nullopt;
+    base[j] = idx[j];
+  }
+  *reshaped = true;
+  return base;
 }
 
 bool KernelWriter::lane_indexed(const std::string& i) const {

@@ -123,6 +123,10 @@ class KernelWriter {
     int section = 0;
     int ok_group = 0;   // the group whose in-range condition guards the load
     std::string guard;  // a further condition on lane 0's index ("": none)
+    // The input's dims whose extents its vector conditions check against
+    // the domain's: the plan's, or, read through a reshape, the vector dim
+    // only (KernelWriter::vector_base).
+    std::vector<int> dims;
   };
   std::map<std::pair<int64_t, int>, VectorReg> vector_regs;  // used (candidate, group) -> register
   // Lanes seen through a shift along their dim (a slice's offset, a cat
@@ -180,6 +184,8 @@ class KernelWriter {
   std::string linear_index(int64_t value, const std::vector<std::string>& idx);
   std::string define(DType t, const std::string& expr);
   std::optional<int64_t> saturated_operand(const Expr& cast) const;
+  std::optional<std::vector<std::string>> vector_base(const std::vector<int>& dims, const std::vector<std::string>& idx,
+                                                      bool* reshaped) const;
 
   const ConcreteFusion& c_;
   const Fusion& f_;

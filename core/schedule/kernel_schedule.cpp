@@ -54,6 +54,7 @@ struct Describe {
       s += "]";
     }
     if (p.stream_rows) s += " stream_rows";
+    if (!p.split_epilogue_reversed) s += " split_epilogue_forward";  // (reversed is the default)
     if (!p.staged.empty()) s += " staged=" + ids(p.staged) + (p.stage_outer ? " stage_outer" : "");
     if (p.has_outer())
       s += " outer={" + rows(p.outer) + "} outer_threads_per_sm=" + std::to_string(p.outer_threads_per_sm);

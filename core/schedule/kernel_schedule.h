@@ -137,6 +137,11 @@ struct RowParams {
   // steps by blocks sized for residency (a register-cached row keeps one
   // 1024-thread block per multiprocessor, idle at each row's barriers).
   bool stream_rows = false;
+  // Split rows (emit_split_row): the epilogue's blocks take the rows'
+  // slabs from the last to the first, so that it first reads what the
+  // partials kernel read last (still in L2 where the data is a little
+  // larger than the L2; group norm 0.123 -> 0.116 ms on an H100).
+  bool split_epilogue_reversed = true;
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };

@@ -107,6 +107,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   const bool output_pass = !rows.domain_outputs.empty();
   const size_t passes = online_phases(rows, p.online).size() + (output_pass ? 1 : 0);
   p.stream_rows = !p.online.empty() && passes == 1;
+  p.split_epilogue_reversed = tuning.split_epilogue_reversed != 0;
   if (passes < 2) return p;
   p.staged = row_inputs;
   return p;

@@ -26,6 +26,7 @@ const Tuning& default_tuning() {
     d.scan_items = from_env("KFUSE_TUNE_SCAN_ITEMS", d.scan_items);
     d.scan_vector_steps = from_env("KFUSE_TUNE_SCAN_VECTOR_STEPS", d.scan_vector_steps);
     d.scan_line_steps = from_env("KFUSE_TUNE_SCAN_LINE_STEPS", d.scan_line_steps);
+    d.split_epilogue_reversed = from_env("KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED", d.split_epilogue_reversed);
     d.pointwise_vector_rule = from_env("KFUSE_TUNE_POINTWISE_VECTOR_RULE", d.pointwise_vector_rule);
     return d;
   }();

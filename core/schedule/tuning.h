@@ -38,6 +38,8 @@ struct Tuning {
   int scan_vector_steps = 2;
   // Scans, a thread per line: elements loaded before use (session 13).
   int scan_line_steps = 4;
+  // Split rows: the epilogue walks the slabs last to first (session 13).
+  int split_epilogue_reversed = 1;
 };
 
 // The process default: the fields above, overridden by
