@@ -38,7 +38,7 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
     reduces = reduces || cat == OpCategory::Reduction;
   }
   if (!reduces) {
-    if (std::optional<TiledParams> t = schedule_tiled(c, task, nullptr)) p.schedule = std::move(*t);
+    if (std::optional<TiledParams> t = schedule_tiled(c, task, tuning, nullptr)) p.schedule = std::move(*t);
     else p.schedule = schedule_pointwise(c, task, tuning);
     return p;
   }

@@ -26,7 +26,8 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
 // transpose.cpp: one loop some of whose inputs are contiguous along
 // another dim than the outputs' innermost (read through a permute, or
 // passed in another layout).
-std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, std::string* why);
+std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                          std::string* why);
 // column_reduction.cpp: one phase of plain reductions, the innermost dim
 // kept, no domain-shaped output reading a reduction result.
 std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,

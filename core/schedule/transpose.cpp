@@ -21,7 +21,8 @@ constexpr int kTileBytes = 40 * 1024;
 
 }  // namespace
 
-std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, std::string* why) {
+std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                          std::string* why) {
   const Fusion& f = *c.fusion;
   const std::vector<std::vector<int64_t>> loops = pointwise_loops(c, task);
   if (loops.size() != 1) return reject(why, "outputs of different sizes");
@@ -37,6 +38,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   TiledParams p;
   p.outputs = outs;
   p.tile = kTile;
+  p.block = tuning.tiled_block == 512 ? 512 : 256;  // (64-wide tiles: rows per step divide the tile)
   // b: the outputs' fast dim, their produced layout's innermost (a permuted
   // operand makes torch and kfuse produce column-major results).
   p.dim_b = loop_order(c, dom).back();

@@ -40,6 +40,10 @@ struct Tuning {
   int scan_line_steps = 4;
   // Split rows: the epilogue walks the slabs last to first (session 13).
   int split_epilogue_reversed = 1;
+  // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on
+  // an H100 (docs/PERF.md, session 13): 512 no faster on transpose_add and
+  // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.
+  int tiled_block = 256;
 };
 
 // The process default: the fields above, overridden by
