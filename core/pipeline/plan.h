@@ -27,8 +27,8 @@ struct kf_concrete_s {};
 
 namespace kf {
 
-// A segment's kernel as the CUDA backend loaded it (defined there,
-// core/runtime/cuda/cuda_backend.cpp; opaque to every other stage).
+// A segment's kernel as the CUDA backend loaded it (defined in
+// core/runtime/cuda/loaded_kernel.h; opaque to every other stage).
 struct LoadedKernel;
 
 // Where the CUDA backend keeps a segment's loaded kernel (the module itself

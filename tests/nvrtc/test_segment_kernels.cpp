@@ -114,18 +114,18 @@ void test_segments_compile_through_the_pool(void**) {
   assert_int_equal(kernels[3].plan.unit_of(kernels[3].plan.long_row_name), 1);
   std::set<std::string> sources;
   for (const SegmentKernel& k : kernels) {
-    assert_int_equal(k.keys.size(), k.plan.units.size());
-    for (size_t u = 0; u < k.keys.size(); ++u) {
-      assert_non_null(k.images[u].get());
-      assert_false(k.images[u]->code.image.empty());
-      assert_false(k.images[u]->code.is_ptx);  // NVRTC 13 knows sm_90: a CUBIN
-      assert_true(k.keys[u] == kernel_key(k.plan.units[u].source, 90));
+    assert_int_equal(k.units.keys.size(), k.plan.units.size());
+    for (size_t u = 0; u < k.units.keys.size(); ++u) {
+      assert_non_null(k.units.images[u].get());
+      assert_false(k.units.images[u]->code.image.empty());
+      assert_false(k.units.images[u]->code.is_ptx);  // NVRTC 13 knows sm_90: a CUBIN
+      assert_true(k.units.keys[u] == kernel_key(k.plan.units[u].source, 90));
       assert_true(k.plan.units[u].source.find(k.plan.units[u].kernel + "(") != std::string::npos);
       sources.insert(k.plan.units[u].source);
     }
   }
   assert_int_equal(sources.size(), 4);
-  assert_ptr_equal(kernels[0].images[0].get(), kernels[1].images[0].get());  // one compile for both
+  assert_ptr_equal(kernels[0].units.images[0].get(), kernels[1].units.images[0].get());  // one compile for both
   assert_int_equal(after.compiles - before.compiles, 4);
 
   // Again: every image from the disk cache; none when all are loaded.
@@ -135,8 +135,40 @@ void test_segments_compile_through_the_pool(void**) {
   assert_int_equal(again.disk_hits - after.disk_hits, 4);
   kernels = make_segment_kernels(*c, *s, all, 90, [](const Digest&) { return true; });
   for (const SegmentKernel& k : kernels)
-    for (const auto& image : k.images) assert_null(image.get());
+    for (const auto& image : k.units.images) assert_null(image.get());
   assert_int_equal(kernel_cache_stats().disk_hits, again.disk_hits);
+}
+
+// A request names the kernels it wants: only their units compile (a row
+// reduction's long-row kernel alone, as a call with long rows loads it),
+// every unit is still keyed, and a plan asked for twice compiles once.
+void test_request_compiles_only_named_kernels(void**) {
+  auto p = four_segments();
+  std::vector<kf::KernelPlan> plans = make_segment_plans(*p->concrete, p->segmentation, {3, 0});
+  assert_int_equal(plans.size(), 2);
+  const kf::KernelPlan& row = plans[0];
+  assert_int_equal(row.units.size(), 2);
+  const size_t long_unit = row.unit_of(row.long_row_name), main_unit = row.unit_of(row.name);
+  // A source nobody compiled in this process (the disk cache is per test run).
+  kf::KernelPlan fresh = row;
+  for (kf::KernelPlan::Unit& u : fresh.units) u.source += "\n// request test\n";
+  compile_plan(plans[1], 90, {});  // in the disk cache from here on
+  const KernelCacheStats before = kernel_cache_stats();
+  std::vector<CompiledUnits> got =
+      compile_units({UnitRequest{&fresh, {fresh.long_row_name}}, UnitRequest{&plans[1], {}},
+                     UnitRequest{&fresh, {fresh.long_row_name}}},
+                    90, {});
+  assert_int_equal(got.size(), 3);
+  assert_int_equal(got[0].keys.size(), 2);
+  assert_true(got[0].keys[main_unit] == kernel_key(fresh.units[main_unit].source, 90));
+  assert_null(got[0].images[main_unit].get());
+  assert_non_null(got[0].images[long_unit].get());
+  assert_ptr_equal(got[0].images[long_unit].get(), got[2].images[long_unit].get());
+  assert_non_null(got[1].images[0].get());
+  assert_int_equal(kernel_cache_stats().compiles - before.compiles, 1);  // the pointwise plan from the disk cache
+  const CompiledUnits main_only = compile_plan(fresh, 90, {}, {fresh.name});
+  assert_non_null(main_only.images[main_unit].get());
+  assert_null(main_only.images[long_unit].get());
 }
 
 // When every compile fails (sm_1 does not exist), the error is that of
@@ -169,6 +201,7 @@ int main() {
       cmocka_unit_test(test_parallel_for_is_concurrent),
       cmocka_unit_test(test_parallel_for_rethrows_lowest_error),
       cmocka_unit_test(test_segments_compile_through_the_pool),
+      cmocka_unit_test(test_request_compiles_only_named_kernels),
       cmocka_unit_test(test_compile_error_names_the_first_segment),
   };
   int failed = cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -1,13 +1,12 @@
 // The CUDA backend: stream-ordered memory, copies, and segments run as
-// generated kernels. The first run of a segmentation generates and
-// compiles the kernels of all its segments on a bounded pool of threads
-// (kernel cache), loads them and keeps each in the plan's KernelSlot;
+// generated kernels. The first run of a segmentation generates the kernels
+// of all its segments and compiles those the run launches on a bounded
+// pool of threads (loaded_kernel.h), keeping each in the plan's KernelSlot;
 // later calls only fill the argument block and launch on the caller's
 // stream. Nothing here synchronizes the device.
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "core/codegen/kernel_plan.h"
@@ -16,40 +15,20 @@
 #include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/launch.h"
 #include "core/runtime/cuda/library_segment.h"
-#include "core/runtime/cuda/segment_kernels.h"
+#include "core/runtime/cuda/loaded_kernel.h"
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/segment/matmul_pattern.h"
-#include "core/util/debug_log.h"
 #include "core/util/error.h"
 #include "core/runtime/cuda/step_launch.h"
 #include "core/util/scratch.h"
 
-#include <mutex>
 
 namespace kf {
-
-// What a KernelSlot holds (declared in core/pipeline/plan.h).
-struct LoadedKernel {
-  KernelPlan plan;
-  std::vector<cuda::SlotSource> sources;
-  CUfunction function = nullptr;
-  CUfunction finish = nullptr;  // ColumnReduce and inner-outer: the finishing kernel
-  CUfunction long_row = nullptr;  // PerRow with a vector plan: rows too long for the registers
-  std::vector<CUfunction> later;  // ColumnReduce, SplitRows: plan.later's kernels
-  // PerRow: plan.split_rows as a kernel of its own (slots resolved when
-  // loaded; its functions compiled and loaded on first use).
-  std::unique_ptr<LoadedKernel> split;
-  mutable std::once_flag split_loaded;
-  cuda::KernelLimits limits;  // PerRow kernels: for the block of rows too long for the registers; Elementwise: waves
-  int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
-  Task task;             // a matmul pattern's epilogue: what the kernel computes
-};
 
 namespace {
 
 using namespace kf::cuda;
 
-constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
 constexpr uint32_t kCopyBlock = 256;
 
 CUstream stream_of(const ExecOptions& o) { return static_cast<CUstream>(o.stream); }
@@ -73,134 +52,6 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
   if (r != CUDA_SUCCESS)
     fail(KF_ERR_BACKEND, "CUDA driver could not launch kernel ", name, " (grid ", grid, ", block ",
          block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
-}
-
-// Loads the main, finishing and later kernels of k.plan (one unit each,
-// compiled here on the compile pool when not cached).
-void load_functions(int device, LoadedKernel& k) {
-  const SegmentKernel made =
-      compile_plan(k.plan, device_info(device).sm, [&](const Digest& key) { return kernel_loaded(device, key); });
-  const auto load = [&](const std::string& name) {
-    const size_t u = made.plan.unit_of(name);
-    return load_kernel(device, made.keys[u], made.plan.units[u].source, name, made.images[u].get());
-  };
-  k.function = load(k.plan.name);
-  if (!k.plan.finish_name.empty()) k.finish = load(k.plan.finish_name);
-  for (const KernelPlan::LaterKernel& l : k.plan.later) k.later.push_back(load(l.name));
-}
-
-bool has_kernel(const Segment& seg) {
-  return seg.scheduler != SchedulerKind::Library && seg.scheduler != SchedulerKind::Communication &&
-         !seg.task.exprs.empty();
-}
-
-// Fills the kernel slot of every generated segment of `s` that has none:
-// the first run of a segmentation generates and compiles all its kernels
-// on the compile pool (segment_kernels.h), then loads them in run order.
-void load_segments(const Plan& p) {
-  const ConcreteFusion& c = *p.concrete;
-  const Segmentation& s = p.segmentation;
-  std::lock_guard lock(p.kernels_mutex);
-  std::vector<size_t> missing;
-  for (size_t k = 0; k < s.segments.size(); ++k)
-    if (has_kernel(s.segments[k]) && p.kernel_slot(k).ready.load(std::memory_order_acquire) == nullptr)
-      missing.push_back(k);
-  if (missing.empty()) return;
-  const DebugStep step("compile");
-  const int device = c.device.id;
-  std::vector<SegmentKernel> kernels = make_segment_kernels(
-      c, s, missing, device_info(device).sm, [&](const Digest& key) { return kernel_loaded(device, key); });
-  for (size_t i = 0; i < missing.size(); ++i) {
-    const Segment& seg = s.segments[missing[i]];
-    SegmentKernel& made = kernels[i];
-    auto k = std::make_shared<LoadedKernel>();
-    k->sources = resolve_slots(*c.fusion, seg.task, made.plan.args);
-    const auto load = [&](const std::string& name) {
-      const size_t u = made.plan.unit_of(name);
-      return load_kernel(device, made.keys[u], made.plan.units[u].source, name, made.images[u].get());
-    };
-    k->function = load(made.plan.name);
-    if (!made.plan.finish_name.empty()) k->finish = load(made.plan.finish_name);
-    if (!made.plan.long_row_name.empty()) k->long_row = load(made.plan.long_row_name);
-    for (const KernelPlan::LaterKernel& l : made.plan.later) k->later.push_back(load(l.name));
-    if (!made.plan.split_rows.empty()) {
-      k->split = std::make_unique<LoadedKernel>();
-      k->split->plan = made.plan.split_rows[0];
-      k->split->sources = resolve_slots(*c.fusion, seg.task, k->split->plan.args);
-    }
-    k->plan = std::move(made.plan);
-    const auto shared = static_cast<uint32_t>(k->plan.launch.shared_bytes);
-    if (shared > kDefaultSharedLimit) {
-      ScopedContext context(device);
-      if (shared > static_cast<uint32_t>(context.info().max_shared_optin))
-        fail(KF_ERR_UNSUPPORTED, "kernel ", k->plan.name, " needs ", shared,
-             " bytes of shared memory; the device allows ", context.info().max_shared_optin);
-      check(driver().cuFuncSetAttribute_(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         static_cast<int>(shared)),
-            "cuFuncSetAttribute");
-    }
-    if (k->long_row != nullptr) {
-      if (k->plan.launch.row_stage_bytes > 0) {  // the staged row path: all the device allows
-        ScopedContext context(device);
-        int static_bytes = 0;
-        check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->long_row),
-              "cuFuncGetAttribute");
-        const int dynamic = context.info().max_shared_optin - static_bytes;
-        if (dynamic > 0) {
-          check(driver().cuFuncSetAttribute_(k->long_row, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
-                "cuFuncSetAttribute");
-          k->limits.max_dynamic_shared = dynamic;
-        }
-      }
-      check(driver().cuFuncGetAttribute_(&k->limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->long_row),
-            "cuFuncGetAttribute");
-    } else if (k->plan.launch.kind == LaunchRule::Kind::Elementwise) {  // its grid is a few waves of resident blocks
-      check(driver().cuFuncGetAttribute_(&k->limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, k->function),
-            "cuFuncGetAttribute");
-    }
-    KernelSlot& slot = p.kernel_slot(missing[i]);
-    slot.kernel = k;
-    slot.ready.store(k.get(), std::memory_order_release);
-  }
-  if (step) step.done("kernels of " + std::to_string(missing.size()) + " segment(s) ready");
-}
-
-const LoadedKernel& loaded_segment(const Plan& p, size_t index) {
-  const KernelSlot& slot = p.kernel_slot(index);
-  const LoadedKernel* k = slot.ready.load(std::memory_order_acquire);
-  if (k == nullptr) {
-    load_segments(p);
-    k = slot.ready.load(std::memory_order_acquire);
-  }
-  return *k;
-}
-
-// The kernel of a matmul pattern's epilogue (bias, casts, activation),
-// for a library segment that cuBLASLt cannot run as one call: generated
-// and loaded on first use, kept in the segment's slot.
-const LoadedKernel& loaded_pattern_kernel(const Plan& plan, size_t index) {
-  const ConcreteFusion& c = *plan.concrete;
-  const Segment& seg = plan.segmentation.segments[index];
-  KernelSlot& slot = plan.kernel_slot(index);
-  if (const LoadedKernel* k = slot.ready.load(std::memory_order_acquire)) return *k;
-  std::lock_guard lock(plan.kernels_mutex);
-  if (const LoadedKernel* k = slot.ready.load(std::memory_order_acquire)) return *k;
-  if (seg.task.children.empty()) fail(KF_ERR_INTERNAL, "a library segment without a pattern has no kernel");
-  const Task& pattern = seg.task.children[0];
-  const std::optional<MatmulPattern> p = describe_matmul_pattern(c, pattern);
-  if (!p) fail(KF_ERR_INTERNAL, "a library segment's nested task is no matmul pattern");
-  auto k = std::make_shared<LoadedKernel>();
-  k->task = matmul_epilogue_task(*c.fusion, pattern, *p);
-  k->product = p->product;
-  if (!seg.schedule) fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue has no schedule");
-  k->plan = emit_kernel(c, k->task, *seg.schedule);
-  k->sources = resolve_slots(*c.fusion, k->task, k->plan.args);
-  load_functions(c.device.id, *k);
-  if (!k->plan.long_row_name.empty())
-    fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue kernel ", k->plan.name, " is a row kernel");
-  slot.kernel = k;
-  slot.ready.store(k.get(), std::memory_order_release);
-  return *k;
 }
 
 class CudaBackend final : public Backend {
@@ -255,7 +106,8 @@ class CudaBackend final : public Backend {
       return;
     }
     if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
-    run_kernel(c, loaded_segment(p, index), sizes, inputs, outputs, options, context);
+    run_kernel(c, loaded_segment(p, index, sizes, context.info().multiprocessors), sizes, inputs, outputs, options,
+               context);
   }
 
   // Launches a loaded kernel on tensors in the order of its task's inputs
@@ -263,24 +115,23 @@ class CudaBackend final : public Backend {
   void run_kernel(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes,
                   const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options,
                   ScopedContext& context) {
-    if (k.split != nullptr &&
-        prefer_split_rows(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().multiprocessors)) {
-      const LoadedKernel& s = *k.split;
-      std::call_once(k.split_loaded, [&] {  // compiled the first time a call needs it
-        load_functions(c.device.id, const_cast<LoadedKernel&>(s));
-      });
-      run_kernel(c, s, sizes, inputs, outputs, options, context);
+    const KernelVariant v = kernel_variant(k.plan, sizes, context.info().multiprocessors);
+    if (v == KernelVariant::SplitRows) {
+      run_kernel(c, k.variant(v), sizes, inputs, outputs, options, context);
       return;
     }
+    k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
       run_steps(c, k, sizes, inputs, outputs, options, context);
       return;
     }
+    const bool long_rows = v == KernelVariant::LongRows;
     const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
-                                        context.info().multiprocessors, k.limits);
+                                        context.info().multiprocessors, long_rows ? k.long_limits : k.limits);
     if (dims.grid == 0) return;  // empty domain
-    const bool long_rows = dims.long_rows && k.long_row != nullptr;
+    if (dims.long_rows != long_rows && !k.plan.long_row_name.empty())
+      fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
     CUfunction function = long_rows ? k.long_row : k.function;
     const char* name = long_rows ? k.plan.long_row_name.c_str() : k.plan.name.c_str();
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call

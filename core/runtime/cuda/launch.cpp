@@ -155,6 +155,13 @@ int64_t resident_blocks(int64_t block, int registers, int64_t shared, int64_t ma
   return n;
 }
 
+// PerRow with row_items > 0: the block that holds a row of `row` elements
+// in registers (the plan's block when the row needs more).
+int64_t register_row_block(const LaunchRule& rule, int64_t row) {
+  const int64_t threads = (row + rule.row_items - 1) / rule.row_items;
+  return std::clamp<int64_t>((threads + 31) / 32 * 32, 32, rule.block);
+}
+
 }  // namespace
 
 LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
@@ -238,10 +245,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       if (d >= rule.reduced_dims.size() || !rule.reduced_dims[d]) work *= domain[d];
       else row *= domain[d];
     }
-    if (rule.row_items > 0) {  // enough threads to hold the row in registers
-      const int64_t threads = (row + rule.row_items - 1) / rule.row_items;
-      dims.block = static_cast<uint32_t>(std::clamp<int64_t>((threads + 31) / 32 * 32, 32, rule.block));
-    }
+    if (rule.row_items > 0) dims.block = static_cast<uint32_t>(register_row_block(rule, row));
     blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
     if (rule.row_items > 0 && (rule.stream_rows || row > int64_t{dims.block} * rule.row_items)) {
       dims.long_rows = true;
@@ -289,6 +293,15 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     dims.scratch_bytes = static_cast<uint64_t>(rule.outer_accumulators) * dims.grid * static_cast<uint64_t>(row) * 8;
   }
   return dims;
+}
+
+bool takes_long_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
+  if (rule.kind != LaunchRule::Kind::PerRow || rule.row_items <= 0) return false;
+  if (rule.stream_rows) return true;
+  int64_t row = 1;
+  for (size_t d = 0; d < domain.size(); ++d)
+    if (d < rule.reduced_dims.size() && rule.reduced_dims[d]) row *= domain[d];
+  return row > register_row_block(rule, row) * rule.row_items;
 }
 
 bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {

@@ -61,6 +61,10 @@ struct KernelLimits {
 LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
                        const KernelLimits& limits = {});
 
+// Whether a PerRow plan's rows are too long for its registers this call
+// (launch_dims sets LaunchDims::long_rows the same way).
+bool takes_long_rows(const LaunchRule& per_row, std::span<const int64_t> domain);
+
 // Whether a PerRow plan's split-row kernels (KernelPlan::split_rows)
 // should run this call instead: rows too long for the block's registers
 // and fewer than two per multiprocessor, so one block per row would leave

@@ -1,6 +1,6 @@
 // The kernels of a segmentation, made together on its first run on a GPU:
 // generating, hashing (the kernel cache key) and compiling (disk cache or
-// NVRTC, 25-50 ms per kernel) run on a bounded pool of threads, since a
+// NVRTC, 25-500 ms per kernel) run on a bounded pool of threads, since a
 // fusion may have many segments. None of it needs a GPU; loading the
 // images onto the device stays with the CUDA backend.
 #pragma once
@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/codegen/kernel_plan.h"
@@ -20,28 +21,50 @@ namespace kf::cuda {
 // nor more than there are kernels).
 inline constexpr size_t kMaxCompileThreads = 8;
 
-struct SegmentKernel {
-  KernelPlan plan;
-  // Per unit of plan.units: kernel_key(unit source, sm), and the compiled
-  // image, null when `loaded` said the key needs none. Units with equal
-  // sources (in this call) share one image (compiled once).
+// A plan's units as compiled: per unit of plan.units, kernel_key(unit
+// source, sm), and the compiled image, null when the unit was not asked
+// for or `loaded` said the key needs none. Units with equal sources (in one
+// call) share one image (compiled once).
+struct CompiledUnits {
   std::vector<Digest> keys;
   std::vector<std::shared_ptr<const KernelImage>> images;
 };
 
-// The kernels of segments `indices` (generated segments only), in that
-// order, for architecture `sm`, from the process disk cache or NVRTC:
-// every unit of every segment is a task of the pool.
+// Which units of a plan to compile: those defining `kernels` (all the
+// plan's units when empty).
+struct UnitRequest {
+  const KernelPlan* plan = nullptr;
+  std::vector<std::string> kernels;
+};
+
 // loaded(key): whether a kernel is in memory already (no image needed);
-// may be empty. Throws the first error in `indices` order after every task
+// may be empty.
+using LoadedQuery = std::function<bool(const Digest&)>;
+
+// The plans of segments `indices` (generated segments only), in that order,
+// each generated on the pool.
+std::vector<KernelPlan> make_segment_plans(const ConcreteFusion& c, const Segmentation& s,
+                                           const std::vector<size_t>& indices);
+
+// The units `requests` ask for, for architecture `sm`, from the process
+// disk cache or NVRTC, every distinct unit a task of the pool; one result
+// per request. Throws the first error in request order after every task
 // has finished.
+std::vector<CompiledUnits> compile_units(const std::vector<UnitRequest>& requests, int sm, const LoadedQuery& loaded);
+
+// Every unit of one plan (a matmul epilogue, or a plan's variant loaded on
+// first need: see UnitRequest).
+CompiledUnits compile_plan(const KernelPlan& plan, int sm, const LoadedQuery& loaded,
+                           const std::vector<std::string>& kernels = {});
+
+struct SegmentKernel {
+  KernelPlan plan;
+  CompiledUnits units;
+};
+
+// make_segment_plans, then every unit of every plan (compile_units).
 std::vector<SegmentKernel> make_segment_kernels(const ConcreteFusion& c, const Segmentation& s,
                                                 const std::vector<size_t>& indices, int sm,
-                                                const std::function<bool(const Digest&)>& loaded);
-
-// One plan made outside a segmentation's first run (a split-row plan or a
-// matmul epilogue, loaded when first needed): its units compiled on the
-// pool as above.
-SegmentKernel compile_plan(KernelPlan plan, int sm, const std::function<bool(const Digest&)>& loaded);
+                                                const LoadedQuery& loaded);
 
 }  // namespace kf::cuda

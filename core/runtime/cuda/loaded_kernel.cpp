@@ -1,0 +1,198 @@
+#include "core/runtime/cuda/loaded_kernel.h"
+
+#include <optional>
+
+#include "core/runtime/cuda/kernel_cache.h"
+#include "core/segment/matmul_pattern.h"
+#include "core/util/debug_log.h"
+#include "core/util/error.h"
+
+namespace kf {
+
+namespace {
+
+using namespace kf::cuda;
+
+constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
+
+size_t index_of(KernelVariant v) { return v == KernelVariant::Main ? 0 : 1; }
+
+LoadedQuery loaded_on(int device) {
+  return [device](const Digest& key) { return kernel_loaded(device, key); };
+}
+
+std::unique_ptr<LoadedKernel> make_loaded(const ConcreteFusion& c, const Task& task, KernelPlan plan) {
+  auto k = std::make_unique<LoadedKernel>();
+  k->device = c.device.id;
+  k->sources = resolve_slots(*c.fusion, task, plan.args);
+  if (!plan.split_rows.empty()) k->split = make_loaded(c, task, plan.split_rows[0]);
+  k->plan = std::move(plan);
+  return k;
+}
+
+bool has_kernel(const Segment& seg) {
+  return seg.scheduler != SchedulerKind::Library && seg.scheduler != SchedulerKind::Communication &&
+         !seg.task.exprs.empty();
+}
+
+// Fills the kernel slot of every generated segment of `p` that has none:
+// every plan is generated and the variant each segment takes with `sizes`
+// compiled, all on the compile pool, then loaded in run order.
+void load_segments(const Plan& p, const ValueSizes& sizes, int multiprocessors) {
+  const ConcreteFusion& c = *p.concrete;
+  const Segmentation& s = p.segmentation;
+  std::lock_guard lock(p.kernels_mutex);
+  std::vector<size_t> missing;
+  for (size_t k = 0; k < s.segments.size(); ++k)
+    if (has_kernel(s.segments[k]) && p.kernel_slot(k).ready.load(std::memory_order_acquire) == nullptr)
+      missing.push_back(k);
+  if (missing.empty()) return;
+  const DebugStep step("compile");
+  std::vector<KernelPlan> plans = make_segment_plans(c, s, missing);
+  std::vector<std::unique_ptr<LoadedKernel>> kernels;
+  std::vector<LoadedKernel*> targets;  // per segment: the kernel whose variant loads (the split plan's for SplitRows)
+  std::vector<KernelVariant> variants;
+  std::vector<UnitRequest> requests;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    kernels.push_back(make_loaded(c, s.segments[missing[i]].task, std::move(plans[i])));
+    LoadedKernel& k = *kernels.back();
+    KernelVariant v = kernel_variant(k.plan, sizes, multiprocessors);
+    LoadedKernel* target = &k;
+    if (v == KernelVariant::SplitRows) {
+      target = k.split.get();
+      v = KernelVariant::Main;
+    }
+    targets.push_back(target);
+    variants.push_back(v);
+    requests.push_back({&target->plan, target->kernels_of(v)});
+  }
+  const int device = c.device.id;
+  const std::vector<CompiledUnits> units = compile_units(requests, device_info(device).sm, loaded_on(device));
+  for (size_t i = 0; i < missing.size(); ++i) {
+    targets[i]->load(variants[i], units[i]);
+    KernelSlot& slot = p.kernel_slot(missing[i]);
+    slot.kernel = std::move(kernels[i]);
+    slot.ready.store(slot.kernel.get(), std::memory_order_release);
+  }
+  if (step) step.done("kernels of " + std::to_string(missing.size()) + " segment(s) ready");
+}
+
+}  // namespace
+
+KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors) {
+  if (plan.launch.kind != LaunchRule::Kind::PerRow) return KernelVariant::Main;
+  const std::span<const int64_t> domain = sizes[plan.launch.domain_value];
+  if (!plan.split_rows.empty() && prefer_split_rows(plan.launch, domain, multiprocessors))
+    return KernelVariant::SplitRows;
+  if (!plan.long_row_name.empty() && takes_long_rows(plan.launch, domain)) return KernelVariant::LongRows;
+  return KernelVariant::Main;
+}
+
+std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
+  std::vector<std::string> names;
+  if (v == KernelVariant::SplitRows) return names;
+  names.push_back(v == KernelVariant::Main ? plan.name : plan.long_row_name);
+  if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
+  if (v == KernelVariant::Main)
+    for (const KernelPlan::LaterKernel& l : plan.later) names.push_back(l.name);
+  return names;
+}
+
+void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
+  if (v == KernelVariant::SplitRows) fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
+  const auto load = [&](const std::string& name) {
+    const size_t u = plan.unit_of(name);
+    return load_kernel(device, units.keys[u], plan.units[u].source, name, units.images[u].get());
+  };
+  if (!plan.finish_name.empty() && finish == nullptr) finish = load(plan.finish_name);
+  if (v == KernelVariant::Main) {
+    function = load(plan.name);
+    for (const KernelPlan::LaterKernel& l : plan.later) later.push_back(load(l.name));
+    const auto shared = static_cast<uint32_t>(plan.launch.shared_bytes);
+    if (shared > kDefaultSharedLimit) {
+      ScopedContext context(device);
+      if (shared > static_cast<uint32_t>(context.info().max_shared_optin))
+        fail(KF_ERR_UNSUPPORTED, "kernel ", plan.name, " needs ", shared,
+             " bytes of shared memory; the device allows ", context.info().max_shared_optin);
+      check(driver().cuFuncSetAttribute_(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(shared)),
+            "cuFuncSetAttribute");
+    }
+    if (plan.launch.kind == LaunchRule::Kind::Elementwise)  // its grid is a few waves of resident blocks
+      check(driver().cuFuncGetAttribute_(&limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function),
+            "cuFuncGetAttribute");
+  } else {
+    long_row = load(plan.long_row_name);
+    if (plan.launch.row_stage_bytes > 0) {  // the staged row path: all the device allows
+      ScopedContext context(device);
+      int static_bytes = 0;
+      check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, long_row),
+            "cuFuncGetAttribute");
+      const int dynamic = context.info().max_shared_optin - static_bytes;
+      if (dynamic > 0) {
+        check(driver().cuFuncSetAttribute_(long_row, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
+              "cuFuncSetAttribute");
+        long_limits.max_dynamic_shared = dynamic;
+      }
+    }
+    check(driver().cuFuncGetAttribute_(&long_limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, long_row),
+          "cuFuncGetAttribute");
+  }
+  loaded_[index_of(v)].store(true, std::memory_order_release);
+}
+
+const LoadedKernel& LoadedKernel::variant(KernelVariant v) const {
+  if (v == KernelVariant::SplitRows) {
+    if (split == nullptr) fail(KF_ERR_INTERNAL, "kernel ", plan.name, " has no split-row plan");
+    return split->variant(KernelVariant::Main);
+  }
+  std::atomic<bool>& loaded = loaded_[index_of(v)];
+  if (!loaded.load(std::memory_order_acquire)) {
+    std::lock_guard lock(mutex_);
+    if (!loaded.load(std::memory_order_relaxed)) {
+      // Created non-const (make_loaded): loading fills the functions once.
+      auto& self = const_cast<LoadedKernel&>(*this);
+      const DebugStep step("compile");
+      self.load(v, compile_plan(plan, device_info(device).sm, loaded_on(device), kernels_of(v)));
+      if (step) step.done("kernel " + kernels_of(v)[0] + " ready (a variant loaded on first need)");
+    }
+  }
+  return *this;
+}
+
+const LoadedKernel& loaded_segment(const Plan& p, size_t index, const ValueSizes& sizes, int multiprocessors) {
+  const KernelSlot& slot = p.kernel_slot(index);
+  const LoadedKernel* k = slot.ready.load(std::memory_order_acquire);
+  if (k == nullptr) {
+    load_segments(p, sizes, multiprocessors);
+    k = slot.ready.load(std::memory_order_acquire);
+  }
+  return *k;
+}
+
+const LoadedKernel& loaded_pattern_kernel(const Plan& plan, size_t index) {
+  const ConcreteFusion& c = *plan.concrete;
+  const Segment& seg = plan.segmentation.segments[index];
+  KernelSlot& slot = plan.kernel_slot(index);
+  if (const LoadedKernel* k = slot.ready.load(std::memory_order_acquire)) return *k;
+  std::lock_guard lock(plan.kernels_mutex);
+  if (const LoadedKernel* k = slot.ready.load(std::memory_order_acquire)) return *k;
+  if (seg.task.children.empty()) fail(KF_ERR_INTERNAL, "a library segment without a pattern has no kernel");
+  const Task& pattern = seg.task.children[0];
+  const std::optional<MatmulPattern> p = describe_matmul_pattern(c, pattern);
+  if (!p) fail(KF_ERR_INTERNAL, "a library segment's nested task is no matmul pattern");
+  if (!seg.schedule) fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue has no schedule");
+  Task task = matmul_epilogue_task(*c.fusion, pattern, *p);
+  KernelPlan kernel_plan = emit_kernel(c, task, *seg.schedule);
+  if (!kernel_plan.long_row_name.empty())
+    fail(KF_ERR_INTERNAL, "a matmul pattern's epilogue kernel ", kernel_plan.name, " is a row kernel");
+  std::unique_ptr<LoadedKernel> k = make_loaded(c, task, std::move(kernel_plan));
+  k->task = std::move(task);
+  k->product = p->product;
+  k->variant(KernelVariant::Main);
+  slot.kernel = std::move(k);
+  slot.ready.store(slot.kernel.get(), std::memory_order_release);
+  return *slot.kernel;
+}
+
+}  // namespace kf

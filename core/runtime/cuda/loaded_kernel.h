@@ -1,0 +1,83 @@
+// A generated segment's kernels as loaded on its device, and when each is
+// compiled. A plan's kernels come in variants, and each call takes one by
+// its sizes (kernel_variant): the main kernels, the long-row kernel of a
+// row plan (rows too long for its registers) or its split-row plan (few
+// rows, each too long for one block). A variant is compiled and loaded the
+// first time a call takes it: the first run of a segmentation compiles,
+// for all its segments at once on the compile pool, the variant each
+// segment takes in that run, and nothing else (docs/PERF.md, session 14:
+// the first call waited for the long-row kernel it did not launch).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/codegen/kernel_plan.h"
+#include "core/concretize/shape_inference.h"
+#include "core/ir/task.h"
+#include "core/pipeline/plan.h"
+#include "core/runtime/cuda/driver.h"
+#include "core/runtime/cuda/launch.h"
+#include "core/runtime/cuda/segment_kernels.h"
+
+namespace kf {
+
+enum class KernelVariant : uint8_t {
+  Main,       // plan.name, with finish_name and later
+  LongRows,   // PerRow: plan.long_row_name, with finish_name
+  SplitRows,  // PerRow: plan.split_rows[0] (its Main variant)
+};
+
+// The variant a call with `sizes` launches (multiprocessors: the device's).
+KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors);
+
+struct LoadedKernel {
+  KernelPlan plan;
+  std::vector<cuda::SlotSource> sources;
+  int device = 0;
+  // Set when a variant that launches them is loaded; read only after
+  // variant() has returned for that variant.
+  CUfunction function = nullptr;  // Main
+  CUfunction long_row = nullptr;  // LongRows
+  CUfunction finish = nullptr;    // ColumnReduce and inner-outer PerRow: the finishing kernel
+  std::vector<CUfunction> later;  // ColumnReduce, SplitRows, Scatter, Scan: plan.later's kernels
+  cuda::KernelLimits limits;       // Main, Elementwise: for its waves
+  cuda::KernelLimits long_limits;  // LongRows: for its block and stage
+  std::unique_ptr<LoadedKernel> split;  // PerRow with plan.split_rows: that plan
+  int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
+  Task task;             // a matmul pattern's epilogue: what the kernel computes
+
+  // The kernel to launch for variant `v` (*split for SplitRows), compiled
+  // (on the compile pool) and loaded on first need. Thread-safe; after the
+  // first time, one atomic load.
+  const LoadedKernel& variant(KernelVariant v) const;
+
+  // The kernel names variant `v` of this plan launches (SplitRows: none of
+  // this plan's; see `split`).
+  std::vector<std::string> kernels_of(KernelVariant v) const;
+  // Loads variant `v` (Main or LongRows) from `units`, compiled for
+  // kernels_of(v) (images absent for kernels loaded already); marks it loaded.
+  void load(KernelVariant v, const cuda::CompiledUnits& units);
+
+ private:
+  mutable std::mutex mutex_;               // held while a variant loads
+  mutable std::atomic<bool> loaded_[2]{};  // Main, LongRows
+};
+
+// The kernel of generated segment `index`. The first call of a
+// segmentation makes every segment's plan and compiles and loads the
+// variant each takes with `sizes` (a segment whose sizes
+// `sizes` does not carry, as in kf_execute_segment, takes that of empty
+// sizes: its main kernels).
+const LoadedKernel& loaded_segment(const Plan& p, size_t index, const ValueSizes& sizes, int multiprocessors);
+
+// The kernel of a matmul pattern's epilogue (bias, casts, activation),
+// for a library segment that cuBLASLt cannot run as one call: generated
+// and loaded on first use, kept in the segment's slot.
+const LoadedKernel& loaded_pattern_kernel(const Plan& plan, size_t index);
+
+}  // namespace kf

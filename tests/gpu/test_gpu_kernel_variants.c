@@ -1,0 +1,139 @@
+/* A row plan's kernel variants compile on first need (loaded_kernel.h):
+ * one plan covers short rows (the main kernel), rows too long for the
+ * registers (the long-row kernel) and a few long rows (the split-row
+ * kernels). The first call compiles only the variant its sizes take; each
+ * other variant compiles when a call first takes it, and a call that takes
+ * a loaded variant compiles nothing. Compiles are counted as the files of
+ * a disk cache of this test's own; the sums are exact in float32, so every
+ * variant must give exactly the host's result. */
+#include <dirent.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gpu/gpu_util.h"
+#include "test_util.h"
+
+/* A constant no other test uses, so every kernel here is new to the cache. */
+static const char* kRowSum =
+    "input x: tensor<float32, 2>\n"
+    "const k: float32 = 1.5\n"
+    "y = mul(x, k)\n"
+    "s = sum(y) {axes=[1], keepdim=false}\n"
+    "output s\n";
+
+static char cache_dir[] = "/tmp/kfuse-variants-XXXXXX";
+
+static int cached_kernels(void) {
+  DIR* d = opendir(cache_dir);
+  assert_non_null(d);
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    const size_t len = strlen(e->d_name);
+    if (len > 6 && strcmp(e->d_name + len - 6, ".kfbin") == 0) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Runs the row sum on [rows, cols] and checks every sum exactly. */
+static void run_rows(kf_fusion f, int64_t rows, int64_t cols) {
+  const size_t n = (size_t)(rows * cols);
+  float* host = malloc(n * sizeof(float));
+  assert_non_null(host);
+  for (size_t i = 0; i < n; ++i) host[i] = (float)((int)((i * 7 + i / 5) % 19) - 9) / 8.0f;
+  void* dev = gpu_alloc(n * sizeof(float));
+  gpu_to_device(dev, host, n * sizeof(float));
+  int64_t shape[2] = {rows, cols};
+  DLTensor x;
+  memset(&x, 0, sizeof x);
+  x.data = dev;
+  x.device.device_type = kDLCUDA;
+  x.ndim = 2;
+  x.dtype = kf_test_f32();
+  x.shape = shape;
+  const DLTensor* in[1] = {&x};
+  DLManagedTensor* out[1];
+  KF_CHECK(kf_execute(f, in, 1, out, 1, NULL));
+  GPU_CHECK(gpu.ctx_sync());
+  float* got = malloc((size_t)rows * sizeof(float));
+  assert_non_null(got);
+  gpu_to_host(got, out[0]->dl_tensor.data, (size_t)rows * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) {
+    double want = 0;  /* every partial sum is a multiple of 1/16 below 2^20: exact */
+    for (int64_t c = 0; c < cols; ++c) want += 1.5 * host[r * cols + c];
+    if ((float)want != got[r]) fail_msg("[%lld x %lld] row %lld: got %.9g, want %.9g", (long long)rows,
+                                        (long long)cols, (long long)r, got[r], want);
+  }
+  out[0]->deleter(out[0]);
+  free(got);
+  gpu_free(dev);
+  free(host);
+}
+
+static void test_variants_compile_on_first_need(void** state) {
+  (void)state;
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(kRowSum, &f));
+
+  /* The plan has a long-row kernel and a split-row plan. */
+  {
+    int64_t shape[2] = {64, 1024};
+    void* dev = gpu_alloc(64 * 1024 * sizeof(float));
+    DLTensor x;
+    memset(&x, 0, sizeof x);
+    x.data = dev;
+    x.device.device_type = kDLCUDA;
+    x.ndim = 2;
+    x.dtype = kf_test_f32();
+    x.shape = shape;
+    const DLTensor* in[1] = {&x};
+    kf_concrete c;
+    KF_CHECK(kf_concretize(f, in, 1, &c));
+    kf_segmentation s;
+    KF_CHECK(kf_segment(c, &s));
+    char* source = NULL;
+    KF_CHECK(kf_segment_cuda_source(s, 0, &source));
+    assert_non_null(strstr(source, "_long(const KfArgs args)"));
+    assert_non_null(strstr(source, "rows split over blocks"));
+    kf_string_free(source);
+    kf_segmentation_release(s);
+    kf_concrete_release(c);
+    gpu_free(dev);
+  }
+
+  const int before = cached_kernels();
+  run_rows(f, 64, 1024); /* short rows: the main kernel only */
+  const int main_only = cached_kernels();
+  assert_int_equal(main_only - before, 1);
+  run_rows(f, 512, 32768); /* rows too long for the registers */
+  const int with_long = cached_kernels();
+  assert_int_equal(with_long - main_only, 1);
+  run_rows(f, 4, 32768); /* a few long rows: the split-row kernels */
+  const int with_split = cached_kernels();
+  assert_true(with_split - with_long >= 2);
+  run_rows(f, 100, 2000); /* every variant loaded: nothing compiles */
+  run_rows(f, 300, 20000);
+  run_rows(f, 3, 20000);
+  assert_int_equal(cached_kernels(), with_split);
+  kf_fusion_release(f);
+}
+
+int main(void) {
+  GPU_REQUIRE_DEVICE();
+  /* A disk cache of this test's own (read once, on the first compile). */
+  if (mkdtemp(cache_dir) == NULL) return 1;
+  setenv("KFUSE_CACHE_DIR", cache_dir, 1);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_variants_compile_on_first_need),
+  };
+  const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf '%s'", cache_dir);
+  if (system(command) != 0) fprintf(stderr, "could not remove %s\n", cache_dir);
+  return failed;
+}
