@@ -91,7 +91,7 @@ int column_result_words(const Fusion& f, const RowDomain& rows) {
 
 bool column_epilogue(const ColumnParams& p) { return p.rows.normalizes; }
 
-void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) {
+void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, std::vector<ArgCheck>* checks) {
   const Fusion& f = w.fusion();
   const ExtentSets& sets = extent_sets_of(w.concrete());
   const RowDomain& s = p.rows;
@@ -146,9 +146,12 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
   if (outs.empty()) store_plan.outputs.clear();
   const KernelWriter::Section cond = w.reserve();
   const std::string vec_flag = w.fresh("kfvec");
-  if (p.vectors.width > 0) {
+  // w.paths: the vector path, the scalar one or both behind vec_flag.
+  const bool vector_path = p.vectors.width > 0 && w.paths != KernelWriter::Paths::Scalar;
+  const bool scalar_path = p.vectors.width == 0 || w.paths != KernelWriter::Paths::Vector;
+  if (vector_path) {
     // Vector columns: thread tx holds columns c0 + tx * V + lane.
-    w.open("if (" + vec_flag + ")");
+    w.open(scalar_path ? "if (" + vec_flag + ")" : "");
     w.line("const long long cb = c0 + (long long)tx * " + Vs + ";");
     w.open("if (cb < " + cols + ")");
     const std::vector<std::string> kidx = unravel(w, dom, kept, "cb", "_c");
@@ -189,38 +192,48 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase) 
     w.end_result_loads();
     w.close();
     std::vector<std::string> conds = {w.extent(dom, last) + " % " + Vs + " == 0"};
-    used_vector_conditions(w, sets, p.vectors, dom, true, &conds);
-    w.fill(cond, {"const bool " + vec_flag + " = " + all_of(conds) + ";"});
-    w.close_open("else");
+    ArgCheck width_check{ArgCheck::Kind::Multiple, {}, 0, V};
+    if (w.size_class(dom, last) == SizeClass::Many) width_check.words.push_back(w.word(ArgSlot::Kind::Extent, dom, static_cast<int>(last)));
+    else width_check.offset = w.size_class(dom, last) == SizeClass::One ? 1 : 0;
+    std::vector<ArgCheck> host_checks = {width_check};
+    used_vector_conditions(w, sets, p.vectors, dom, true, &conds, &host_checks);
+    if (checks != nullptr) checks->insert(checks->end(), host_checks.begin(), host_checks.end());
+    // With the vector path alone the host has checked the conditions.
+    w.fill(cond, {"const bool " + vec_flag + " = " + (scalar_path ? all_of(conds) : "true") + ";"});
+    if (scalar_path) w.close_open("else");
   } else {
     w.fill(cond, {"const bool " + vec_flag + " = false;"});
-    w.open("");
   }
-  // Scalar columns: thread tx holds columns c0 + tx + col_threads * lane (coalesced).
-  std::vector<std::string> cl(static_cast<size_t>(V));
-  std::vector<std::vector<std::string>> kidx(static_cast<size_t>(V));
-  for (int lane = 0; lane < V; ++lane) {
-    const size_t l = static_cast<size_t>(lane);
-    cl[l] = w.fresh("cl");
-    w.line("const long long " + cl[l] + " = c0 + tx + " + std::to_string(p.col_threads * lane) + ";");
-    kidx[l] = unravel(w, dom, kept, cl[l] + " < " + cols + " ? " + cl[l] + " : 0", "_" + std::to_string(lane));
-  }
-  w.begin_result_loads();
-  w.line("#pragma unroll 2");
-  w.open("for (long long q = q0 + ty; q < q1; q += " + groups + ")");
-  const std::vector<std::string> ridx = unravel(w, dom, red, "q");
-  for (int lane = 0; lane < V; ++lane) {
-    w.open("if (" + cl[static_cast<size_t>(lane)] + " < " + cols + ")");
-    std::vector<std::string> idx(r);
-    for (size_t k = 0; k < kept.size(); ++k) idx[kept[k]] = kidx[static_cast<size_t>(lane)][k];
-    for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = ridx[k];
-    accumulate(lane, idx);
-    for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
+  if (scalar_path) {
+    if (!vector_path) w.open("");
+    // Scalar columns: thread tx holds columns c0 + tx + col_threads * lane (coalesced).
+    std::vector<std::string> cl(static_cast<size_t>(V));
+    std::vector<std::vector<std::string>> kidx(static_cast<size_t>(V));
+    for (int lane = 0; lane < V; ++lane) {
+      const size_t l = static_cast<size_t>(lane);
+      cl[l] = w.fresh("cl");
+      w.line("const long long " + cl[l] + " = c0 + tx + " + std::to_string(p.col_threads * lane) + ";");
+      kidx[l] = unravel(w, dom, kept, cl[l] + " < " + cols + " ? " + cl[l] + " : 0", "_" + std::to_string(lane));
+    }
+    w.begin_result_loads();
+    w.line("#pragma unroll 2");
+    w.open("for (long long q = q0 + ty; q < q1; q += " + groups + ")");
+    const std::vector<std::string> ridx = unravel(w, dom, red, "q");
+    for (int lane = 0; lane < V; ++lane) {
+      w.open("if (" + cl[static_cast<size_t>(lane)] + " < " + cols + ")");
+      std::vector<std::string> idx(r);
+      for (size_t k = 0; k < kept.size(); ++k) idx[kept[k]] = kidx[static_cast<size_t>(lane)][k];
+      for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = ridx[k];
+      accumulate(lane, idx);
+      for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
+      w.close();
+    }
+    w.close();
+    w.end_result_loads();
+    w.close();
+  } else {
     w.close();
   }
-  w.close();
-  w.end_result_loads();
-  w.close();
   if (exprs.empty()) return;
   // Combine the row groups through shared memory (one buffer, reused by
   // each accumulator in turn), then one partial per column.

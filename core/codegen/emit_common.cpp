@@ -78,6 +78,7 @@ void use_vectors(KernelWriter& w, const VectorPlan& vp) {
   w.lane_dim = vp.dim;
   w.lane_width = vp.width;
   w.lane_conditions.clear();
+  w.lane_checks.clear();
 }
 
 std::string vector_type(const KernelWriter& w, int64_t v, int V) {
@@ -85,7 +86,11 @@ std::string vector_type(const KernelWriter& w, int64_t v, int V) {
 }
 
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
-                       std::vector<std::string>* conds, const std::vector<int>* input_dims) {
+                       std::vector<std::string>* conds, const std::vector<int>* input_dims,
+                       std::vector<ArgCheck>* checks) {
+  std::vector<ArgCheck> unused;
+  if (checks == nullptr) checks = &unused;
+  using K = ArgSlot::Kind;
   const size_t r = w.rank(v), rd = w.rank(dom);
   std::vector<int> dims;
   if (input_dims != nullptr) {
@@ -104,28 +109,39 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
   // A vector wider than 16 bytes moves as several 16-byte ones.
   const int bytes = std::min(width * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
   conds->push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)");
+  checks->push_back({ArgCheck::Kind::Multiple, {w.word(K::Data, v)}, 0, bytes});
   conds->push_back(w.stride(v, pv) + " == 1");
+  checks->push_back({ArgCheck::Kind::Equal, {w.word(K::Stride, v, static_cast<int>(pv))}, 1});
   for (size_t d = 0; d < r; ++d)
-    if (d != pv && w.size_class(v, d) == SizeClass::Many)
+    if (d != pv && w.size_class(v, d) == SizeClass::Many) {
       conds->push_back(w.stride(v, d) + " % " + std::to_string(width) + " == 0");
+      checks->push_back({ArgCheck::Kind::Multiple, {w.word(K::Stride, v, static_cast<int>(d))}, 0, width});
+    }
   for (size_t d = 0; d < r; ++d) {
     if (dims[d] < 0) continue;
-    if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, dims[d]))
+    if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, dims[d])) {
       conds->push_back(w.extent(v, d) + " == " + w.extent(dom, static_cast<size_t>(dims[d])));
+      const size_t dd = static_cast<size_t>(dims[d]);
+      ArgCheck same{ArgCheck::Kind::Equal, {w.word(K::Extent, v, static_cast<int>(d))}};
+      if (w.size_class(dom, dd) == SizeClass::Many) same.words.push_back(w.word(K::Extent, dom, dims[d]));
+      else same.offset = w.size_class(dom, dd) == SizeClass::One ? 1 : 0;
+      checks->push_back(same);
+    }
   }
 }
 
 void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
-                            bool every_group, std::vector<std::string>* conds) {
+                            bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks) {
   std::vector<std::pair<int64_t, std::vector<int>>> seen;
   for (const auto& [key, vr] : w.vector_regs) {
     if (!every_group && vr.ok_group != 0) continue;
     if (std::find(seen.begin(), seen.end(), std::make_pair(key.first, vr.dims)) != seen.end()) continue;
     seen.emplace_back(key.first, vr.dims);
-    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds, &vr.dims);
+    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds, &vr.dims, checks);
   }
-  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds);
+  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds, nullptr, checks);
   conds->insert(conds->end(), w.lane_conditions.begin(), w.lane_conditions.end());
+  if (checks != nullptr) checks->insert(checks->end(), w.lane_checks.begin(), w.lane_checks.end());
 }
 
 std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok) {

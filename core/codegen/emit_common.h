@@ -38,12 +38,15 @@ void use_vectors(KernelWriter& w, const VectorPlan& vp);
 // Run-time conditions for moving `v` as vectors of `width` elements along
 // domain dim `dim` (v: a vector input, or an output in domain order).
 // input_dims: the input's dims mapped to the domain's (default: the plan's).
+// checks (when not null): the same conditions for the host (ArgCheck).
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
-                       std::vector<std::string>* conds, const std::vector<int>* input_dims = nullptr);
+                       std::vector<std::string>* conds, const std::vector<int>* input_dims = nullptr,
+                       std::vector<ArgCheck>* checks = nullptr);
 // The conditions of every vector register used in group 0 (or in any
-// group when `every_group`) and of the plan's outputs.
+// group when `every_group`) and of the plan's outputs (and of the shifted
+// lanes), with their host forms in `checks` when not null.
 void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
-                            bool every_group, std::vector<std::string>* conds);
+                            bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks = nullptr);
 // The vector loads of the used (candidate, group) registers of `section`,
 // each guarded by its group's condition (group_ok empty: unguarded).
 std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok);

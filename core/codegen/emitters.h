@@ -24,7 +24,10 @@ int row_stage_bytes(const Fusion& f, const RowParams& p);
 // emit_column.cpp: per phase, kernel 1 (partials) and kernel 2 (finish);
 // then, when column_epilogue, the epilogue (emit_column_partials with
 // phase = the number of phases). All read args.scratch and args.splits.
-void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase = 0);
+// w.paths picks the paths written; `checks` (when not null) receives the
+// vector path's conditions for the host.
+void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase = 0,
+                          std::vector<ArgCheck>* checks = nullptr);
 void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase = 0);
 // Whether the domain-shaped outputs wait for the results (a normalization:
 // a kernel after the last phase writes them).

@@ -46,6 +46,25 @@ struct ArgSlot {
   int dim = 0;    // Extent/Stride/Divisor: dimension
 };
 
+// A condition on one launch's argument words (the slots' values as
+// fill_arguments writes them) that the host evaluates: whether a kernel's
+// 16-byte vector path may run (KernelPlan::scalar_twins).
+struct ArgCheck {
+  enum class Kind : uint8_t {
+    Multiple,       // (sum of the words + offset) % modulus == 0: a pointer's alignment, a stride's or an extent's multiple
+    SliceMultiple,  // kf_slice_start(words[0], offset) % modulus == 0: a slice's start (prelude.cpp)
+    Equal,          // words[0] == words[1], or == offset when there is one word
+  };
+  Kind kind = Kind::Multiple;
+  std::vector<int> words;
+  int64_t offset = 0;
+  int64_t modulus = 1;
+  bool operator==(const ArgCheck&) const = default;
+};
+
+// Whether `check` holds for argument words `args`.
+bool holds(const ArgCheck& check, const int64_t* args);
+
 // Division of 0 <= n < 2^31 by an extent 1 <= d < 2^31 with a multiply-high
 // and a shift (Granlund and Montgomery, "Division by invariant integers
 // using multiplication", PLDI 1994): s = ceil(log2 d), m = floor(2^32 (2^s
@@ -174,6 +193,18 @@ struct KernelPlan {
     Grid grid = Grid::Partials;
   };
   std::vector<LaterKernel> later;
+  // ColumnReduce: kernels with a 16-byte vector path, each with a scalar
+  // twin for the calls whose tensors do not allow it (alignment, strides,
+  // sizes). A call launches the twins when any of vector_checks fails; they
+  // are compiled the first time a call needs them (the scalar path is most
+  // of such a kernel's compile time: docs/PERF.md, session 14).
+  struct ScalarTwin {
+    std::string kernel, scalar;
+  };
+  std::vector<ScalarTwin> scalar_twins;
+  std::vector<ArgCheck> vector_checks;
+  // The scalar twin of `kernel`, or `kernel` when it has none.
+  const std::string& scalar_of(const std::string& kernel) const;
   // PerRow: the split-row kernels (0 or 1 plan of kind SplitRows), in a
   // source of their own, compiled the first time a call needs them.
   std::vector<KernelPlan> split_rows;

@@ -1,7 +1,9 @@
 // kernel_source: wraps the emitted bodies into one CUDA translation unit
 // (the argument struct, __launch_bounds__, names from a hash of the text)
 // and derives the launch rule from the schedule.
+#include <algorithm>
 #include <cstdio>
+#include <string_view>
 
 #include "core/codegen/emitters.h"
 #include "core/codegen/kernel_plan.h"
@@ -42,10 +44,14 @@ KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body
           "(const KfArgs args) {\n" + body + "}\n"};
 }
 
+// A kernel's scalar twin (KernelPlan::scalar_twins): its suffix + this.
+constexpr std::string_view kScalarSuffix = "_scalar";
+
 // Names every kernel of `kernels` kf_<hash of the whole text><suffix>, so
 // equal sources get equal names (the kernel cache keys on the source).
 // Suffixes: "" (the main kernel), "_finish" and "_long" set plan.name,
-// finish_name and long_row_name.
+// finish_name and long_row_name; "<suffix>_scalar" is the scalar twin of
+// the kernel with <suffix>.
 void assemble(KernelPlan& plan, const std::string& args, const std::vector<KernelText>& kernels,
               const std::vector<std::string>& suffixes) {
   std::string unnamed = args;
@@ -58,6 +64,10 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
     text += kernel;
     plan.units.push_back({name + suffixes[i], prelude + args + kernel});
     const std::string& sfx = suffixes[i];
+    if (sfx.ends_with(kScalarSuffix)) {  // the scalar twin of the kernel before it
+      plan.scalar_twins.push_back({name + sfx.substr(0, sfx.size() - kScalarSuffix.size()), name + sfx});
+      continue;
+    }
     if (sfx != "_finish" && (sfx.starts_with("_p") || sfx.starts_with("_f") || sfx.starts_with("_s_") || sfx == "_epilogue"))  // later column and scatter kernels
       plan.later.push_back({name + sfx, sfx == "_epilogue"    ? KernelPlan::LaterKernel::Grid::Epilogue
                                         : sfx.starts_with("_f") ? KernelPlan::LaterKernel::Grid::Finish
@@ -131,19 +141,34 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.extra_args = 2;
     std::vector<KernelText> kernels;
     std::vector<std::string> suffixes;
-    for (size_t ph = 0; ph < phases; ++ph) {
-      emit_column_partials(w, *col, ph);
+    // A kernel with a vector path is written twice: the vector path alone
+    // (its conditions checked by the host) and the scalar path alone, a
+    // twin compiled only for calls that need it.
+    const bool twins = col->vectors.width > 0;
+    const auto partials = [&](size_t ph, const std::string& suffix) {
+      w.paths = twins ? KernelWriter::Paths::Vector : KernelWriter::Paths::Both;
+      std::vector<ArgCheck> checks;
+      emit_column_partials(w, *col, ph, &checks);
+      for (const ArgCheck& c : checks)
+        if (std::find(plan.vector_checks.begin(), plan.vector_checks.end(), c) == plan.vector_checks.end())
+          plan.vector_checks.push_back(c);
       kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
+      suffixes.push_back(suffix);
+      if (twins) {
+        w.paths = KernelWriter::Paths::Scalar;
+        emit_column_partials(w, *col, ph);
+        kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
+        suffixes.push_back(suffix + std::string(kScalarSuffix));
+      }
+      w.paths = KernelWriter::Paths::Both;
+    };
+    for (size_t ph = 0; ph < phases; ++ph) {
+      partials(ph, ph == 0 ? "" : "_p" + std::to_string(ph));
       emit_column_finish(w, *col, ph);
       kernels.push_back(kernel_text(col->finish_block, false, w.take_kernel()));
-      suffixes.push_back(ph == 0 ? "" : "_p" + std::to_string(ph));
       suffixes.push_back(ph == 0 ? "_finish" : "_f" + std::to_string(ph));
     }
-    if (epilogue) {
-      emit_column_partials(w, *col, phases);
-      kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
-      suffixes.push_back("_epilogue");
-    }
+    if (epilogue) partials(phases, "_epilogue");
     plan.args = w.args();
     assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"), kernels, suffixes);
     return plan;
@@ -275,6 +300,32 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
   assemble(plan, args_struct(plan.args.size(), ""),
            {kernel_text(launch.block, launch.row_items > 0, w.preamble() + w.body())}, {""});
   return plan;
+}
+
+const std::string& KernelPlan::scalar_of(const std::string& kernel) const {
+  for (const ScalarTwin& t : scalar_twins)
+    if (t.kernel == kernel) return t.scalar;
+  return kernel;
+}
+
+bool holds(const ArgCheck& check, const int64_t* args) {
+  switch (check.kind) {
+    case ArgCheck::Kind::Multiple: {
+      int64_t sum = check.offset;
+      for (int w : check.words) sum += args[w];
+      return check.modulus > 0 && sum % check.modulus == 0;
+    }
+    case ArgCheck::Kind::SliceMultiple: {  // kf_slice_start (prelude.cpp)
+      const int64_t extent = args[check.words.at(0)];
+      int64_t start = check.offset;
+      if (start < 0) start = start < -extent ? 0 : start + extent;
+      start = std::min(start, extent);
+      return check.modulus > 0 && start % check.modulus == 0;
+    }
+    case ArgCheck::Kind::Equal:
+      return args[check.words.at(0)] == (check.words.size() > 1 ? args[check.words[1]] : check.offset);
+  }
+  return false;
 }
 
 size_t KernelPlan::unit_of(const std::string& kernel) const {

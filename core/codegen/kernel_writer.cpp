@@ -435,9 +435,12 @@ bool KernelWriter::lane_indexed(const std::string& i) const {
 
 std::string KernelWriter::shifted_lanes(const std::string& index, const std::string& base, const std::string& guard,
                                         const std::vector<std::string>& conditions,
+                                        const std::vector<ArgCheck>& checks,
                                         const std::function<std::string()>& fn) {
   for (const std::string& c : conditions)
     if (std::find(lane_conditions.begin(), lane_conditions.end(), c) == lane_conditions.end()) lane_conditions.push_back(c);
+  for (const ArgCheck& c : checks)
+    if (std::find(lane_checks.begin(), lane_checks.end(), c) == lane_checks.end()) lane_checks.push_back(c);
   const std::vector<std::string> saved_index = lane_index, saved_base = lane_base;
   const std::string saved_guard = lane_guard_;
   const int saved_group = group, saved_ok = lane_ok_group_;
@@ -652,7 +655,10 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         sub[dim] = "(" + start + " + " + idx[dim] + step + ")";
         if (sl.step == 1 && lane_indexed(idx[dim]))  // the lanes, shifted by the start
           return shifted_lanes(sub[dim], "(" + start + " + " + lane_base[lane_dim] + ")", "",
-                               {start + " % " + std::to_string(lane_width) + " == 0"}, [&] { return value_at(in, sub); });
+                               {start + " % " + std::to_string(lane_width) + " == 0"},
+                               {ArgCheck{ArgCheck::Kind::SliceMultiple, {word(ArgSlot::Kind::Extent, in, static_cast<int>(dim))},
+                                         sl.start, lane_width}},
+                               [&] { return value_at(in, sub); });
       }
       return value_at(in, sub);
     }
@@ -698,10 +704,16 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
       const bool lanes = lane_indexed(idx[dim]);
       const std::string lane0 = lanes ? lane_base[lane_dim] : "";
       std::string begin = "0";
+      ArgCheck end_check{ArgCheck::Kind::Multiple, {}, 0, lane_width};  // `end` % lane_width == 0, for the host
       for (size_t k = 0; k < e.inputs.size(); ++k) {
         const int64_t a = e.inputs[k];
         const bool last = k + 1 == e.inputs.size();
         const std::string ext = extent(a, dim);
+        switch (size_class(a, dim)) {
+          case SizeClass::Many: end_check.words.push_back(word(ArgSlot::Kind::Extent, a, static_cast<int>(dim))); break;
+          case SizeClass::One: ++end_check.offset; break;
+          case SizeClass::Zero: break;
+        }
         const std::string end = last ? "" : begin == "0" ? ext : hoist(idx_t_, "cat", begin + " + " + ext);
         const std::string cond = idx[dim] + " < " + end;
         if (k == 0) open("if (" + cond + ")");
@@ -716,13 +728,15 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         std::string v;
         if (lanes && size_class(a, dim) == SizeClass::Many) {
           std::vector<std::string> guard, conds;
+          std::vector<ArgCheck> checks;
           if (begin != "0") guard.push_back(lane0 + " >= " + begin);
           if (!last) {
             guard.push_back(lane0 + " < " + end);
             conds.push_back(end + " % " + std::to_string(lane_width) + " == 0");
+            checks.push_back(end_check);
           }
           const std::string base = begin == "0" ? lane0 : "(" + lane0 + " - " + begin + ")";
-          v = shifted_lanes(s[dim], base, join(guard, " && "), conds, [&] { return value_at(a, s); });
+          v = shifted_lanes(s[dim], base, join(guard, " && "), conds, checks, [&] { return value_at(a, s); });
         } else {
           v = value_at(a, s);
         }

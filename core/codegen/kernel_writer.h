@@ -140,6 +140,18 @@ class KernelWriter {
   size_t lane_dim = 0;
   int lane_width = 0;  // 0: no shifted lanes (use_vectors sets both)
   std::vector<std::string> lane_conditions;
+  std::vector<ArgCheck> lane_checks;  // lane_conditions for the host (ArgCheck)
+
+  // Which paths a kernel with a 16-byte vector path and a scalar fallback
+  // writes: both behind a run-time test, or one alone, the other path
+  // being a twin kernel of its own that the host picks by its ArgChecks
+  // (KernelPlan::scalar_twins). Emitters that split read it.
+  enum class Paths : uint8_t { Both, Vector, Scalar };
+  Paths paths = Paths::Both;
+
+  // The argument word (slot index) of `value`'s extent or stride at `dim`,
+  // or of its data pointer: what an ArgCheck reads.
+  int word(ArgSlot::Kind kind, int64_t value, int dim = 0) { return slot(kind, value, dim); }
 
   // Tiles staged in shared memory: a load of `value` at exactly `first`
   // reads the expression `second` instead (a register form).
@@ -173,10 +185,11 @@ class KernelWriter {
   // Whether index `i` of a dim is the current lanes' own index along their dim.
   bool lane_indexed(const std::string& i) const;
   // fn() with the lanes' index along their dim replaced by `index` (lane
-  // 0's by `base`), loads guarded by `guard` too, and `condition` required
-  // of the vector path.
+  // 0's by `base`), loads guarded by `guard` too, and `conditions` (with
+  // their host forms `checks`) required of the vector path.
   std::string shifted_lanes(const std::string& index, const std::string& base, const std::string& guard,
-                            const std::vector<std::string>& conditions, const std::function<std::string()>& fn);
+                            const std::vector<std::string>& conditions, const std::vector<ArgCheck>& checks,
+                            const std::function<std::string()>& fn);
   std::string pointwise(const Expr& e, const std::vector<std::string>& idx);
   std::string shape(const Expr& e, const std::vector<std::string>& idx);
   std::string indexing(const Expr& e, const std::vector<std::string>& idx);

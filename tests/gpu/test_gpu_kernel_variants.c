@@ -1,10 +1,12 @@
-/* A row plan's kernel variants compile on first need (loaded_kernel.h):
- * one plan covers short rows (the main kernel), rows too long for the
- * registers (the long-row kernel) and a few long rows (the split-row
- * kernels). The first call compiles only the variant its sizes take; each
- * other variant compiles when a call first takes it, and a call that takes
- * a loaded variant compiles nothing. Compiles are counted as the files of
- * a disk cache of this test's own; the sums are exact in float32, so every
+/* Kernel variants compile on first need (loaded_kernel.h). A row plan
+ * covers short rows (the main kernel), rows too long for the registers
+ * (the long-row kernel) and a few long rows (the split-row kernels); a
+ * column plan's vector kernels have scalar twins for the calls whose
+ * tensors fail a vector check (here: a width not a multiple of the
+ * vector). The first call compiles only what its sizes take; each other
+ * variant compiles when a call first takes it, and a call that takes a
+ * loaded variant compiles nothing. Compiles are counted as the files of a
+ * disk cache of this test's own; the sums are exact in float32, so every
  * variant must give exactly the host's result. */
 #include <dirent.h>
 #include <stdarg.h>
@@ -25,6 +27,14 @@ static const char* kRowSum =
     "s = sum(y) {axes=[1], keepdim=false}\n"
     "output s\n";
 
+/* The same reduced over dim 0: a column plan. */
+static const char* kColumnSum =
+    "input x: tensor<float32, 2>\n"
+    "const k: float32 = 1.5\n"
+    "y = mul(x, k)\n"
+    "s = sum(y) {axes=[0], keepdim=false}\n"
+    "output s\n";
+
 static char cache_dir[] = "/tmp/kfuse-variants-XXXXXX";
 
 static int cached_kernels(void) {
@@ -40,8 +50,9 @@ static int cached_kernels(void) {
   return n;
 }
 
-/* Runs the row sum on [rows, cols] and checks every sum exactly. */
-static void run_rows(kf_fusion f, int64_t rows, int64_t cols) {
+/* Runs a row (dim 1) or column (dim 0) sum on [rows, cols] and checks
+ * every sum exactly. */
+static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim) {
   const size_t n = (size_t)(rows * cols);
   float* host = malloc(n * sizeof(float));
   assert_non_null(host);
@@ -60,14 +71,15 @@ static void run_rows(kf_fusion f, int64_t rows, int64_t cols) {
   DLManagedTensor* out[1];
   KF_CHECK(kf_execute(f, in, 1, out, 1, NULL));
   GPU_CHECK(gpu.ctx_sync());
-  float* got = malloc((size_t)rows * sizeof(float));
+  const int64_t sums = dim == 1 ? rows : cols, length = dim == 1 ? cols : rows;
+  float* got = malloc((size_t)sums * sizeof(float));
   assert_non_null(got);
-  gpu_to_host(got, out[0]->dl_tensor.data, (size_t)rows * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r) {
-    double want = 0;  /* every partial sum is a multiple of 1/16 below 2^20: exact */
-    for (int64_t c = 0; c < cols; ++c) want += 1.5 * host[r * cols + c];
-    if ((float)want != got[r]) fail_msg("[%lld x %lld] row %lld: got %.9g, want %.9g", (long long)rows,
-                                        (long long)cols, (long long)r, got[r], want);
+  gpu_to_host(got, out[0]->dl_tensor.data, (size_t)sums * sizeof(float));
+  for (int64_t i = 0; i < sums; ++i) {
+    double want = 0; /* every partial sum is a multiple of 1/16 below 2^20: exact */
+    for (int64_t j = 0; j < length; ++j) want += 1.5 * host[dim == 1 ? i * cols + j : j * cols + i];
+    if ((float)want != got[i]) fail_msg("[%lld x %lld] sum %lld over dim %d: got %.9g, want %.9g", (long long)rows,
+                                        (long long)cols, (long long)i, dim, got[i], want);
   }
   out[0]->deleter(out[0]);
   free(got);
@@ -107,19 +119,36 @@ static void test_variants_compile_on_first_need(void** state) {
   }
 
   const int before = cached_kernels();
-  run_rows(f, 64, 1024); /* short rows: the main kernel only */
+  run_sum(f, 64, 1024, 1); /* short rows: the main kernel only */
   const int main_only = cached_kernels();
   assert_int_equal(main_only - before, 1);
-  run_rows(f, 512, 32768); /* rows too long for the registers */
+  run_sum(f, 512, 32768, 1); /* rows too long for the registers */
   const int with_long = cached_kernels();
   assert_int_equal(with_long - main_only, 1);
-  run_rows(f, 4, 32768); /* a few long rows: the split-row kernels */
+  run_sum(f, 4, 32768, 1); /* a few long rows: the split-row kernels */
   const int with_split = cached_kernels();
   assert_true(with_split - with_long >= 2);
-  run_rows(f, 100, 2000); /* every variant loaded: nothing compiles */
-  run_rows(f, 300, 20000);
-  run_rows(f, 3, 20000);
+  run_sum(f, 100, 2000, 1); /* every variant loaded: nothing compiles */
+  run_sum(f, 300, 20000, 1);
+  run_sum(f, 3, 20000, 1);
   assert_int_equal(cached_kernels(), with_split);
+  kf_fusion_release(f);
+}
+
+static void test_scalar_twins_compile_on_first_need(void** state) {
+  (void)state;
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(kColumnSum, &f));
+  const int before = cached_kernels();
+  run_sum(f, 256, 1024, 0); /* the vector partials and the finish */
+  const int vector = cached_kernels();
+  assert_int_equal(vector - before, 2);
+  run_sum(f, 256, 1001, 0); /* a width the vectors do not divide: the scalar twin */
+  const int twin = cached_kernels();
+  assert_int_equal(twin - vector, 1);
+  run_sum(f, 64, 2048, 0);
+  run_sum(f, 3000, 1003, 0);
+  assert_int_equal(cached_kernels(), twin);
   kf_fusion_release(f);
 }
 
@@ -130,6 +159,7 @@ int main(void) {
   setenv("KFUSE_CACHE_DIR", cache_dir, 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_variants_compile_on_first_need),
+      cmocka_unit_test(test_scalar_twins_compile_on_first_need),
   };
   const int failed = cmocka_run_group_tests(tests, NULL, NULL);
   char command[128];

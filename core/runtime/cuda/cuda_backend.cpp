@@ -140,7 +140,15 @@ class CudaBackend final : public Backend {
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
     if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing
-      // kernel; the buffer is released in stream order behind it.
+      // kernel; the buffer is released in stream order behind it. Tensors
+      // that fail a vector check take the scalar twins (loaded on first need).
+      const bool scalar = scalar_twins_needed(k.plan, args.data());
+      if (scalar) {
+        k.variant(KernelVariant::Scalar);
+        function = k.scalar;
+        name = k.plan.scalar_of(k.plan.name).c_str();
+      }
+      const std::vector<CUfunction>& later = scalar ? k.scalar_later : k.later;
       const size_t n = k.plan.args.size();
       const size_t bytes = static_cast<size_t>(dims.scratch_bytes);
       void* scratch = allocate(bytes, c.device.id, options);
@@ -151,14 +159,15 @@ class CudaBackend final : public Backend {
                dims.grid_y);
         launch(k.finish, k.plan.finish_name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
                stream_of(options), args.data());
-        for (size_t i = 0; i < k.later.size(); ++i) {  // later phases, the epilogue
+        for (size_t i = 0; i < later.size(); ++i) {  // later phases, the epilogue
           const KernelPlan::LaterKernel& l = k.plan.later[i];
+          const char* later_name = scalar ? k.plan.scalar_of(l.name).c_str() : l.name.c_str();
           using Grid = KernelPlan::LaterKernel::Grid;
           if (l.grid == Grid::Finish)
-            launch(k.later[i], l.name.c_str(), dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
+            launch(later[i], later_name, dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,
                    stream_of(options), args.data());
           else
-            launch(k.later[i], l.name.c_str(), dims.grid, dims.block, dims.shared_bytes, stream_of(options), args.data(),
+            launch(later[i], later_name, dims.grid, dims.block, dims.shared_bytes, stream_of(options), args.data(),
                    l.grid == Grid::Epilogue ? dims.epilogue_grid_y : dims.grid_y);
         }
       } catch (...) {

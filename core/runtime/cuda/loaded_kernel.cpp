@@ -15,7 +15,27 @@ using namespace kf::cuda;
 
 constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
 
-size_t index_of(KernelVariant v) { return v == KernelVariant::Main ? 0 : 1; }
+size_t index_of(KernelVariant v) {
+  switch (v) {
+    case KernelVariant::Main: return 0;
+    case KernelVariant::LongRows: return 1;
+    case KernelVariant::Scalar: return 2;
+    case KernelVariant::SplitRows: break;
+  }
+  fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
+}
+
+// Opts `f` in to the plan's shared memory beyond the default limit.
+void allow_shared(int device, const KernelPlan& plan, CUfunction f, const std::string& name) {
+  const auto shared = static_cast<uint32_t>(plan.launch.shared_bytes);
+  if (shared <= kDefaultSharedLimit) return;
+  ScopedContext context(device);
+  if (shared > static_cast<uint32_t>(context.info().max_shared_optin))
+    fail(KF_ERR_UNSUPPORTED, "kernel ", name, " needs ", shared, " bytes of shared memory; the device allows ",
+         context.info().max_shared_optin);
+  check(driver().cuFuncSetAttribute_(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)),
+        "cuFuncSetAttribute");
+}
 
 LoadedQuery loaded_on(int device) {
   return [device](const Digest& key) { return kernel_loaded(device, key); };
@@ -88,18 +108,30 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, in
   return KernelVariant::Main;
 }
 
+bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args) {
+  if (plan.scalar_twins.empty()) return false;
+  for (const ArgCheck& c : plan.vector_checks)
+    if (!holds(c, args)) return true;
+  return false;
+}
+
 std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
   std::vector<std::string> names;
-  if (v == KernelVariant::SplitRows) return names;
-  names.push_back(v == KernelVariant::Main ? plan.name : plan.long_row_name);
+  switch (v) {
+    case KernelVariant::SplitRows: return names;
+    case KernelVariant::Main: names.push_back(plan.name); break;
+    case KernelVariant::LongRows: names.push_back(plan.long_row_name); break;
+    case KernelVariant::Scalar: names.push_back(plan.scalar_of(plan.name)); break;
+  }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
-  if (v == KernelVariant::Main)
-    for (const KernelPlan::LaterKernel& l : plan.later) names.push_back(l.name);
+  if (v == KernelVariant::Main || v == KernelVariant::Scalar)
+    for (const KernelPlan::LaterKernel& l : plan.later)
+      names.push_back(v == KernelVariant::Main ? l.name : plan.scalar_of(l.name));
   return names;
 }
 
 void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
-  if (v == KernelVariant::SplitRows) fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
+  const size_t index = index_of(v);
   const auto load = [&](const std::string& name) {
     const size_t u = plan.unit_of(name);
     return load_kernel(device, units.keys[u], plan.units[u].source, name, units.images[u].get());
@@ -108,19 +140,14 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
   if (v == KernelVariant::Main) {
     function = load(plan.name);
     for (const KernelPlan::LaterKernel& l : plan.later) later.push_back(load(l.name));
-    const auto shared = static_cast<uint32_t>(plan.launch.shared_bytes);
-    if (shared > kDefaultSharedLimit) {
-      ScopedContext context(device);
-      if (shared > static_cast<uint32_t>(context.info().max_shared_optin))
-        fail(KF_ERR_UNSUPPORTED, "kernel ", plan.name, " needs ", shared,
-             " bytes of shared memory; the device allows ", context.info().max_shared_optin);
-      check(driver().cuFuncSetAttribute_(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         static_cast<int>(shared)),
-            "cuFuncSetAttribute");
-    }
+    allow_shared(device, plan, function, plan.name);
     if (plan.launch.kind == LaunchRule::Kind::Elementwise)  // its grid is a few waves of resident blocks
       check(driver().cuFuncGetAttribute_(&limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function),
             "cuFuncGetAttribute");
+  } else if (v == KernelVariant::Scalar) {
+    scalar = load(plan.scalar_of(plan.name));
+    for (const KernelPlan::LaterKernel& l : plan.later) scalar_later.push_back(load(plan.scalar_of(l.name)));
+    allow_shared(device, plan, scalar, plan.scalar_of(plan.name));
   } else {
     long_row = load(plan.long_row_name);
     if (plan.launch.row_stage_bytes > 0) {  // the staged row path: all the device allows
@@ -138,7 +165,7 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     check(driver().cuFuncGetAttribute_(&long_limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, long_row),
           "cuFuncGetAttribute");
   }
-  loaded_[index_of(v)].store(true, std::memory_order_release);
+  loaded_[index].store(true, std::memory_order_release);
 }
 
 const LoadedKernel& LoadedKernel::variant(KernelVariant v) const {

@@ -29,11 +29,17 @@ namespace kf {
 enum class KernelVariant : uint8_t {
   Main,       // plan.name, with finish_name and later
   LongRows,   // PerRow: plan.long_row_name, with finish_name
+  Scalar,     // ColumnReduce: Main with the scalar twins (plan.scalar_twins) of its kernels
   SplitRows,  // PerRow: plan.split_rows[0] (its Main variant)
 };
 
-// The variant a call with `sizes` launches (multiprocessors: the device's).
+// The variant a call with `sizes` launches (multiprocessors: the device's),
+// before its argument words are known: Main stands for Main or Scalar
+// (scalar_twins_needed decides with the words).
 KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors);
+// Whether a call with argument words `args` must launch the scalar twins
+// (a vector check fails).
+bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args);
 
 struct LoadedKernel {
   KernelPlan plan;
@@ -45,6 +51,8 @@ struct LoadedKernel {
   CUfunction long_row = nullptr;  // LongRows
   CUfunction finish = nullptr;    // ColumnReduce and inner-outer PerRow: the finishing kernel
   std::vector<CUfunction> later;  // ColumnReduce, SplitRows, Scatter, Scan: plan.later's kernels
+  CUfunction scalar = nullptr;    // Scalar: the twin of `function`
+  std::vector<CUfunction> scalar_later;  // Scalar: plan.later's kernels or their twins
   cuda::KernelLimits limits;       // Main, Elementwise: for its waves
   cuda::KernelLimits long_limits;  // LongRows: for its block and stage
   std::unique_ptr<LoadedKernel> split;  // PerRow with plan.split_rows: that plan
@@ -59,13 +67,13 @@ struct LoadedKernel {
   // The kernel names variant `v` of this plan launches (SplitRows: none of
   // this plan's; see `split`).
   std::vector<std::string> kernels_of(KernelVariant v) const;
-  // Loads variant `v` (Main or LongRows) from `units`, compiled for
+  // Loads variant `v` (not SplitRows) from `units`, compiled for
   // kernels_of(v) (images absent for kernels loaded already); marks it loaded.
   void load(KernelVariant v, const cuda::CompiledUnits& units);
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[2]{};  // Main, LongRows
+  mutable std::atomic<bool> loaded_[3]{};  // Main, LongRows, Scalar
 };
 
 // The kernel of generated segment `index`. The first call of a
