@@ -108,20 +108,24 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
   const size_t pv = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(dim)) - dims.begin());
   // A vector wider than 16 bytes moves as several 16-byte ones.
   const int bytes = std::min(width * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
-  conds->push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)");
+  // The text only when asked for: its names are declared where first used.
+  const auto text = [&](const std::function<std::string()>& make) {
+    if (conds != nullptr) conds->push_back(make());
+  };
+  text([&] { return "((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)"; });
   checks->push_back({ArgCheck::Kind::Multiple, {w.word(K::Data, v)}, 0, bytes});
-  conds->push_back(w.stride(v, pv) + " == 1");
+  text([&] { return w.stride(v, pv) + " == 1"; });
   checks->push_back({ArgCheck::Kind::Equal, {w.word(K::Stride, v, static_cast<int>(pv))}, 1});
   for (size_t d = 0; d < r; ++d)
     if (d != pv && w.size_class(v, d) == SizeClass::Many) {
-      conds->push_back(w.stride(v, d) + " % " + std::to_string(width) + " == 0");
+      text([&] { return w.stride(v, d) + " % " + std::to_string(width) + " == 0"; });
       checks->push_back({ArgCheck::Kind::Multiple, {w.word(K::Stride, v, static_cast<int>(d))}, 0, width});
     }
   for (size_t d = 0; d < r; ++d) {
     if (dims[d] < 0) continue;
     if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, dims[d])) {
-      conds->push_back(w.extent(v, d) + " == " + w.extent(dom, static_cast<size_t>(dims[d])));
       const size_t dd = static_cast<size_t>(dims[d]);
+      text([&] { return w.extent(v, d) + " == " + w.extent(dom, dd); });
       ArgCheck same{ArgCheck::Kind::Equal, {w.word(K::Extent, v, static_cast<int>(d))}};
       if (w.size_class(dom, dd) == SizeClass::Many) same.words.push_back(w.word(K::Extent, dom, dims[d]));
       else same.offset = w.size_class(dom, dd) == SizeClass::One ? 1 : 0;
@@ -140,7 +144,7 @@ void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const Vecto
     vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds, &vr.dims, checks);
   }
   for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds, nullptr, checks);
-  conds->insert(conds->end(), w.lane_conditions.begin(), w.lane_conditions.end());
+  if (conds != nullptr) conds->insert(conds->end(), w.lane_conditions.begin(), w.lane_conditions.end());
   if (checks != nullptr) checks->insert(checks->end(), w.lane_checks.begin(), w.lane_checks.end());
 }
 

@@ -38,7 +38,8 @@ void use_vectors(KernelWriter& w, const VectorPlan& vp);
 // Run-time conditions for moving `v` as vectors of `width` elements along
 // domain dim `dim` (v: a vector input, or an output in domain order).
 // input_dims: the input's dims mapped to the domain's (default: the plan's).
-// checks (when not null): the same conditions for the host (ArgCheck).
+// conds may be null (the host checks them); checks (when not null): the
+// same conditions for the host (ArgCheck).
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
                        std::vector<std::string>* conds, const std::vector<int>* input_dims = nullptr,
                        std::vector<ArgCheck>* checks = nullptr);
