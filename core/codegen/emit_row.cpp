@@ -371,8 +371,11 @@ bool plain_read(const Fusion& f, const Task& task, int64_t v) {
 // load section p holds the loads first needed in phase p, section
 // phases + 1 + k those of output vector k. Returns the run-time condition
 // under which this path applies.
+// The row's elements held in registers; returns the run-time condition of
+// this path ("" with w.paths == Vector: the host checks it, from `checks`).
 std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& outer, const ExtentSets& sets,
-                       const Task& task, const std::vector<size_t>& red, const std::string& row_len) {
+                       const Task& task, const std::vector<size_t>& red, const std::string& row_len,
+                       std::vector<ArgCheck>* checks) {
   const Fusion& f = w.fusion();
   const RowDomain& s = p.rows;
   const VectorPlan& vp = p.vectors;
@@ -508,15 +511,27 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
         std::find(p.staged.begin(), p.staged.end(), key.first) != p.staged.end())
       vr.section = last_phase;
   for (const auto& [sec, place] : loads) w.fill(place, vector_loads(w, V, sec, ok));
+  // The row fits the block's registers: the launch takes the long-row
+  // kernel otherwise (takes_long_rows), so the host checks the rest only.
+  ArgCheck width_check{ArgCheck::Kind::Multiple, {}, 0, V};
+  if (w.size_class(dom, last) == SizeClass::Many) width_check.words.push_back(w.word(ArgSlot::Kind::Extent, dom, static_cast<int>(last)));
+  else width_check.offset = w.size_class(dom, last) == SizeClass::One ? 1 : 0;
+  checks->push_back(width_check);
+  if (w.paths == KernelWriter::Paths::Vector) {
+    used_vector_conditions(w, sets, vp, dom, true, nullptr, checks);
+    return "";
+  }
   std::vector<std::string> conds = {w.extent(dom, last) + " % " + std::to_string(V) + " == 0",
                                     "(long long)" + row_len + " <= (long long)blockDim.x * " + std::to_string(V * K)};
-  used_vector_conditions(w, sets, vp, dom, true, &conds);
+  used_vector_conditions(w, sets, vp, dom, true, &conds, checks);
   return all_of(conds);
 }
 
 }  // namespace
 
-void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which) {
+void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which, std::vector<ArgCheck>* checks) {
+  std::vector<ArgCheck> unused;
+  if (checks == nullptr) checks = &unused;
   const RowDomain& s = p.rows;
   const ExtentSets& sets = extent_sets_of(w.concrete());
   const int64_t dom = s.domain;
@@ -537,7 +552,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
   const std::string cached = w.fresh("kfrow");
   const std::string staged = w.fresh("kfstage");
   const std::string vec = w.fresh("kfvec");
-  const OuterAccs outer = declare_outer(w, p, row_len, !long_rows);
+  const OuterAccs outer = declare_outer(w, p, row_len, !long_rows && w.paths != KernelWriter::Paths::Scalar);
   Stage stage;
   std::vector<std::string> cond_lines;
   std::string stage_cond = "false";
@@ -563,9 +578,17 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kept_idx[k];
   declare_results(w, s);
-  if (!long_rows && p.vectors.width > 0) {
+  if (!long_rows && p.vectors.width > 0 && w.paths == KernelWriter::Paths::Vector) {  // the host checked
+    w.open("");
+    row_cached(w, p, outer, sets, task, red, row_len, checks);
+    w.close();
+    cond_lines.push_back("[[maybe_unused]] const bool " + cached + " = true;");
+  } else if (!long_rows && p.vectors.width > 0 && w.paths == KernelWriter::Paths::Scalar) {  // the vector twin's fallback
+    cond_lines.push_back("[[maybe_unused]] const bool " + cached + " = false;");
+    row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
+  } else if (!long_rows && p.vectors.width > 0) {
     w.open("if (" + cached + ")");
-    cond_lines.push_back("const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len) + ";");
+    cond_lines.push_back("const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len, checks) + ";");
     w.close_open("else");
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
     w.close();
@@ -607,7 +630,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
     w.close();
   }
   w.close();
-  if (outer.active() && !long_rows && p.vectors.width > 0) {  // the cached path's partials, once
+  if (outer.active() && !long_rows && p.vectors.width > 0 && w.paths != KernelWriter::Paths::Scalar) {  // the cached path's partials, once
     w.open("if (" + cached + ")");
     const std::string& t = w.index_type();
     for (int k = 0; k < p.vectors_per_thread; ++k)

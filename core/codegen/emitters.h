@@ -16,7 +16,11 @@ void emit_tiled(KernelWriter& w, const TiledParams& p);                         
 // 16-byte steps). Two kernels, so that the long-row paths' registers do
 // not lower the main kernel's occupancy or make it spill.
 enum class RowKernel { Main, LongRows };
-void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which);  // emit_row.cpp
+// emit_row.cpp. Main with a vector plan: w.paths picks the register path,
+// the streaming one or both; `checks` (when not null) receives the register
+// path's conditions for the host.
+void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which,
+              std::vector<ArgCheck>* checks = nullptr);
 bool has_long_row_kernel(const RowParams& p);
 // Bytes of dynamic shared memory per row element of the staged path (0:
 // the kernel has none): LaunchRule::row_stage_bytes.

@@ -193,11 +193,12 @@ struct KernelPlan {
     Grid grid = Grid::Partials;
   };
   std::vector<LaterKernel> later;
-  // ColumnReduce: kernels with a 16-byte vector path, each with a scalar
-  // twin for the calls whose tensors do not allow it (alignment, strides,
-  // sizes). A call launches the twins when any of vector_checks fails; they
-  // are compiled the first time a call needs them (the scalar path is most
-  // of such a kernel's compile time: docs/PERF.md, session 14).
+  // ColumnReduce and PerRow's main kernel: kernels with a 16-byte vector
+  // path, each with a scalar twin for the calls whose tensors do not allow
+  // it (alignment, strides, sizes). A call launches the twins when any of
+  // vector_checks fails; they are compiled the first time a call needs them
+  // (the fallback is a third to a half of such a kernel's compile time:
+  // docs/PERF.md, session 14).
   struct ScalarTwin {
     std::string kernel, scalar;
   };

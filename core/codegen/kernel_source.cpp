@@ -261,7 +261,13 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.items_per_thread = t->tile * t->tile / t->block;  // one tile per block
   } else {
     const RowParams& row = std::get<RowParams>(schedule);
-    emit_row(w, task, row, RowKernel::Main);
+    // With a long-row kernel (which takes the rows the registers cannot
+    // hold), the main kernel's register path and its streaming fallback are
+    // twins, as a column kernel's are.
+    const bool twins = has_long_row_kernel(row);
+    if (twins) w.paths = KernelWriter::Paths::Vector;
+    emit_row(w, task, row, RowKernel::Main, &plan.vector_checks);
+    w.paths = KernelWriter::Paths::Both;
     launch.kind = LaunchRule::Kind::PerRow;
     launch.domain_value = row.rows.domain;
     launch.reduced_dims = row.rows.reduced;
@@ -273,6 +279,13 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     const std::string main = w.take_kernel();
     std::vector<KernelText> kernels = {kernel_text(launch.block, launch.row_items > 0, main)};
     std::vector<std::string> suffixes = {""};
+    if (twins) {
+      w.paths = KernelWriter::Paths::Scalar;
+      emit_row(w, task, row, RowKernel::Main);
+      w.paths = KernelWriter::Paths::Both;
+      kernels.push_back(kernel_text(launch.block, launch.row_items > 0, w.take_kernel()));
+      suffixes.push_back(std::string(kScalarSuffix));
+    }
     if (long_rows) {  // rows longer than the main kernel's registers hold
       emit_row(w, task, row, RowKernel::LongRows);
       kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));

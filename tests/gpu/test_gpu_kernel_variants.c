@@ -50,9 +50,9 @@ static int cached_kernels(void) {
   return n;
 }
 
-/* Runs a row (dim 1) or column (dim 0) sum on [rows, cols] and checks
- * every sum exactly. */
-static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim) {
+/* Runs a row (dim 1) or column (dim 0) sum of k * x on [rows, cols] and
+ * checks every sum exactly. */
+static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) {
   const size_t n = (size_t)(rows * cols);
   float* host = malloc(n * sizeof(float));
   assert_non_null(host);
@@ -77,7 +77,7 @@ static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim) {
   gpu_to_host(got, out[0]->dl_tensor.data, (size_t)sums * sizeof(float));
   for (int64_t i = 0; i < sums; ++i) {
     double want = 0; /* every partial sum is a multiple of 1/16 below 2^20: exact */
-    for (int64_t j = 0; j < length; ++j) want += 1.5 * host[dim == 1 ? i * cols + j : j * cols + i];
+    for (int64_t j = 0; j < length; ++j) want += k * host[dim == 1 ? i * cols + j : j * cols + i];
     if ((float)want != got[i]) fail_msg("[%lld x %lld] sum %lld over dim %d: got %.9g, want %.9g", (long long)rows,
                                         (long long)cols, (long long)i, dim, got[i], want);
   }
@@ -119,18 +119,18 @@ static void test_variants_compile_on_first_need(void** state) {
   }
 
   const int before = cached_kernels();
-  run_sum(f, 64, 1024, 1); /* short rows: the main kernel only */
+  run_sum(f, 64, 1024, 1, 1.5); /* short rows: the main kernel only */
   const int main_only = cached_kernels();
   assert_int_equal(main_only - before, 1);
-  run_sum(f, 512, 32768, 1); /* rows too long for the registers */
+  run_sum(f, 512, 32768, 1, 1.5); /* rows too long for the registers */
   const int with_long = cached_kernels();
   assert_int_equal(with_long - main_only, 1);
-  run_sum(f, 4, 32768, 1); /* a few long rows: the split-row kernels */
+  run_sum(f, 4, 32768, 1, 1.5); /* a few long rows: the split-row kernels */
   const int with_split = cached_kernels();
   assert_true(with_split - with_long >= 2);
-  run_sum(f, 100, 2000, 1); /* every variant loaded: nothing compiles */
-  run_sum(f, 300, 20000, 1);
-  run_sum(f, 3, 20000, 1);
+  run_sum(f, 100, 2000, 1, 1.5); /* every variant loaded: nothing compiles */
+  run_sum(f, 300, 20000, 1, 1.5);
+  run_sum(f, 3, 20000, 1, 1.5);
   assert_int_equal(cached_kernels(), with_split);
   kf_fusion_release(f);
 }
@@ -140,15 +140,37 @@ static void test_scalar_twins_compile_on_first_need(void** state) {
   kf_fusion f;
   KF_CHECK(kf_fusion_from_text(kColumnSum, &f));
   const int before = cached_kernels();
-  run_sum(f, 256, 1024, 0); /* the vector partials and the finish */
+  run_sum(f, 256, 1024, 0, 1.5); /* the vector partials and the finish */
   const int vector = cached_kernels();
   assert_int_equal(vector - before, 2);
-  run_sum(f, 256, 1001, 0); /* a width the vectors do not divide: the scalar twin */
+  run_sum(f, 256, 1001, 0, 1.5); /* a width the vectors do not divide: the scalar twin */
   const int twin = cached_kernels();
   assert_int_equal(twin - vector, 1);
-  run_sum(f, 64, 2048, 0);
-  run_sum(f, 3000, 1003, 0);
+  run_sum(f, 64, 2048, 0, 1.5);
+  run_sum(f, 3000, 1003, 0, 1.5);
   assert_int_equal(cached_kernels(), twin);
+  kf_fusion_release(f);
+}
+
+/* A first call whose width the vectors do not divide compiles the scalar
+ * twin alone (the host sees it from the sizes); the vector kernel compiles
+ * when an even width first comes. */
+static void test_first_call_takes_the_twin_it_needs(void** state) {
+  (void)state;
+  static const char* kRowSumOdd =
+      "input x: tensor<float32, 2>\n"
+      "const k: float32 = 2.5\n"
+      "y = mul(x, k)\n"
+      "s = sum(y) {axes=[1], keepdim=false}\n"
+      "output s\n";
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(kRowSumOdd, &f));
+  const int before = cached_kernels();
+  run_sum(f, 64, 1001, 1, 2.5);
+  const int twin = cached_kernels();
+  assert_int_equal(twin - before, 1);
+  run_sum(f, 64, 1024, 1, 2.5);
+  assert_int_equal(cached_kernels() - twin, 1);
   kf_fusion_release(f);
 }
 
@@ -160,6 +182,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_variants_compile_on_first_need),
       cmocka_unit_test(test_scalar_twins_compile_on_first_need),
+      cmocka_unit_test(test_first_call_takes_the_twin_it_needs),
   };
   const int failed = cmocka_run_group_tests(tests, NULL, NULL);
   char command[128];

@@ -81,7 +81,7 @@ void test_parallel_for_rethrows_lowest_error(void**) {
   assert_int_equal(ran.load(), 16);
 }
 
-// Four segments (segment_set cuts), three distinct kernels: segments 0 and
+// Four segments (segment_set cuts), three distinct kernel plans: segments 0 and
 // 1 are both exp of a [M, N] float tensor, so their sources are equal.
 const char* kFourSegments =
     "input x: tensor<float32, 2>\n"
@@ -106,12 +106,13 @@ void test_segments_compile_through_the_pool(void**) {
   const KernelCacheStats after = kernel_cache_stats();
   assert_int_equal(kernels.size(), 4);
   // One unit per kernel, each a whole program: the row reduction has its
-  // main and long-row kernels as two.
+  // main kernel, that kernel's scalar twin and the long-row kernel as three.
   assert_int_equal(kernels[0].plan.units.size(), 1);
-  assert_int_equal(kernels[3].plan.units.size(), 2);
+  assert_int_equal(kernels[3].plan.units.size(), 3);
   assert_string_equal(kernels[3].plan.units[0].kernel.c_str(), kernels[3].plan.name.c_str());
-  assert_string_equal(kernels[3].plan.units[1].kernel.c_str(), kernels[3].plan.long_row_name.c_str());
-  assert_int_equal(kernels[3].plan.unit_of(kernels[3].plan.long_row_name), 1);
+  assert_string_equal(kernels[3].plan.units[1].kernel.c_str(), kernels[3].plan.scalar_of(kernels[3].plan.name).c_str());
+  assert_string_equal(kernels[3].plan.units[2].kernel.c_str(), kernels[3].plan.long_row_name.c_str());
+  assert_int_equal(kernels[3].plan.unit_of(kernels[3].plan.long_row_name), 2);
   std::set<std::string> sources;
   for (const SegmentKernel& k : kernels) {
     assert_int_equal(k.units.keys.size(), k.plan.units.size());
@@ -124,15 +125,15 @@ void test_segments_compile_through_the_pool(void**) {
       sources.insert(k.plan.units[u].source);
     }
   }
-  assert_int_equal(sources.size(), 4);
+  assert_int_equal(sources.size(), 5);
   assert_ptr_equal(kernels[0].units.images[0].get(), kernels[1].units.images[0].get());  // one compile for both
-  assert_int_equal(after.compiles - before.compiles, 4);
+  assert_int_equal(after.compiles - before.compiles, 5);
 
   // Again: every image from the disk cache; none when all are loaded.
   kernels = make_segment_kernels(*c, *s, all, 90, {});
   const KernelCacheStats again = kernel_cache_stats();
   assert_int_equal(again.compiles, after.compiles);
-  assert_int_equal(again.disk_hits - after.disk_hits, 4);
+  assert_int_equal(again.disk_hits - after.disk_hits, 5);
   kernels = make_segment_kernels(*c, *s, all, 90, [](const Digest&) { return true; });
   for (const SegmentKernel& k : kernels)
     for (const auto& image : k.units.images) assert_null(image.get());
@@ -147,7 +148,7 @@ void test_request_compiles_only_named_kernels(void**) {
   std::vector<kf::KernelPlan> plans = make_segment_plans(*p->concrete, p->segmentation, {3, 0});
   assert_int_equal(plans.size(), 2);
   const kf::KernelPlan& row = plans[0];
-  assert_int_equal(row.units.size(), 2);
+  assert_int_equal(row.units.size(), 3);
   const size_t long_unit = row.unit_of(row.long_row_name), main_unit = row.unit_of(row.name);
   // A source nobody compiled in this process (the disk cache is per test run).
   kf::KernelPlan fresh = row;
@@ -159,7 +160,7 @@ void test_request_compiles_only_named_kernels(void**) {
                      UnitRequest{&fresh, {fresh.long_row_name}}},
                     90, {});
   assert_int_equal(got.size(), 3);
-  assert_int_equal(got[0].keys.size(), 2);
+  assert_int_equal(got[0].keys.size(), 3);
   assert_true(got[0].keys[main_unit] == kernel_key(fresh.units[main_unit].source, 90));
   assert_null(got[0].images[main_unit].get());
   assert_non_null(got[0].images[long_unit].get());

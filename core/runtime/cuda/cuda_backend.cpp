@@ -138,16 +138,16 @@ class CudaBackend final : public Backend {
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
+    // Tensors that fail a vector check take the scalar twins (loaded on first need).
+    const bool scalar = v == KernelVariant::Main && scalar_twins_needed(k.plan, args.data());
+    if (scalar) {
+      k.variant(KernelVariant::Scalar);
+      function = k.scalar;
+      name = k.plan.scalar_of(k.plan.name).c_str();
+    }
     if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing
-      // kernel; the buffer is released in stream order behind it. Tensors
-      // that fail a vector check take the scalar twins (loaded on first need).
-      const bool scalar = scalar_twins_needed(k.plan, args.data());
-      if (scalar) {
-        k.variant(KernelVariant::Scalar);
-        function = k.scalar;
-        name = k.plan.scalar_of(k.plan.name).c_str();
-      }
+      // kernel; the buffer is released in stream order behind it.
       const std::vector<CUfunction>& later = scalar ? k.scalar_later : k.later;
       const size_t n = k.plan.args.size();
       const size_t bytes = static_cast<size_t>(dims.scratch_bytes);

@@ -50,6 +50,28 @@ std::unique_ptr<LoadedKernel> make_loaded(const ConcreteFusion& c, const Task& t
   return k;
 }
 
+// Whether a vector check that reads extents only fails with `sizes` (a
+// width the vectors do not divide): the first run then compiles the scalar
+// twins, not kernels the call would not launch. Checks of pointers and
+// strides wait for the call's tensors (scalar_twins_needed).
+bool extents_fail_checks(const LoadedKernel& k, const ValueSizes& sizes) {
+  if (k.plan.scalar_twins.empty()) return false;
+  const size_t n = k.plan.args.size();
+  std::vector<int64_t> words(n, 0);
+  std::vector<bool> known(n, false);
+  for (size_t i = 0; i < n; ++i)
+    if (k.plan.args[i].kind == ArgSlot::Kind::Extent) {
+      words[i] = sizes[k.sources[i].value][static_cast<size_t>(k.plan.args[i].dim)];
+      known[i] = true;
+    }
+  for (const ArgCheck& c : k.plan.vector_checks) {
+    bool extents_only = true;
+    for (int w : c.words) extents_only = extents_only && known[static_cast<size_t>(w)];
+    if (extents_only && !holds(c, words.data())) return true;
+  }
+  return false;
+}
+
 bool has_kernel(const Segment& seg) {
   return seg.scheduler != SchedulerKind::Library && seg.scheduler != SchedulerKind::Communication &&
          !seg.task.exprs.empty();
@@ -57,6 +79,7 @@ bool has_kernel(const Segment& seg) {
 
 // Fills the kernel slot of every generated segment of `p` that has none:
 // every plan is generated and the variant each segment takes with `sizes`
+// (Main or, when an extent check fails already, Scalar)
 // compiled, all on the compile pool, then loaded in run order.
 void load_segments(const Plan& p, const ValueSizes& sizes, int multiprocessors) {
   const ConcreteFusion& c = *p.concrete;
@@ -77,6 +100,7 @@ void load_segments(const Plan& p, const ValueSizes& sizes, int multiprocessors) 
     kernels.push_back(make_loaded(c, s.segments[missing[i]].task, std::move(plans[i])));
     LoadedKernel& k = *kernels.back();
     KernelVariant v = kernel_variant(k.plan, sizes, multiprocessors);
+    if (v == KernelVariant::Main && extents_fail_checks(k, sizes)) v = KernelVariant::Scalar;
     LoadedKernel* target = &k;
     if (v == KernelVariant::SplitRows) {
       target = k.split.get();

@@ -29,7 +29,7 @@ namespace kf {
 enum class KernelVariant : uint8_t {
   Main,       // plan.name, with finish_name and later
   LongRows,   // PerRow: plan.long_row_name, with finish_name
-  Scalar,     // ColumnReduce: Main with the scalar twins (plan.scalar_twins) of its kernels
+  Scalar,     // Main with the scalar twins of its kernels (plan.scalar_twins)
   SplitRows,  // PerRow: plan.split_rows[0] (its Main variant)
 };
 
