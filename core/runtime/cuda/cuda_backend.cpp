@@ -120,7 +120,9 @@ class CudaBackend final : public Backend {
       run_kernel(c, k.variant(v), sizes, inputs, outputs, options, context);
       return;
     }
-    k.variant(v);
+    // A plan with scalar twins loads Main or Scalar once the call's
+    // argument words are known (below); the rest load their variant now.
+    if (v != KernelVariant::Main || k.plan.scalar_twins.empty()) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
       run_steps(c, k, sizes, inputs, outputs, options, context);
@@ -132,19 +134,17 @@ class CudaBackend final : public Backend {
     if (dims.grid == 0) return;  // empty domain
     if (dims.long_rows != long_rows && !k.plan.long_row_name.empty())
       fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
-    CUfunction function = long_rows ? k.long_row : k.function;
-    const char* name = long_rows ? k.plan.long_row_name.c_str() : k.plan.name.c_str();
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
     // Tensors that fail a vector check take the scalar twins (loaded on first need).
     const bool scalar = v == KernelVariant::Main && scalar_twins_needed(k.plan, args.data());
-    if (scalar) {
-      k.variant(KernelVariant::Scalar);
-      function = k.scalar;
-      name = k.plan.scalar_of(k.plan.name).c_str();
-    }
+    if (v == KernelVariant::Main && !k.plan.scalar_twins.empty()) k.variant(scalar ? KernelVariant::Scalar : v);
+    CUfunction function = scalar ? k.scalar : long_rows ? k.long_row : k.function;
+    const char* name = scalar      ? k.plan.scalar_of(k.plan.name).c_str()
+                       : long_rows ? k.plan.long_row_name.c_str()
+                                   : k.plan.name.c_str();
     if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing
       // kernel; the buffer is released in stream order behind it.
