@@ -263,8 +263,10 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     const RowParams& row = std::get<RowParams>(schedule);
     // With a long-row kernel (which takes the rows the registers cannot
     // hold), the main kernel's register path and its streaming fallback are
-    // twins, as a column kernel's are.
-    const bool twins = has_long_row_kernel(row);
+    // twins, as a column kernel's are. Not for inner-outer kernels: alone,
+    // their register path ran 2.5% slower (layernorm backward, docs/PERF.md
+    // session 14), and they compile in under 200 ms with both.
+    const bool twins = has_long_row_kernel(row) && !row.has_outer();
     if (twins) w.paths = KernelWriter::Paths::Vector;
     emit_row(w, task, row, RowKernel::Main, &plan.vector_checks);
     w.paths = KernelWriter::Paths::Both;
