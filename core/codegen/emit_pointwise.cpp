@@ -4,7 +4,9 @@
 // hold (alignment, unit inner stride, extents a multiple of the width):
 // each thread loads `unroll` vectors per step, all before any is used
 // (more bytes in flight; vector u of a step is u * blockDim.x vectors after
-// the first, so each load stays coalesced). The scalar loop runs otherwise.
+// the first, so each load stays coalesced). The scalar loop runs otherwise:
+// in the same kernel behind a run-time test, or, as the kernel source
+// writes them, in a scalar twin the host picks (KernelPlan::scalar_twins).
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
 
@@ -42,23 +44,39 @@ void vector_loop(KernelWriter& w, const PointwiseLoop& loop, int U) {
 
 }  // namespace
 
-void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams& p) {
+void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams& p, std::vector<ArgCheck>* checks) {
   const ExtentSets& sets = extent_sets_of(w.concrete());
+  std::vector<ArgCheck> unused;
+  if (checks == nullptr) checks = &unused;
   for (const PointwiseLoop& loop : p.loops) {
     const int64_t dom = loop.outputs[0];
     use_vectors(w, loop.vectors);
-    if (loop.vectors.width > 0) {
+    // w.paths: the vector loop, the scalar one, or both behind a run-time test.
+    const bool vector_path = loop.vectors.width > 0 && w.paths != KernelWriter::Paths::Scalar;
+    const bool scalar_path = loop.vectors.width == 0 || w.paths != KernelWriter::Paths::Vector;
+    if (vector_path) {
       const KernelWriter::Section cond = w.reserve();
       const std::string ok = w.fresh("kfvec");
-      w.open("if (" + ok + ")");
+      w.open(scalar_path ? "if (" + ok + ")" : "");
       vector_loop(w, loop, loop.unroll);
-      std::vector<std::string> conds = {w.extent(dom, loop.vectors.dim) + " % " + std::to_string(loop.vectors.width) + " == 0"};
-      used_vector_conditions(w, sets, loop.vectors, dom, false, &conds);
-      w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
-      w.close_open("else");
+      const size_t vd = loop.vectors.dim;
+      ArgCheck width_check{ArgCheck::Kind::Multiple, {}, 0, loop.vectors.width};
+      if (w.size_class(dom, vd) == SizeClass::Many) width_check.words.push_back(w.word(ArgSlot::Kind::Extent, dom, static_cast<int>(vd)));
+      else width_check.offset = w.size_class(dom, vd) == SizeClass::One ? 1 : 0;
+      checks->push_back(width_check);
+      if (scalar_path) {
+        std::vector<std::string> conds = {w.extent(dom, vd) + " % " + std::to_string(loop.vectors.width) + " == 0"};
+        used_vector_conditions(w, sets, loop.vectors, dom, false, &conds, checks);
+        w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
+        w.close_open("else");
+      } else {  // the host checks them
+        used_vector_conditions(w, sets, loop.vectors, dom, false, nullptr, checks);
+        w.close();
+      }
     } else {
       w.open("");
     }
+    if (!scalar_path) continue;
     const std::string n = w.numel(dom);
     w.open("for (long long q = " + std::string(kThread) + "; q < " + n + "; q += " + kGridStride + ")");
     std::vector<std::string> idx = unravel_in_order(w, dom, loop.order, "q");

@@ -8,7 +8,8 @@
 
 namespace kf {
 
-void emit_pointwise(KernelWriter& w, const Task& task, const PointwiseParams& p);  // emit_pointwise.cpp
+void emit_pointwise(KernelWriter& w, const Task& task, const PointwiseParams& p,
+                    std::vector<ArgCheck>* checks = nullptr);  // emit_pointwise.cpp
 void emit_tiled(KernelWriter& w, const TiledParams& p);                           // emit_tiled.cpp
 // Row kernels come in two: Main holds the row in registers (or streams it
 // when the vector conditions fail); with a vector plan, LongRows runs rows

@@ -76,6 +76,11 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
       (sfx == "_finish" ? plan.finish_name : sfx == "_long" ? plan.long_row_name : plan.name) = name + sfx;
   }
   plan.source = prelude + text;
+  // Each check once (kernels of a plan read the same tensors).
+  std::vector<ArgCheck> unique;
+  for (const ArgCheck& c : plan.vector_checks)
+    if (std::find(unique.begin(), unique.end(), c) == unique.end()) unique.push_back(c);
+  plan.vector_checks = std::move(unique);
 }
 
 // The split-row kernels of a row schedule (emit_split_row.cpp): per phase
@@ -147,11 +152,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     const bool twins = col->vectors.width > 0;
     const auto partials = [&](size_t ph, const std::string& suffix) {
       w.paths = twins ? KernelWriter::Paths::Vector : KernelWriter::Paths::Both;
-      std::vector<ArgCheck> checks;
-      emit_column_partials(w, *col, ph, &checks);
-      for (const ArgCheck& c : checks)
-        if (std::find(plan.vector_checks.begin(), plan.vector_checks.end(), c) == plan.vector_checks.end())
-          plan.vector_checks.push_back(c);
+      emit_column_partials(w, *col, ph, &plan.vector_checks);
       kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
       suffixes.push_back(suffix);
       if (twins) {
@@ -245,7 +246,6 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     return plan;
   }
   if (const auto* pw = std::get_if<PointwiseParams>(&schedule)) {
-    emit_pointwise(w, task, *pw);
     launch.kind = LaunchRule::Kind::Elementwise;
     launch.domain_value = pw->loops[0].outputs[0];
     launch.block = pw->block;
@@ -253,6 +253,22 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     for (const PointwiseLoop& l : pw->loops) width = std::max(width, l.vectors.width * pw->unroll);
     launch.items_per_thread = width;
     launch.bounded_grid = pw->loops.size() > 1;
+    // The vector loops and their scalar fallbacks as twin kernels (the
+    // fallbacks were 30-45% of such a kernel's compile time: rope).
+    if (std::any_of(pw->loops.begin(), pw->loops.end(), [](const PointwiseLoop& l) { return l.vectors.width > 0; })) {
+      w.paths = KernelWriter::Paths::Vector;
+      emit_pointwise(w, task, *pw, &plan.vector_checks);
+      const std::string vector = w.take_kernel();
+      w.paths = KernelWriter::Paths::Scalar;
+      emit_pointwise(w, task, *pw);
+      w.paths = KernelWriter::Paths::Both;
+      plan.args = w.args();
+      assemble(plan, args_struct(plan.args.size(), ""),
+               {kernel_text(launch.block, false, vector), kernel_text(launch.block, false, w.take_kernel())},
+               {"", std::string(kScalarSuffix)});
+      return plan;
+    }
+    emit_pointwise(w, task, *pw);
   } else if (const auto* t = std::get_if<TiledParams>(&schedule)) {
     emit_tiled(w, *t);
     launch.kind = LaunchRule::Kind::Elementwise;

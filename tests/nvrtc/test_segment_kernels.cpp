@@ -105,9 +105,10 @@ void test_segments_compile_through_the_pool(void**) {
   std::vector<SegmentKernel> kernels = make_segment_kernels(*c, *s, all, 90, {});
   const KernelCacheStats after = kernel_cache_stats();
   assert_int_equal(kernels.size(), 4);
-  // One unit per kernel, each a whole program: the row reduction has its
-  // main kernel, that kernel's scalar twin and the long-row kernel as three.
-  assert_int_equal(kernels[0].plan.units.size(), 1);
+  // One unit per kernel, each a whole program: a pointwise plan has its
+  // vector kernel and that kernel's scalar twin, the row reduction its
+  // main kernel, that kernel's twin and the long-row kernel.
+  assert_int_equal(kernels[0].plan.units.size(), 2);
   assert_int_equal(kernels[3].plan.units.size(), 3);
   assert_string_equal(kernels[3].plan.units[0].kernel.c_str(), kernels[3].plan.name.c_str());
   assert_string_equal(kernels[3].plan.units[1].kernel.c_str(), kernels[3].plan.scalar_of(kernels[3].plan.name).c_str());
@@ -125,15 +126,15 @@ void test_segments_compile_through_the_pool(void**) {
       sources.insert(k.plan.units[u].source);
     }
   }
-  assert_int_equal(sources.size(), 5);
+  assert_int_equal(sources.size(), 7);
   assert_ptr_equal(kernels[0].units.images[0].get(), kernels[1].units.images[0].get());  // one compile for both
-  assert_int_equal(after.compiles - before.compiles, 5);
+  assert_int_equal(after.compiles - before.compiles, 7);
 
   // Again: every image from the disk cache; none when all are loaded.
   kernels = make_segment_kernels(*c, *s, all, 90, {});
   const KernelCacheStats again = kernel_cache_stats();
   assert_int_equal(again.compiles, after.compiles);
-  assert_int_equal(again.disk_hits - after.disk_hits, 5);
+  assert_int_equal(again.disk_hits - after.disk_hits, 7);
   kernels = make_segment_kernels(*c, *s, all, 90, [](const Digest&) { return true; });
   for (const SegmentKernel& k : kernels)
     for (const auto& image : k.units.images) assert_null(image.get());
