@@ -50,6 +50,18 @@ static int cached_kernels(void) {
   return n;
 }
 
+/* A float32 matrix on device 0 (shape: two extents the caller keeps). */
+static DLTensor device_matrix(void* data, int64_t* shape) {
+  DLTensor x;
+  memset(&x, 0, sizeof x);
+  x.data = data;
+  x.device.device_type = kDLCUDA;
+  x.ndim = 2;
+  x.dtype = kf_test_f32();
+  x.shape = shape;
+  return x;
+}
+
 /* Runs a row (dim 1) or column (dim 0) sum of k * x on [rows, cols] and
  * checks every sum exactly. */
 static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) {
@@ -60,13 +72,7 @@ static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) 
   void* dev = gpu_alloc(n * sizeof(float));
   gpu_to_device(dev, host, n * sizeof(float));
   int64_t shape[2] = {rows, cols};
-  DLTensor x;
-  memset(&x, 0, sizeof x);
-  x.data = dev;
-  x.device.device_type = kDLCUDA;
-  x.ndim = 2;
-  x.dtype = kf_test_f32();
-  x.shape = shape;
+  const DLTensor x = device_matrix(dev, shape);
   const DLTensor* in[1] = {&x};
   DLManagedTensor* out[1];
   KF_CHECK(kf_execute(f, in, 1, out, 1, NULL));
@@ -96,13 +102,7 @@ static void test_variants_compile_on_first_need(void** state) {
   {
     int64_t shape[2] = {64, 1024};
     void* dev = gpu_alloc(64 * 1024 * sizeof(float));
-    DLTensor x;
-    memset(&x, 0, sizeof x);
-    x.data = dev;
-    x.device.device_type = kDLCUDA;
-    x.ndim = 2;
-    x.dtype = kf_test_f32();
-    x.shape = shape;
+    const DLTensor x = device_matrix(dev, shape);
     const DLTensor* in[1] = {&x};
     kf_concrete c;
     KF_CHECK(kf_concretize(f, in, 1, &c));
