@@ -194,10 +194,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     // With the vector path alone the host checks the conditions: no text.
     std::vector<std::string> conds;
     if (scalar_path) conds.push_back(w.extent(dom, last) + " % " + Vs + " == 0");
-    ArgCheck width_check{ArgCheck::Kind::Multiple, {}, 0, V};
-    if (w.size_class(dom, last) == SizeClass::Many) width_check.words.push_back(w.word(ArgSlot::Kind::Extent, dom, static_cast<int>(last)));
-    else width_check.offset = w.size_class(dom, last) == SizeClass::One ? 1 : 0;
-    std::vector<ArgCheck> host_checks = {width_check};
+    std::vector<ArgCheck> host_checks = {w.extent_multiple(dom, last, V)};
     used_vector_conditions(w, sets, p.vectors, dom, true, scalar_path ? &conds : nullptr, &host_checks);
     if (checks != nullptr) checks->insert(checks->end(), host_checks.begin(), host_checks.end());
     w.fill(cond, {scalar_path ? "const bool " + vec_flag + " = " + all_of(conds) + ";"

@@ -127,8 +127,7 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
       const size_t dd = static_cast<size_t>(dims[d]);
       text([&] { return w.extent(v, d) + " == " + w.extent(dom, dd); });
       ArgCheck same{ArgCheck::Kind::Equal, {w.word(K::Extent, v, static_cast<int>(d))}};
-      if (w.size_class(dom, dd) == SizeClass::Many) same.words.push_back(w.word(K::Extent, dom, dims[d]));
-      else same.offset = w.size_class(dom, dd) == SizeClass::One ? 1 : 0;
+      w.add_extent(&same, dom, dd);  // a second word, or the constant it must equal
       checks->push_back(same);
     }
   }

@@ -60,10 +60,7 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
       w.open(scalar_path ? "if (" + ok + ")" : "");
       vector_loop(w, loop, loop.unroll);
       const size_t vd = loop.vectors.dim;
-      ArgCheck width_check{ArgCheck::Kind::Multiple, {}, 0, loop.vectors.width};
-      if (w.size_class(dom, vd) == SizeClass::Many) width_check.words.push_back(w.word(ArgSlot::Kind::Extent, dom, static_cast<int>(vd)));
-      else width_check.offset = w.size_class(dom, vd) == SizeClass::One ? 1 : 0;
-      checks->push_back(width_check);
+      checks->push_back(w.extent_multiple(dom, vd, loop.vectors.width));
       if (scalar_path) {
         std::vector<std::string> conds = {w.extent(dom, vd) + " % " + std::to_string(loop.vectors.width) + " == 0"};
         used_vector_conditions(w, sets, loop.vectors, dom, false, &conds, checks);

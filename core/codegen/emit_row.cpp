@@ -513,10 +513,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
   for (const auto& [sec, place] : loads) w.fill(place, vector_loads(w, V, sec, ok));
   // The row fits the block's registers: the launch takes the long-row
   // kernel otherwise (takes_long_rows), so the host checks the rest only.
-  ArgCheck width_check{ArgCheck::Kind::Multiple, {}, 0, V};
-  if (w.size_class(dom, last) == SizeClass::Many) width_check.words.push_back(w.word(ArgSlot::Kind::Extent, dom, static_cast<int>(last)));
-  else width_check.offset = w.size_class(dom, last) == SizeClass::One ? 1 : 0;
-  checks->push_back(width_check);
+  checks->push_back(w.extent_multiple(dom, last, V));
   if (w.paths == KernelWriter::Paths::Vector) {
     used_vector_conditions(w, sets, vp, dom, true, nullptr, checks);
     return "";

@@ -118,6 +118,20 @@ std::string KernelWriter::stride(int64_t value, size_t dim) {
   return hoist(idx_t_, "st", "(" + idx_t_ + ")args.a[" + std::to_string(k) + "]");
 }
 
+void KernelWriter::add_extent(ArgCheck* check, int64_t value, size_t dim) {
+  switch (size_class(value, dim)) {
+    case SizeClass::Many: check->words.push_back(word(ArgSlot::Kind::Extent, value, static_cast<int>(dim))); break;
+    case SizeClass::One: ++check->offset; break;
+    case SizeClass::Zero: break;
+  }
+}
+
+ArgCheck KernelWriter::extent_multiple(int64_t value, size_t dim, int modulus) {
+  ArgCheck check{ArgCheck::Kind::Multiple, {}, 0, modulus};
+  add_extent(&check, value, dim);
+  return check;
+}
+
 std::string KernelWriter::pointer(int64_t value) {
   const int k = slot(ArgSlot::Kind::Data, value, 0);
   const std::string t = storage_type(f_.value(value).dtype);
@@ -709,11 +723,7 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         const int64_t a = e.inputs[k];
         const bool last = k + 1 == e.inputs.size();
         const std::string ext = extent(a, dim);
-        switch (size_class(a, dim)) {
-          case SizeClass::Many: end_check.words.push_back(word(ArgSlot::Kind::Extent, a, static_cast<int>(dim))); break;
-          case SizeClass::One: ++end_check.offset; break;
-          case SizeClass::Zero: break;
-        }
+        add_extent(&end_check, a, dim);
         const std::string end = last ? "" : begin == "0" ? ext : hoist(idx_t_, "cat", begin + " + " + ext);
         const std::string cond = idx[dim] + " < " + end;
         if (k == 0) open("if (" + cond + ")");

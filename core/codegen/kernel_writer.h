@@ -152,6 +152,11 @@ class KernelWriter {
   // The argument word (slot index) of `value`'s extent or stride at `dim`,
   // or of its data pointer: what an ArgCheck reads.
   int word(ArgSlot::Kind kind, int64_t value, int dim = 0) { return slot(kind, value, dim); }
+  // Adds `value`'s extent at `dim` to `check`: its word, or (size class 0
+  // or 1, never an argument) that constant to the offset.
+  void add_extent(ArgCheck* check, int64_t value, size_t dim);
+  // The host check "extent of `value` at `dim` % modulus == 0".
+  ArgCheck extent_multiple(int64_t value, size_t dim, int modulus);
 
   // Tiles staged in shared memory: a load of `value` at exactly `first`
   // reads the expression `second` instead (a register form).

@@ -35,6 +35,7 @@ static const char* kColumnSum =
     "s = sum(y) {axes=[0], keepdim=false}\n"
     "output s\n";
 
+/* The test's own disk cache: mkdtemp (main) replaces the Xs with a unique name. */
 static char cache_dir[] = "/tmp/kfuse-variants-XXXXXX";
 
 static int cached_kernels(void) {
