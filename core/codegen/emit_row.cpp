@@ -143,8 +143,10 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
       w.tile_reads.clear();
       if (stage != nullptr)
         for (const auto& [in, row] : stage->rows) {
-          const std::string at = stage_vectors.empty() ? row + "[" + j + "]" : stage_vectors[in] + ".v[" + std::to_string(w.lane) + "]";
-          w.tile_reads[in] = {input_index(p.vectors.inputs.at(in), idx), load_form(f.value(in).dtype, at)};
+          const DType t = f.value(in).dtype;
+          w.tile_reads[in] = {input_index(p.vectors.inputs.at(in), idx),
+                              stage_vectors.empty() ? load_form(t, row + "[" + j + "]")
+                                                    : vector_lane_form(t, stage_vectors[in], w.lane)};
         }
     };
     if (steps == nullptr || !vector_steps) {
@@ -540,6 +542,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
   const bool long_rows = which == RowKernel::LongRows;
   w.reduced = s.reduced;
   w.views = s.views;
+  w.word_lanes = true;
   use_vectors(w, p.vectors);
   // Which path runs: the same for every row (the conditions read extents,
   // strides and base pointers only). Main: registers, else memory one

@@ -39,9 +39,10 @@ std::string args_struct(size_t slots, const char* extra) {
 struct KernelText {
   std::string head, tail;
 };
-KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body) {
-  return {"extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) + (one_block_per_sm ? ", 1" : "") + ") ",
-          "(const KfArgs args) {\n" + body + "}\n"};
+KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body, int max_registers = 0) {
+  const std::string bounds = max_registers > 0 ? "KF_MAXNREG(" + std::to_string(block) + ", " + std::to_string(max_registers) + ")"
+                                               : "__launch_bounds__(" + std::to_string(block) + (one_block_per_sm ? ", 1" : "") + ")";
+  return {"extern \"C\" __global__ void " + bounds + " ", "(const KfArgs args) {\n" + body + "}\n"};
 }
 
 // A kernel's scalar twin (KernelPlan::scalar_twins): its suffix + this.

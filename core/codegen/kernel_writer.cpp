@@ -220,6 +220,7 @@ std::string KernelWriter::take_kernel() {
   reciprocals.clear();
   lane = -1;
   group = section = 0;
+  word_lanes = false;
   return k;
 }
 
@@ -393,7 +394,8 @@ std::string KernelWriter::load_input(int64_t value, const std::vector<std::strin
                                                                   lane_guard_, dims})
                  .first;
       if (it->second.base == *base)  // (one vector per input and group)
-        return define(t, load_form(t, it->second.reg + ".v[" + std::to_string(lane) + "]"));
+        return define(t, word_lanes ? vector_lane_form(t, it->second.reg, lane)
+                                    : load_form(t, it->second.reg + ".v[" + std::to_string(lane) + "]"));
     }
   }
   return define(t, load_form(t, pointer(value) + "[" + offset(value, idx) + "]"));

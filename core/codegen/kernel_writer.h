@@ -114,6 +114,10 @@ class KernelWriter {
   int lane = -1;
   int group = 0;
   int section = 0;
+  // 16-bit lanes read from their 32-bit words (vector_lane_form): set by
+  // the row kernels, which hold the vectors across phases (the column
+  // kernels, which do not, measured up to 3% slower with it: docs/PERF.md).
+  bool word_lanes = false;
   std::vector<std::string> lane_index;
   std::vector<std::string> lane_base;
   std::map<int64_t, std::vector<int>> vector_inputs;  // candidate -> its dims' domain dims (VectorPlan::inputs)

@@ -264,6 +264,15 @@ std::string load_form(DType t, const std::string& x) {
   }
 }
 
+std::string vector_lane_form(DType t, const std::string& vec, int lane) {
+  const std::string j = std::to_string(lane);
+  switch (t) {
+    case DType::F16: return "kf_h2f_at(" + vec + ", " + j + ")";
+    case DType::BF16: return "kf_bf2f_at(" + vec + ", " + j + ")";
+    default: return load_form(t, vec + ".v[" + j + "]");
+  }
+}
+
 std::string store_form(DType t, const std::string& x) {
   switch (t) {
     case DType::F16: return "kf_f2h(" + x + ")";

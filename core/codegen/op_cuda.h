@@ -27,6 +27,9 @@ std::string convert(DType from, DType to, const std::string& expr);
 
 // A storage element (`expr` of storage_type(t)) as a register, and back.
 std::string load_form(DType t, const std::string& expr);
+// Lane `lane` of the kf_vec `vec` of dtype t, as load_form gives it; 16-bit
+// lanes come from their 32-bit word (the vector stays in registers as words).
+std::string vector_lane_form(DType t, const std::string& vec, int lane);
 // A float register rounded to narrow float `t` (half, bfloat16, float8),
 // still a float: "kf_rh(x)", "kf_rbf(x)", "kf_r8e4(x)", "kf_r8e5(x)".
 std::string round_form(DType t, const std::string& expr);

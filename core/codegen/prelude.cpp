@@ -14,6 +14,13 @@ namespace {
 // Storage forms: float16/bfloat16 as unsigned short bits, bool as one byte.
 constexpr std::string_view kPrelude = R"KFCUDA(// kfuse device prelude
 #define KF_DEV __device__ __forceinline__
+// A kernel of up to `block` threads under a register budget (__maxnreg__,
+// CUDA 12.4 and later; before, the 1024-thread block's 64).
+#if __CUDACC_VER_MAJOR__ * 100 + __CUDACC_VER_MINOR__ >= 1204
+#define KF_MAXNREG(block, n) __maxnreg__(n)
+#else
+#define KF_MAXNREG(block, n) __launch_bounds__(block, 1)
+#endif
 
 // ---- half / bfloat16 (round to nearest even) ----
 KF_DEV float kf_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
@@ -162,6 +169,26 @@ KF_DEV double kf_normal_f64(kf_u4 w, double mean, double std) {
 
 // ---- vector access: N elements of T in one aligned load/store ----
 template <class T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) kf_vec { T v[N]; };
+// Lane j of a kf_vec of 16-bit elements, read from its 32-bit word: the
+// vector then stays in registers as words (4 for 8 lanes) where each lane
+// read on its own takes a register of its own (docs/PERF.md, session 15).
+template <class V> KF_DEV unsigned kf_lane_word(const V& v, int j) {
+  if constexpr (sizeof(v.v) == 2) {
+    return v.v[0];
+  } else {
+    const unsigned u = reinterpret_cast<const unsigned*>(&v)[j >> 1];
+    return (j & 1) ? u >> 16 : u & 0xffffu;
+  }
+}
+template <class V> KF_DEV float kf_bf2f_at(const V& v, int j) {
+  if constexpr (sizeof(v.v) == 2) {
+    return kf_bf2f(v.v[0]);
+  } else {
+    const unsigned u = reinterpret_cast<const unsigned*>(&v)[j >> 1];
+    return __int_as_float((j & 1) ? (u & 0xffff0000u) : (u << 16));
+  }
+}
+template <class V> KF_DEV float kf_h2f_at(const V& v, int j) { return kf_h2f((unsigned short)kf_lane_word(v, j)); }
 
 // ---- reductions ----
 // x / d for a divisor shared by many divisions (a row's sum), given
