@@ -150,6 +150,9 @@ struct LaunchRule {
   // PerRow with row_items > 0: every row takes the LongRows kernel
   // (RowParams::stream_rows).
   bool stream_rows = false;
+  // PerRow with row_items > 0: the register budget per thread of
+  // KernelPlan::tight_name (0: no such kernel).
+  int tight_registers = 0;
   bool scan_block_per_line = false;  // Scan
   // ColumnReduce.
   int tile_cols = 0;
@@ -183,6 +186,11 @@ struct KernelPlan {
   // PerRow with a vector plan: the kernel for rows longer than `name` holds
   // in registers (LaunchDims::long_rows says which to launch).
   std::string long_row_name;
+  // PerRow with a vector plan: the main kernel's register path again under
+  // launch.tight_registers (the main kernel has the 64 registers a
+  // 1024-thread block allows), for the calls whose block fits more often on
+  // a multiprocessor with fewer (takes_tight_registers).
+  std::string tight_name;
   // ColumnReduce: the kernels after name and finish_name, in launch order:
   // a (partials, finish) pair per later phase, on the first kernel's grid
   // and the finishing grid, then the epilogue, on the epilogue grid (its

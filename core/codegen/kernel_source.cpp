@@ -74,7 +74,10 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
                                         : sfx.starts_with("_f") ? KernelPlan::LaterKernel::Grid::Finish
                                                                 : KernelPlan::LaterKernel::Grid::Partials});
     else
-      (sfx == "_finish" ? plan.finish_name : sfx == "_long" ? plan.long_row_name : plan.name) = name + sfx;
+      (sfx == "_finish" ? plan.finish_name
+       : sfx == "_long" ? plan.long_row_name
+       : sfx == "_tight" ? plan.tight_name
+                         : plan.name) = name + sfx;
   }
   plan.source = prelude + text;
   // Each check once (kernels of a plan read the same tensors).
@@ -304,6 +307,16 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       w.paths = KernelWriter::Paths::Both;
       kernels.push_back(kernel_text(launch.block, launch.row_items > 0, w.take_kernel()));
       suffixes.push_back(std::string(kScalarSuffix));
+    }
+    // The register path under a 48-register budget: a block of 17-21
+    // warps then fits twice on a multiprocessor, not once (docs/PERF.md,
+    // session 15: softmax 32768x16392 bf16 1.18 -> 0.82 ms). Not for
+    // inner-outer kernels, whose grid assumes the main kernel's budget.
+    if (launch.row_items > 0 && !row.stream_rows && !row.has_outer()) {
+      constexpr int kTightRegisters = 48;
+      kernels.push_back(kernel_text(launch.block, true, main, kTightRegisters));
+      suffixes.push_back("_tight");
+      launch.tight_registers = kTightRegisters;
     }
     if (long_rows) {  // rows longer than the main kernel's registers hold
       emit_row(w, task, row, RowKernel::LongRows);

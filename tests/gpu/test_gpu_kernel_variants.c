@@ -1,6 +1,8 @@
 /* Kernel variants compile on first need (loaded_kernel.h). A row plan
  * covers short rows (the main kernel), rows too long for the registers
- * (the long-row kernel) and a few long rows (the split-row kernels); a
+ * (the long-row kernel), rows whose block fits a multiprocessor more
+ * often with fewer registers (the tight kernel) and a few long rows (the
+ * split-row kernels); a
  * column plan's vector kernels have scalar twins for the calls whose
  * tensors fail a vector check (here: a width not a multiple of the
  * vector). The first call compiles only what its sizes take; each other
@@ -129,10 +131,14 @@ static void test_variants_compile_on_first_need(void** state) {
   run_sum(f, 4, 32768, 1, 1.5); /* a few long rows: the split-row kernels */
   const int with_split = cached_kernels();
   assert_true(with_split - with_long >= 2);
+  run_sum(f, 200, 9000, 1, 1.5); /* blocks of 18 warps: the tight kernel (48 registers) */
+  const int with_tight = cached_kernels();
+  assert_int_equal(with_tight - with_split, 1);
   run_sum(f, 100, 2000, 1, 1.5); /* every variant loaded: nothing compiles */
   run_sum(f, 300, 20000, 1, 1.5);
   run_sum(f, 3, 20000, 1, 1.5);
-  assert_int_equal(cached_kernels(), with_split);
+  run_sum(f, 50, 10000, 1, 1.5);
+  assert_int_equal(cached_kernels(), with_tight);
   kf_fusion_release(f);
 }
 

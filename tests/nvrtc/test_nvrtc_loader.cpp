@@ -246,6 +246,20 @@ void test_launch_dims(void**) {
   assert_int_equal(d.shared_bytes, 0);
   assert_int_equal(d.block, 256);  // 8 x 256 at 32 registers: ties go to the smaller block
   assert_false(launch_dims(r, Sizes{100000, 4096}, 1 << 30, 132, limits).long_rows);
+  // The tight kernel (48 registers) where its block fits 1.5x as often as
+  // the main kernel's 64 registers allow: 32 bf16 per thread, rows of
+  // 16392 take 544 threads (1 block at 64, 2 at 48); 11264 take 352 (2 -> 3);
+  // 4096 take 128 (8 -> 10: no); 32768 take 1024 (1 -> 1: no).
+  LaunchRule tr = r;
+  tr.outer_accumulators = 0;
+  tr.row_items = 32;
+  assert_false(takes_tight_registers(tr, Sizes{100, 16392}));  // no tight kernel
+  tr.tight_registers = 48;
+  assert_true(takes_tight_registers(tr, Sizes{100, 16392}));
+  assert_true(takes_tight_registers(tr, Sizes{100, 11264}));
+  assert_false(takes_tight_registers(tr, Sizes{100, 4096}));
+  assert_false(takes_tight_registers(tr, Sizes{100, 32768}));
+  assert_false(takes_tight_registers(tr, Sizes{100, 40000}));  // long rows
   // Column reductions: tiles x splits (about 1024 blocks, at least 128
   // rows each); a normalization's per-column results after the partials
   // in the scratch, and its epilogue split finer (about 4096 blocks, at

@@ -120,9 +120,10 @@ class CudaBackend final : public Backend {
       run_kernel(c, k.variant(v), sizes, inputs, outputs, options, context);
       return;
     }
-    // A plan with scalar twins loads Main or Scalar once the call's
-    // argument words are known (below); the rest load their variant now.
-    if (v != KernelVariant::Main || k.plan.scalar_twins.empty()) k.variant(v);
+    // A plan with scalar twins loads Main (or Tight) or Scalar once the
+    // call's argument words are known (below); the rest load their variant now.
+    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight;
+    if (!vector_variant || k.plan.scalar_twins.empty()) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
       run_steps(c, k, sizes, inputs, outputs, options, context);
@@ -138,12 +139,17 @@ class CudaBackend final : public Backend {
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
-    // Tensors that fail a vector check take the scalar twins (loaded on first need).
-    const bool scalar = v == KernelVariant::Main && scalar_twins_needed(k.plan, args.data());
-    if (v == KernelVariant::Main && !k.plan.scalar_twins.empty()) k.variant(scalar ? KernelVariant::Scalar : v);
-    CUfunction function = scalar ? k.scalar : long_rows ? k.long_row : k.function;
+    // Tensors that fail a vector check take the scalar twins (loaded on
+    // first need); a tight kernel that spills gives way to the main one.
+    const bool scalar = vector_variant && scalar_twins_needed(k.plan, args.data());
+    KernelVariant run = scalar ? KernelVariant::Scalar : v;
+    if (run == KernelVariant::Tight && k.variant(run).tight_spills) run = KernelVariant::Main;
+    k.variant(run);
+    const bool tight = run == KernelVariant::Tight;
+    CUfunction function = scalar ? k.scalar : long_rows ? k.long_row : tight ? k.tight : k.function;
     const char* name = scalar      ? k.plan.scalar_of(k.plan.name).c_str()
                        : long_rows ? k.plan.long_row_name.c_str()
+                       : tight     ? k.plan.tight_name.c_str()
                                    : k.plan.name.c_str();
     if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing

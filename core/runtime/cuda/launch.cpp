@@ -304,6 +304,16 @@ bool takes_long_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
   return row > register_row_block(rule, row) * rule.row_items;
 }
 
+bool takes_tight_registers(const LaunchRule& rule, std::span<const int64_t> domain) {
+  if (rule.kind != LaunchRule::Kind::PerRow || rule.tight_registers <= 0 || takes_long_rows(rule, domain)) return false;
+  int64_t row = 1;
+  for (size_t d = 0; d < domain.size(); ++d)
+    if (d < rule.reduced_dims.size() && rule.reduced_dims[d]) row *= domain[d];
+  const int64_t block = register_row_block(rule, row);
+  constexpr int kMainRegisters = 64;  // __launch_bounds__(1024, 1)
+  return 2 * resident_blocks(block, rule.tight_registers, 0, 0) >= 3 * resident_blocks(block, kMainRegisters, 0, 0);
+}
+
 bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {
   if (rule.kind != LaunchRule::Kind::PerRow || rule.row_items <= 0) return false;
   int64_t rows = 1, row = 1;

@@ -65,6 +65,12 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
 // (launch_dims sets LaunchDims::long_rows the same way).
 bool takes_long_rows(const LaunchRule& per_row, std::span<const int64_t> domain);
 
+// Whether a PerRow call whose rows the registers hold is better launched
+// with the plan's tight kernel (KernelPlan::tight_name): its budget lets at
+// least 1.5x as many of this call's blocks reside on a multiprocessor as
+// the main kernel's 64 registers do.
+bool takes_tight_registers(const LaunchRule& per_row, std::span<const int64_t> domain);
+
 // Whether a PerRow plan's split-row kernels (KernelPlan::split_rows)
 // should run this call instead: rows too long for the block's registers
 // and fewer than two per multiprocessor, so one block per row would leave

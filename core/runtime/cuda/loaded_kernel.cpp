@@ -20,6 +20,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::Main: return 0;
     case KernelVariant::LongRows: return 1;
     case KernelVariant::Scalar: return 2;
+    case KernelVariant::Tight: return 3;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -100,7 +101,8 @@ void load_segments(const Plan& p, const ValueSizes& sizes, int multiprocessors) 
     kernels.push_back(make_loaded(c, s.segments[missing[i]].task, std::move(plans[i])));
     LoadedKernel& k = *kernels.back();
     KernelVariant v = kernel_variant(k.plan, sizes, multiprocessors);
-    if (v == KernelVariant::Main && extents_fail_checks(k, sizes)) v = KernelVariant::Scalar;
+    if ((v == KernelVariant::Main || v == KernelVariant::Tight) && extents_fail_checks(k, sizes))
+      v = KernelVariant::Scalar;
     LoadedKernel* target = &k;
     if (v == KernelVariant::SplitRows) {
       target = k.split.get();
@@ -129,6 +131,7 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, in
   if (!plan.split_rows.empty() && prefer_split_rows(plan.launch, domain, multiprocessors))
     return KernelVariant::SplitRows;
   if (!plan.long_row_name.empty() && takes_long_rows(plan.launch, domain)) return KernelVariant::LongRows;
+  if (!plan.tight_name.empty() && takes_tight_registers(plan.launch, domain)) return KernelVariant::Tight;
   return KernelVariant::Main;
 }
 
@@ -146,6 +149,7 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::Main: names.push_back(plan.name); break;
     case KernelVariant::LongRows: names.push_back(plan.long_row_name); break;
     case KernelVariant::Scalar: names.push_back(plan.scalar_of(plan.name)); break;
+    case KernelVariant::Tight: names.push_back(plan.tight_name); break;
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
   if (v == KernelVariant::Main || v == KernelVariant::Scalar)
@@ -172,6 +176,12 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     scalar = load(plan.scalar_of(plan.name));
     for (const KernelPlan::LaterKernel& l : plan.later) scalar_later.push_back(load(plan.scalar_of(l.name)));
     allow_shared(device, plan, scalar, plan.scalar_of(plan.name));
+  } else if (v == KernelVariant::Tight) {
+    tight = load(plan.tight_name);
+    allow_shared(device, plan, tight, plan.tight_name);
+    int local_bytes = 0;
+    check(driver().cuFuncGetAttribute_(&local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, tight), "cuFuncGetAttribute");
+    tight_spills = local_bytes > kTightSpillBytes;
   } else {
     long_row = load(plan.long_row_name);
     if (plan.launch.row_stage_bytes > 0) {  // the staged row path: all the device allows

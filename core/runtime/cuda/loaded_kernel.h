@@ -31,15 +31,23 @@ enum class KernelVariant : uint8_t {
   LongRows,   // PerRow: plan.long_row_name, with finish_name
   Scalar,     // Main with the scalar twins of its kernels (plan.scalar_twins)
   SplitRows,  // PerRow: plan.split_rows[0] (its Main variant)
+  Tight,      // PerRow: plan.tight_name (takes_tight_registers)
 };
 
 // The variant a call with `sizes` launches (multiprocessors: the device's),
-// before its argument words are known: Main stands for Main or Scalar
-// (scalar_twins_needed decides with the words).
+// before its argument words are known: Main and Tight stand for themselves
+// or Scalar (scalar_twins_needed decides with the words), and Tight for
+// Main where the tight kernel spills (LoadedKernel::tight_spills).
 KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors);
 // Whether a call with argument words `args` must launch the scalar twins
 // (a vector check fails).
 bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args);
+
+// The most local memory per thread (spills) with which a tight kernel is
+// still launched. Measured (H100, docs/PERF.md session 15): softmax's at
+// 48 registers keeps 32 bytes and runs 1.4x faster where its block fits
+// twice; dropout + residual + layernorm's keeps about 200 and runs 2x slower.
+constexpr int kTightSpillBytes = 64;
 
 struct LoadedKernel {
   KernelPlan plan;
@@ -52,6 +60,10 @@ struct LoadedKernel {
   CUfunction finish = nullptr;    // ColumnReduce and inner-outer PerRow: the finishing kernel
   std::vector<CUfunction> later;  // ColumnReduce, SplitRows, Scatter, Scan: plan.later's kernels
   CUfunction scalar = nullptr;    // Scalar: the twin of `function`
+  CUfunction tight = nullptr;     // Tight
+  // Tight: ptxas kept more than kTightSpillBytes per thread in local
+  // memory for it; the call launches Main instead.
+  bool tight_spills = false;
   std::vector<CUfunction> scalar_later;  // Scalar: plan.later's kernels or their twins
   cuda::KernelLimits limits;       // Main, Elementwise: for its waves
   cuda::KernelLimits long_limits;  // LongRows: for its block and stage
@@ -73,7 +85,7 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[3]{};  // Main, LongRows, Scalar
+  mutable std::atomic<bool> loaded_[4]{};  // Main, LongRows, Scalar, Tight
 };
 
 // The kernel of generated segment `index`. The first call of a
