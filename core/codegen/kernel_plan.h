@@ -153,6 +153,9 @@ struct LaunchRule {
   // PerRow with row_items > 0: the register budget per thread of
   // KernelPlan::tight_name (0: no such kernel).
   int tight_registers = 0;
+  // PerRow with row_items > 0: the elements each thread of
+  // KernelPlan::wide_name holds (0: no such kernel).
+  int wide_row_items = 0;
   bool scan_block_per_line = false;  // Scan
   // ColumnReduce.
   int tile_cols = 0;
@@ -191,6 +194,10 @@ struct KernelPlan {
   // 1024-thread block allows), for the calls whose block fits more often on
   // a multiprocessor with fewer (takes_tight_registers).
   std::string tight_name;
+  // PerRow with a vector plan and a staged long-row path: the register path
+  // at launch.wide_row_items per thread, for rows too long for `name` that
+  // the long-row kernel would stream (takes_wide_rows).
+  std::string wide_name;
   // ColumnReduce: the kernels after name and finish_name, in launch order:
   // a (partials, finish) pair per later phase, on the first kernel's grid
   // and the finishing grid, then the epilogue, on the epilogue grid (its

@@ -45,6 +45,9 @@ KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body
   return {"extern \"C\" __global__ void " + bounds + " ", "(const KfArgs args) {\n" + body + "}\n"};
 }
 
+// The most row elements a thread of a wide kernel holds (KernelPlan::wide_name).
+constexpr int kWideRowItems = 32;
+
 // A kernel's scalar twin (KernelPlan::scalar_twins): its suffix + this.
 constexpr std::string_view kScalarSuffix = "_scalar";
 
@@ -77,6 +80,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
       (sfx == "_finish" ? plan.finish_name
        : sfx == "_long" ? plan.long_row_name
        : sfx == "_tight" ? plan.tight_name
+       : sfx == "_wide"  ? plan.wide_name
                          : plan.name) = name + sfx;
   }
   plan.source = prelude + text;
@@ -317,6 +321,23 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       kernels.push_back(kernel_text(launch.block, true, main, kTightRegisters));
       suffixes.push_back("_tight");
       launch.tight_registers = kTightRegisters;
+    }
+    // The register path at twice the vectors per thread, for rows the main
+    // kernel cannot hold that the long-row kernel would stream rather than
+    // stage (float32 rows of 32768: 2.17 -> 1.43 ms for softmax; where the
+    // row is staged it won or lost by the case: docs/PERF.md, session 15).
+    // At most 32 elements per thread: a row value held as floats (softmax's
+    // exp) at 64 spilled (bf16 softmax 1.2x slower).
+    RowParams wide = row;
+    wide.vectors_per_thread *= 2;
+    if (twins && launch.row_stage_bytes > 0 && !row.stream_rows &&
+        wide.vectors.width * wide.vectors_per_thread <= kWideRowItems) {
+      w.paths = KernelWriter::Paths::Vector;
+      emit_row(w, task, wide, RowKernel::Main);
+      w.paths = KernelWriter::Paths::Both;
+      kernels.push_back(kernel_text(launch.block, true, w.take_kernel()));
+      suffixes.push_back("_wide");
+      launch.wide_row_items = wide.vectors.width * wide.vectors_per_thread;
     }
     if (long_rows) {  // rows longer than the main kernel's registers hold
       emit_row(w, task, row, RowKernel::LongRows);

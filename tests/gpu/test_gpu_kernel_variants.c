@@ -181,6 +181,62 @@ static void test_first_call_takes_the_twin_it_needs(void** state) {
   kf_fusion_release(f);
 }
 
+/* x - max(x) over each row: two passes, so the long-row kernel stages the
+ * row where it fits half the shared memory; longer rows that 8 vectors per
+ * thread hold take the wide kernel. Checked exactly (a difference of two
+ * multiples of 1/8 below 2). */
+static void run_centered(kf_fusion f, int64_t rows, int64_t cols) {
+  const size_t n = (size_t)(rows * cols);
+  float* host = malloc(n * sizeof(float));
+  float* got = malloc(n * sizeof(float));
+  assert_non_null(host);
+  assert_non_null(got);
+  for (size_t i = 0; i < n; ++i) host[i] = (float)((int)((i * 7 + i / 5) % 13) - 6) / 8.0f;
+  void* dev = gpu_alloc(n * sizeof(float));
+  gpu_to_device(dev, host, n * sizeof(float));
+  int64_t shape[2] = {rows, cols};
+  const DLTensor x = device_matrix(dev, shape);
+  const DLTensor* in[1] = {&x};
+  DLManagedTensor* out[1];
+  KF_CHECK(kf_execute(f, in, 1, out, 1, NULL));
+  GPU_CHECK(gpu.ctx_sync());
+  gpu_to_host(got, out[0]->dl_tensor.data, n * sizeof(float));
+  for (int64_t i = 0; i < rows; ++i) {
+    float m = host[i * cols];
+    for (int64_t j = 1; j < cols; ++j) m = host[i * cols + j] > m ? host[i * cols + j] : m;
+    for (int64_t j = 0; j < cols; ++j)
+      if (got[i * cols + j] != host[i * cols + j] - m)
+        fail_msg("[%lld x %lld] (%lld, %lld): got %.9g, want %.9g", (long long)rows, (long long)cols, (long long)i,
+                 (long long)j, got[i * cols + j], host[i * cols + j] - m);
+  }
+  out[0]->deleter(out[0]);
+  gpu_free(dev);
+  free(got);
+  free(host);
+}
+
+static void test_wide_rows_compile_on_first_need(void** state) {
+  (void)state;
+  static const char* kCentered =
+      "input x: tensor<float32, 2>\n"
+      "m = max(x) {axes=[1], keepdim=true}\n"
+      "y = sub(x, m)\n"
+      "output y\n";
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(kCentered, &f));
+  const int before = cached_kernels();
+  run_centered(f, 300, 32768); /* 128 KB rows: streamed by the long-row kernel, held by the wide one */
+  const int wide = cached_kernels();
+  assert_int_equal(wide - before, 1);
+  run_centered(f, 300, 24000); /* 94 KB rows: staged, the long-row kernel */
+  const int with_long = cached_kernels();
+  assert_int_equal(with_long - wide, 1);
+  run_centered(f, 300, 30000); /* (fewer rows would take the split-row kernels) */
+  run_centered(f, 300, 20000);
+  assert_int_equal(cached_kernels(), with_long);
+  kf_fusion_release(f);
+}
+
 int main(void) {
   GPU_REQUIRE_DEVICE();
   /* A disk cache of this test's own (read once, on the first compile). */
@@ -190,6 +246,7 @@ int main(void) {
       cmocka_unit_test(test_variants_compile_on_first_need),
       cmocka_unit_test(test_scalar_twins_compile_on_first_need),
       cmocka_unit_test(test_first_call_takes_the_twin_it_needs),
+      cmocka_unit_test(test_wide_rows_compile_on_first_need),
   };
   const int failed = cmocka_run_group_tests(tests, NULL, NULL);
   char command[128];

@@ -302,6 +302,27 @@ void test_fast_paths(void** /*state*/) {
     assert_false(contains(g.plan.units[g.plan.unit_of(g.plan.name)].source, "j += blockDim.x"));
     assert_true(contains(g.plan.units[g.plan.unit_of(twin)].source, "j += blockDim.x"));
     assert_true(g.plan.vector_checks.size() >= 3);  // width, the input's alignment and unit stride
+    // The same register path under 48 registers (tight); no wide kernel
+    // (8 vectors of 8 would be 64 elements per thread).
+    assert_int_equal(g.plan.launch.tight_registers, 48);
+    assert_true(contains(g.plan.units[g.plan.unit_of(g.plan.tight_name)].source,
+                         "KF_MAXNREG(1024, 48) " + g.plan.tight_name + "("));
+    assert_int_equal(g.plan.launch.wide_row_items, 0);
+    assert_true(g.plan.wide_name.empty());
+  }
+  {  // the same in float32: a wide kernel, 8 vectors of 4 (the long-row path stages the row)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {16, 8192}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F32);
+      const int64_t m = b.op(Op::MAX, {x}, {1, 1})[0];
+      const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
+      b.output(b.op(Op::DIV, {e, b.op(Op::SUM, {e}, {1, 1})[0]}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(g.plan.launch.row_items, 16);
+    assert_int_equal(g.plan.launch.wide_row_items, 32);
+    assert_true(g.plan.launch.row_stage_bytes > 0);
+    assert_false(contains(g.plan.units[g.plan.unit_of(g.plan.wide_name)].source, "j += blockDim.x"));
   }
   {  // layernorm rows: with split-row kernels in a source of their own
     Inputs in;

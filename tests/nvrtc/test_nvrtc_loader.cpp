@@ -260,6 +260,23 @@ void test_launch_dims(void**) {
   assert_false(takes_tight_registers(tr, Sizes{100, 4096}));
   assert_false(takes_tight_registers(tr, Sizes{100, 32768}));
   assert_false(takes_tight_registers(tr, Sizes{100, 40000}));  // long rows
+  // The wide kernel (twice the main kernel's elements per thread): rows too
+  // long for the main kernel, within the wide one's, whose stage (4 bytes
+  // per element here) exceeds half the 227 KB limit: float32 rows of 16
+  // per thread at 4 vectors, 32 at 8.
+  LaunchRule wr = r;
+  wr.outer_accumulators = 0;
+  wr.row_items = 16;
+  wr.row_stage_bytes = 4;
+  const int64_t optin = 227 * 1024;
+  assert_false(takes_wide_rows(wr, Sizes{100, 32768}, optin));  // no wide kernel
+  wr.wide_row_items = 32;
+  assert_true(takes_wide_rows(wr, Sizes{100, 32768}, optin));   // 128 KB: streamed
+  assert_true(takes_wide_rows(wr, Sizes{100, 30000}, optin));   // 117 KB: streamed
+  assert_false(takes_wide_rows(wr, Sizes{100, 24000}, optin));  // 94 KB: staged
+  assert_false(takes_wide_rows(wr, Sizes{100, 16384}, optin));  // the main kernel's
+  assert_false(takes_wide_rows(wr, Sizes{100, 32769}, optin));  // too long for 32 per thread
+  assert_true(takes_wide_rows(wr, Sizes{100, 24000}, 160 * 1024));  // a smaller limit: streamed
   // Column reductions: tiles x splits (about 1024 blocks, at least 128
   // rows each); a normalization's per-column results after the partials
   // in the scratch, and its epilogue split finer (about 4096 blocks, at

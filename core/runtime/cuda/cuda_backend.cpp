@@ -106,7 +106,7 @@ class CudaBackend final : public Backend {
       return;
     }
     if (seg.task.exprs.empty()) return;  // no-op segment: nothing to compute
-    run_kernel(c, loaded_segment(p, index, sizes, context.info().multiprocessors), sizes, inputs, outputs, options,
+    run_kernel(c, loaded_segment(p, index, sizes), sizes, inputs, outputs, options,
                context);
   }
 
@@ -115,46 +115,51 @@ class CudaBackend final : public Backend {
   void run_kernel(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes,
                   const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options,
                   ScopedContext& context) {
-    const KernelVariant v = kernel_variant(k.plan, sizes, context.info().multiprocessors);
+    const KernelVariant v = kernel_variant(k.plan, sizes, context.info());
     if (v == KernelVariant::SplitRows) {
       run_kernel(c, k.variant(v), sizes, inputs, outputs, options, context);
       return;
     }
     // A plan with scalar twins loads Main (or Tight) or Scalar once the
     // call's argument words are known (below); the rest load their variant now.
-    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight;
+    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide;
     if (!vector_variant || k.plan.scalar_twins.empty()) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
       run_steps(c, k, sizes, inputs, outputs, options, context);
       return;
     }
-    const bool long_rows = v == KernelVariant::LongRows;
-    const LaunchDims dims = launch_dims(k.plan.launch, sizes[k.plan.launch.domain_value], context.info().max_grid_x,
-                                        context.info().multiprocessors, long_rows ? k.long_limits : k.limits);
-    if (dims.grid == 0) return;  // empty domain
-    if (dims.long_rows != long_rows && !k.plan.long_row_name.empty())
-      fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
+    const std::span<const int64_t> domain = sizes[k.plan.launch.domain_value];
+    if (launch_dims(k.plan.launch, domain, context.info().max_grid_x, context.info().multiprocessors).grid == 0)
+      return;  // empty domain
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
     // Tensors that fail a vector check take the scalar twins (loaded on
-    // first need); a tight kernel that spills gives way to the main one.
+    // first need), or the long-row kernel instead of the wide one; a tight
+    // kernel that spills gives way to the main one.
     const bool scalar = vector_variant && scalar_twins_needed(k.plan, args.data());
-    KernelVariant run = scalar ? KernelVariant::Scalar : v;
+    KernelVariant run = v;
+    if (scalar) run = v == KernelVariant::Wide ? KernelVariant::LongRows : KernelVariant::Scalar;
     if (run == KernelVariant::Tight && k.variant(run).tight_spills) run = KernelVariant::Main;
     k.variant(run);
-    const bool tight = run == KernelVariant::Tight;
-    CUfunction function = scalar ? k.scalar : long_rows ? k.long_row : tight ? k.tight : k.function;
-    const char* name = scalar      ? k.plan.scalar_of(k.plan.name).c_str()
+    const bool long_rows = run == KernelVariant::LongRows, tight = run == KernelVariant::Tight,
+               wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar;
+    const LaunchDims dims = launch_dims(wide ? k.wide_launch : k.plan.launch, domain, context.info().max_grid_x,
+                                        context.info().multiprocessors, long_rows ? k.long_limits : k.limits);
+    if (dims.long_rows != long_rows && !k.plan.long_row_name.empty())
+      fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
+    CUfunction function = scalar_twin ? k.scalar : long_rows ? k.long_row : tight ? k.tight : wide ? k.wide : k.function;
+    const char* name = scalar_twin ? k.plan.scalar_of(k.plan.name).c_str()
                        : long_rows ? k.plan.long_row_name.c_str()
                        : tight     ? k.plan.tight_name.c_str()
+                       : wide      ? k.plan.wide_name.c_str()
                                    : k.plan.name.c_str();
     if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing
       // kernel; the buffer is released in stream order behind it.
-      const std::vector<CUfunction>& later = scalar ? k.scalar_later : k.later;
+      const std::vector<CUfunction>& later = scalar_twin ? k.scalar_later : k.later;
       const size_t n = k.plan.args.size();
       const size_t bytes = static_cast<size_t>(dims.scratch_bytes);
       void* scratch = allocate(bytes, c.device.id, options);
@@ -167,7 +172,7 @@ class CudaBackend final : public Backend {
                stream_of(options), args.data());
         for (size_t i = 0; i < later.size(); ++i) {  // later phases, the epilogue
           const KernelPlan::LaterKernel& l = k.plan.later[i];
-          const char* later_name = scalar ? k.plan.scalar_of(l.name).c_str() : l.name.c_str();
+          const char* later_name = scalar_twin ? k.plan.scalar_of(l.name).c_str() : l.name.c_str();
           using Grid = KernelPlan::LaterKernel::Grid;
           if (l.grid == Grid::Finish)
             launch(later[i], later_name, dims.finish_grid, static_cast<uint32_t>(k.plan.launch.finish_block), 0,

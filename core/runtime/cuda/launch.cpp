@@ -314,6 +314,17 @@ bool takes_tight_registers(const LaunchRule& rule, std::span<const int64_t> doma
   return 2 * resident_blocks(block, rule.tight_registers, 0, 0) >= 3 * resident_blocks(block, kMainRegisters, 0, 0);
 }
 
+bool takes_wide_rows(const LaunchRule& rule, std::span<const int64_t> domain, int64_t max_dynamic_shared) {
+  if (rule.kind != LaunchRule::Kind::PerRow || rule.wide_row_items <= 0 || rule.stream_rows ||
+      !takes_long_rows(rule, domain))
+    return false;
+  int64_t row = 1;
+  for (size_t d = 0; d < domain.size(); ++d)
+    if (d < rule.reduced_dims.size() && rule.reduced_dims[d]) row *= domain[d];
+  // (launch_dims stages a row without outer reductions within half the limit)
+  return row <= rule.block * rule.wide_row_items && rule.row_stage_bytes * row > max_dynamic_shared / 2;
+}
+
 bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {
   if (rule.kind != LaunchRule::Kind::PerRow || rule.row_items <= 0) return false;
   int64_t rows = 1, row = 1;

@@ -71,6 +71,13 @@ bool takes_long_rows(const LaunchRule& per_row, std::span<const int64_t> domain)
 // the main kernel's 64 registers do.
 bool takes_tight_registers(const LaunchRule& per_row, std::span<const int64_t> domain);
 
+// Whether a PerRow call is better launched with the plan's wide kernel
+// (KernelPlan::wide_name): its rows are too long for the main kernel's
+// registers, fit the wide kernel's, and are too long to stage in half of
+// `max_dynamic_shared` (the device's opt-in limit), so the long-row kernel
+// would stream them.
+bool takes_wide_rows(const LaunchRule& per_row, std::span<const int64_t> domain, int64_t max_dynamic_shared);
+
 // Whether a PerRow plan's split-row kernels (KernelPlan::split_rows)
 // should run this call instead: rows too long for the block's registers
 // and fewer than two per multiprocessor, so one block per row would leave

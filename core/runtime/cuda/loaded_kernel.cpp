@@ -21,6 +21,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::LongRows: return 1;
     case KernelVariant::Scalar: return 2;
     case KernelVariant::Tight: return 3;
+    case KernelVariant::Wide: return 4;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -82,7 +83,7 @@ bool has_kernel(const Segment& seg) {
 // every plan is generated and the variant each segment takes with `sizes`
 // (Main or, when an extent check fails already, Scalar)
 // compiled, all on the compile pool, then loaded in run order.
-void load_segments(const Plan& p, const ValueSizes& sizes, int multiprocessors) {
+void load_segments(const Plan& p, const ValueSizes& sizes) {
   const ConcreteFusion& c = *p.concrete;
   const Segmentation& s = p.segmentation;
   std::lock_guard lock(p.kernels_mutex);
@@ -100,9 +101,10 @@ void load_segments(const Plan& p, const ValueSizes& sizes, int multiprocessors) 
   for (size_t i = 0; i < missing.size(); ++i) {
     kernels.push_back(make_loaded(c, s.segments[missing[i]].task, std::move(plans[i])));
     LoadedKernel& k = *kernels.back();
-    KernelVariant v = kernel_variant(k.plan, sizes, multiprocessors);
+    KernelVariant v = kernel_variant(k.plan, sizes, device_info(c.device.id));
     if ((v == KernelVariant::Main || v == KernelVariant::Tight) && extents_fail_checks(k, sizes))
       v = KernelVariant::Scalar;
+    if (v == KernelVariant::Wide && extents_fail_checks(k, sizes)) v = KernelVariant::LongRows;
     LoadedKernel* target = &k;
     if (v == KernelVariant::SplitRows) {
       target = k.split.get();
@@ -125,11 +127,13 @@ void load_segments(const Plan& p, const ValueSizes& sizes, int multiprocessors) 
 
 }  // namespace
 
-KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors) {
+KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, const cuda::DeviceInfo& device) {
   if (plan.launch.kind != LaunchRule::Kind::PerRow) return KernelVariant::Main;
   const std::span<const int64_t> domain = sizes[plan.launch.domain_value];
-  if (!plan.split_rows.empty() && prefer_split_rows(plan.launch, domain, multiprocessors))
+  if (!plan.split_rows.empty() && prefer_split_rows(plan.launch, domain, device.multiprocessors))
     return KernelVariant::SplitRows;
+  if (!plan.wide_name.empty() && takes_wide_rows(plan.launch, domain, device.max_shared_optin))
+    return KernelVariant::Wide;
   if (!plan.long_row_name.empty() && takes_long_rows(plan.launch, domain)) return KernelVariant::LongRows;
   if (!plan.tight_name.empty() && takes_tight_registers(plan.launch, domain)) return KernelVariant::Tight;
   return KernelVariant::Main;
@@ -150,6 +154,7 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::LongRows: names.push_back(plan.long_row_name); break;
     case KernelVariant::Scalar: names.push_back(plan.scalar_of(plan.name)); break;
     case KernelVariant::Tight: names.push_back(plan.tight_name); break;
+    case KernelVariant::Wide: names.push_back(plan.wide_name); break;
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
   if (v == KernelVariant::Main || v == KernelVariant::Scalar)
@@ -176,6 +181,11 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     scalar = load(plan.scalar_of(plan.name));
     for (const KernelPlan::LaterKernel& l : plan.later) scalar_later.push_back(load(plan.scalar_of(l.name)));
     allow_shared(device, plan, scalar, plan.scalar_of(plan.name));
+  } else if (v == KernelVariant::Wide) {
+    wide = load(plan.wide_name);
+    allow_shared(device, plan, wide, plan.wide_name);
+    wide_launch = plan.launch;
+    wide_launch.row_items = plan.launch.wide_row_items;
   } else if (v == KernelVariant::Tight) {
     tight = load(plan.tight_name);
     allow_shared(device, plan, tight, plan.tight_name);
@@ -221,11 +231,11 @@ const LoadedKernel& LoadedKernel::variant(KernelVariant v) const {
   return *this;
 }
 
-const LoadedKernel& loaded_segment(const Plan& p, size_t index, const ValueSizes& sizes, int multiprocessors) {
+const LoadedKernel& loaded_segment(const Plan& p, size_t index, const ValueSizes& sizes) {
   const KernelSlot& slot = p.kernel_slot(index);
   const LoadedKernel* k = slot.ready.load(std::memory_order_acquire);
   if (k == nullptr) {
-    load_segments(p, sizes, multiprocessors);
+    load_segments(p, sizes);
     k = slot.ready.load(std::memory_order_acquire);
   }
   return *k;

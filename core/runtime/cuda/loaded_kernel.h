@@ -32,13 +32,15 @@ enum class KernelVariant : uint8_t {
   Scalar,     // Main with the scalar twins of its kernels (plan.scalar_twins)
   SplitRows,  // PerRow: plan.split_rows[0] (its Main variant)
   Tight,      // PerRow: plan.tight_name (takes_tight_registers)
+  Wide,       // PerRow: plan.wide_name (takes_wide_rows)
 };
 
-// The variant a call with `sizes` launches (multiprocessors: the device's),
+// The variant a call with `sizes` launches on `device`,
 // before its argument words are known: Main and Tight stand for themselves
-// or Scalar (scalar_twins_needed decides with the words), and Tight for
-// Main where the tight kernel spills (LoadedKernel::tight_spills).
-KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors);
+// or Scalar (scalar_twins_needed decides with the words), Wide for itself
+// or LongRows, and Tight for Main where the tight kernel spills
+// (LoadedKernel::tight_spills).
+KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, const cuda::DeviceInfo& device);
 // Whether a call with argument words `args` must launch the scalar twins
 // (a vector check fails).
 bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args);
@@ -61,6 +63,8 @@ struct LoadedKernel {
   std::vector<CUfunction> later;  // ColumnReduce, SplitRows, Scatter, Scan: plan.later's kernels
   CUfunction scalar = nullptr;    // Scalar: the twin of `function`
   CUfunction tight = nullptr;     // Tight
+  CUfunction wide = nullptr;      // Wide
+  LaunchRule wide_launch;         // Wide: plan.launch with its row items
   // Tight: ptxas kept more than kTightSpillBytes per thread in local
   // memory for it; the call launches Main instead.
   bool tight_spills = false;
@@ -85,7 +89,7 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[4]{};  // Main, LongRows, Scalar, Tight
+  mutable std::atomic<bool> loaded_[5]{};  // Main, LongRows, Scalar, Tight, Wide
 };
 
 // The kernel of generated segment `index`. The first call of a
@@ -93,7 +97,7 @@ struct LoadedKernel {
 // variant each takes with `sizes` (a segment whose sizes
 // `sizes` does not carry, as in kf_execute_segment, takes that of empty
 // sizes: its main kernels).
-const LoadedKernel& loaded_segment(const Plan& p, size_t index, const ValueSizes& sizes, int multiprocessors);
+const LoadedKernel& loaded_segment(const Plan& p, size_t index, const ValueSizes& sizes);
 
 // The kernel of a matmul pattern's epilogue (bias, casts, activation),
 // for a library segment that cuBLASLt cannot run as one call: generated
