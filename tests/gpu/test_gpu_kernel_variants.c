@@ -65,13 +65,18 @@ static DLTensor device_matrix(void* data, int64_t* shape) {
   return x;
 }
 
-/* Runs a row (dim 1) or column (dim 0) sum of k * x on [rows, cols] and
- * checks every sum exactly. */
-static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) {
-  const size_t n = (size_t)(rows * cols);
+/* Host values in [-(period / 2) / 8, (period / 2) / 8], multiples of 1/8. */
+static float* host_matrix(size_t n, int period) {
   float* host = malloc(n * sizeof(float));
   assert_non_null(host);
-  for (size_t i = 0; i < n; ++i) host[i] = (float)((int)((i * 7 + i / 5) % 19) - 9) / 8.0f;
+  for (size_t i = 0; i < n; ++i) host[i] = (float)((int)((i * 7 + i / 5) % period) - period / 2) / 8.0f;
+  return host;
+}
+
+/* Runs f on the device copy of host ([rows, cols] float32) and copies its
+ * one output's first `count` elements into a new array. */
+static float* run_on_device(kf_fusion f, const float* host, int64_t rows, int64_t cols, size_t count) {
+  const size_t n = (size_t)(rows * cols);
   void* dev = gpu_alloc(n * sizeof(float));
   gpu_to_device(dev, host, n * sizeof(float));
   int64_t shape[2] = {rows, cols};
@@ -80,19 +85,27 @@ static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) 
   DLManagedTensor* out[1];
   KF_CHECK(kf_execute(f, in, 1, out, 1, NULL));
   GPU_CHECK(gpu.ctx_sync());
-  const int64_t sums = dim == 1 ? rows : cols, length = dim == 1 ? cols : rows;
-  float* got = malloc((size_t)sums * sizeof(float));
+  float* got = malloc(count * sizeof(float));
   assert_non_null(got);
-  gpu_to_host(got, out[0]->dl_tensor.data, (size_t)sums * sizeof(float));
+  gpu_to_host(got, out[0]->dl_tensor.data, count * sizeof(float));
+  out[0]->deleter(out[0]);
+  gpu_free(dev);
+  return got;
+}
+
+/* Runs a row (dim 1) or column (dim 0) sum of k * x on [rows, cols] and
+ * checks every sum exactly. */
+static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) {
+  float* host = host_matrix((size_t)(rows * cols), 19);
+  const int64_t sums = dim == 1 ? rows : cols, length = dim == 1 ? cols : rows;
+  float* got = run_on_device(f, host, rows, cols, (size_t)sums);
   for (int64_t i = 0; i < sums; ++i) {
     double want = 0; /* every partial sum is a multiple of 1/16 below 2^20: exact */
     for (int64_t j = 0; j < length; ++j) want += k * host[dim == 1 ? i * cols + j : j * cols + i];
     if ((float)want != got[i]) fail_msg("[%lld x %lld] sum %lld over dim %d: got %.9g, want %.9g", (long long)rows,
                                         (long long)cols, (long long)i, dim, got[i], want);
   }
-  out[0]->deleter(out[0]);
   free(got);
-  gpu_free(dev);
   free(host);
 }
 
@@ -187,20 +200,8 @@ static void test_first_call_takes_the_twin_it_needs(void** state) {
  * multiples of 1/8 below 2). */
 static void run_centered(kf_fusion f, int64_t rows, int64_t cols) {
   const size_t n = (size_t)(rows * cols);
-  float* host = malloc(n * sizeof(float));
-  float* got = malloc(n * sizeof(float));
-  assert_non_null(host);
-  assert_non_null(got);
-  for (size_t i = 0; i < n; ++i) host[i] = (float)((int)((i * 7 + i / 5) % 13) - 6) / 8.0f;
-  void* dev = gpu_alloc(n * sizeof(float));
-  gpu_to_device(dev, host, n * sizeof(float));
-  int64_t shape[2] = {rows, cols};
-  const DLTensor x = device_matrix(dev, shape);
-  const DLTensor* in[1] = {&x};
-  DLManagedTensor* out[1];
-  KF_CHECK(kf_execute(f, in, 1, out, 1, NULL));
-  GPU_CHECK(gpu.ctx_sync());
-  gpu_to_host(got, out[0]->dl_tensor.data, n * sizeof(float));
+  float* host = host_matrix(n, 13);
+  float* got = run_on_device(f, host, rows, cols, n);
   for (int64_t i = 0; i < rows; ++i) {
     float m = host[i * cols];
     for (int64_t j = 1; j < cols; ++j) m = host[i * cols + j] > m ? host[i * cols + j] : m;
@@ -209,8 +210,6 @@ static void run_centered(kf_fusion f, int64_t rows, int64_t cols) {
         fail_msg("[%lld x %lld] (%lld, %lld): got %.9g, want %.9g", (long long)rows, (long long)cols, (long long)i,
                  (long long)j, got[i * cols + j], host[i * cols + j] - m);
   }
-  out[0]->deleter(out[0]);
-  gpu_free(dev);
   free(got);
   free(host);
 }
