@@ -328,10 +328,9 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     // row is staged it won or lost by the case: docs/PERF.md, session 15).
     // At most 32 elements per thread: a row value held as floats (softmax's
     // exp) at 64 spilled (bf16 softmax 1.2x slower).
-    RowParams wide = row;
-    wide.vectors_per_thread *= 2;
-    if (twins && launch.row_stage_bytes > 0 && !row.stream_rows &&
-        wide.vectors.width * wide.vectors_per_thread <= kWideRowItems) {
+    if (twins && launch.row_stage_bytes > 0 && !row.stream_rows && 2 * launch.row_items <= kWideRowItems) {
+      RowParams wide = row;
+      wide.vectors_per_thread *= 2;
       w.paths = KernelWriter::Paths::Vector;
       emit_row(w, task, wide, RowKernel::Main);
       w.paths = KernelWriter::Paths::Both;

@@ -295,20 +295,28 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
   return dims;
 }
 
-bool takes_long_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
-  if (rule.kind != LaunchRule::Kind::PerRow || rule.row_items <= 0) return false;
-  if (rule.stream_rows) return true;
+namespace {
+
+// A PerRow call's row length: the product of its reduced extents.
+int64_t row_length(const LaunchRule& rule, std::span<const int64_t> domain) {
   int64_t row = 1;
   for (size_t d = 0; d < domain.size(); ++d)
     if (d < rule.reduced_dims.size() && rule.reduced_dims[d]) row *= domain[d];
+  return row;
+}
+
+}  // namespace
+
+bool takes_long_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
+  if (rule.kind != LaunchRule::Kind::PerRow || rule.row_items <= 0) return false;
+  if (rule.stream_rows) return true;
+  const int64_t row = row_length(rule, domain);
   return row > register_row_block(rule, row) * rule.row_items;
 }
 
 bool takes_tight_registers(const LaunchRule& rule, std::span<const int64_t> domain) {
   if (rule.kind != LaunchRule::Kind::PerRow || rule.tight_registers <= 0 || takes_long_rows(rule, domain)) return false;
-  int64_t row = 1;
-  for (size_t d = 0; d < domain.size(); ++d)
-    if (d < rule.reduced_dims.size() && rule.reduced_dims[d]) row *= domain[d];
+  const int64_t row = row_length(rule, domain);
   const int64_t block = register_row_block(rule, row);
   constexpr int kMainRegisters = 64;  // __launch_bounds__(1024, 1)
   return 2 * resident_blocks(block, rule.tight_registers, 0, 0) >= 3 * resident_blocks(block, kMainRegisters, 0, 0);
@@ -318,9 +326,7 @@ bool takes_wide_rows(const LaunchRule& rule, std::span<const int64_t> domain, in
   if (rule.kind != LaunchRule::Kind::PerRow || rule.wide_row_items <= 0 || rule.stream_rows ||
       !takes_long_rows(rule, domain))
     return false;
-  int64_t row = 1;
-  for (size_t d = 0; d < domain.size(); ++d)
-    if (d < rule.reduced_dims.size() && rule.reduced_dims[d]) row *= domain[d];
+  const int64_t row = row_length(rule, domain);
   // (launch_dims stages a row without outer reductions within half the limit)
   return row <= rule.block * rule.wide_row_items && rule.row_stage_bytes * row > max_dynamic_shared / 2;
 }
