@@ -85,17 +85,10 @@ std::string vector_type(const KernelWriter& w, int64_t v, int V) {
   return "kf_vec<" + std::string(storage_type(w.fusion().value(v).dtype)) + ", " + std::to_string(V) + ">";
 }
 
-void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
-                       std::vector<std::string>* conds, const std::vector<int>* input_dims,
-                       std::vector<ArgCheck>* checks) {
-  std::vector<ArgCheck> unused;
-  if (checks == nullptr) checks = &unused;
-  using K = ArgSlot::Kind;
+std::vector<int> vector_dims(const KernelWriter& w, int64_t v, int64_t dom, size_t dim) {
   const size_t r = w.rank(v), rd = w.rank(dom);
   std::vector<int> dims;
-  if (input_dims != nullptr) {
-    dims = *input_dims;
-  } else if (auto vi = w.vector_inputs.find(v); vi != w.vector_inputs.end()) {
+  if (auto vi = w.vector_inputs.find(v); vi != w.vector_inputs.end()) {
     dims = vi->second;
   } else if (w.views.contains(v)) {  // an output through a reshape keeping the last dim (add_view_vectors)
     dims.assign(r, kZeroIndex);
@@ -105,6 +98,17 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
     for (size_t j = 0; j < r && r <= rd; ++j)
       if (w.size_class(v, j) != SizeClass::One) dims[j] = static_cast<int>(rd - r + j);
   }
+  return dims;
+}
+
+void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
+                       std::vector<std::string>* conds, const std::vector<int>* input_dims,
+                       std::vector<ArgCheck>* checks, const VectorRef* ref) {
+  std::vector<ArgCheck> unused;
+  if (checks == nullptr) checks = &unused;
+  using K = ArgSlot::Kind;
+  const size_t r = w.rank(v);
+  const std::vector<int> dims = input_dims != nullptr ? *input_dims : vector_dims(w, v, dom, dim);
   const size_t pv = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(dim)) - dims.begin());
   // A vector wider than 16 bytes moves as several 16-byte ones.
   const int bytes = std::min(width * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
@@ -116,11 +120,25 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
   checks->push_back({ArgCheck::Kind::Multiple, {w.word(K::Data, v)}, 0, bytes});
   text([&] { return w.stride(v, pv) + " == 1"; });
   checks->push_back({ArgCheck::Kind::Equal, {w.word(K::Stride, v, static_cast<int>(pv))}, 1});
-  for (size_t d = 0; d < r; ++d)
-    if (d != pv && w.size_class(v, d) == SizeClass::Many) {
+  for (size_t d = 0; d < r; ++d) {
+    if (d == pv || w.size_class(v, d) != SizeClass::Many || (ref != nullptr && v == ref->value)) continue;
+    // With ref: its dim reading the same domain dim (none: ref's rows all
+    // start at remainder 0 along it, so v's stride must be a multiple).
+    int j = -1;
+    if (ref != nullptr && dims[d] >= 0)
+      for (size_t k = 0; k < ref->dims.size(); ++k)
+        if (ref->dims[k] == dims[d] && w.size_class(ref->value, k) == SizeClass::Many) j = static_cast<int>(k);
+    if (j < 0) {
       text([&] { return w.stride(v, d) + " % " + std::to_string(width) + " == 0"; });
       checks->push_back({ArgCheck::Kind::Multiple, {w.word(K::Stride, v, static_cast<int>(d))}, 0, width});
+    } else {
+      text([&] {
+        return "(" + w.stride(v, d) + " - " + w.stride(ref->value, static_cast<size_t>(j)) + ") % " + std::to_string(width) + " == 0";
+      });
+      checks->push_back({ArgCheck::Kind::Congruent, {w.word(K::Stride, v, static_cast<int>(d)), w.word(K::Stride, ref->value, j)},
+                         0, width});
     }
+  }
   for (size_t d = 0; d < r; ++d) {
     if (dims[d] < 0) continue;
     if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, dims[d])) {

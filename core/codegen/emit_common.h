@@ -40,9 +40,20 @@ void use_vectors(KernelWriter& w, const VectorPlan& vp);
 // input_dims: the input's dims mapped to the domain's (default: the plan's).
 // conds may be null (the host checks them); checks (when not null): the
 // same conditions for the host (ArgCheck).
+// With `ref` (rows of any shift, RowKernel::Edges), v's other strides need
+// not be multiples of the width: each must leave the same remainder as
+// ref's stride along the same domain dim (every row of v then starts at
+// the remainder of ref's row).
+struct VectorRef {
+  int64_t value = -1;
+  std::vector<int> dims;  // its dims' domain dims
+};
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
                        std::vector<std::string>* conds, const std::vector<int>* input_dims = nullptr,
-                       std::vector<ArgCheck>* checks = nullptr);
+                       std::vector<ArgCheck>* checks = nullptr, const VectorRef* ref = nullptr);
+// The domain dim each dim of `v` reads: a vector input's (the writer's
+// vector_inputs), a view output's lane dim, or an output's in domain order.
+std::vector<int> vector_dims(const KernelWriter& w, int64_t v, int64_t dom, size_t dim);
 // The conditions of every vector register used in group 0 (or in any
 // group when `every_group`) and of the plan's outputs (and of the shifted
 // lanes), with their host forms in `checks` when not null.

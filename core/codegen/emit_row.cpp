@@ -11,6 +11,7 @@
 #include "core/codegen/op_cuda.h"
 #include "core/codegen/reduction_code.h"
 #include "core/schedule/online_softmax.h"
+#include "core/util/error.h"
 
 namespace kf {
 
@@ -110,6 +111,42 @@ void end_online_sums(KernelWriter& w, const std::vector<Accumulator>& accs) {
       w.line("if (" + accs[static_cast<size_t>(a.online_max)].name + " == -__int_as_float(0x7f800000)) " + a.name + " = 0.f;");
 }
 
+// The Edges kernel's split of the current row (RowKernel::Edges): `shift`
+// is the remainder of the row's start (every vector tensor's, the host
+// checked) modulo the width; the row's first `head` elements come before
+// its first aligned vector, then `vectors` whole vectors, then the tail:
+// `edges` (head + tail) elements read one at a time.
+struct RowEdges {
+  std::string shift, head, vectors, edges;
+  VectorRef ref;  // the tensor whose row start gives the shift
+};
+
+// The reference tensor of the Edges kernel: its first vector output, else
+// its first vector input.
+VectorRef edge_ref(const KernelWriter& w, const RowParams& p) {
+  const VectorPlan& vp = p.vectors;
+  const int64_t v = !vp.outputs.empty() ? vp.outputs[0] : vp.inputs.begin()->first;
+  return {v, vector_dims(w, v, p.rows.domain, vp.dim)};
+}
+
+RowEdges declare_edges(KernelWriter& w, const RowParams& p, const std::vector<size_t>& red, const std::string& row_len,
+                       const VectorRef& ref) {
+  const std::string& t = w.index_type();
+  const std::string V = std::to_string(p.vectors.width);
+  RowEdges e;
+  e.ref = ref;
+  e.shift = w.fresh("kfsh");
+  e.head = w.fresh("kfhead");
+  e.vectors = w.fresh("kfnv");
+  e.edges = w.fresh("kfne");
+  const std::vector<std::string> start = input_index(e.ref.dims, full_index(w, red, {"0"}));
+  w.line("const long long " + e.shift + " = ((long long)(" + w.offset(e.ref.value, start) + ") % " + V + " + " + V + ") % " + V + ";");
+  w.line("const " + t + " " + e.head + " = (" + t + ")min((long long)((" + V + " - " + e.shift + ") % " + V + "), " + row_len + ");");
+  w.line("const " + t + " " + e.vectors + " = (" + t + ")((" + row_len + " - " + e.head + ") / " + V + ");");
+  w.line("const " + t + " " + e.edges + " = (" + t + ")(" + row_len + " - (long long)" + e.vectors + " * " + V + ");");
+  return e;
+}
+
 // How the streaming loops step through a row: one element per thread step
 // (any row length and layout), or 16-byte vector steps (VectorSteps: the
 // vector plan's inputs loaded as whole vectors; the run-time conditions of
@@ -118,6 +155,10 @@ void end_online_sums(KernelWriter& w, const std::vector<Accumulator>& accs) {
 constexpr int kStreamGroups = 1000;
 struct VectorSteps {
   int next = kStreamGroups;  // the next loop's register group (and load section)
+  // The Edges kernel: vectors from the row's first aligned element, then
+  // its head and tail one element per thread step (staged rows sit at
+  // their shift in shared memory, so that their vectors are aligned too).
+  const RowEdges* edges = nullptr;
 };
 
 // The row re-read in every phase: from global memory, or for the inputs of
@@ -160,15 +201,23 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     }
     const int V = p.vectors.width;
     const size_t last = w.rank(dom) - 1;
-    w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
-    w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
+    const RowEdges* edges = steps->edges;
+    // Where element j of the row sits in its stage.
+    const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : "j";
+    if (edges != nullptr) {
+      w.open("for (" + t + " jv = threadIdx.x; jv < " + edges->vectors + "; jv += blockDim.x)");
+      w.line("const " + t + " j = " + edges->head + " + jv * " + std::to_string(V) + ";");
+    } else {
+      w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
+      w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
+    }
     const std::vector<std::string> base = full_index(w, red, unravel(w, dom, red, "j", "", true));
     const KernelWriter::Section loads = w.reserve();
     if (stage != nullptr)
       for (const auto& [in, row] : stage->rows) {
         const std::string vt = vector_type(w, in, V);
         stage_vectors[in] = w.fresh("sv");
-        w.line("[[maybe_unused]] const " + vt + " " + stage_vectors[in] + " = *(const " + vt + "*)(" + row + " + j);");
+        w.line("[[maybe_unused]] const " + vt + " " + stage_vectors[in] + " = *(const " + vt + "*)(" + row + " + " + at + ");");
       }
     const int group = steps->next++;
     w.group = group;
@@ -189,6 +238,15 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     w.lane = -1;
     if (after) after();
     w.fill(loads, vector_loads(w, V, group, {}));
+    w.close();
+    if (edges == nullptr) return;
+    stage_vectors.clear();  // the edges read their stage per element
+    w.open("for (" + t + " je = threadIdx.x; je < " + edges->edges + "; je += blockDim.x)");
+    w.line("const " + t + " j = je < " + edges->head + " ? je : je + " + edges->vectors + " * " + std::to_string(V) + ";");
+    const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
+    point_stage(idx, at);
+    body(idx, "j");
+    if (second) second(idx, "j");
     w.close();
   };
   // With the row in shared memory a variance takes two passes (the row
@@ -313,23 +371,33 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
 // its run-time condition: the vector conditions of the staged inputs and
 // enough dynamic shared memory for this row (the launch sizes it per call,
 // LaunchRule::row_stage_bytes).
+// Declares the staged path's shared-memory rows (kernel level) and returns
+// its run-time condition: the vector conditions of the staged inputs and
+// enough dynamic shared memory for this row (the launch sizes it per call,
+// LaunchRule::row_stage_bytes). With `ref` (the Edges kernel) a row sits
+// at its shift: each takes the row rounded up to whole vectors, plus one.
 std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& outer, const ExtentSets& sets,
-                          const std::string& row_len, Stage* stage, std::vector<std::string>* lines) {
+                          const std::string& row_len, const VectorRef* ref, Stage* stage, std::vector<std::string>* lines) {
   const Fusion& f = w.fusion();
   const int64_t dom = p.rows.domain;
   const int V = p.vectors.width;
-  std::vector<std::string> conds = {w.extent(dom, w.rank(dom) - 1) + " % " + std::to_string(V) + " == 0"};
+  std::vector<std::string> conds;
+  std::string row = row_len;
+  if (ref == nullptr)
+    conds.push_back(w.extent(dom, w.rank(dom) - 1) + " % " + std::to_string(V) + " == 0");
+  else
+    row = w.hoist("long long", "srow", "(" + row_len + " + " + std::to_string(2 * V - 2) + ") / " + std::to_string(V) + " * " + std::to_string(V));
   lines->push_back("extern __shared__ __align__(16) unsigned char kf_stage[];");
   std::string at = "0";
   auto place = [&](const std::string& type, const std::string& prefix) {
     const std::string name = w.fresh(prefix);
     lines->push_back(type + "* const " + name + " = (" + type + "*)(kf_stage + " + at + ");");
-    at = "(" + at + " + (unsigned long long)" + row_len + " * sizeof(" + type + "))";
+    at = "(" + at + " + (unsigned long long)" + row + " * sizeof(" + type + "))";
     return name;
   };
   for (int64_t in : p.staged) {
     stage->rows[in] = place(storage_type(f.value(in).dtype), "st");
-    vector_conditions(w, sets, in, dom, V, p.vectors.dim, &conds);
+    vector_conditions(w, sets, in, dom, V, p.vectors.dim, &conds, nullptr, nullptr, ref);
   }
   if (p.stage_outer)
     for (size_t a = 0; a < outer.exprs.size(); ++a) stage->partials.push_back(place(reg_type(outer.types[a]), "spart"));
@@ -337,20 +405,37 @@ std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& 
   return all_of(conds);
 }
 
-// Copies the row's staged inputs into shared memory, 16 bytes per load.
+// Copies the row's staged inputs into shared memory, 16 bytes per load
+// (with `edges`, the row's aligned vectors so, its head and tail per
+// element, each element at its shift).
 void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const std::vector<size_t>& red,
-                const std::string& row_len) {
+                const std::string& row_len, const RowEdges* edges) {
   const int V = p.vectors.width;
   const std::string& t = w.index_type();
+  const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : "j";
   w.line("__syncthreads();  // the previous row's reads of the stage are done");
-  w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
-  w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
-  const std::vector<std::string> idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
+  if (edges != nullptr) {
+    w.open("for (" + t + " jv = threadIdx.x; jv < " + edges->vectors + "; jv += blockDim.x)");
+    w.line("const " + t + " j = " + edges->head + " + jv * " + std::to_string(V) + ";");
+  } else {
+    w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
+    w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
+  }
+  std::vector<std::string> idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
   for (const auto& [in, row] : stage.rows) {
     const std::string vt = vector_type(w, in, V);
-    w.line("*(" + vt + "*)(" + row + " + j) = *(const " + vt + "*)(" + w.address(in, input_index(p.vectors.inputs.at(in), idx)) + ");");
+    w.line("*(" + vt + "*)(" + row + " + " + at + ") = *(const " + vt + "*)(" +
+           w.address(in, input_index(p.vectors.inputs.at(in), idx)) + ");");
   }
   w.close();
+  if (edges != nullptr) {
+    w.open("for (" + t + " je = threadIdx.x; je < " + edges->edges + "; je += blockDim.x)");
+    w.line("const " + t + " j = je < " + edges->head + " ? je : je + " + edges->vectors + " * " + std::to_string(V) + ";");
+    idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
+    for (const auto& [in, row] : stage.rows)
+      w.line(row + "[" + at + "] = *(" + w.address(in, input_index(p.vectors.inputs.at(in), idx)) + ");");
+    w.close();
+  }
   w.line("__syncthreads();");
 }
 
@@ -526,11 +611,8 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
   return all_of(conds);
 }
 
-}  // namespace
-
-void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which, std::vector<ArgCheck>* checks) {
-  std::vector<ArgCheck> unused;
-  if (checks == nullptr) checks = &unused;
+// emit_row with the plan of the kernel `which` (the Edges kernel's own).
+void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which, std::vector<ArgCheck>* checks) {
   const RowDomain& s = p.rows;
   const ExtentSets& sets = extent_sets_of(w.concrete());
   const int64_t dom = s.domain;
@@ -539,11 +621,17 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
   for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
   const std::string rows = extent_product(w, dom, kept, "1");
   const std::string row_len = extent_product(w, dom, red, "1");
-  const bool long_rows = which == RowKernel::LongRows;
+  const bool edges = which == RowKernel::Edges;
+  const bool long_rows = which == RowKernel::LongRows || edges;
   w.reduced = s.reduced;
   w.views = s.views;
   w.word_lanes = true;
   use_vectors(w, p.vectors);
+  VectorRef ref;
+  if (edges) {
+    w.lane_width = 0;  // no lanes seen through a slice's or cat's shift: a row's own shift moves them
+    ref = edge_ref(w, p);
+  }
   // Which path runs: the same for every row (the conditions read extents,
   // strides and base pointers only). Main: registers, else memory one
   // element at a time. LongRows: shared memory, else memory in 16-byte
@@ -556,7 +644,8 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
   Stage stage;
   std::vector<std::string> cond_lines;
   std::string stage_cond = "false";
-  if (long_rows && !p.staged.empty()) stage_cond = declare_stage(w, p, outer, sets, row_len, &stage, &cond_lines);
+  if (long_rows && !p.staged.empty())
+    stage_cond = declare_stage(w, p, outer, sets, row_len, edges ? &ref : nullptr, &stage, &cond_lines);
   const bool staged_partials = !stage.partials.empty();
   if (outer.active()) {  // the partials accumulate from the identity
     w.open(long_rows ? "" : "if (!" + cached + ")");
@@ -594,9 +683,14 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
     w.close();
   } else if (long_rows) {
     VectorSteps steps;
+    RowEdges row_edges;
+    if (edges) {
+      row_edges = declare_edges(w, p, red, row_len, ref);
+      steps.edges = &row_edges;
+    }
     if (stage.active()) {
       w.open("if (" + staged + " && " + vec + ")");
-      fill_stage(w, p, stage, red, row_len);
+      fill_stage(w, p, stage, red, row_len, steps.edges);
       row_streaming(w, p, outer, red, row_len, &stage, &steps);
       w.close_open("else if (" + vec + ")");
     } else {
@@ -606,16 +700,25 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
     w.close_open("else");
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
     w.close();
-    std::vector<std::string> conds = {w.extent(dom, r - 1) + " % " + std::to_string(p.vectors.width) + " == 0"};
+    // The Edges kernel's host checks (`checks`) are these conditions; the
+    // long-row kernel has none (it is launched whatever they say).
+    std::vector<std::string> conds;
+    if (!edges) conds.push_back(w.extent(dom, r - 1) + " % " + std::to_string(p.vectors.width) + " == 0");
+    std::vector<ArgCheck>* host = edges ? checks : nullptr;
+    const VectorRef* shifted = edges ? &ref : nullptr;
     std::vector<std::pair<int64_t, std::vector<int>>> seen;
     for (const auto& [key, reg] : w.vector_regs)
       if (reg.ok_group >= kStreamGroups &&
           std::find(seen.begin(), seen.end(), std::make_pair(key.first, reg.dims)) == seen.end()) {
         seen.emplace_back(key.first, reg.dims);
-        vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds, &reg.dims);
+        vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds, &reg.dims, host, shifted);
       }
+    if (edges)  // the staged inputs: read from global memory only as they are staged
+      for (int64_t in : p.staged)
+        vector_conditions(w, sets, in, dom, p.vectors.width, p.vectors.dim, nullptr, nullptr, host, shifted);
     if (!outer.active())  // the output pass stores the plan's vector outputs whole
-      for (int64_t o : p.vectors.outputs) vector_conditions(w, sets, o, dom, p.vectors.width, p.vectors.dim, &conds);
+      for (int64_t o : p.vectors.outputs)
+        vector_conditions(w, sets, o, dom, p.vectors.width, p.vectors.dim, &conds, nullptr, host, shifted);
     conds.insert(conds.end(), w.lane_conditions.begin(), w.lane_conditions.end());
     if (stage.active()) cond_lines.push_back("const bool " + staged + " = " + stage_cond + ";");
     cond_lines.push_back("const bool " + vec + " = " + all_of(conds) + ";");
@@ -654,7 +757,25 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
   }
 }
 
+}  // namespace
+
+void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which, std::vector<ArgCheck>* checks) {
+  std::vector<ArgCheck> unused;
+  if (checks == nullptr) checks = &unused;
+  if (which != RowKernel::Edges) {
+    emit_row_kernel(w, task, p, which, checks);
+    return;
+  }
+  if (!has_edge_kernel(p)) fail(KF_ERR_INTERNAL, "a row plan without edge vectors has no Edges kernel");
+  RowParams e = p;
+  e.vectors = p.edge_vectors;
+  std::erase_if(e.staged, [&](int64_t in) { return !e.vectors.inputs.contains(in); });
+  emit_row_kernel(w, task, e, which, checks);
+}
+
 bool has_long_row_kernel(const RowParams& p) { return p.vectors.width > 0; }
+
+bool has_edge_kernel(const RowParams& p) { return p.edge_vectors.width > 0 && !p.has_outer(); }
 
 int row_stage_bytes(const Fusion& f, const RowParams& p) {
   if (p.vectors.width == 0) return 0;

@@ -16,13 +16,17 @@ void emit_tiled(KernelWriter& w, const TiledParams& p);                         
 // longer than the registers hold (staged in shared memory, or streamed in
 // 16-byte steps). Two kernels, so that the long-row paths' registers do
 // not lower the main kernel's occupancy or make it spill.
-enum class RowKernel { Main, LongRows };
+// Edges (has_edge_kernel) is LongRows for rows of any length and start
+// (RowParams::edge_vectors): launched for calls whose rows fail the vector
+// checks (an odd length), where the others would run one element at a time.
+enum class RowKernel { Main, LongRows, Edges };
 // emit_row.cpp. Main with a vector plan: w.paths picks the register path,
 // the streaming one or both; `checks` (when not null) receives the register
 // path's conditions for the host.
 void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which,
               std::vector<ArgCheck>* checks = nullptr);
 bool has_long_row_kernel(const RowParams& p);
+bool has_edge_kernel(const RowParams& p);
 // Bytes of dynamic shared memory per row element of the staged path (0:
 // the kernel has none): LaunchRule::row_stage_bytes.
 int row_stage_bytes(const Fusion& f, const RowParams& p);

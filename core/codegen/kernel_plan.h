@@ -54,6 +54,7 @@ struct ArgCheck {
     Multiple,       // (sum of the words + offset) % modulus == 0: a pointer's alignment, a stride's or an extent's multiple
     SliceMultiple,  // kf_slice_start(words[0], offset) % modulus == 0: a slice's start (prelude.cpp)
     Equal,          // words[0] == words[1], or == offset when there is one word
+    Congruent,      // (words[0] - words[1]) % modulus == 0: two strides alike up to the vector width
   };
   Kind kind = Kind::Multiple;
   std::vector<int> words;
@@ -147,6 +148,9 @@ struct LaunchRule {
   // the launch gives it row length * row_stage_bytes when that is within
   // the kernel's limit (else 0, and the kernel streams from memory).
   int row_stage_bytes = 0;
+  // PerRow: elements a staged row takes beyond its length (set for the
+  // Edges kernel's launch, whose rows start at their shift).
+  int row_stage_pad = 0;
   // PerRow with row_items > 0: every row takes the LongRows kernel
   // (RowParams::stream_rows).
   bool stream_rows = false;
@@ -198,6 +202,14 @@ struct KernelPlan {
   // at launch.wide_row_items per thread, for rows too long for `name` that
   // the long-row kernel would stream (takes_wide_rows).
   std::string wide_name;
+  // PerRow with RowParams::edge_vectors: the long-row kernel again with
+  // rows of any length and shift (their aligned middle in vectors, head
+  // and tail per element), for calls that fail the vector checks and pass
+  // `edge_checks` (KernelVariant::Edges). Its staged rows take
+  // edge_row_pad elements more than the row (LaunchRule::row_stage_pad).
+  std::string edges_name;
+  std::vector<ArgCheck> edge_checks;
+  int edge_row_pad = 0;
   // ColumnReduce: the kernels after name and finish_name, in launch order:
   // a (partials, finish) pair per later phase, on the first kernel's grid
   // and the finishing grid, then the epilogue, on the epilogue grid (its

@@ -53,8 +53,9 @@ constexpr std::string_view kScalarSuffix = "_scalar";
 
 // Names every kernel of `kernels` kf_<hash of the whole text><suffix>, so
 // equal sources get equal names (the kernel cache keys on the source).
-// Suffixes: "" (the main kernel), "_finish" and "_long" set plan.name,
-// finish_name and long_row_name; "<suffix>_scalar" is the scalar twin of
+// Suffixes: "" (the main kernel), "_finish", "_long", "_tight", "_wide"
+// and "_edges" set plan.name, finish_name, long_row_name, tight_name,
+// wide_name and edges_name; "<suffix>_scalar" is the scalar twin of
 // the kernel with <suffix>.
 void assemble(KernelPlan& plan, const std::string& args, const std::vector<KernelText>& kernels,
               const std::vector<std::string>& suffixes) {
@@ -81,14 +82,17 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
        : sfx == "_long" ? plan.long_row_name
        : sfx == "_tight" ? plan.tight_name
        : sfx == "_wide"  ? plan.wide_name
+       : sfx == "_edges" ? plan.edges_name
                          : plan.name) = name + sfx;
   }
   plan.source = prelude + text;
   // Each check once (kernels of a plan read the same tensors).
-  std::vector<ArgCheck> unique;
-  for (const ArgCheck& c : plan.vector_checks)
-    if (std::find(unique.begin(), unique.end(), c) == unique.end()) unique.push_back(c);
-  plan.vector_checks = std::move(unique);
+  for (std::vector<ArgCheck>* checks : {&plan.vector_checks, &plan.edge_checks}) {
+    std::vector<ArgCheck> unique;
+    for (const ArgCheck& c : *checks)
+      if (std::find(unique.begin(), unique.end(), c) == unique.end()) unique.push_back(c);
+    *checks = std::move(unique);
+  }
 }
 
 // The split-row kernels of a row schedule (emit_split_row.cpp): per phase
@@ -343,6 +347,14 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
       suffixes.push_back("_long");
     }
+    // Rows of any length and start (an odd width), which fail the vector
+    // checks of the kernels above.
+    if (twins && has_edge_kernel(row)) {
+      emit_row(w, task, row, RowKernel::Edges, &plan.edge_checks);
+      kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
+      suffixes.push_back("_edges");
+      plan.edge_row_pad = 2 * row.edge_vectors.width - 2;
+    }
     if (has_split_row_kernels(row)) plan.split_rows.push_back(split_row_plan(c, task, row, plan.scheduler));
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel
       launch.outer_accumulators = static_cast<int>(row.outer.phases[0].size());
@@ -389,6 +401,8 @@ bool holds(const ArgCheck& check, const int64_t* args) {
     }
     case ArgCheck::Kind::Equal:
       return args[check.words.at(0)] == (check.words.size() > 1 ? args[check.words[1]] : check.offset);
+    case ArgCheck::Kind::Congruent:
+      return check.modulus > 0 && (args[check.words.at(0)] - args[check.words.at(1)]) % check.modulus == 0;
   }
   return false;
 }

@@ -137,6 +137,15 @@ struct RowParams {
   // steps by blocks sized for residency (a register-cached row keeps one
   // 1024-thread block per multiprocessor, idle at each row's barriers).
   bool stream_rows = false;
+  // The vector plan of the Edges kernel (RowKernel::Edges; width 0: none):
+  // rows whose start is not a multiple of the width (an odd row length,
+  // a 50257-word vocabulary) read and write their aligned middle in
+  // vectors and their head and tail one element at a time. The tensors
+  // that vary over the rows move as vectors when each row of every one
+  // starts at the same remainder (checked at run time); those broadcast
+  // over some rows (a weight) are read per element, as a row's shift
+  // misaligns them. Single reduced innermost dim only.
+  VectorPlan edge_vectors;
   // Split rows (emit_split_row): the epilogue's blocks take the rows'
   // slabs from the last to the first, so that it first reads what the
   // partials kernel read last (still in L2 where the data is a little

@@ -68,6 +68,29 @@ int values_live_across_phases(const Fusion& f, const Task& task, const RowDomain
     if (passes.back().contains(in) && uses[in] == 1) held.insert(in);
   return static_cast<int>(held.size());
 }
+// RowParams::edge_vectors: the plan's inputs that read every kept dim of
+// the domain (so each row of theirs starts where the domain's does, up to
+// their strides, which the run time checks), and its outputs but the
+// views (stored through a reshape).
+VectorPlan edge_vectors(const ConcreteFusion& c, const RowDomain& rows, const VectorPlan& vectors) {
+  const size_t r = rows.reduced.size();
+  const std::vector<SizeClass>& dom = c.size_classes[static_cast<size_t>(rows.domain)];
+  size_t reduced = 0;
+  for (bool b : rows.reduced) reduced += b ? 1 : 0;
+  if (vectors.width == 0 || reduced != 1 || !rows.reduced[r - 1]) return {};
+  VectorPlan e = vectors;
+  for (auto it = e.inputs.begin(); it != e.inputs.end();) {
+    bool every = true;
+    for (size_t d = 0; d + 1 < r; ++d)
+      if (dom[d] == SizeClass::Many)
+        every = every && std::find(it->second.begin(), it->second.end(), static_cast<int>(d)) != it->second.end();
+    it = every ? std::next(it) : e.inputs.erase(it);
+  }
+  std::erase_if(e.outputs, [&](int64_t o) { return rows.views.contains(o); });
+  if (e.inputs.empty() && e.outputs.empty()) return {};
+  return e;
+}
+
 }  // namespace
 
 RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
@@ -108,6 +131,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   const size_t passes = online_phases(rows, p.online).size() + (output_pass ? 1 : 0);
   p.stream_rows = !p.online.empty() && passes == 1;
   p.split_epilogue_reversed = tuning.split_epilogue_reversed != 0;
+  p.edge_vectors = edge_vectors(c, rows, p.vectors);
   if (passes < 2) return p;
   p.staged = row_inputs;
   return p;

@@ -807,12 +807,14 @@ static void test_fusions(void** state) {
   /* Rows held in registers (1024, 4096, 2056, 1000: a partial last vector
    * group), rows too long for them (40000: the streaming path), short rows
    * (77, 3, 64), widths that are not a multiple of the vector width (77,
-   * 131) and transposes with partial tiles (131x67). */
-  const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {1, 4096}, {300, 3}, {0, 16},
-                               {3, 40000}, {9, 2056}, {67, 131}, {4, 1000}, {33, 64}};
+   * 131, 4099, 40001: the Edges kernel, rows at every shift, weights read
+   * per element) and transposes with partial tiles (131x67). */
+  const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {1, 4096}, {300, 3}, {0, 16},  {3, 40000},
+                               {9, 2056},  {67, 131}, {4, 1000}, {33, 64}, {21, 4099}, {6, 40001}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
   for (int kind = 0; kind < 8; ++kind)
     for (int d = 0; d < 4; ++d)
-      for (int s = 0; s < 10; ++s) {
+      for (int s = 0; s < kShapes; ++s) {
         kf_fusion f = build_e2e(kind, dts[d]);
         tin in[3];
         size_t n = 1;
@@ -1312,7 +1314,7 @@ static const char* const kOnlineSoftmax[] = {
 static void test_online_softmax(void** state) {
   (void)state;
   const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
-  const int64_t shapes[][2] = {{64, 1000}, {9, 32000}, {33, 4097}, {40, 3}, {7, 50000}};
+  const int64_t shapes[][2] = {{64, 1000}, {9, 32000}, {33, 4097}, {40, 3}, {7, 50000}, {13, 50257}};
   enum { kShapes = sizeof shapes / sizeof shapes[0] };
   for (int k = 0; k < 3; ++k)
     for (int d = 0; d < 2; ++d)

@@ -73,14 +73,15 @@ static float* host_matrix(size_t n, int period) {
   return host;
 }
 
-/* Runs f on the device copy of host ([rows, cols] float32) and copies its
- * one output's first `count` elements into a new array. */
-static float* run_on_device(kf_fusion f, const float* host, int64_t rows, int64_t cols, size_t count) {
+/* Runs f on the device copy of host ([rows, cols] float32, `offset`
+ * elements into its allocation) and copies its one output's first `count`
+ * elements into a new array. */
+static float* run_on_device(kf_fusion f, const float* host, int64_t rows, int64_t cols, size_t offset, size_t count) {
   const size_t n = (size_t)(rows * cols);
-  void* dev = gpu_alloc(n * sizeof(float));
-  gpu_to_device(dev, host, n * sizeof(float));
+  char* dev = gpu_alloc((n + offset) * sizeof(float));
+  gpu_to_device(dev + offset * sizeof(float), host, n * sizeof(float));
   int64_t shape[2] = {rows, cols};
-  const DLTensor x = device_matrix(dev, shape);
+  const DLTensor x = device_matrix(dev + offset * sizeof(float), shape);
   const DLTensor* in[1] = {&x};
   DLManagedTensor* out[1];
   KF_CHECK(kf_execute(f, in, 1, out, 1, NULL));
@@ -93,12 +94,12 @@ static float* run_on_device(kf_fusion f, const float* host, int64_t rows, int64_
   return got;
 }
 
-/* Runs a row (dim 1) or column (dim 0) sum of k * x on [rows, cols] and
- * checks every sum exactly. */
-static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) {
+/* Runs a row (dim 1) or column (dim 0) sum of k * x on [rows, cols]
+ * (x `offset` elements into its allocation) and checks every sum exactly. */
+static void run_sum_at(kf_fusion f, int64_t rows, int64_t cols, int dim, double k, size_t offset) {
   float* host = host_matrix((size_t)(rows * cols), 19);
   const int64_t sums = dim == 1 ? rows : cols, length = dim == 1 ? cols : rows;
-  float* got = run_on_device(f, host, rows, cols, (size_t)sums);
+  float* got = run_on_device(f, host, rows, cols, offset, (size_t)sums);
   for (int64_t i = 0; i < sums; ++i) {
     double want = 0; /* every partial sum is a multiple of 1/16 below 2^20: exact */
     for (int64_t j = 0; j < length; ++j) want += k * host[dim == 1 ? i * cols + j : j * cols + i];
@@ -108,6 +109,8 @@ static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) 
   free(got);
   free(host);
 }
+
+static void run_sum(kf_fusion f, int64_t rows, int64_t cols, int dim, double k) { run_sum_at(f, rows, cols, dim, k, 0); }
 
 static void test_variants_compile_on_first_need(void** state) {
   (void)state;
@@ -172,9 +175,12 @@ static void test_scalar_twins_compile_on_first_need(void** state) {
   kf_fusion_release(f);
 }
 
-/* A first call whose width the vectors do not divide compiles the scalar
- * twin alone (the host sees it from the sizes); the vector kernel compiles
- * when an even width first comes. */
+/* A first call whose width the vectors do not divide compiles the Edges
+ * kernel alone (the host sees it from the sizes): each row's aligned
+ * middle moves in vectors, its head and tail per element, whatever the
+ * row's length (long rows too). The main kernel compiles when an even
+ * width first comes, the scalar twin when x starts at an address the
+ * vectors cannot (one float into its allocation). */
 static void test_first_call_takes_the_twin_it_needs(void** state) {
   (void)state;
   static const char* kRowSumOdd =
@@ -187,10 +193,18 @@ static void test_first_call_takes_the_twin_it_needs(void** state) {
   KF_CHECK(kf_fusion_from_text(kRowSumOdd, &f));
   const int before = cached_kernels();
   run_sum(f, 64, 1001, 1, 2.5);
-  const int twin = cached_kernels();
-  assert_int_equal(twin - before, 1);
+  const int edges = cached_kernels();
+  assert_int_equal(edges - before, 1);
+  run_sum(f, 300, 40001, 1, 2.5);
+  run_sum(f, 7, 3, 1, 2.5);
+  assert_int_equal(cached_kernels(), edges);
   run_sum(f, 64, 1024, 1, 2.5);
-  assert_int_equal(cached_kernels() - twin, 1);
+  const int main_kernel = cached_kernels();
+  assert_int_equal(main_kernel - edges, 1);
+  run_sum_at(f, 64, 1024, 1, 2.5, 1);
+  assert_int_equal(cached_kernels() - main_kernel, 1);
+  run_sum_at(f, 64, 1001, 1, 2.5, 1);
+  assert_int_equal(cached_kernels() - main_kernel, 1);
   kf_fusion_release(f);
 }
 
@@ -201,7 +215,7 @@ static void test_first_call_takes_the_twin_it_needs(void** state) {
 static void run_centered(kf_fusion f, int64_t rows, int64_t cols) {
   const size_t n = (size_t)(rows * cols);
   float* host = host_matrix(n, 13);
-  float* got = run_on_device(f, host, rows, cols, n);
+  float* got = run_on_device(f, host, rows, cols, 0, n);
   for (int64_t i = 0; i < rows; ++i) {
     float m = host[i * cols];
     for (int64_t j = 1; j < cols; ++j) m = host[i * cols + j] > m ? host[i * cols + j] : m;

@@ -388,6 +388,56 @@ void test_fast_paths(void** /*state*/) {
 
 // Layernorm backward: row sums for grad input and column sums for grad
 // weight and bias in one inner-outer kernel plus its finishing kernel.
+// Rows of any width (the Edges kernel): the row-varying tensors move as
+// vectors from each row's first aligned element, the weight (read by every
+// row, so misaligned by a row's shift) per element; the host checks that
+// y's and x's rows start at the same remainder (Congruent), not that the
+// width is a multiple of the vector.
+void test_edge_kernel(void** /*state*/) {
+  Inputs in;
+  in.push_back(kftest::tensor(DType::BF16, {16, 1001}));
+  in.push_back(kftest::tensor(DType::BF16, {1001}));
+  int64_t x = -1, w = -1, y = -1;
+  const Generated g = generate([&](Builder& b) {
+    x = b.tensor_input(2, DType::BF16);
+    w = b.tensor_input(1, DType::BF16);
+    const int64_t xf = b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0];
+    const int64_t wf = b.op(Op::CAST, {w}, {static_cast<int64_t>(DType::F32)})[0];
+    const int64_t m = b.op(Op::MAX, {xf}, {1, 1})[0];
+    const int64_t yf = b.op(Op::MUL, {b.op(Op::SUB, {xf, m}, {})[0], wf}, {})[0];
+    y = b.op(Op::CAST, {yf}, {static_cast<int64_t>(DType::BF16)})[0];
+    b.output(y, {}, -1);
+  }, in);
+  const RowParams& row = std::get<RowParams>(g.schedule);
+  assert_int_equal(row.vectors.inputs.size(), 2);  // x and w
+  assert_int_equal(row.edge_vectors.width, 8);
+  assert_int_equal(row.edge_vectors.inputs.size(), 1);
+  assert_true(row.edge_vectors.inputs.contains(x));
+  assert_int_equal(row.edge_vectors.outputs.size(), 1);
+  assert_false(g.plan.edges_name.empty());
+  assert_int_equal(g.plan.edge_row_pad, 14);
+  const std::string& source = g.plan.units[g.plan.unit_of(g.plan.edges_name)].source;
+  assert_true(contains(source, g.plan.edges_name + "(const KfArgs args)"));
+  assert_true(contains(source, "jv < kfnv"));  // the aligned middle in vectors
+  assert_true(contains(source, "je < kfne"));  // head and tail per element
+  // The checks: no extent multiple, a Congruent pair of row strides, and
+  // nothing of the weight's.
+  bool congruent = false;
+  for (const ArgCheck& c : g.plan.edge_checks) {
+    congruent = congruent || c.kind == ArgCheck::Kind::Congruent;
+    for (int word : c.words) {
+      assert_true(g.plan.args[static_cast<size_t>(word)].kind != ArgSlot::Kind::Extent || c.kind == ArgCheck::Kind::Equal);
+      assert_true(g.plan.args[static_cast<size_t>(word)].value != w);
+    }
+  }
+  assert_true(congruent);
+  // Congruent: two words alike up to the modulus.
+  const ArgCheck same_remainder{ArgCheck::Kind::Congruent, {0, 1}, 0, 8};
+  const int64_t alike[2] = {1001, 1009}, unlike[2] = {1001, 1002};
+  assert_true(holds(same_remainder, alike));
+  assert_false(holds(same_remainder, unlike));
+}
+
 void test_inner_outer(void** /*state*/) {
   auto f = parse_fusion(
       "input dy: tensor<bfloat16, 2>\n"
@@ -444,6 +494,7 @@ void test_inner_outer(void** /*state*/) {
     assert_int_equal(plan.launch.extra_args, 2);
     assert_false(plan.finish_name.empty());
     assert_true(contains(plan.source, "args.scratch"));
+    assert_true(plan.edges_name.empty());  // a row's shift would move its columns' partials
     batch().add(plan);
   }
 }
@@ -549,6 +600,7 @@ int main() {
       cmocka_unit_test(test_pointwise_layouts),
       cmocka_unit_test(test_fusions),
       cmocka_unit_test(test_fast_paths),
+      cmocka_unit_test(test_edge_kernel),
       cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),

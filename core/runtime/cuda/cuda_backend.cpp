@@ -120,9 +120,11 @@ class CudaBackend final : public Backend {
       run_kernel(c, k.variant(v), sizes, inputs, outputs, options, context);
       return;
     }
-    // A plan with scalar twins loads Main (or Tight) or Scalar once the
-    // call's argument words are known (below); the rest load their variant now.
-    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide;
+    // A plan with scalar twins loads its vector variant (Main, Tight, Wide,
+    // LongRows) or the one for tensors that fail its checks once the call's
+    // argument words are known (below); the rest load their variant now.
+    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide ||
+                                v == KernelVariant::LongRows;
     if (!vector_variant || k.plan.scalar_twins.empty()) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
@@ -136,25 +138,37 @@ class CudaBackend final : public Backend {
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
-    // Tensors that fail a vector check take the scalar twins (loaded on
-    // first need), or the long-row kernel instead of the wide one; a tight
-    // kernel that spills gives way to the main one.
-    const bool scalar = vector_variant && scalar_twins_needed(k.plan, args.data());
+    // Tensors that fail a vector check take the Edges kernel where its
+    // own checks hold, else the scalar twins, or the long-row kernel
+    // (whose own paths check) instead of the wide one; all are loaded on
+    // first need. A tight kernel that spills gives way to the main one.
     KernelVariant run = v;
-    if (scalar) run = v == KernelVariant::Wide ? KernelVariant::LongRows : KernelVariant::Scalar;
+    if (vector_variant && scalar_twins_needed(k.plan, args.data())) {
+      if (edge_kernel_fits(k.plan, args.data())) run = KernelVariant::Edges;
+      else if (v == KernelVariant::Wide) run = KernelVariant::LongRows;
+      else if (v != KernelVariant::LongRows) run = KernelVariant::Scalar;
+    }
     if (run == KernelVariant::Tight && k.variant(run).tight_spills) run = KernelVariant::Main;
     k.variant(run);
     const bool long_rows = run == KernelVariant::LongRows, tight = run == KernelVariant::Tight,
-               wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar;
-    const LaunchDims dims = launch_dims(wide ? k.wide_launch : k.plan.launch, domain, context.info().max_grid_x,
-                                        context.info().multiprocessors, long_rows ? k.long_limits : k.limits);
-    if (dims.long_rows != long_rows && !k.plan.long_row_name.empty())
+               wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar,
+               edges = run == KernelVariant::Edges;
+    const LaunchDims dims = launch_dims(wide ? k.wide_launch : edges ? k.edges_launch : k.plan.launch, domain,
+                                        context.info().max_grid_x, context.info().multiprocessors,
+                                        long_rows ? k.long_limits : edges ? k.edges_limits : k.limits);
+    if (dims.long_rows != (long_rows || edges) && !k.plan.long_row_name.empty())
       fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
-    CUfunction function = scalar_twin ? k.scalar : long_rows ? k.long_row : tight ? k.tight : wide ? k.wide : k.function;
+    CUfunction function = scalar_twin ? k.scalar
+                          : long_rows ? k.long_row
+                          : tight     ? k.tight
+                          : wide      ? k.wide
+                          : edges     ? k.edges
+                                      : k.function;
     const char* name = scalar_twin ? k.plan.scalar_of(k.plan.name).c_str()
                        : long_rows ? k.plan.long_row_name.c_str()
                        : tight     ? k.plan.tight_name.c_str()
                        : wide      ? k.plan.wide_name.c_str()
+                       : edges     ? k.plan.edges_name.c_str()
                                    : k.plan.name.c_str();
     if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing

@@ -257,7 +257,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       // (docs/PERF.md, session 10: float32 rows of 32768 0.86 -> 0.79 ms).
       // Inner-outer rows keep their stage (their streamed partials go
       // through memory).
-      const int64_t bytes = rule.row_stage_bytes * row;
+      const int64_t bytes = rule.row_stage_bytes * (row + rule.row_stage_pad);
       const int64_t room = rule.outer_accumulators > 0 ? max_dynamic_shared : max_dynamic_shared / 2;
       const int64_t shared = bytes > 0 && bytes <= room ? bytes : 0;
       dims.shared_bytes = static_cast<uint32_t>(shared);

@@ -22,6 +22,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::Scalar: return 2;
     case KernelVariant::Tight: return 3;
     case KernelVariant::Wide: return 4;
+    case KernelVariant::Edges: return 5;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -39,6 +40,24 @@ void allow_shared(int device, const KernelPlan& plan, CUfunction f, const std::s
         "cuFuncSetAttribute");
 }
 
+// A long-row kernel's limits, opted in to all the dynamic shared memory
+// the device allows when it has a staged row path.
+KernelLimits long_row_limits(int device, const KernelPlan& plan, CUfunction f) {
+  KernelLimits limits;
+  if (plan.launch.row_stage_bytes > 0) {
+    ScopedContext context(device);
+    int static_bytes = 0;
+    check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), "cuFuncGetAttribute");
+    const int dynamic = context.info().max_shared_optin - static_bytes;
+    if (dynamic > 0) {
+      check(driver().cuFuncSetAttribute_(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic), "cuFuncSetAttribute");
+      limits.max_dynamic_shared = dynamic;
+    }
+  }
+  check(driver().cuFuncGetAttribute_(&limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, f), "cuFuncGetAttribute");
+  return limits;
+}
+
 LoadedQuery loaded_on(int device) {
   return [device](const Digest& key) { return kernel_loaded(device, key); };
 }
@@ -52,12 +71,12 @@ std::unique_ptr<LoadedKernel> make_loaded(const ConcreteFusion& c, const Task& t
   return k;
 }
 
-// Whether a vector check that reads extents only fails with `sizes` (a
-// width the vectors do not divide): the first run then compiles the scalar
-// twins, not kernels the call would not launch. Checks of pointers and
-// strides wait for the call's tensors (scalar_twins_needed).
-bool extents_fail_checks(const LoadedKernel& k, const ValueSizes& sizes) {
-  if (k.plan.scalar_twins.empty()) return false;
+// Whether one of `checks` that reads extents only fails with `sizes` (a
+// width the vectors do not divide): the first run then compiles the Edges
+// kernel or the scalar twins, not kernels the call would not launch.
+// Checks of pointers and strides wait for the call's tensors
+// (scalar_twins_needed, edge_kernel_fits).
+bool extents_fail(const LoadedKernel& k, const std::vector<ArgCheck>& checks, const ValueSizes& sizes) {
   const size_t n = k.plan.args.size();
   std::vector<int64_t> words(n, 0);
   std::vector<bool> known(n, false);
@@ -66,7 +85,7 @@ bool extents_fail_checks(const LoadedKernel& k, const ValueSizes& sizes) {
       words[i] = sizes[k.sources[i].value][static_cast<size_t>(k.plan.args[i].dim)];
       known[i] = true;
     }
-  for (const ArgCheck& c : k.plan.vector_checks) {
+  for (const ArgCheck& c : checks) {
     bool extents_only = true;
     for (int w : c.words) extents_only = extents_only && known[static_cast<size_t>(w)];
     if (extents_only && !holds(c, words.data())) return true;
@@ -102,9 +121,13 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
     kernels.push_back(make_loaded(c, s.segments[missing[i]].task, std::move(plans[i])));
     LoadedKernel& k = *kernels.back();
     KernelVariant v = kernel_variant(k.plan, sizes, device_info(c.device.id));
-    if ((v == KernelVariant::Main || v == KernelVariant::Tight) && extents_fail_checks(k, sizes))
-      v = KernelVariant::Scalar;
-    if (v == KernelVariant::Wide && extents_fail_checks(k, sizes)) v = KernelVariant::LongRows;
+    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide;
+    if ((vector_variant || v == KernelVariant::LongRows) && !k.plan.scalar_twins.empty() &&
+        extents_fail(k, k.plan.vector_checks, sizes)) {
+      if (!k.plan.edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes)) v = KernelVariant::Edges;
+      else if (v == KernelVariant::Wide) v = KernelVariant::LongRows;
+      else if (v != KernelVariant::LongRows) v = KernelVariant::Scalar;
+    }
     LoadedKernel* target = &k;
     if (v == KernelVariant::SplitRows) {
       target = k.split.get();
@@ -146,6 +169,13 @@ bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args) {
   return false;
 }
 
+bool edge_kernel_fits(const KernelPlan& plan, const int64_t* args) {
+  if (plan.edges_name.empty()) return false;
+  for (const ArgCheck& c : plan.edge_checks)
+    if (!holds(c, args)) return false;
+  return true;
+}
+
 std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
   std::vector<std::string> names;
   switch (v) {
@@ -155,6 +185,7 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::Scalar: names.push_back(plan.scalar_of(plan.name)); break;
     case KernelVariant::Tight: names.push_back(plan.tight_name); break;
     case KernelVariant::Wide: names.push_back(plan.wide_name); break;
+    case KernelVariant::Edges: names.push_back(plan.edges_name); break;
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
   if (v == KernelVariant::Main || v == KernelVariant::Scalar)
@@ -192,22 +223,15 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     int local_bytes = 0;
     check(driver().cuFuncGetAttribute_(&local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, tight), "cuFuncGetAttribute");
     tight_spills = local_bytes > kTightSpillBytes;
+  } else if (v == KernelVariant::Edges) {
+    edges = load(plan.edges_name);
+    edges_limits = long_row_limits(device, plan, edges);
+    edges_launch = plan.launch;
+    edges_launch.stream_rows = true;  // the long-row kernel's launch, whatever the row's length
+    edges_launch.row_stage_pad = plan.edge_row_pad;
   } else {
     long_row = load(plan.long_row_name);
-    if (plan.launch.row_stage_bytes > 0) {  // the staged row path: all the device allows
-      ScopedContext context(device);
-      int static_bytes = 0;
-      check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, long_row),
-            "cuFuncGetAttribute");
-      const int dynamic = context.info().max_shared_optin - static_bytes;
-      if (dynamic > 0) {
-        check(driver().cuFuncSetAttribute_(long_row, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic),
-              "cuFuncSetAttribute");
-        long_limits.max_dynamic_shared = dynamic;
-      }
-    }
-    check(driver().cuFuncGetAttribute_(&long_limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, long_row),
-          "cuFuncGetAttribute");
+    long_limits = long_row_limits(device, plan, long_row);
   }
   loaded_[index].store(true, std::memory_order_release);
 }

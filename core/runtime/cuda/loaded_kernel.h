@@ -33,6 +33,7 @@ enum class KernelVariant : uint8_t {
   SplitRows,  // PerRow: plan.split_rows[0] (its Main variant)
   Tight,      // PerRow: plan.tight_name (takes_tight_registers)
   Wide,       // PerRow: plan.wide_name (takes_wide_rows)
+  Edges,      // PerRow: plan.edges_name (edge_kernel_fits)
 };
 
 // The variant a call with `sizes` launches on `device`,
@@ -44,6 +45,9 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
 // Whether a call with argument words `args` must launch the scalar twins
 // (a vector check fails).
 bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args);
+// Whether a call with argument words `args` that fails the vector checks
+// takes the Edges kernel: the plan has one and its checks hold.
+bool edge_kernel_fits(const KernelPlan& plan, const int64_t* args);
 
 // The most local memory per thread (spills) with which a tight kernel is
 // still launched. Measured (H100, docs/PERF.md session 15): softmax's at
@@ -65,6 +69,9 @@ struct LoadedKernel {
   CUfunction tight = nullptr;     // Tight
   CUfunction wide = nullptr;      // Wide
   LaunchRule wide_launch;         // Wide: plan.launch with its row items
+  CUfunction edges = nullptr;     // Edges
+  LaunchRule edges_launch;        // Edges: plan.launch, every row long, stages padded
+  cuda::KernelLimits edges_limits;  // Edges: for its block and stage
   // Tight: ptxas kept more than kTightSpillBytes per thread in local
   // memory for it; the call launches Main instead.
   bool tight_spills = false;
@@ -89,7 +96,7 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[5]{};  // Main, LongRows, Scalar, Tight, Wide
+  mutable std::atomic<bool> loaded_[6]{};  // Main, LongRows, Scalar, Tight, Wide, Edges
 };
 
 // The kernel of generated segment `index`. The first call of a
