@@ -152,15 +152,16 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
 }
 
 void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
-                            bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks) {
+                            bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks,
+                            const VectorRef* ref) {
   std::vector<std::pair<int64_t, std::vector<int>>> seen;
   for (const auto& [key, vr] : w.vector_regs) {
     if (!every_group && vr.ok_group != 0) continue;
     if (std::find(seen.begin(), seen.end(), std::make_pair(key.first, vr.dims)) != seen.end()) continue;
     seen.emplace_back(key.first, vr.dims);
-    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds, &vr.dims, checks);
+    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds, &vr.dims, checks, ref);
   }
-  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds, nullptr, checks);
+  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds, nullptr, checks, ref);
   if (conds != nullptr) conds->insert(conds->end(), w.lane_conditions.begin(), w.lane_conditions.end());
   if (checks != nullptr) checks->insert(checks->end(), w.lane_checks.begin(), w.lane_checks.end());
 }

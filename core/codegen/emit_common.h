@@ -58,7 +58,8 @@ std::vector<int> vector_dims(const KernelWriter& w, int64_t v, int64_t dom, size
 // group when `every_group`) and of the plan's outputs (and of the shifted
 // lanes), with their host forms in `checks` when not null.
 void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
-                            bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks = nullptr);
+                            bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks = nullptr,
+                            const VectorRef* ref = nullptr);
 // The vector loads of the used (candidate, group) registers of `section`,
 // each guarded by its group's condition (group_ok empty: unguarded).
 std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok);

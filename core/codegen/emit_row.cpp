@@ -374,7 +374,8 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
 // Declares the staged path's shared-memory rows (kernel level) and returns
 // its run-time condition: the vector conditions of the staged inputs and
 // enough dynamic shared memory for this row (the launch sizes it per call,
-// LaunchRule::row_stage_bytes). With `ref` (the Edges kernel) a row sits
+// LaunchRule::row_stage_bytes, with row_stage_pad elements for each row's
+// rounding up to 16 bytes). With `ref` (the Edges kernel) a row sits
 // at its shift: each takes the row rounded up to whole vectors, plus one.
 std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& outer, const ExtentSets& sets,
                           const std::string& row_len, const VectorRef* ref, Stage* stage, std::vector<std::string>* lines) {
@@ -392,7 +393,9 @@ std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& 
   auto place = [&](const std::string& type, const std::string& prefix) {
     const std::string name = w.fresh(prefix);
     lines->push_back(type + "* const " + name + " = (" + type + "*)(kf_stage + " + at + ");");
-    at = "(" + at + " + (unsigned long long)" + row + " * sizeof(" + type + "))";
+    // Each row a multiple of 16 bytes, so that the next one's vectors are
+    // aligned (a row of a 1-byte mask is a multiple of 8 bytes only).
+    at = "(" + at + " + ((unsigned long long)" + row + " * sizeof(" + type + ") + 15) / 16 * 16)";
     return name;
   };
   for (int64_t in : p.staged) {
@@ -462,7 +465,7 @@ bool plain_read(const Fusion& f, const Task& task, int64_t v) {
 // this path ("" with w.paths == Vector: the host checks it, from `checks`).
 std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& outer, const ExtentSets& sets,
                        const Task& task, const std::vector<size_t>& red, const std::string& row_len,
-                       std::vector<ArgCheck>* checks) {
+                       std::vector<ArgCheck>* checks, const RowEdges* edges) {
   const Fusion& f = w.fusion();
   const RowDomain& s = p.rows;
   const VectorPlan& vp = p.vectors;
@@ -474,11 +477,31 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
   std::vector<std::vector<std::string>> base(static_cast<size_t>(K));
   for (int k = 0; k < K; ++k) {
     const std::string b = w.fresh("jb");
-    w.line("const " + t + " " + b + " = ((" + t + ")" + std::to_string(k) + " * (" + t + ")blockDim.x + (" + t +
-           ")threadIdx.x) * " + std::to_string(V) + ";");
-    ok[static_cast<size_t>(k)] = b + " < " + row_len;
+    w.line("const " + t + " " + b + " = " + (edges != nullptr ? edges->head + " + " : "") + "((" + t + ")" +
+           std::to_string(k) + " * (" + t + ")blockDim.x + (" + t + ")threadIdx.x) * " + std::to_string(V) + ";");
+    // (with edges: a whole vector of the aligned middle)
+    ok[static_cast<size_t>(k)] = edges != nullptr ? b + " + " + std::to_string(V) + " <= " + row_len : b + " < " + row_len;
     base[static_cast<size_t>(k)] = full_index(w, red, unravel(w, dom, red, b, "_" + std::to_string(k)));
   }
+  // With edges, thread i < edges->edges also holds element i of the row's
+  // head and tail, read per element (in each phase: from L1) under `edge_ok`.
+  std::string edge_ok;
+  std::vector<std::string> edge_index;
+  if (edges != nullptr) {
+    const std::string je = w.fresh("je");
+    edge_ok = w.fresh("eok");
+    w.line("const " + t + " " + je + " = (" + t + ")threadIdx.x < " + edges->head + " ? (" + t + ")threadIdx.x : (" + t +
+           ")threadIdx.x + " + edges->vectors + " * " + std::to_string(V) + ";");
+    w.line("const bool " + edge_ok + " = (" + t + ")threadIdx.x < " + edges->edges + ";");
+    edge_index = full_index(w, red, unravel(w, dom, red, je, "_e"));
+  }
+  // body(index) for the edge element, when this thread holds one.
+  auto edge_element = [&](const std::function<void(const std::vector<std::string>&)>& body) {
+    if (edges == nullptr) return;
+    w.open("if (" + edge_ok + ")");
+    body(edge_index);
+    w.close();
+  };
   // Online pairs keep their two phases here: one pass measured slower on
   // this path (docs/PERF.md, session 6).
   const std::vector<std::vector<int64_t>>& phases = s.phases;
@@ -511,6 +534,13 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
       const int64_t in = a.expr->inputs[0];
       return convert(f.value(in).dtype, a.acc, w.value_at(in, idx));
     };
+    auto accumulate = [&](const std::vector<std::string>& idx) {
+      for (const Accumulator& a : accs) {
+        const std::string x = input_of(a, idx);
+        if (!a.sum.empty()) w.line(a.sum + " += " + x + ";");
+        else w.line(acc_step(*a.expr, a.acc, a.name, x));
+      }
+    };
     for (int k = 0; k < K; ++k) {
       // Computed inputs of the reductions (softmax's exp) are evaluated
       // outside the lane guard, so later phases and the output pass find
@@ -521,15 +551,10 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
         for (const Accumulator& a : accs)
           if (!plain_read(f, task, a.expr->inputs[0])) input_of(a, idx);
       });
-      lanes(k, [&](const std::vector<std::string>& idx) {
-        for (const Accumulator& a : accs) {
-          const std::string x = input_of(a, idx);
-          if (!a.sum.empty()) w.line(a.sum + " += " + x + ";");
-          else w.line(acc_step(*a.expr, a.acc, a.name, x));
-        }
-      });
+      lanes(k, [&](const std::vector<std::string>& idx) { accumulate(idx); });
       w.close();
     }
+    edge_element(accumulate);
     // Variance, second pass: squared deviations from the row's mean, read
     // from the registers (two block sums instead of a Welford merge tree,
     // whose every step divides).
@@ -541,17 +566,19 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
              reg_type(a.acc) + ")" + row_len + " : 0;");
     }
     if (second) {
+      auto deviations = [&](const std::vector<std::string>& idx) {
+        for (const Accumulator& a : accs) {
+          if (a.sum.empty()) continue;
+          const std::string d = w.fresh("wd");
+          w.line("const " + std::string(reg_type(a.acc)) + " " + d + " = " + input_of(a, idx) + " - " + a.sum + ";");
+          w.line(a.name + " += " + d + " * " + d + ";");
+        }
+      };
       for (int k = 0; k < K; ++k) {
-        lanes(k, [&](const std::vector<std::string>& idx) {
-          for (const Accumulator& a : accs) {
-            if (a.sum.empty()) continue;
-            const std::string d = w.fresh("wd");
-            w.line("const " + std::string(reg_type(a.acc)) + " " + d + " = " + input_of(a, idx) + " - " + a.sum + ";");
-            w.line(a.name + " += " + d + " * " + d + ";");
-          }
-        });
+        lanes(k, deviations);
         w.close();
       }
+      edge_element(deviations);
     }
     reduce_block(w, accs, row_len);
     loads[static_cast<int>(ph) + 1] = w.reserve();
@@ -587,6 +614,10 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     }
     w.close();
   }
+  if (!s.domain_outputs.empty())  // (no outer reductions with edges)
+    edge_element([&](const std::vector<std::string>& idx) {
+      for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
+    });
   // Row inputs that only the output pass reads (log-softmax backward's y)
   // load with the last phase's inputs: in flight across its block
   // reduction, rather than one vector at a time behind the output's stores
@@ -599,12 +630,14 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
       vr.section = last_phase;
   for (const auto& [sec, place] : loads) w.fill(place, vector_loads(w, V, sec, ok));
   // The row fits the block's registers: the launch takes the long-row
-  // kernel otherwise (takes_long_rows), so the host checks the rest only.
-  checks->push_back(w.extent_multiple(dom, last, V));
+  // kernel otherwise (takes_long_rows), so the host checks the rest only
+  // (with edges: any width, rows alike modulo the width).
+  if (edges == nullptr) checks->push_back(w.extent_multiple(dom, last, V));
   if (w.paths == KernelWriter::Paths::Vector) {
-    used_vector_conditions(w, sets, vp, dom, true, nullptr, checks);
+    used_vector_conditions(w, sets, vp, dom, true, nullptr, checks, edges != nullptr ? &edges->ref : nullptr);
     return "";
   }
+  if (edges != nullptr) fail(KF_ERR_INTERNAL, "the register path with edges is host-checked only");
   std::vector<std::string> conds = {w.extent(dom, last) + " % " + std::to_string(V) + " == 0",
                                     "(long long)" + row_len + " <= (long long)blockDim.x * " + std::to_string(V * K)};
   used_vector_conditions(w, sets, vp, dom, true, &conds, checks);
@@ -621,8 +654,8 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
   const std::string rows = extent_product(w, dom, kept, "1");
   const std::string row_len = extent_product(w, dom, red, "1");
-  const bool edges = which == RowKernel::Edges;
-  const bool long_rows = which == RowKernel::LongRows || edges;
+  const bool edges = which == RowKernel::Edges || which == RowKernel::LongEdges;
+  const bool long_rows = which == RowKernel::LongRows || which == RowKernel::LongEdges;
   w.reduced = s.reduced;
   w.views = s.views;
   w.word_lanes = true;
@@ -669,7 +702,9 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   declare_results(w, s);
   if (!long_rows && p.vectors.width > 0 && w.paths == KernelWriter::Paths::Vector) {  // the host checked
     w.open("");
-    row_cached(w, p, outer, sets, task, red, row_len, checks);
+    RowEdges row_edges;
+    if (edges) row_edges = declare_edges(w, p, red, row_len, ref);
+    row_cached(w, p, outer, sets, task, red, row_len, checks, edges ? &row_edges : nullptr);
     w.close();
     cond_lines.push_back("[[maybe_unused]] const bool " + cached + " = true;");
   } else if (!long_rows && p.vectors.width > 0 && w.paths == KernelWriter::Paths::Scalar) {  // the vector twin's fallback
@@ -677,7 +712,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
   } else if (!long_rows && p.vectors.width > 0) {
     w.open("if (" + cached + ")");
-    cond_lines.push_back("const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len, checks) + ";");
+    cond_lines.push_back("const bool " + cached + " = " + row_cached(w, p, outer, sets, task, red, row_len, checks, nullptr) + ";");
     w.close_open("else");
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
     w.close();
@@ -762,11 +797,13 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
 void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which, std::vector<ArgCheck>* checks) {
   std::vector<ArgCheck> unused;
   if (checks == nullptr) checks = &unused;
-  if (which != RowKernel::Edges) {
+  if (which != RowKernel::Edges && which != RowKernel::LongEdges) {
     emit_row_kernel(w, task, p, which, checks);
     return;
   }
-  if (!has_edge_kernel(p)) fail(KF_ERR_INTERNAL, "a row plan without edge vectors has no Edges kernel");
+  if (!has_edge_kernel(p)) fail(KF_ERR_INTERNAL, "a row plan without edge vectors has no Edges kernels");
+  if (which == RowKernel::Edges && w.paths != KernelWriter::Paths::Vector)
+    fail(KF_ERR_INTERNAL, "the Edges kernel is the register path alone");
   RowParams e = p;
   e.vectors = p.edge_vectors;
   std::erase_if(e.staged, [&](int64_t in) { return !e.vectors.inputs.contains(in); });

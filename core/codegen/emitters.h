@@ -16,10 +16,11 @@ void emit_tiled(KernelWriter& w, const TiledParams& p);                         
 // longer than the registers hold (staged in shared memory, or streamed in
 // 16-byte steps). Two kernels, so that the long-row paths' registers do
 // not lower the main kernel's occupancy or make it spill.
-// Edges (has_edge_kernel) is LongRows for rows of any length and start
+// Edges and LongEdges (has_edge_kernel) are Main's register path (w.paths
+// Vector) and LongRows for rows of any length and start
 // (RowParams::edge_vectors): launched for calls whose rows fail the vector
 // checks (an odd length), where the others would run one element at a time.
-enum class RowKernel { Main, LongRows, Edges };
+enum class RowKernel { Main, LongRows, Edges, LongEdges };
 // emit_row.cpp. Main with a vector plan: w.paths picks the register path,
 // the streaming one or both; `checks` (when not null) receives the register
 // path's conditions for the host.

@@ -148,8 +148,8 @@ struct LaunchRule {
   // the launch gives it row length * row_stage_bytes when that is within
   // the kernel's limit (else 0, and the kernel streams from memory).
   int row_stage_bytes = 0;
-  // PerRow: elements a staged row takes beyond its length (set for the
-  // Edges kernel's launch, whose rows start at their shift).
+  // PerRow: elements a staged row may take beyond its length (each row is
+  // rounded up to 16 bytes; the Edges kernel's rows also start at their shift).
   int row_stage_pad = 0;
   // PerRow with row_items > 0: every row takes the LongRows kernel
   // (RowParams::stream_rows).
@@ -202,12 +202,14 @@ struct KernelPlan {
   // at launch.wide_row_items per thread, for rows too long for `name` that
   // the long-row kernel would stream (takes_wide_rows).
   std::string wide_name;
-  // PerRow with RowParams::edge_vectors: the long-row kernel again with
-  // rows of any length and shift (their aligned middle in vectors, head
-  // and tail per element), for calls that fail the vector checks and pass
-  // `edge_checks` (KernelVariant::Edges). Its staged rows take
+  // PerRow with RowParams::edge_vectors: the register path (edges_name)
+  // and the long-row kernel (long_edges_name) again for rows of any length
+  // and start (their aligned middle in vectors, head and tail per
+  // element), for calls that fail the vector checks and pass `edge_checks`
+  // (KernelVariant::Edges, LongEdges). The long one's staged rows take
   // edge_row_pad elements more than the row (LaunchRule::row_stage_pad).
   std::string edges_name;
+  std::string long_edges_name;
   std::vector<ArgCheck> edge_checks;
   int edge_row_pad = 0;
   // ColumnReduce: the kernels after name and finish_name, in launch order:

@@ -45,6 +45,10 @@ KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body
   return {"extern \"C\" __global__ void " + bounds + " ", "(const KfArgs args) {\n" + body + "}\n"};
 }
 
+// Elements a staged row may take beyond its length for the 16-byte
+// alignment of the next row (LaunchRule::row_stage_pad).
+constexpr int kStageRowAlign = 16;
+
 // The most row elements a thread of a wide kernel holds (KernelPlan::wide_name).
 constexpr int kWideRowItems = 32;
 
@@ -53,9 +57,9 @@ constexpr std::string_view kScalarSuffix = "_scalar";
 
 // Names every kernel of `kernels` kf_<hash of the whole text><suffix>, so
 // equal sources get equal names (the kernel cache keys on the source).
-// Suffixes: "" (the main kernel), "_finish", "_long", "_tight", "_wide"
-// and "_edges" set plan.name, finish_name, long_row_name, tight_name,
-// wide_name and edges_name; "<suffix>_scalar" is the scalar twin of
+// Suffixes: "" (the main kernel), "_finish", "_long", "_tight", "_wide",
+// "_edges" and "_long_edges" set plan.name, finish_name, long_row_name,
+// tight_name, wide_name, edges_name and long_edges_name; "<suffix>_scalar" is the scalar twin of
 // the kernel with <suffix>.
 void assemble(KernelPlan& plan, const std::string& args, const std::vector<KernelText>& kernels,
               const std::vector<std::string>& suffixes) {
@@ -83,6 +87,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
        : sfx == "_tight" ? plan.tight_name
        : sfx == "_wide"  ? plan.wide_name
        : sfx == "_edges" ? plan.edges_name
+       : sfx == "_long_edges" ? plan.long_edges_name
                          : plan.name) = name + sfx;
   }
   plan.source = prelude + text;
@@ -304,6 +309,9 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     launch.block = row.block;
     launch.row_items = row.vectors.width * row.vectors_per_thread;
     launch.row_stage_bytes = row_stage_bytes(w.fusion(), row);
+    // Each staged row is rounded up to 16 bytes (declare_stage): at most 15
+    // bytes more per staged input, each at least a byte per element.
+    launch.row_stage_pad = kStageRowAlign;
     launch.stream_rows = row.stream_rows;
     const bool long_rows = has_long_row_kernel(row);
     const std::string main = w.take_kernel();
@@ -348,12 +356,19 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       suffixes.push_back("_long");
     }
     // Rows of any length and start (an odd width), which fail the vector
-    // checks of the kernels above.
+    // checks of the kernels above: held in registers, or as long rows.
     if (twins && has_edge_kernel(row)) {
-      emit_row(w, task, row, RowKernel::Edges, &plan.edge_checks);
+      if (!row.stream_rows) {
+        w.paths = KernelWriter::Paths::Vector;
+        emit_row(w, task, row, RowKernel::Edges, &plan.edge_checks);
+        w.paths = KernelWriter::Paths::Both;
+        kernels.push_back(kernel_text(launch.block, true, w.take_kernel()));
+        suffixes.push_back("_edges");
+      }
+      emit_row(w, task, row, RowKernel::LongEdges, &plan.edge_checks);
       kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
-      suffixes.push_back("_edges");
-      plan.edge_row_pad = 2 * row.edge_vectors.width - 2;
+      suffixes.push_back("_long_edges");
+      plan.edge_row_pad = kStageRowAlign + 2 * row.edge_vectors.width - 2;
     }
     if (has_split_row_kernels(row)) plan.split_rows.push_back(split_row_plan(c, task, row, plan.scheduler));
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel

@@ -175,10 +175,10 @@ static void test_scalar_twins_compile_on_first_need(void** state) {
   kf_fusion_release(f);
 }
 
-/* A first call whose width the vectors do not divide compiles the Edges
+/* A first call whose width the vectors do not divide compiles an Edges
  * kernel alone (the host sees it from the sizes): each row's aligned
- * middle moves in vectors, its head and tail per element, whatever the
- * row's length (long rows too). The main kernel compiles when an even
+ * middle moves in vectors, its head and tail per element, in registers or
+ * (long rows, a kernel of its own) streamed. The main kernel compiles when an even
  * width first comes, the scalar twin when x starts at an address the
  * vectors cannot (one float into its allocation). */
 static void test_first_call_takes_the_twin_it_needs(void** state) {
@@ -192,11 +192,13 @@ static void test_first_call_takes_the_twin_it_needs(void** state) {
   kf_fusion f;
   KF_CHECK(kf_fusion_from_text(kRowSumOdd, &f));
   const int before = cached_kernels();
-  run_sum(f, 64, 1001, 1, 2.5);
+  run_sum(f, 64, 1001, 1, 2.5); /* held in registers */
+  assert_int_equal(cached_kernels() - before, 1);
+  run_sum(f, 300, 40001, 1, 2.5); /* long rows */
   const int edges = cached_kernels();
-  assert_int_equal(edges - before, 1);
-  run_sum(f, 300, 40001, 1, 2.5);
+  assert_int_equal(edges - before, 2);
   run_sum(f, 7, 3, 1, 2.5);
+  run_sum(f, 300, 30001, 1, 2.5);
   assert_int_equal(cached_kernels(), edges);
   run_sum(f, 64, 1024, 1, 2.5);
   const int main_kernel = cached_kernels();

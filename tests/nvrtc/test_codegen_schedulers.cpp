@@ -414,12 +414,18 @@ void test_edge_kernel(void** /*state*/) {
   assert_int_equal(row.edge_vectors.inputs.size(), 1);
   assert_true(row.edge_vectors.inputs.contains(x));
   assert_int_equal(row.edge_vectors.outputs.size(), 1);
-  assert_false(g.plan.edges_name.empty());
-  assert_int_equal(g.plan.edge_row_pad, 14);
-  const std::string& source = g.plan.units[g.plan.unit_of(g.plan.edges_name)].source;
-  assert_true(contains(source, g.plan.edges_name + "(const KfArgs args)"));
-  assert_true(contains(source, "jv < kfnv"));  // the aligned middle in vectors
-  assert_true(contains(source, "je < kfne"));  // head and tail per element
+  assert_int_equal(g.plan.edge_row_pad, 16 + 14);  // 16-byte stage rows, and the shift
+  // The register path: whole vectors of the aligned middle, and threads
+  // below the head + tail count holding one element of them each.
+  const std::string& held = g.plan.units[g.plan.unit_of(g.plan.edges_name)].source;
+  assert_true(contains(held, "__launch_bounds__(1024, 1) " + g.plan.edges_name + "(const KfArgs args)"));
+  assert_true(contains(held, " + 8 <= n"));
+  assert_true(contains(held, "const bool eok"));
+  assert_false(contains(held, "blockDim.x)"));  // no loop over the row
+  // The long-row kernel: vector steps over the middle, then element steps.
+  const std::string& long_rows = g.plan.units[g.plan.unit_of(g.plan.long_edges_name)].source;
+  assert_true(contains(long_rows, "jv < kfnv"));
+  assert_true(contains(long_rows, "je < kfne"));
   // The checks: no extent multiple, a Congruent pair of row strides, and
   // nothing of the weight's.
   bool congruent = false;
@@ -494,7 +500,7 @@ void test_inner_outer(void** /*state*/) {
     assert_int_equal(plan.launch.extra_args, 2);
     assert_false(plan.finish_name.empty());
     assert_true(contains(plan.source, "args.scratch"));
-    assert_true(plan.edges_name.empty());  // a row's shift would move its columns' partials
+    assert_true(plan.edges_name.empty() && plan.long_edges_name.empty());  // a row's shift would move its columns' partials
     batch().add(plan);
   }
 }

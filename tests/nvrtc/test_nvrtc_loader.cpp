@@ -236,6 +236,12 @@ void test_launch_dims(void**) {
   d = launch_dims(pr, Sizes{8192, 32768}, 1 << 30, 132, limits);
   assert_true(d.long_rows);
   assert_int_equal(d.shared_bytes, 0);
+  // A padded stage (each row rounded up to 16 bytes; an Edges kernel's
+  // rows at their shift): row_stage_pad more elements per row.
+  pr.row_stage_pad = 30;
+  d = launch_dims(pr, Sizes{8192, 16391}, 1 << 30, 132, limits);
+  assert_int_equal(d.shared_bytes, (16391 + 30) * 4);
+  pr.row_stage_pad = 0;
   // Streamed rows (one pass, RowParams::stream_rows): short rows too take
   // the LongRows kernel, with the block that keeps the most threads.
   LaunchRule sr = r;

@@ -144,7 +144,7 @@ class CudaBackend final : public Backend {
     // first need. A tight kernel that spills gives way to the main one.
     KernelVariant run = v;
     if (vector_variant && scalar_twins_needed(k.plan, args.data())) {
-      if (edge_kernel_fits(k.plan, args.data())) run = KernelVariant::Edges;
+      if (edge_kernel_fits(k.plan, args.data())) run = edges_variant(k.plan, v);
       else if (v == KernelVariant::Wide) run = KernelVariant::LongRows;
       else if (v != KernelVariant::LongRows) run = KernelVariant::Scalar;
     }
@@ -152,23 +152,25 @@ class CudaBackend final : public Backend {
     k.variant(run);
     const bool long_rows = run == KernelVariant::LongRows, tight = run == KernelVariant::Tight,
                wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar,
-               edges = run == KernelVariant::Edges;
-    const LaunchDims dims = launch_dims(wide ? k.wide_launch : edges ? k.edges_launch : k.plan.launch, domain,
+               edges = run == KernelVariant::Edges, long_edges = run == KernelVariant::LongEdges;
+    const LaunchDims dims = launch_dims(wide ? k.wide_launch : long_edges ? k.long_edges_launch : k.plan.launch, domain,
                                         context.info().max_grid_x, context.info().multiprocessors,
-                                        long_rows ? k.long_limits : edges ? k.edges_limits : k.limits);
-    if (dims.long_rows != (long_rows || edges) && !k.plan.long_row_name.empty())
+                                        long_rows ? k.long_limits : long_edges ? k.long_edges_limits : k.limits);
+    if (dims.long_rows != (long_rows || long_edges) && !k.plan.long_row_name.empty())
       fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
     CUfunction function = scalar_twin ? k.scalar
                           : long_rows ? k.long_row
                           : tight     ? k.tight
                           : wide      ? k.wide
                           : edges     ? k.edges
+                          : long_edges ? k.long_edges
                                       : k.function;
     const char* name = scalar_twin ? k.plan.scalar_of(k.plan.name).c_str()
                        : long_rows ? k.plan.long_row_name.c_str()
                        : tight     ? k.plan.tight_name.c_str()
                        : wide      ? k.plan.wide_name.c_str()
                        : edges     ? k.plan.edges_name.c_str()
+                       : long_edges ? k.plan.long_edges_name.c_str()
                                    : k.plan.name.c_str();
     if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing

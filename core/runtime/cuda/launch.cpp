@@ -328,7 +328,8 @@ bool takes_wide_rows(const LaunchRule& rule, std::span<const int64_t> domain, in
     return false;
   const int64_t row = row_length(rule, domain);
   // (launch_dims stages a row without outer reductions within half the limit)
-  return row <= rule.block * rule.wide_row_items && rule.row_stage_bytes * row > max_dynamic_shared / 2;
+  return row <= rule.block * rule.wide_row_items &&
+         rule.row_stage_bytes * (row + rule.row_stage_pad) > max_dynamic_shared / 2;
 }
 
 bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {

@@ -23,6 +23,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::Tight: return 3;
     case KernelVariant::Wide: return 4;
     case KernelVariant::Edges: return 5;
+    case KernelVariant::LongEdges: return 6;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -124,7 +125,7 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
     const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide;
     if ((vector_variant || v == KernelVariant::LongRows) && !k.plan.scalar_twins.empty() &&
         extents_fail(k, k.plan.vector_checks, sizes)) {
-      if (!k.plan.edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes)) v = KernelVariant::Edges;
+      if (!k.plan.long_edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes)) v = edges_variant(k.plan, v);
       else if (v == KernelVariant::Wide) v = KernelVariant::LongRows;
       else if (v != KernelVariant::LongRows) v = KernelVariant::Scalar;
     }
@@ -162,6 +163,14 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
   return KernelVariant::Main;
 }
 
+KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v) {
+  // Where Tight stands for Main, the main kernel's block fits a
+  // multiprocessor once: the register path at 64 registers ran slower than
+  // the staged long-row path there (H100: softmax 16384x16391 bf16 0.62 ms
+  // against 0.52, layernorm 0.68 against 0.45; docs/PERF.md session 16).
+  return v == KernelVariant::Main && !plan.edges_name.empty() ? KernelVariant::Edges : KernelVariant::LongEdges;
+}
+
 bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args) {
   if (plan.scalar_twins.empty()) return false;
   for (const ArgCheck& c : plan.vector_checks)
@@ -170,7 +179,7 @@ bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args) {
 }
 
 bool edge_kernel_fits(const KernelPlan& plan, const int64_t* args) {
-  if (plan.edges_name.empty()) return false;
+  if (plan.long_edges_name.empty()) return false;
   for (const ArgCheck& c : plan.edge_checks)
     if (!holds(c, args)) return false;
   return true;
@@ -186,6 +195,7 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::Tight: names.push_back(plan.tight_name); break;
     case KernelVariant::Wide: names.push_back(plan.wide_name); break;
     case KernelVariant::Edges: names.push_back(plan.edges_name); break;
+    case KernelVariant::LongEdges: names.push_back(plan.long_edges_name); break;
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
   if (v == KernelVariant::Main || v == KernelVariant::Scalar)
@@ -225,10 +235,13 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     tight_spills = local_bytes > kTightSpillBytes;
   } else if (v == KernelVariant::Edges) {
     edges = load(plan.edges_name);
-    edges_limits = long_row_limits(device, plan, edges);
-    edges_launch = plan.launch;
-    edges_launch.stream_rows = true;  // the long-row kernel's launch, whatever the row's length
-    edges_launch.row_stage_pad = plan.edge_row_pad;
+    allow_shared(device, plan, edges, plan.edges_name);
+  } else if (v == KernelVariant::LongEdges) {
+    long_edges = load(plan.long_edges_name);
+    long_edges_limits = long_row_limits(device, plan, long_edges);
+    long_edges_launch = plan.launch;
+    long_edges_launch.stream_rows = true;  // the long-row kernel's launch, whatever the row's length
+    long_edges_launch.row_stage_pad = plan.edge_row_pad;
   } else {
     long_row = load(plan.long_row_name);
     long_limits = long_row_limits(device, plan, long_row);

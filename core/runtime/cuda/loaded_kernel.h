@@ -33,7 +33,8 @@ enum class KernelVariant : uint8_t {
   SplitRows,  // PerRow: plan.split_rows[0] (its Main variant)
   Tight,      // PerRow: plan.tight_name (takes_tight_registers)
   Wide,       // PerRow: plan.wide_name (takes_wide_rows)
-  Edges,      // PerRow: plan.edges_name (edge_kernel_fits)
+  Edges,      // PerRow: plan.edges_name (edge_kernel_fits, rows the registers hold)
+  LongEdges,  // PerRow: plan.long_edges_name (edge_kernel_fits, longer rows)
 };
 
 // The variant a call with `sizes` launches on `device`,
@@ -46,8 +47,11 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
 // (a vector check fails).
 bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args);
 // Whether a call with argument words `args` that fails the vector checks
-// takes the Edges kernel: the plan has one and its checks hold.
+// takes an Edges kernel: the plan has them and their checks hold.
 bool edge_kernel_fits(const KernelPlan& plan, const int64_t* args);
+// The Edges kernel that stands for vector variant `v` (Main: the register
+// path; Tight, Wide, LongRows: the long-row one).
+KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v);
 
 // The most local memory per thread (spills) with which a tight kernel is
 // still launched. Measured (H100, docs/PERF.md session 15): softmax's at
@@ -69,9 +73,10 @@ struct LoadedKernel {
   CUfunction tight = nullptr;     // Tight
   CUfunction wide = nullptr;      // Wide
   LaunchRule wide_launch;         // Wide: plan.launch with its row items
-  CUfunction edges = nullptr;     // Edges
-  LaunchRule edges_launch;        // Edges: plan.launch, every row long, stages padded
-  cuda::KernelLimits edges_limits;  // Edges: for its block and stage
+  CUfunction edges = nullptr;       // Edges (launched as Main)
+  CUfunction long_edges = nullptr;  // LongEdges
+  LaunchRule long_edges_launch;     // LongEdges: plan.launch, every row long, stages padded
+  cuda::KernelLimits long_edges_limits;  // LongEdges: for its block and stage
   // Tight: ptxas kept more than kTightSpillBytes per thread in local
   // memory for it; the call launches Main instead.
   bool tight_spills = false;
@@ -96,7 +101,7 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[6]{};  // Main, LongRows, Scalar, Tight, Wide, Edges
+  mutable std::atomic<bool> loaded_[7]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges
 };
 
 // The kernel of generated segment `index`. The first call of a
