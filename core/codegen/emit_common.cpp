@@ -43,8 +43,8 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
 }
 
 std::vector<std::string> unravel_in_order(KernelWriter& w, int64_t dom, const std::vector<size_t>& order,
-                                          const std::string& linear, const std::string& suffix) {
-  const std::vector<std::string> names = unravel(w, dom, order, linear, suffix);
+                                          const std::string& linear, const std::string& suffix, bool maybe_unused) {
+  const std::vector<std::string> names = unravel(w, dom, order, linear, suffix, maybe_unused);
   std::vector<std::string> idx(order.size());
   for (size_t k = 0; k < order.size(); ++k) idx[order[k]] = names[k];
   return idx;
@@ -182,7 +182,8 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
 }
 
 void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
-                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane) {
+                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane,
+                  const std::vector<std::vector<std::string>>* lane_indices) {
   const Fusion& f = w.fusion();
   const size_t d = vp.dim;
   std::vector<std::string> ov;
@@ -194,7 +195,8 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
   for (int lane = 0; lane < vp.width; ++lane) {
     w.lane = lane;
     w.lane_index = idx;
-    if (lane > 0) w.lane_index[d] = "(" + idx[d] + " + " + std::to_string(lane) + ")";
+    if (lane_indices != nullptr) w.lane_index = (*lane_indices)[static_cast<size_t>(lane)];
+    else if (lane > 0) w.lane_index[d] = "(" + idx[d] + " + " + std::to_string(lane) + ")";
     on_lane(lane);
     for (int64_t o : outs) {
       const std::string reg = w.value_at(o, w.lane_index);

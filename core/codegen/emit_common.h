@@ -25,7 +25,8 @@ std::vector<std::string> unravel(KernelWriter& w, int64_t dom, const std::vector
 // The same over every dim of `dom` in `order` (outermost first), returned
 // in domain order.
 std::vector<std::string> unravel_in_order(KernelWriter& w, int64_t dom, const std::vector<size_t>& order,
-                                          const std::string& linear, const std::string& suffix = "");
+                                          const std::string& linear, const std::string& suffix = "",
+                                          bool maybe_unused = false);
 std::vector<size_t> all_dims(size_t r);
 // Joins run-time conditions with && ("true" for none).
 std::string all_of(const std::vector<std::string>& conds);
@@ -67,8 +68,12 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
 // lanes along domain dim vp.dim) and stores them: vector outputs as one
 // 16-byte store, the others element by element. `on_lane` runs before each
 // lane is evaluated (tiles point their shared-memory reads at it).
+// lane_indices (when given): each lane's own domain index (lanes of
+// consecutive linear positions, which may cross rows: the flat vectors of
+// emit_pointwise), idx being lane 0's.
 void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
-                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane);
+                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane,
+                  const std::vector<std::vector<std::string>>* lane_indices = nullptr);
 // "kf_vec<T, V>" for the storage type of value v.
 std::string vector_type(const KernelWriter& w, int64_t v, int V);
 

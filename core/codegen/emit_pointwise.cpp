@@ -7,8 +7,12 @@
 // the first, so each load stays coalesced). The scalar loop runs otherwise:
 // in the same kernel behind a run-time test, or, as the kernel source
 // writes them, in a scalar twin the host picks (KernelPlan::scalar_twins).
+#include <algorithm>
+#include <map>
+
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
+#include "core/schedule/vector_plan.h"
 
 namespace kf {
 
@@ -40,6 +44,86 @@ void vector_loop(KernelWriter& w, const PointwiseLoop& loop, int U) {
   }
   w.fill(loads, vector_loads(w, V, 0, ok));
   w.close();
+}
+
+// Flat vectors (the scalar twin's fast path, for calls that fail the
+// vector checks on an extent: an odd last dim): vector u of a step holds V
+// consecutive linear positions of the domain, whose lanes may lie in two
+// rows, so each lane has its own index. Tensors dense in the domain's order
+// (their offset is the linear position: x, the output) move as 16-byte
+// vectors; the others (a per-row value broadcast along the row, a weight)
+// are read per lane. The last numel % V positions run one per thread step.
+// Returns the run-time condition of the path (alignment and density).
+std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const PointwiseLoop& loop, int U) {
+  const int64_t dom = loop.outputs[0];
+  VectorPlan vp = loop.vectors;
+  const size_t r = w.rank(dom);
+  std::erase_if(vp.inputs, [&](const auto& in) {  // read at every domain index
+    for (size_t d = 0; d < r; ++d)
+      if (w.size_class(dom, d) == SizeClass::Many &&
+          std::find(in.second.begin(), in.second.end(), static_cast<int>(d)) == in.second.end())
+        return true;
+    return false;
+  });
+  use_vectors(w, vp);
+  w.lane_width = 0;  // no lanes seen through a slice's shift: the lanes are not along one dim
+  w.exact_lanes = true;
+  const int V = vp.width;
+  const std::string nv = w.hoist("long long", "n", w.numel(dom) + " / " + std::to_string(V));
+  w.open("for (long long q = (long long)blockIdx.x * blockDim.x * " + std::to_string(U) + " + threadIdx.x; q < " + nv +
+         "; q += (long long)gridDim.x * blockDim.x * " + std::to_string(U) + ")");
+  std::vector<std::string> ok(static_cast<size_t>(U)), first(static_cast<size_t>(U));
+  std::vector<std::vector<std::string>> base(static_cast<size_t>(U));
+  for (int u = 0; u < U; ++u) {
+    const std::string qu = w.fresh("qu");
+    w.line("const long long " + qu + " = q + (long long)" + std::to_string(u) + " * blockDim.x;");
+    ok[static_cast<size_t>(u)] = u == 0 ? std::string() : qu + " < " + nv;
+    first[static_cast<size_t>(u)] = "(" + qu + " < " + nv + " ? " + qu + " : 0) * " + std::to_string(V);
+    base[static_cast<size_t>(u)] = unravel_in_order(w, dom, loop.order, first[static_cast<size_t>(u)], "_" + std::to_string(u));
+  }
+  const KernelWriter::Section loads = w.reserve();
+  w.section = 0;
+  const size_t d = vp.dim;  // the innermost dim of the domain's order
+  for (int u = 0; u < U; ++u) {
+    const auto& b = base[static_cast<size_t>(u)];
+    w.open(u == 0 ? std::string() : "if (" + ok[static_cast<size_t>(u)] + ")");
+    w.group = u;
+    // Most vectors lie in one row: their lanes share the other dims'
+    // indices (a per-row value is read once); the others unravel each lane.
+    w.open("if (" + b[d] + " + " + std::to_string(V) + " <= " + w.extent(dom, d) + ")");
+    vector_group(w, vp, loop.outputs, b, [](int) {});
+    w.close_open("else");
+    std::vector<std::vector<std::string>> lanes = {b};
+    for (int l = 1; l < V; ++l)
+      lanes.push_back(unravel_in_order(w, dom, loop.order, first[static_cast<size_t>(u)] + " + " + std::to_string(l),
+                                       "_" + std::to_string(u) + "_" + std::to_string(l), true));  // (read by broadcast reads only)
+    vector_group(w, vp, loop.outputs, b, [](int) {}, &lanes);
+    w.close();
+    w.close();
+  }
+  w.fill(loads, vector_loads(w, V, 0, ok));
+  w.close();
+  w.exact_lanes = false;
+  // The conditions: each vector tensor aligned and dense in domain order.
+  std::vector<std::string> conds;
+  std::map<int64_t, std::vector<int>> vectors;
+  for (const auto& [key, vr] : w.vector_regs) vectors.emplace(key.first, vr.dims);
+  for (int64_t o : vp.outputs) vectors.emplace(o, vector_dims(w, o, dom, vp.dim));
+  for (const auto& [v, dims] : vectors) {
+    const int bytes = std::min(V * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
+    conds.push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)");
+    std::string dense = "1";  // the stride a dense tensor has along the next dim out
+    for (size_t k = loop.order.size(); k-- > 0;) {
+      const size_t d = loop.order[k];
+      if (w.size_class(dom, d) != SizeClass::Many) continue;
+      const size_t j = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(d)) - dims.begin());
+      if (!sets.same(v, static_cast<int>(j), dom, static_cast<int>(d)))
+        conds.push_back(w.extent(v, j) + " == " + w.extent(dom, d));
+      conds.push_back("(long long)" + w.stride(v, j) + " == " + dense);
+      dense = dense == "1" ? "(long long)" + w.extent(dom, d) : dense + " * " + w.extent(dom, d);
+    }
+  }
+  return all_of(conds);
 }
 
 }  // namespace
@@ -75,7 +159,23 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
     }
     if (!scalar_path) continue;
     const std::string n = w.numel(dom);
-    w.open("for (long long q = " + std::string(kThread) + "; q < " + n + "; q += " + kGridStride + ")");
+    // The scalar twin: flat vectors where the tensors allow, then the
+    // positions they leave (all of them where they do not).
+    std::string first = "0";
+    if (loop.vectors.width > 0 && w.paths == KernelWriter::Paths::Scalar) {
+      const KernelWriter::Section cond = w.reserve();
+      const std::string flat = w.fresh("kfflat");
+      w.open("if (" + flat + ")");
+      const std::string flat_ok = flat_vector_loop(w, sets, loop, loop.unroll);
+      w.close();
+      first = w.fresh("kffirst");
+      const std::string V = std::to_string(loop.vectors.width);
+      w.fill(cond, {"const bool " + flat + " = " + flat_ok + ";",
+                    "const long long " + first + " = " + flat + " ? " + n + " / " + V + " * " + V + " : 0;"});
+      use_vectors(w, loop.vectors);
+    }
+    w.open("for (long long q = " + (first == "0" ? std::string() : first + " + ") + kThread + "; q < " + n + "; q += " +
+           kGridStride + ")");
     std::vector<std::string> idx = unravel_in_order(w, dom, loop.order, "q");
     for (int64_t o : loop.outputs) w.store(o, idx, w.value_at(o, idx));
     w.close();

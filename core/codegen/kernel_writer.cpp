@@ -423,6 +423,7 @@ std::optional<std::vector<std::string>> KernelWriter::vector_base(const std::vec
     base[j] = d < 0 ? "0" : lane_base[static_cast<size_t>(d)];
   }
   if (exact) return base;
+  if (exact_lanes) return std::nullopt;
   const auto pv = std::find(dims.begin(), dims.end(), static_cast<int>(lane_dim));
   if (pv == dims.end() || lane_dim >= lane_index.size()) return std::nullopt;
   const size_t v = static_cast<size_t>(pv - dims.begin());

@@ -118,6 +118,10 @@ class KernelWriter {
   // the row kernels, which hold the vectors across phases (the column
   // kernels, which do not, measured up to 3% slower with it: docs/PERF.md).
   bool word_lanes = false;
+  // Lanes with indices of their own (emit_pointwise's flat vectors): a
+  // vector register serves only reads at exactly the lanes' indices, never
+  // reads through a reshape that keep the lanes' inner index alone.
+  bool exact_lanes = false;
   std::vector<std::string> lane_index;
   std::vector<std::string> lane_base;
   std::map<int64_t, std::vector<int>> vector_inputs;  // candidate -> its dims' domain dims (VectorPlan::inputs)

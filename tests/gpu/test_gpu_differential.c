@@ -982,6 +982,50 @@ static void test_norm_backward(void** state) {
   end_test("norm backward");
 }
 
+/* Pointwise over rows of an odd width (the scalar twin's flat vectors:
+ * 16-byte vectors of consecutive positions, which cross rows): x and the
+ * output dense, a per-row value and a per-column weight read per lane, in
+ * ranks 2 and 3 and with too few positions for one vector. */
+static void test_flat_vectors(void** state) {
+  (void)state;
+  static const char* kText =
+      "input x: tensor<%1$s, 3>\n"
+      "input a: tensor<float32, 3>\n"
+      "input w: tensor<%1$s, 1>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "wf = cast(w) {dtype=float32}\n"
+      "d = sub(xf, a)\n"
+      "e = exp(d)\n"
+      "y = mul(e, wf)\n"
+      "yc = cast(y) {dtype=%1$s}\n"
+      "output yc\n";
+  const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT32};
+  const int64_t shapes[][3] = {{3, 5, 1001}, {2, 7, 3}, {4, 33, 4097}, {1, 1, 5}, {2, 64, 1024}, {6, 11, 50257}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int d = 0; d < 2; ++d)
+    for (int s = 0; s < kShapes; ++s) {
+      char text[1024];
+      snprintf(text, sizeof text, kText, kf_dtype_name(dts[d]));
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      tin in[3];
+      const int64_t rows[3] = {shapes[s][0], shapes[s][1], 1};
+      in[0] = input(dts[d], 3, shapes[s]);
+      in[1] = input(KF_FLOAT32, 3, rows);
+      in[2] = input(dts[d], 1, &shapes[s][2]);
+      fill(&in[0], -2, 2, 0);
+      fill(&in[1], -1, 1, 0);
+      fill(&in[2], 0.5, 1.5, 0);
+      char what[128];
+      snprintf(what, sizeof what, "flat vectors %s [%lld,%lld,%lld]", kf_dtype_name(dts[d]), (long long)shapes[s][0],
+               (long long)shapes[s][1], (long long)shapes[s][2]);
+      run_case_tol(f, in, 3, what, 8.0, -1);
+      free_inputs(in, 3);
+      kf_fusion_release(f);
+    }
+  end_test("flat vectors");
+}
+
 /* Dropout + residual + layernorm: three row inputs of two dtypes (a 1-byte
  * keep mask between bfloat16 rows), staged in shared memory by the
  * long-row kernels, each staged row rounded up to 16 bytes so that the
@@ -2075,6 +2119,7 @@ int main(void) {
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
       cmocka_unit_test(test_staged_mixed_rows),
+      cmocka_unit_test(test_flat_vectors),
       cmocka_unit_test(test_two_segments),
       cmocka_unit_test(test_copies),
       cmocka_unit_test(test_default_stream), cmocka_unit_test(test_large),

@@ -444,6 +444,27 @@ void test_edge_kernel(void** /*state*/) {
   assert_false(holds(same_remainder, unlike));
 }
 
+// The pointwise scalar twin (calls that fail the vector checks: an odd
+// width) moves x and y as flat vectors of consecutive positions where both
+// are dense, the bias per lane; the vector kernel is unchanged.
+void test_flat_vectors(void** /*state*/) {
+  Inputs in;
+  in.push_back(kftest::tensor(DType::BF16, {16, 1001}));
+  in.push_back(kftest::tensor(DType::BF16, {1001}));
+  const Generated g = generate([](Builder& b) {
+    const int64_t x = b.tensor_input(2, DType::BF16);
+    const int64_t bias = b.tensor_input(1, DType::BF16);
+    b.output(b.op(Op::GELU, {b.op(Op::ADD, {x, bias}, {})[0]}, {})[0], {}, -1);
+  }, in);
+  assert_int_equal(g.plan.scalar_twins.size(), 1);
+  const std::string& twin = g.plan.units[g.plan.unit_of(g.plan.scalar_twins[0].scalar)].source;
+  const std::string& main = g.plan.units[g.plan.unit_of(g.plan.name)].source;
+  assert_true(contains(twin, "const bool kfflat"));
+  assert_true(contains(twin, "for (long long q = kffirst"));  // the positions the vectors leave
+  assert_true(contains(twin, "kf_vec<unsigned short, 8>"));
+  assert_false(contains(main, "kfflat"));
+}
+
 void test_inner_outer(void** /*state*/) {
   auto f = parse_fusion(
       "input dy: tensor<bfloat16, 2>\n"
@@ -607,6 +628,7 @@ int main() {
       cmocka_unit_test(test_fusions),
       cmocka_unit_test(test_fast_paths),
       cmocka_unit_test(test_edge_kernel),
+      cmocka_unit_test(test_flat_vectors),
       cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
