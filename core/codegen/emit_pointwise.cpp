@@ -46,6 +46,15 @@ void vector_loop(KernelWriter& w, const PointwiseLoop& loop, int U) {
   w.close();
 }
 
+// "_u" or "_u_l" (appended piecewise: g++ 12 warns, -Wrestrict, a false
+// positive, on "_" + std::to_string(u)).
+std::string lane_suffix(int u, int l) {
+  std::string s(1, '_');
+  s += std::to_string(u);
+  if (l >= 0) s.append(1, '_').append(std::to_string(l));
+  return s;
+}
+
 // Flat vectors (the scalar twin's fast path, for calls that fail the
 // vector checks on an extent: an odd last dim): vector u of a step holds V
 // consecutive linear positions of the domain, whose lanes may lie in two
@@ -79,7 +88,7 @@ std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const Poin
     w.line("const long long " + qu + " = q + (long long)" + std::to_string(u) + " * blockDim.x;");
     ok[static_cast<size_t>(u)] = u == 0 ? std::string() : qu + " < " + nv;
     first[static_cast<size_t>(u)] = "(" + qu + " < " + nv + " ? " + qu + " : 0) * " + std::to_string(V);
-    base[static_cast<size_t>(u)] = unravel_in_order(w, dom, loop.order, first[static_cast<size_t>(u)], "_" + std::to_string(u));
+    base[static_cast<size_t>(u)] = unravel_in_order(w, dom, loop.order, first[static_cast<size_t>(u)], lane_suffix(u, -1));
   }
   const KernelWriter::Section loads = w.reserve();
   w.section = 0;
@@ -96,7 +105,7 @@ std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const Poin
     std::vector<std::vector<std::string>> lanes = {b};
     for (int l = 1; l < V; ++l)
       lanes.push_back(unravel_in_order(w, dom, loop.order, first[static_cast<size_t>(u)] + " + " + std::to_string(l),
-                                       "_" + std::to_string(u) + "_" + std::to_string(l), true));  // (read by broadcast reads only)
+                                       lane_suffix(u, l), true));  // (read by broadcast reads only)
     vector_group(w, vp, loop.outputs, b, [](int) {}, &lanes);
     w.close();
     w.close();

@@ -147,6 +147,26 @@ RowEdges declare_edges(KernelWriter& w, const RowParams& p, const std::vector<si
   return e;
 }
 
+// Opens a loop over the row's vectors, element j of each (one thread per
+// vector per step): the whole row, or with edges its aligned middle.
+void open_vector_steps(KernelWriter& w, int V, const std::string& row_len, const RowEdges* edges) {
+  const std::string& t = w.index_type();
+  if (edges != nullptr) {
+    w.open("for (" + t + " jv = threadIdx.x; jv < " + edges->vectors + "; jv += blockDim.x)");
+    w.line("const " + t + " j = " + edges->head + " + jv * " + std::to_string(V) + ";");
+  } else {
+    w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
+    w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
+  }
+}
+
+// Opens a loop over the row's head and tail, element j of each.
+void open_edge_steps(KernelWriter& w, int V, const RowEdges& edges) {
+  const std::string& t = w.index_type();
+  w.open("for (" + t + " je = threadIdx.x; je < " + edges.edges + "; je += blockDim.x)");
+  w.line("const " + t + " j = je < " + edges.head + " ? je : je + " + edges.vectors + " * " + std::to_string(V) + ";");
+}
+
 // How the streaming loops step through a row: one element per thread step
 // (any row length and layout), or 16-byte vector steps (VectorSteps: the
 // vector plan's inputs loaded as whole vectors; the run-time conditions of
@@ -204,13 +224,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     const RowEdges* edges = steps->edges;
     // Where element j of the row sits in its stage.
     const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : "j";
-    if (edges != nullptr) {
-      w.open("for (" + t + " jv = threadIdx.x; jv < " + edges->vectors + "; jv += blockDim.x)");
-      w.line("const " + t + " j = " + edges->head + " + jv * " + std::to_string(V) + ";");
-    } else {
-      w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
-      w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
-    }
+    open_vector_steps(w, V, row_len, edges);
     const std::vector<std::string> base = full_index(w, red, unravel(w, dom, red, "j", "", true));
     const KernelWriter::Section loads = w.reserve();
     if (stage != nullptr)
@@ -241,8 +255,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     w.close();
     if (edges == nullptr) return;
     stage_vectors.clear();  // the edges read their stage per element
-    w.open("for (" + t + " je = threadIdx.x; je < " + edges->edges + "; je += blockDim.x)");
-    w.line("const " + t + " j = je < " + edges->head + " ? je : je + " + edges->vectors + " * " + std::to_string(V) + ";");
+    open_edge_steps(w, V, *edges);
     const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
     point_stage(idx, at);
     body(idx, "j");
@@ -414,16 +427,9 @@ std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& 
 void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const std::vector<size_t>& red,
                 const std::string& row_len, const RowEdges* edges) {
   const int V = p.vectors.width;
-  const std::string& t = w.index_type();
   const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : "j";
   w.line("__syncthreads();  // the previous row's reads of the stage are done");
-  if (edges != nullptr) {
-    w.open("for (" + t + " jv = threadIdx.x; jv < " + edges->vectors + "; jv += blockDim.x)");
-    w.line("const " + t + " j = " + edges->head + " + jv * " + std::to_string(V) + ";");
-  } else {
-    w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
-    w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
-  }
+  open_vector_steps(w, V, row_len, edges);
   std::vector<std::string> idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
   for (const auto& [in, row] : stage.rows) {
     const std::string vt = vector_type(w, in, V);
@@ -432,8 +438,7 @@ void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const s
   }
   w.close();
   if (edges != nullptr) {
-    w.open("for (" + t + " je = threadIdx.x; je < " + edges->edges + "; je += blockDim.x)");
-    w.line("const " + t + " j = je < " + edges->head + " ? je : je + " + edges->vectors + " * " + std::to_string(V) + ";");
+    open_edge_steps(w, V, *edges);
     idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
     for (const auto& [in, row] : stage.rows)
       w.line(row + "[" + at + "] = *(" + w.address(in, input_index(p.vectors.inputs.at(in), idx)) + ");");
