@@ -30,20 +30,47 @@ std::vector<std::string> full_index(const KernelWriter& w, const std::vector<siz
 // lanes' columns in registers and writes them once after its last row; the
 // streaming path accumulates in its partial row in memory (each element is
 // touched by one thread only, so no barrier is needed).
+// The Edges kernel (RowKernel::Edges) cannot keep its columns in
+// registers: a row's shift moves which columns a thread holds. Its
+// partials accumulate in dynamic shared memory instead, lane-major (column
+// c at (c % V) * stride + c / V), so that for each lane the threads of a
+// warp touch consecutive words (no bank conflicts); `lane_major` rows, one
+// per reduction, each V * stride words. Within a row each column belongs
+// to one thread, and the next row's block reductions order one row's
+// updates before the next's.
 struct OuterAccs {
   std::vector<const Expr*> exprs;
   std::vector<DType> types;
   std::vector<std::string> partials;                      // per reduction: this block's partial row
   std::vector<std::vector<std::vector<std::string>>> regs;  // [reduction][vector k][lane] (cached path)
+  std::vector<std::string> lane_major;                    // per reduction (Edges kernel)
+  std::string lane_stride;
+  int width = 0;  // the vector width V of lane_major
   bool active() const { return !exprs.empty(); }
+  // Where column `c` (an index expression) sits in a lane_major row.
+  std::string lane_slot(const std::string& c) const {
+    const std::string V = std::to_string(width) + "u";
+    return "((unsigned)(" + c + ") % " + V + ") * " + lane_stride + " + (unsigned)(" + c + ") / " + V;
+  }
 };
 
-// registers: the cached path's accumulators too (main kernel).
-OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& row_len, bool registers) {
+enum class OuterPlace { Memory, Registers, LaneMajor };
+
+// Registers: the cached path's accumulators too (main kernel); LaneMajor:
+// the Edges kernel's shared rows, set to the identity here.
+OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& row_len, OuterPlace place) {
   OuterAccs o;
   if (!p.has_outer()) return o;
   const Fusion& f = w.fusion();
   const std::vector<int64_t>& phase = p.outer.phases[0];
+  std::string at_bytes = "0";
+  if (place == OuterPlace::LaneMajor) {
+    o.width = p.vectors.width;
+    o.lane_stride = w.fresh("kfls");
+    w.line("extern __shared__ __align__(16) unsigned char kf_stage[];");
+    // Rows up to row_len + 2V - 1 words (LaunchRule::row_partial_bytes).
+    w.line("const unsigned " + o.lane_stride + " = (unsigned)(" + row_len + ") / " + std::to_string(o.width) + "u + 2u;");
+  }
   for (size_t a = 0; a < phase.size(); ++a) {
     const Expr& e = f.exprs[static_cast<size_t>(phase[a])];
     o.exprs.push_back(&e);
@@ -54,7 +81,17 @@ OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& 
     o.partials.push_back(w.hoist(at + "*", "part", "(" + at + "*)((char*)args.scratch + " + std::to_string(a) +
                                                        "LL * args.splits * " + row_len + " * 8) + (long long)blockIdx.x * " + row_len));
     o.regs.emplace_back();
-    if (p.vectors.width == 0 || !registers) continue;
+    if (place == OuterPlace::LaneMajor) {
+      const std::string words = std::to_string(o.width) + "u * " + o.lane_stride;
+      o.lane_major.push_back(w.fresh("lpart"));
+      w.line(at + "* const " + o.lane_major.back() + " = (" + at + "*)(kf_stage + " + at_bytes + ");");
+      at_bytes = "(" + at_bytes + " + (" + words + " * sizeof(" + at + ") + 15u) / 16u * 16u)";
+      w.open("for (unsigned j = threadIdx.x; j < " + words + "; j += blockDim.x)");
+      w.line(o.lane_major.back() + "[j] = " + acc_init(e, o.types.back()) + ";");
+      w.close();
+      continue;
+    }
+    if (p.vectors.width == 0 || place != OuterPlace::Registers) continue;
     for (int k = 0; k < p.vectors_per_thread; ++k) {
       o.regs.back().emplace_back();
       for (int lane = 0; lane < p.vectors.width; ++lane) {
@@ -63,6 +100,7 @@ OuterAccs declare_outer(KernelWriter& w, const RowParams& p, const std::string& 
       }
     }
   }
+  if (place == OuterPlace::LaneMajor) w.line("__syncthreads();  // the partials' identities are in place");
   return o;
 }
 
@@ -213,7 +251,8 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     if (steps == nullptr || !vector_steps) {
       w.open("for (" + t + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
       const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
-      point_stage(idx, "j");
+      // (the Edges kernel's stage holds element j at its shift)
+      point_stage(idx, steps != nullptr && steps->edges != nullptr ? "(j + " + steps->edges->shift + ")" : "j");
       body(idx, "j");
       if (second) second(idx, "j");
       w.close();
@@ -478,10 +517,11 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
   const size_t last = w.rank(dom) - 1;
   const int V = vp.width, K = p.vectors_per_thread;
   const std::string& t = w.index_type();
-  std::vector<std::string> ok(static_cast<size_t>(K));
+  std::vector<std::string> ok(static_cast<size_t>(K)), first(static_cast<size_t>(K));
   std::vector<std::vector<std::string>> base(static_cast<size_t>(K));
   for (int k = 0; k < K; ++k) {
     const std::string b = w.fresh("jb");
+    first[static_cast<size_t>(k)] = b;
     w.line("const " + t + " " + b + " = " + (edges != nullptr ? edges->head + " + " : "") + "((" + t + ")" +
            std::to_string(k) + " * (" + t + ")blockDim.x + (" + t + ")threadIdx.x) * " + std::to_string(V) + ";");
     // (with edges: a whole vector of the aligned middle)
@@ -490,10 +530,10 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
   }
   // With edges, thread i < edges->edges also holds element i of the row's
   // head and tail, read per element (in each phase: from L1) under `edge_ok`.
-  std::string edge_ok;
+  std::string edge_ok, je;
   std::vector<std::string> edge_index;
   if (edges != nullptr) {
-    const std::string je = w.fresh("je");
+    je = w.fresh("je");
     edge_ok = w.fresh("eok");
     w.line("const " + t + " " + je + " = (" + t + ")threadIdx.x < " + edges->head + " ? (" + t + ")threadIdx.x : (" + t +
            ")threadIdx.x + " + edges->vectors + " * " + std::to_string(V) + ";");
@@ -552,10 +592,14 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
       // them in registers instead of computing them again. Plain reads of
       // the row stay inside: holding their float forms across phases
       // would cost registers that the packed vectors already hold.
+      // (Edges: lanes past the row's end, read before their guard, read no
+      // per-element input, such as a weight, out of bounds.)
+      if (edges != nullptr) w.lane_limit = row_len;
       each_lane(k, [&](const std::vector<std::string>& idx) {
         for (const Accumulator& a : accs)
           if (!plain_read(f, task, a.expr->inputs[0])) input_of(a, idx);
       });
+      w.lane_limit.clear();
       lanes(k, [&](const std::vector<std::string>& idx) { accumulate(idx); });
       w.close();
     }
@@ -610,7 +654,13 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
                  w.stored(f.value(o).dtype, reg) + ";");
       }
       const size_t kk = static_cast<size_t>(k), lane = static_cast<size_t>(w.lane);
-      outer_step(w, outer, idx, [&](size_t a) { return outer.regs[a][kk][lane]; });
+      if (outer.lane_major.empty()) {
+        outer_step(w, outer, idx, [&](size_t a) { return outer.regs[a][kk][lane]; });
+      } else if (outer.active()) {
+        const std::string slot = w.fresh("ls");
+        w.line("const unsigned " + slot + " = " + outer.lane_slot(first[kk] + " + " + std::to_string(lane)) + ";");
+        outer_step(w, outer, idx, [&](size_t a) { return outer.lane_major[a] + "[" + slot + "]"; });
+      }
     });
     for (size_t q = 0; q < vp.outputs.size() && !ov.empty(); ++q) {
       const int64_t o = vp.outputs[q];
@@ -619,9 +669,13 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     }
     w.close();
   }
-  if (!s.domain_outputs.empty())  // (no outer reductions with edges)
+  if (!s.domain_outputs.empty() || outer.active())
     edge_element([&](const std::vector<std::string>& idx) {
       for (int64_t o : s.domain_outputs) w.store(o, idx, w.value_at(o, idx));
+      if (!outer.active()) return;
+      const std::string slot = w.fresh("ls");
+      w.line("const unsigned " + slot + " = " + outer.lane_slot(je) + ";");
+      outer_step(w, outer, idx, [&](size_t a) { return outer.lane_major[a] + "[" + slot + "]"; });
     });
   // Row inputs that only the output pass reads (log-softmax backward's y)
   // load with the last phase's inputs: in flight across its block
@@ -678,7 +732,10 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   const std::string cached = w.fresh("kfrow");
   const std::string staged = w.fresh("kfstage");
   const std::string vec = w.fresh("kfvec");
-  const OuterAccs outer = declare_outer(w, p, row_len, !long_rows && w.paths != KernelWriter::Paths::Scalar);
+  const OuterPlace place = which == RowKernel::Edges ? OuterPlace::LaneMajor
+                           : !long_rows && w.paths != KernelWriter::Paths::Scalar ? OuterPlace::Registers
+                                                                                    : OuterPlace::Memory;
+  const OuterAccs outer = declare_outer(w, p, row_len, place);
   Stage stage;
   std::vector<std::string> cond_lines;
   std::string stage_cond = "false";
@@ -773,7 +830,13 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     w.close();
   }
   w.close();
-  if (outer.active() && !long_rows && p.vectors.width > 0 && w.paths != KernelWriter::Paths::Scalar) {  // the cached path's partials, once
+  if (!outer.lane_major.empty()) {  // the Edges kernel's partials, once
+    w.line("__syncthreads();  // every row's updates are done");
+    w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
+    for (size_t a = 0; a < outer.exprs.size(); ++a)
+      w.line(outer.partials[a] + "[j] = " + outer.lane_major[a] + "[" + outer.lane_slot("j") + "];");
+    w.close();
+  } else if (outer.active() && !long_rows && p.vectors.width > 0 && w.paths != KernelWriter::Paths::Scalar) {  // the cached path's partials, once
     w.open("if (" + cached + ")");
     const std::string& t = w.index_type();
     for (int k = 0; k < p.vectors_per_thread; ++k)
@@ -817,15 +880,28 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
 
 bool has_long_row_kernel(const RowParams& p) { return p.vectors.width > 0; }
 
-bool has_edge_kernel(const RowParams& p) { return p.edge_vectors.width > 0 && !p.has_outer(); }
+bool has_edge_kernel(const RowParams& p) { return p.edge_vectors.width > 0; }
+
+namespace {
+// Bytes of one column's accumulators, over the outer reductions.
+int outer_accumulator_bytes(const Fusion& f, const RowParams& p) {
+  int bytes = 0;
+  if (p.has_outer())
+    for (int64_t ei : p.outer.phases.at(0))
+      bytes += dtype_size(accumulator_dtype(f.value(f.exprs[static_cast<size_t>(ei)].inputs[0]).dtype));
+  return bytes;
+}
+}  // namespace
+
+int row_partial_bytes(const Fusion& f, const RowParams& p) {
+  return has_edge_kernel(p) ? outer_accumulator_bytes(f, p) : 0;
+}
 
 int row_stage_bytes(const Fusion& f, const RowParams& p) {
   if (p.vectors.width == 0) return 0;
   int bytes = 0;
   for (int64_t in : p.staged) bytes += dtype_size(f.value(in).dtype);
-  if (p.stage_outer && !p.staged.empty())
-    for (int64_t ei : p.outer.phases.at(0))
-      bytes += dtype_size(accumulator_dtype(f.value(f.exprs[static_cast<size_t>(ei)].inputs[0]).dtype));
+  if (p.stage_outer && !p.staged.empty()) bytes += outer_accumulator_bytes(f, p);
   return p.staged.empty() ? 0 : bytes;
 }
 

@@ -20,6 +20,7 @@ void emit_tiled(KernelWriter& w, const TiledParams& p);                         
 // Vector) and LongRows for rows of any length and start
 // (RowParams::edge_vectors): launched for calls whose rows fail the vector
 // checks (an odd length), where the others would run one element at a time.
+// In inner-outer plans Edges keeps its column partials in shared memory.
 enum class RowKernel { Main, LongRows, Edges, LongEdges };
 // emit_row.cpp. Main with a vector plan: w.paths picks the register path,
 // the streaming one or both; `checks` (when not null) receives the register
@@ -31,6 +32,9 @@ bool has_edge_kernel(const RowParams& p);
 // Bytes of dynamic shared memory per row element of the staged path (0:
 // the kernel has none): LaunchRule::row_stage_bytes.
 int row_stage_bytes(const Fusion& f, const RowParams& p);
+// Bytes of dynamic shared memory per row element of the Edges kernel's
+// column partials (inner-outer plans; 0: none): LaunchRule::row_partial_bytes.
+int row_partial_bytes(const Fusion& f, const RowParams& p);
 // emit_column.cpp: per phase, kernel 1 (partials) and kernel 2 (finish);
 // then, when column_epilogue, the epilogue (emit_column_partials with
 // phase = the number of phases). All read args.scratch and args.splits.

@@ -151,6 +151,10 @@ struct LaunchRule {
   // PerRow: elements a staged row may take beyond its length (each row is
   // rounded up to 16 bytes; the Edges kernel's rows also start at their shift).
   int row_stage_pad = 0;
+  // PerRow, the inner-outer Edges kernel: its column partials in dynamic
+  // shared memory, this many bytes per row element for row length +
+  // row_stage_pad elements (launch_dims; edge_partials_fit).
+  int row_partial_bytes = 0;
   // PerRow with row_items > 0: every row takes the LongRows kernel
   // (RowParams::stream_rows).
   bool stream_rows = false;
@@ -208,10 +212,14 @@ struct KernelPlan {
   // element), for calls that fail the vector checks and pass `edge_checks`
   // (KernelVariant::Edges, LongEdges). The long one's staged rows take
   // edge_row_pad elements more than the row (LaunchRule::row_stage_pad).
+  // In an inner-outer plan the register one keeps its column partials in
+  // shared memory, edge_partial_bytes per row element
+  // (LaunchRule::row_partial_bytes).
   std::string edges_name;
   std::string long_edges_name;
   std::vector<ArgCheck> edge_checks;
   int edge_row_pad = 0;
+  int edge_partial_bytes = 0;
   // ColumnReduce: the kernels after name and finish_name, in launch order:
   // a (partials, finish) pair per later phase, on the first kernel's grid
   // and the finishing grid, then the epilogue, on the epilogue grid (its

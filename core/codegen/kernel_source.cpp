@@ -357,7 +357,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     }
     // Rows of any length and start (an odd width), which fail the vector
     // checks of the kernels above: held in registers, or as long rows.
-    if (twins && has_edge_kernel(row)) {
+    if (long_rows && has_edge_kernel(row)) {
       if (!row.stream_rows) {
         w.paths = KernelWriter::Paths::Vector;
         emit_row(w, task, row, RowKernel::Edges, &plan.edge_checks);
@@ -369,6 +369,9 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
       suffixes.push_back("_long_edges");
       plan.edge_row_pad = kStageRowAlign + 2 * row.edge_vectors.width - 2;
+      // (inner-outer: partial rows of up to row + 2V - 1 words, each
+      // rounded up to 16 bytes)
+      plan.edge_partial_bytes = row_partial_bytes(w.fusion(), row);
     }
     if (has_split_row_kernels(row)) plan.split_rows.push_back(split_row_plan(c, task, row, plan.scheduler));
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel

@@ -398,7 +398,15 @@ std::string KernelWriter::load_input(int64_t value, const std::vector<std::strin
                                     : load_form(t, it->second.reg + ".v[" + std::to_string(lane) + "]"));
     }
   }
-  return define(t, load_form(t, pointer(value) + "[" + offset(value, idx) + "]"));
+  const std::string load = load_form(t, pointer(value) + "[" + offset(value, idx) + "]");
+  if (lane >= 0 && !lane_limit.empty() && lane_dim < lane_index.size() && lane_dim < lane_base.size()) {
+    // (an index that names the lanes' base varies with the lane)
+    bool varies = false;
+    for (const std::string& i : idx) varies = varies || i.find(lane_base[lane_dim]) != std::string::npos;
+    if (varies)
+      return define(t, "(" + lane_index[lane_dim] + " < " + lane_limit + " ? " + load + " : (" + reg_type(t) + ")0)");
+  }
+  return define(t, load);
 }
 
 // Where the current lane's element of an input (read at idx; dims: its

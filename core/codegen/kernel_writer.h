@@ -124,6 +124,11 @@ class KernelWriter {
   bool exact_lanes = false;
   std::vector<std::string> lane_index;
   std::vector<std::string> lane_base;
+  // While not empty and `lane` >= 0: a load of one element whose index
+  // varies with the lane reads only where the lane's index in lane_dim is
+  // below this bound, else gives 0 (the Edges kernel's lanes past the
+  // row's end, evaluated before their guard).
+  std::string lane_limit;
   std::map<int64_t, std::vector<int>> vector_inputs;  // candidate -> its dims' domain dims (VectorPlan::inputs)
   struct VectorReg {
     std::string reg;

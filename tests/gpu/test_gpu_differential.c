@@ -948,8 +948,9 @@ static void test_norm_backward(void** state) {
   /* Rows in registers (1024, 2056, 1000), staged in shared memory with
    * the column partials (6000; 16392 in 16-bit types, which in float32
    * needs more than a block's shared memory: streamed, as 40000 always). */
-  const int64_t shapes[][2] = {{64, 1024}, {5, 77}, {3, 40000}, {2000, 256}, {0, 16},
-                               {7, 0},     {9, 2056}, {300, 3},  {1000, 1000}, {33, 16392}, {300, 6000}};
+  const int64_t shapes[][2] = {{64, 1024}, {5, 77},    {3, 40000},  {2000, 256}, {0, 16},    {7, 0},
+                               {9, 2056},  {300, 3},   {1000, 1000}, {33, 16392}, {300, 6000}, {257, 4097},
+                               {40, 20001}, {130, 1001}};
   enum { kShapes = sizeof shapes / sizeof shapes[0] };
   for (int k = 0; k < 4; ++k)
     for (int d = 0; d < 3; ++d)
@@ -979,6 +980,33 @@ static void test_norm_backward(void** state) {
         free_inputs(in, 5);
         kf_fusion_release(f);
       }
+  /* Rows that start off a vector boundary (one element into the buffer):
+   * dy and x alike (the Edges kernels, at aligned widths too), or x alone
+   * (their row shifts differ: the main kernel's own fallback). */
+  const int64_t offset_shapes[][2] = {{100, 1024}, {100, 1001}, {20, 30000}};
+  for (int s = 0; s < 3; ++s)
+    for (int both = 0; both < 2; ++both) {
+      char text[2048];
+      snprintf(text, sizeof text, kNormBackward[0], "bfloat16");
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      tin in[5];
+      const int64_t rows[2] = {offset_shapes[s][0], 1};
+      in[0] = layout_input(KF_BFLOAT16, offset_shapes[s], both ? L_OFFSET : L_CONTIG);
+      in[1] = layout_input(KF_BFLOAT16, offset_shapes[s], L_OFFSET);
+      in[2] = input(KF_FLOAT32, 2, rows);
+      in[3] = input(KF_FLOAT32, 2, rows);
+      in[4] = input(KF_BFLOAT16, 1, &offset_shapes[s][1]);
+      fill(&in[2], -0.5, 0.5, 0);
+      fill(&in[3], 0.5, 2, 0);
+      fill(&in[4], 0.5, 1.5, 0);
+      char what[128];
+      snprintf(what, sizeof what, "layernorm backward, %s offset [%lld,%lld]", both ? "dy and x" : "x",
+               (long long)offset_shapes[s][0], (long long)offset_shapes[s][1]);
+      run_case_tol(f, in, 5, what, 16.0, -1);
+      free_inputs(in, 5);
+      kf_fusion_release(f);
+    }
   end_test("norm backward");
 }
 

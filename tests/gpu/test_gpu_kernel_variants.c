@@ -210,6 +210,75 @@ static void test_first_call_takes_the_twin_it_needs(void** state) {
   kf_fusion_release(f);
 }
 
+/* Row sums and column sums of k * x on [rows, cols] (x `offset` elements
+ * into its allocation), both checked exactly. */
+static void run_row_and_column_sums(kf_fusion f, int64_t rows, int64_t cols, double k, size_t offset) {
+  const size_t n = (size_t)(rows * cols);
+  float* host = host_matrix(n, 19);
+  char* dev = gpu_alloc((n + offset) * sizeof(float));
+  gpu_to_device(dev + offset * sizeof(float), host, n * sizeof(float));
+  int64_t shape[2] = {rows, cols};
+  const DLTensor x = device_matrix(dev + offset * sizeof(float), shape);
+  const DLTensor* in[1] = {&x};
+  DLManagedTensor* out[2];
+  KF_CHECK(kf_execute(f, in, 1, out, 2, NULL));
+  GPU_CHECK(gpu.ctx_sync());
+  for (int dim = 1; dim >= 0; --dim) {
+    const int64_t sums = dim == 1 ? rows : cols, length = dim == 1 ? cols : rows;
+    float* got = malloc((size_t)sums * sizeof(float));
+    assert_non_null(got);
+    gpu_to_host(got, out[1 - dim]->dl_tensor.data, (size_t)sums * sizeof(float));
+    for (int64_t i = 0; i < sums; ++i) {
+      double want = 0; /* exact, as in run_sum_at */
+      for (int64_t j = 0; j < length; ++j) want += k * host[dim == 1 ? i * cols + j : j * cols + i];
+      if ((float)want != got[i])
+        fail_msg("[%lld x %lld] +%zu: sum %lld over dim %d: got %.9g, want %.9g", (long long)rows, (long long)cols,
+                 offset, (long long)i, dim, got[i], want);
+    }
+    free(got);
+  }
+  out[0]->deleter(out[0]);
+  out[1]->deleter(out[1]);
+  gpu_free(dev);
+  free(host);
+}
+
+/* An inner-outer plan (row sums and column sums in one kernel) at a width
+ * the vectors do not divide: its Edges kernel, the column partials in
+ * shared memory, compiles alone with the finishing kernel; long rows take
+ * the long Edges kernel; an even width the main kernel; rows that start
+ * off a vector boundary, at any width, the Edges kernels again. */
+static void test_inner_outer_edges(void** state) {
+  (void)state;
+  static const char* kRowsAndColumns =
+      "input x: tensor<float32, 2>\n"
+      "const k: float32 = 0.5\n"
+      "y = mul(x, k)\n"
+      "r = sum(y) {axes=[1], keepdim=false}\n"
+      "c = sum(y) {axes=[0], keepdim=false}\n"
+      "output r\n"
+      "output c\n";
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(kRowsAndColumns, &f));
+  const int before = cached_kernels();
+  run_row_and_column_sums(f, 300, 1001, 0.5, 0); /* the Edges kernel and the finish */
+  const int edges = cached_kernels();
+  assert_int_equal(edges - before, 2);
+  run_row_and_column_sums(f, 5, 3, 0.5, 0);
+  run_row_and_column_sums(f, 1000, 4093, 0.5, 0); /* (float32: at most 4096 in registers) */
+  assert_int_equal(cached_kernels(), edges);
+  run_row_and_column_sums(f, 40, 50001, 0.5, 0); /* long rows */
+  const int long_edges = cached_kernels();
+  assert_int_equal(long_edges - edges, 1);
+  run_row_and_column_sums(f, 64, 1024, 0.5, 0); /* the main kernel */
+  const int main_kernel = cached_kernels();
+  assert_int_equal(main_kernel - long_edges, 1);
+  run_row_and_column_sums(f, 64, 1024, 0.5, 1); /* one float in: Edges */
+  run_row_and_column_sums(f, 64, 1001, 0.5, 3);
+  assert_int_equal(cached_kernels(), main_kernel);
+  kf_fusion_release(f);
+}
+
 /* x - max(x) over each row: two passes, so the long-row kernel stages the
  * row where it fits half the shared memory; longer rows that 8 vectors per
  * thread hold take the wide kernel. Checked exactly (a difference of two
@@ -261,6 +330,7 @@ int main(void) {
       cmocka_unit_test(test_variants_compile_on_first_need),
       cmocka_unit_test(test_scalar_twins_compile_on_first_need),
       cmocka_unit_test(test_first_call_takes_the_twin_it_needs),
+      cmocka_unit_test(test_inner_outer_edges),
       cmocka_unit_test(test_wide_rows_compile_on_first_need),
   };
   const int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -521,7 +521,19 @@ void test_inner_outer(void** /*state*/) {
     assert_int_equal(plan.launch.extra_args, 2);
     assert_false(plan.finish_name.empty());
     assert_true(contains(plan.source, "args.scratch"));
-    assert_true(plan.edges_name.empty() && plan.long_edges_name.empty());  // a row's shift would move its columns' partials
+    // Rows of any width: the Edges kernels, the register one with its
+    // column partials in shared memory (a row's shift moves which columns
+    // a thread holds), lane-major, written out once per block.
+    assert_false(plan.edges_name.empty() || plan.long_edges_name.empty());
+    assert_true(p.edge_vectors.inputs.size() == 2 && !p.edge_vectors.inputs.contains(4));  // dy and x, not w
+    assert_int_equal(plan.edge_partial_bytes, 8);  // two float sums per column
+    const std::string& held = plan.units[plan.unit_of(plan.edges_name)].source;
+    assert_true(contains(held, "extern __shared__"));
+    assert_true(contains(held, "% 8u) * kfls"));  // lane-major slots
+    assert_true(contains(held, "const bool eok"));
+    assert_false(contains(held, "oacc"));  // no column registers
+    const std::string& long_rows = plan.units[plan.unit_of(plan.long_edges_name)].source;
+    assert_true(contains(long_rows, "(j + kfsh"));  // the stage at each row's shift
     batch().add(plan);
   }
 }

@@ -125,7 +125,7 @@ class CudaBackend final : public Backend {
     // argument words are known (below); the rest load their variant now.
     const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide ||
                                 v == KernelVariant::LongRows;
-    if (!vector_variant || k.plan.scalar_twins.empty()) k.variant(v);
+    if (!vector_variant || (k.plan.scalar_twins.empty() && k.plan.long_edges_name.empty())) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
       run_steps(c, k, sizes, inputs, outputs, options, context);
@@ -142,20 +142,26 @@ class CudaBackend final : public Backend {
     // own checks hold, else the scalar twins, or the long-row kernel
     // (whose own paths check) instead of the wide one; all are loaded on
     // first need. A tight kernel that spills gives way to the main one.
+    // An inner-outer plan (no twins) runs its kernels' own fallback paths.
     KernelVariant run = v;
-    if (vector_variant && scalar_twins_needed(k.plan, args.data())) {
-      if (edge_kernel_fits(k.plan, args.data())) run = edges_variant(k.plan, v);
+    if (vector_variant && vector_checks_fail(k.plan, args.data())) {
+      if (edge_kernel_fits(k.plan, args.data())) run = edges_variant(k.plan, v, sizes, context.info());
+      else if (k.plan.scalar_twins.empty()) {}
       else if (v == KernelVariant::Wide) run = KernelVariant::LongRows;
       else if (v != KernelVariant::LongRows) run = KernelVariant::Scalar;
     }
     if (run == KernelVariant::Tight && k.variant(run).tight_spills) run = KernelVariant::Main;
+    // (the Edges kernel's column partials against its own static shared memory)
+    if (run == KernelVariant::Edges && k.plan.edge_partial_bytes > 0 &&
+        !edge_partials_fit(k.variant(run).edges_launch, sizes[k.plan.launch.domain_value], k.edges_limits.max_dynamic_shared))
+      run = KernelVariant::LongEdges;
     k.variant(run);
     const bool long_rows = run == KernelVariant::LongRows, tight = run == KernelVariant::Tight,
                wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar,
                edges = run == KernelVariant::Edges, long_edges = run == KernelVariant::LongEdges;
-    const LaunchDims dims = launch_dims(wide ? k.wide_launch : long_edges ? k.long_edges_launch : k.plan.launch, domain,
-                                        context.info().max_grid_x, context.info().multiprocessors,
-                                        long_rows ? k.long_limits : long_edges ? k.long_edges_limits : k.limits);
+    const LaunchDims dims = launch_dims(wide ? k.wide_launch : long_edges ? k.long_edges_launch : edges ? k.edges_launch : k.plan.launch,
+                                        domain, context.info().max_grid_x, context.info().multiprocessors,
+                                        long_rows ? k.long_limits : long_edges ? k.long_edges_limits : edges ? k.edges_limits : k.limits);
     if (dims.long_rows != (long_rows || long_edges) && !k.plan.long_row_name.empty())
       fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
     CUfunction function = scalar_twin ? k.scalar

@@ -247,6 +247,11 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     }
     if (rule.row_items > 0) dims.block = static_cast<uint32_t>(register_row_block(rule, row));
     blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
+    if (rule.row_partial_bytes > 0) {  // the Edges kernel's column partials (edge_partials_fit)
+      const int64_t shared = int64_t{rule.row_partial_bytes} * (row + rule.row_stage_pad);
+      dims.shared_bytes = static_cast<uint32_t>(shared);
+      blocks_per_sm = std::min(blocks_per_sm, resident_blocks(dims.block, limits.registers, shared, max_dynamic_shared));
+    }
     if (rule.row_items > 0 && (rule.stream_rows || row > int64_t{dims.block} * rule.row_items)) {
       dims.long_rows = true;
       // Too long for the registers: staged in shared memory where it fits
@@ -312,6 +317,10 @@ bool takes_long_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
   if (rule.stream_rows) return true;
   const int64_t row = row_length(rule, domain);
   return row > register_row_block(rule, row) * rule.row_items;
+}
+
+bool edge_partials_fit(const LaunchRule& rule, std::span<const int64_t> domain, int64_t max_dynamic_shared) {
+  return int64_t{rule.row_partial_bytes} * (row_length(rule, domain) + rule.row_stage_pad) <= max_dynamic_shared;
 }
 
 bool takes_tight_registers(const LaunchRule& rule, std::span<const int64_t> domain) {

@@ -65,6 +65,10 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
 // (launch_dims sets LaunchDims::long_rows the same way).
 bool takes_long_rows(const LaunchRule& per_row, std::span<const int64_t> domain);
 
+// Whether a PerRow call's Edges kernel, with rule.row_partial_bytes of
+// column partials per row element, fits `max_dynamic_shared` bytes.
+bool edge_partials_fit(const LaunchRule& per_row, std::span<const int64_t> domain, int64_t max_dynamic_shared);
+
 // Whether a PerRow call whose rows the registers hold is better launched
 // with the plan's tight kernel (KernelPlan::tight_name): its budget lets at
 // least 1.5x as many of this call's blocks reside on a multiprocessor as

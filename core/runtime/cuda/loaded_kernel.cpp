@@ -15,6 +15,18 @@ using namespace kf::cuda;
 
 constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
 
+// Static shared memory an Edges kernel may have besides its partials (its
+// block reductions'); run_kernel checks the loaded kernel's own figure.
+constexpr int kEdgesStaticReserve = 4096;
+
+// The Edges kernel's launch: plan.launch with the column partials' shared memory.
+LaunchRule make_edges_launch(const KernelPlan& plan) {
+  LaunchRule rule = plan.launch;
+  rule.row_partial_bytes = plan.edge_partial_bytes;
+  if (plan.edge_partial_bytes > 0) rule.row_stage_pad = plan.edge_row_pad;
+  return rule;
+}
+
 size_t index_of(KernelVariant v) {
   switch (v) {
     case KernelVariant::Main: return 0;
@@ -42,10 +54,11 @@ void allow_shared(int device, const KernelPlan& plan, CUfunction f, const std::s
 }
 
 // A long-row kernel's limits, opted in to all the dynamic shared memory
-// the device allows when it has a staged row path.
-KernelLimits long_row_limits(int device, const KernelPlan& plan, CUfunction f) {
+// the device allows when it has a staged row path (or `partials`: the
+// inner-outer Edges kernel's column partials).
+KernelLimits long_row_limits(int device, const KernelPlan& plan, CUfunction f, bool partials = false) {
   KernelLimits limits;
-  if (plan.launch.row_stage_bytes > 0) {
+  if (plan.launch.row_stage_bytes > 0 || partials) {
     ScopedContext context(device);
     int static_bytes = 0;
     check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), "cuFuncGetAttribute");
@@ -76,7 +89,7 @@ std::unique_ptr<LoadedKernel> make_loaded(const ConcreteFusion& c, const Task& t
 // width the vectors do not divide): the first run then compiles the Edges
 // kernel or the scalar twins, not kernels the call would not launch.
 // Checks of pointers and strides wait for the call's tensors
-// (scalar_twins_needed, edge_kernel_fits).
+// (vector_checks_fail, edge_kernel_fits).
 bool extents_fail(const LoadedKernel& k, const std::vector<ArgCheck>& checks, const ValueSizes& sizes) {
   const size_t n = k.plan.args.size();
   std::vector<int64_t> words(n, 0);
@@ -123,9 +136,11 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
     LoadedKernel& k = *kernels.back();
     KernelVariant v = kernel_variant(k.plan, sizes, device_info(c.device.id));
     const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide;
-    if ((vector_variant || v == KernelVariant::LongRows) && !k.plan.scalar_twins.empty() &&
-        extents_fail(k, k.plan.vector_checks, sizes)) {
-      if (!k.plan.long_edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes)) v = edges_variant(k.plan, v);
+    if ((vector_variant || v == KernelVariant::LongRows) &&
+        (!k.plan.scalar_twins.empty() || !k.plan.long_edges_name.empty()) && extents_fail(k, k.plan.vector_checks, sizes)) {
+      if (!k.plan.long_edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes))
+        v = edges_variant(k.plan, v, sizes, device_info(c.device.id));
+      else if (k.plan.scalar_twins.empty()) {}  // (the kernel's own fallback paths)
       else if (v == KernelVariant::Wide) v = KernelVariant::LongRows;
       else if (v != KernelVariant::LongRows) v = KernelVariant::Scalar;
     }
@@ -163,16 +178,21 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
   return KernelVariant::Main;
 }
 
-KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v) {
+KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const ValueSizes& sizes,
+                            const cuda::DeviceInfo& device) {
   // Where Tight stands for Main, the main kernel's block fits a
   // multiprocessor once: the register path at 64 registers ran slower than
   // the staged long-row path there (H100: softmax 16384x16391 bf16 0.62 ms
   // against 0.52, layernorm 0.68 against 0.45; docs/PERF.md session 16).
-  return v == KernelVariant::Main && !plan.edges_name.empty() ? KernelVariant::Edges : KernelVariant::LongEdges;
+  if (v != KernelVariant::Main || plan.edges_name.empty()) return KernelVariant::LongEdges;
+  if (plan.edge_partial_bytes > 0 &&
+      !edge_partials_fit(make_edges_launch(plan), sizes[plan.launch.domain_value], device.max_shared_optin - kEdgesStaticReserve))
+    return KernelVariant::LongEdges;
+  return KernelVariant::Edges;
 }
 
-bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args) {
-  if (plan.scalar_twins.empty()) return false;
+bool vector_checks_fail(const KernelPlan& plan, const int64_t* args) {
+  if (plan.scalar_twins.empty() && plan.long_edges_name.empty()) return false;
   for (const ArgCheck& c : plan.vector_checks)
     if (!holds(c, args)) return true;
   return false;
@@ -235,7 +255,9 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     tight_spills = local_bytes > kTightSpillBytes;
   } else if (v == KernelVariant::Edges) {
     edges = load(plan.edges_name);
-    allow_shared(device, plan, edges, plan.edges_name);
+    edges_launch = make_edges_launch(plan);
+    if (plan.edge_partial_bytes > 0) edges_limits = long_row_limits(device, plan, edges, true);
+    else allow_shared(device, plan, edges, plan.edges_name);
   } else if (v == KernelVariant::LongEdges) {
     long_edges = load(plan.long_edges_name);
     long_edges_limits = long_row_limits(device, plan, long_edges);

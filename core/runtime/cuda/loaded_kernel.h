@@ -39,19 +39,21 @@ enum class KernelVariant : uint8_t {
 
 // The variant a call with `sizes` launches on `device`,
 // before its argument words are known: Main and Tight stand for themselves
-// or Scalar (scalar_twins_needed decides with the words), Wide for itself
+// or Scalar, Edges or LongEdges (vector_checks_fail decides with the words), Wide for itself
 // or LongRows, and Tight for Main where the tight kernel spills
 // (LoadedKernel::tight_spills).
 KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, const cuda::DeviceInfo& device);
-// Whether a call with argument words `args` must launch the scalar twins
-// (a vector check fails).
-bool scalar_twins_needed(const KernelPlan& plan, const int64_t* args);
+// Whether a call with argument words `args` fails a vector check of a plan
+// that has kernels for such calls (scalar twins, Edges kernels).
+bool vector_checks_fail(const KernelPlan& plan, const int64_t* args);
 // Whether a call with argument words `args` that fails the vector checks
 // takes an Edges kernel: the plan has them and their checks hold.
 bool edge_kernel_fits(const KernelPlan& plan, const int64_t* args);
 // The Edges kernel that stands for vector variant `v` (Main: the register
-// path; Tight, Wide, LongRows: the long-row one).
-KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v);
+// path, unless its column partials would not fit the device's shared
+// memory; Tight, Wide, LongRows: the long-row one).
+KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const ValueSizes& sizes,
+                            const cuda::DeviceInfo& device);
 
 // The most local memory per thread (spills) with which a tight kernel is
 // still launched. Measured (H100, docs/PERF.md session 15): softmax's at
@@ -73,7 +75,9 @@ struct LoadedKernel {
   CUfunction tight = nullptr;     // Tight
   CUfunction wide = nullptr;      // Wide
   LaunchRule wide_launch;         // Wide: plan.launch with its row items
-  CUfunction edges = nullptr;       // Edges (launched as Main)
+  CUfunction edges = nullptr;       // Edges
+  LaunchRule edges_launch;          // Edges: plan.launch with its column partials (plan.edge_partial_bytes)
+  cuda::KernelLimits edges_limits;  // Edges: opted in to the shared memory its partials take
   CUfunction long_edges = nullptr;  // LongEdges
   LaunchRule long_edges_launch;     // LongEdges: plan.launch, every row long, stages padded
   cuda::KernelLimits long_edges_limits;  // LongEdges: for its block and stage
