@@ -91,6 +91,36 @@ int column_result_words(const Fusion& f, const RowDomain& rows) {
 
 bool column_epilogue(const ColumnParams& p) { return p.rows.normalizes; }
 
+namespace {
+
+constexpr const char* kMinusInf = "-__int_as_float(0x7f800000)";
+
+// A phase's accumulators as they combine: one alone, or an online pair
+// (ColumnParams::online) as one kf_online {max, sum}.
+struct CombineUnit {
+  size_t a = 0;     // the accumulator (an online pair's max)
+  int sum = -1;     // an online pair's sum accumulator
+};
+
+std::vector<CombineUnit> combine_units(const ColumnParams& p, const std::vector<int64_t>& phase) {
+  std::vector<CombineUnit> units;
+  std::vector<bool> paired_sum(phase.size(), false);
+  for (size_t a = 0; a < phase.size(); ++a) {
+    CombineUnit u{a, -1};
+    for (const auto& [mi, si] : p.online)
+      if (phase[a] == mi)
+        if (auto s = std::find(phase.begin(), phase.end(), si); s != phase.end()) {
+          u.sum = static_cast<int>(s - phase.begin());
+          paired_sum[static_cast<size_t>(u.sum)] = true;
+        }
+    units.push_back(u);
+  }
+  std::erase_if(units, [&](const CombineUnit& u) { return paired_sum[u.a]; });
+  return units;
+}
+
+}  // namespace
+
 void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, std::vector<ArgCheck>* checks) {
   const Fusion& f = w.fusion();
   const ExtentSets& sets = extent_sets_of(w.concrete());
@@ -134,12 +164,34 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       w.line(acc_type(e, types[a]) + " " + acc[a].back() + " = " + (is_welford(e) ? "{0, 0, 0}" : acc_init(e, types[a])) + ";");
     }
   }
-  // One element into the accumulators (lane: whose registers).
+  const std::vector<CombineUnit> units = combine_units(p, accs_of);
+  // One element into the accumulators (lane: whose registers). An online
+  // pair: the max first, the sum rescaled to the new max, then the
+  // fusion's own exp(x - max) with the max bound to the lane's running one
+  // (the lane's column as the "row" whose result it reads).
   auto accumulate = [&](int lane, const std::vector<std::string>& idx) {
-    for (size_t a = 0; a < exprs.size(); ++a) {
-      const int64_t in = exprs[a]->inputs[0];
-      w.line(acc_step(*exprs[a], types[a], acc[a][static_cast<size_t>(lane)],
-                      convert(f.value(in).dtype, types[a], w.value_at(in, idx))));
+    const size_t l = static_cast<size_t>(lane);
+    for (const CombineUnit& u : units) {
+      const int64_t in = exprs[u.a]->inputs[0];
+      const std::string x = convert(f.value(in).dtype, types[u.a], w.value_at(in, idx));
+      if (u.sum < 0) {
+        w.line(acc_step(*exprs[u.a], types[u.a], acc[u.a][l], x));
+        continue;
+      }
+      const size_t s = static_cast<size_t>(u.sum);
+      const std::string& m = acc[u.a][l];
+      const std::string mn = w.fresh("mn");
+      w.line("const float " + mn + " = kf_max_acc(" + m + ", " + x + ");");
+      w.line(acc[s][l] + " = kf_online_rescale(" + acc[s][l] + ", " + m + ", " + mn + ");");
+      w.line(m + " = " + mn + ";");
+      const int64_t mo = exprs[u.a]->outputs[0];
+      const std::vector<std::string> row_index = w.row_index;
+      w.row_index = idx;
+      w.row_results[mo] = m;
+      const int64_t sin = exprs[s]->inputs[0];
+      w.line(acc_step(*exprs[s], types[s], acc[s][l], convert(f.value(sin).dtype, types[s], w.value_at(sin, idx))));
+      w.row_results.erase(mo);
+      w.row_index = row_index;
     }
   };
   VectorPlan store_plan = p.vectors;  // the vector outputs this kernel stores
@@ -234,28 +286,47 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     w.close();
   }
   if (exprs.empty()) return;
+  // A lane whose elements were all -inf summed exp(-inf - -inf): NaN where
+  // its part of the sum is 0 (kf_online_sum still gives NaN for a column
+  // of -inf only).
+  for (const CombineUnit& u : units)
+    for (int lane = 0; u.sum >= 0 && lane < V; ++lane)
+      w.line("if (" + acc[u.a][static_cast<size_t>(lane)] + " == " + kMinusInf + ") " +
+             acc[static_cast<size_t>(u.sum)][static_cast<size_t>(lane)] + " = 0.f;");
   // Combine the row groups through shared memory (one buffer, reused by
-  // each accumulator in turn), then one partial per column.
+  // each unit in turn), then one partial per column.
   size_t most = 0;
-  for (size_t a = 0; a < exprs.size(); ++a)
-    most = std::max<size_t>(most, (is_welford(*exprs[a]) ? 3 : 1) * (types[a] == DType::F32 ? 4 : 8));
+  for (const CombineUnit& u : units)
+    most = std::max<size_t>(most, u.sum >= 0 ? 8 : (is_welford(*exprs[u.a]) ? 3 : 1) * (types[u.a] == DType::F32 ? 4 : 8));
   const std::string sh = w.fresh("kf_part");
   w.line("__shared__ __align__(16) char " + sh + "[" + std::to_string(most * static_cast<size_t>(p.row_groups * p.tile_cols())) + "];");
-  for (size_t a = 0; a < exprs.size(); ++a) {
-    const std::string at = acc_type(*exprs[a], types[a]);
+  for (size_t k = 0; k < units.size(); ++k) {
+    const CombineUnit& u = units[k];
+    const bool online = u.sum >= 0;
+    const std::string at = online ? "kf_online" : acc_type(*exprs[u.a], types[u.a]);
     const std::string part = w.fresh("kfp");
     w.line("auto* " + part + " = (" + at + "(*)[" + tile + "])" + sh + ";");
-    if (a > 0) w.line("__syncthreads();  // the buffer's previous values are consumed");
-    for (int lane = 0; lane < V; ++lane)
+    if (k > 0) w.line("__syncthreads();  // the buffer's previous values are consumed");
+    for (int lane = 0; lane < V; ++lane) {
+      const size_t l = static_cast<size_t>(lane);
       w.line(part + "[ty][" + vec_flag + " ? tx * " + Vs + " + " + std::to_string(lane) + " : tx + " +
-             std::to_string(p.col_threads * lane) + "] = " + acc[a][static_cast<size_t>(lane)] + ";");
+             std::to_string(p.col_threads * lane) + "] = " +
+             (online ? "kf_online{" + acc[u.a][l] + ", " + acc[static_cast<size_t>(u.sum)][l] + "}" : acc[u.a][l]) + ";");
+    }
     w.line("__syncthreads();");
     w.open("for (int cc = threadIdx.x; cc < " + tile + "; cc += blockDim.x)");
     w.open("if (c0 + cc < " + cols + ")");
     w.line(at + " v = " + part + "[0][cc];");
     w.line("#pragma unroll");
-    w.line("for (int y = 1; y < " + groups + "; ++y) v = " + combine_op(*exprs[a], types[a]) + "(v, " + part + "[y][cc]);");
-    w.line(partials_of(w, accs_of, a, cols) + "[(long long)blockIdx.y * " + cols + " + c0 + cc] = v;");
+    w.line("for (int y = 1; y < " + groups + "; ++y) v = " + (online ? "kf_online_op()" : combine_op(*exprs[u.a], types[u.a])) +
+           "(v, " + part + "[y][cc]);");
+    const std::string at_col = "[(long long)blockIdx.y * " + cols + " + c0 + cc]";
+    if (online) {
+      w.line(partials_of(w, accs_of, u.a, cols) + at_col + " = v.m;");
+      w.line(partials_of(w, accs_of, static_cast<size_t>(u.sum), cols) + at_col + " = v.s;");
+    } else {
+      w.line(partials_of(w, accs_of, u.a, cols) + at_col + " = v;");
+    }
     w.close();
     w.close();
   }
@@ -288,25 +359,39 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {
   // fixed order: the result does not depend on scheduling).
   w.line("const long long splits = args.splits;");
   w.line("const int tx = threadIdx.x % " + tx_n + ", ty = threadIdx.x / " + tx_n + ";");
+  // (an online pair combines as one kf_online)
+  const std::vector<CombineUnit> units = combine_units(p, accs_of);
+  auto expr_of = [&](size_t a) -> const Expr& { return f.exprs[static_cast<size_t>(accs_of[a])]; };
+  auto acc_of = [&](size_t a) { return accumulator_dtype(f.value(expr_of(a).inputs[0]).dtype); };
   std::vector<std::string> shared;
-  for (size_t a = 0; a < accs_of.size(); ++a) {
-    const Expr& e = f.exprs[static_cast<size_t>(accs_of[a])];
+  for (const CombineUnit& u : units) {
     shared.push_back(w.fresh("kf_fin"));
-    w.line("__shared__ " + acc_type(e, accumulator_dtype(f.value(e.inputs[0]).dtype)) + " " + shared.back() + "[" + groups +
-           "][" + tx_n + "];");
+    w.line("__shared__ " + (u.sum >= 0 ? std::string("kf_online") : acc_type(expr_of(u.a), acc_of(u.a))) + " " +
+           shared.back() + "[" + groups + "][" + tx_n + "];");
   }
   w.open("for (long long c0 = (long long)blockIdx.x * " + tx_n + "; c0 < " + cols + "; c0 += (long long)gridDim.x * " + tx_n + ")");
   w.line("const long long c = c0 + tx;");
-  for (size_t a = 0; a < accs_of.size(); ++a) {
-    const Expr& e = f.exprs[static_cast<size_t>(accs_of[a])];
-    const DType acc = accumulator_dtype(f.value(e.inputs[0]).dtype);
-    const std::string at = acc_type(e, acc);
-    const std::string part = w.fresh("part"), v = w.fresh("red");
-    w.line("const " + at + "* " + part + " = " + partials_of(w, accs_of, a, cols) + ";");
-    w.line(at + " " + v + " = " + (is_welford(e) ? "{0, 0, 0}" : acc_init(e, acc)) + ";");
-    w.line("if (c < " + cols + ") for (long long sp = ty; sp < splits; sp += " + groups + ") " + v + " = " + combine_op(e, acc) +
-           "(" + v + ", " + part + "[sp * " + cols + " + c]);");
-    w.line(shared[a] + "[ty][tx] = " + v + ";");
+  for (size_t k = 0; k < units.size(); ++k) {
+    const CombineUnit& u = units[k];
+    const Expr& e = expr_of(u.a);
+    const DType acc = acc_of(u.a);
+    const std::string v = w.fresh("red");
+    const std::string loop = "if (c < " + cols + ") for (long long sp = ty; sp < splits; sp += " + groups + ") ";
+    if (u.sum >= 0) {
+      const std::string pm = w.fresh("part"), ps = w.fresh("part");
+      w.line("const float* " + pm + " = " + partials_of(w, accs_of, u.a, cols) + ";");
+      w.line("const float* " + ps + " = " + partials_of(w, accs_of, static_cast<size_t>(u.sum), cols) + ";");
+      w.line("kf_online " + v + " = {" + kMinusInf + ", 0.f};");
+      w.line(loop + v + " = kf_online_op()(" + v + ", kf_online{" + pm + "[sp * " + cols + " + c], " + ps + "[sp * " + cols +
+             " + c]});");
+    } else {
+      const std::string at = acc_type(e, acc);
+      const std::string part = w.fresh("part");
+      w.line("const " + at + "* " + part + " = " + partials_of(w, accs_of, u.a, cols) + ";");
+      w.line(at + " " + v + " = " + (is_welford(e) ? "{0, 0, 0}" : acc_init(e, acc)) + ";");
+      w.line(loop + v + " = " + combine_op(e, acc) + "(" + v + ", " + part + "[sp * " + cols + " + c]);");
+    }
+    w.line(shared[k] + "[ty][tx] = " + v + ";");
   }
   w.line("__syncthreads();");
   w.open("if (ty == 0 && c < " + cols + ")");
@@ -324,15 +409,25 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {
   RowDomain current = s;
   current.phases = {accs_of};
   declare_results(w, current);
-  for (size_t a = 0; a < accs_of.size(); ++a) {
-    const Expr& e = f.exprs[static_cast<size_t>(accs_of[a])];
-    const DType acc = accumulator_dtype(f.value(e.inputs[0]).dtype);
-    const std::string v = w.fresh("red");
-    w.line(acc_type(e, acc) + " " + v + " = " + shared[a] + "[0][tx];");
-    w.line("for (int y = 1; y < " + groups + "; ++y) " + v + " = " + combine_op(e, acc) + "(" + v + ", " + shared[a] + "[y][tx]);");
-    finish_results(w, e, acc, v, rlen);
+  auto keep = [&](const Expr& e) {
     if (keep_results)
       for (int64_t o : e.outputs) w.line(arrays.at(o) + "[c] = " + w.row_results.at(o) + ";");
+  };
+  for (size_t k = 0; k < units.size(); ++k) {
+    const CombineUnit& u = units[k];
+    const Expr& e = expr_of(u.a);
+    const DType acc = acc_of(u.a);
+    const std::string v = w.fresh("red");
+    const bool online = u.sum >= 0;
+    w.line((online ? std::string("kf_online") : acc_type(e, acc)) + " " + v + " = " + shared[k] + "[0][tx];");
+    w.line("for (int y = 1; y < " + groups + "; ++y) " + v + " = " + (online ? "kf_online_op()" : combine_op(e, acc)) +
+           "(" + v + ", " + shared[k] + "[y][tx]);");
+    finish_results(w, e, acc, online ? v + ".m" : v, rlen);
+    keep(e);
+    if (!online) continue;
+    const size_t s = static_cast<size_t>(u.sum);
+    finish_results(w, expr_of(s), acc_of(s), "kf_online_sum(" + v + ")", rlen);
+    keep(expr_of(s));
   }
   if (last_phase) store_row_outputs(w, s, kept);
   w.close();

@@ -8,6 +8,7 @@
 // exactly once; a normalization over the outer dims (softmax over dim 0)
 // runs its phases one after the other and an epilogue writes the outputs
 // (kernel_schedule.h).
+#include "core/schedule/online_softmax.h"
 #include "core/schedule/row_domain.h"
 #include "core/schedule/schedulers.h"
 #include "core/schedule/why_not.h"
@@ -24,6 +25,10 @@ std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task&
   p.rows = rows;
   p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, r - 1);
   add_view_vectors(c, rows, &p.vectors);
+  if (rows.normalizes) {
+    p.online = online_softmax_pairs(*c.fusion, task, rows);
+    p.rows.phases = online_phases(rows, p.online);
+  }
   return p;
 }
 

@@ -25,6 +25,15 @@ std::string rows(const RowDomain& r) {
          " domain_outputs=" + ids(r.domain_outputs) + " row_outputs=" + ids(r.row_outputs);
 }
 
+// " online=[max:sum,...]" (max and sum expr ids), or "" for none.
+std::string online_pairs(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  if (pairs.empty()) return "";
+  std::string s = " online=[";
+  for (size_t i = 0; i < pairs.size(); ++i)
+    s += (i > 0 ? "," : "") + std::to_string(pairs[i].first) + ":" + std::to_string(pairs[i].second);
+  return s + "]";
+}
+
 struct Describe {
   std::string operator()(const PointwiseParams& p) const {
     std::string s = "pointwise block=" + std::to_string(p.block) + " unroll=" + std::to_string(p.unroll) +
@@ -47,12 +56,7 @@ struct Describe {
   std::string operator()(const RowParams& p) const {
     std::string s = "row block=" + std::to_string(p.block) + " " + rows(p.rows) + " " + vectors(p.vectors);
     if (p.vectors.width > 0) s += " cached_vectors_per_thread=" + std::to_string(p.vectors_per_thread);
-    if (!p.online.empty()) {
-      s += " online=[";
-      for (size_t i = 0; i < p.online.size(); ++i)
-        s += (i > 0 ? "," : "") + std::to_string(p.online[i].first) + ":" + std::to_string(p.online[i].second);
-      s += "]";
-    }
+    s += online_pairs(p.online);
     if (p.stream_rows) s += " stream_rows";
     if (!p.split_epilogue_reversed) s += " split_epilogue_forward";  // (reversed is the default)
     if (!p.staged.empty()) s += " staged=" + ids(p.staged) + (p.stage_outer ? " stage_outer" : "");
@@ -75,7 +79,8 @@ struct Describe {
   }
   std::string operator()(const ColumnParams& p) const {
     return "column block=" + std::to_string(p.block) + " tile_cols=" + std::to_string(p.tile_cols()) +
-           " row_groups=" + std::to_string(p.row_groups) + " " + rows(p.rows) + " " + vectors(p.vectors);
+           " row_groups=" + std::to_string(p.row_groups) + " " + rows(p.rows) + " " + vectors(p.vectors) +
+           online_pairs(p.online);
   }
 };
 

@@ -171,6 +171,14 @@ struct RowParams {
 struct ColumnParams {
   RowDomain rows;
   VectorPlan vectors;  // along the last (kept) dim
+  // (max expr, sum expr) pairs of softmax's shape (online_softmax.h) in one
+  // phase, rows.phases merged by online_phases: the sum of exp(x - max)
+  // accumulates against the running max, rescaled as it rises, and the
+  // pair's partials combine as one (kf_online). One pass over the input
+  // less (softmax over dim 0: three reads become two). Normalizations
+  // only: their domain outputs wait for the epilogue, so no kernel but
+  // the epilogue reads the max before it is final.
+  std::vector<std::pair<int64_t, int64_t>> online;
   int col_threads = 32;
   int row_groups = 8;
   int block = 256;

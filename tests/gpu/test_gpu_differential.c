@@ -1484,6 +1484,62 @@ static void test_online_softmax(void** state) {
   end_test("online softmax");
 }
 
+/* Online pairs over columns (ColumnParams::online): softmax over dim 0
+ * with float32 math, its max and sum in one phase of column partials,
+ * combined per split and across splits as kf_online. Columns holding -inf
+ * in part, -inf only, +inf, NaN, and -inf everywhere but the last row must
+ * give the two-phase results; vector tiles (2056, 64 columns), the scalar
+ * twin (1001, 3), many splits of the rows (3000) and few (5). */
+static void test_online_column_softmax(void** state) {
+  (void)state;
+  static const char* kText =
+      "input x: tensor<%1$s, 2>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "m = max(xf) {axes=[0], keepdim=true}\n"
+      "d = sub(xf, m)\n"
+      "e = exp(d)\n"
+      "s = sum(e) {axes=[0], keepdim=true}\n"
+      "p = div(e, s)\n"
+      "y = cast(p) {dtype=%1$s}\n"
+      "ls = log(s)\n"
+      "lse = add(m, ls)\n"
+      "output y\n"
+      "output lse\n";
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  const int64_t shapes[][2] = {{1000, 64}, {3000, 2056}, {5, 1001}, {40, 3}, {700, 8}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int d = 0; d < 2; ++d)
+    for (int sh = 0; sh < kShapes; ++sh) {
+      char text[1024];
+      snprintf(text, sizeof text, kText, kf_dtype_name(dts[d]));
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      tin in = input(dts[d], 2, shapes[sh]);
+      fill(&in, -8, 8, 0);
+      const int64_t rows = shapes[sh][0], n = shapes[sh][1];
+      const size_t e = (size_t)dtype_bytes(dts[d]);
+      char* x = (char*)in.host;
+#define AT(r, c) (x + ((size_t)(r) * (size_t)n + (size_t)(c)) * e)
+      store(dts[d], AT(rows / 3, 1), -INFINITY);
+      store(dts[d], AT(rows - 1, 1), -INFINITY);
+      for (int64_t r = 0; r < rows; ++r) store(dts[d], AT(r, 2 % n), -INFINITY);
+      if (n > 3) store(dts[d], AT(rows / 2, 3), INFINITY);
+      if (n > 4) store(dts[d], AT(0, 4), NAN);
+      if (n > 5) {
+        for (int64_t r = 0; r + 1 < rows; ++r) store(dts[d], AT(r, 5), -INFINITY);
+        store(dts[d], AT(rows - 1, 5), 1.0);
+      }
+#undef AT
+      char what[160];
+      snprintf(what, sizeof what, "online column softmax %s [%lld,%lld]", kf_dtype_name(dts[d]), (long long)rows,
+               (long long)n);
+      run_case_tol(f, &in, 1, what, 16.0 + (double)rows / 64.0, -1);
+      free_inputs(&in, 1);
+      kf_fusion_release(f);
+    }
+  end_test("online column softmax");
+}
+
 /* Lanes shifted along the vector dim (KernelWriter::shifted_lanes): RoPE's
  * rotate_half, cat(-x[..., h:], x[..., :h]), times a float32 table; a cat
  * of three slices (x[..., a:], x[..., :a] with a middle piece); and a
@@ -2142,7 +2198,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

@@ -358,6 +358,30 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(g.plan.launch.result_words, 2);
     assert_int_equal(g.plan.later.size(), 3);  // _p1, _f1, _epilogue
     assert_true(g.plan.later[2].grid == KernelPlan::LaterKernel::Grid::Epilogue);
+    assert_true(std::get<ColumnParams>(g.schedule).online.empty());  // bfloat16 math: no online pair
+    batch().add(g.plan);
+  }
+  {  // the same in float32 math: the max and the sum in one online phase
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {300, 1000}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.op(Op::CAST, {b.tensor_input(2, DType::BF16)}, {static_cast<int64_t>(DType::F32)})[0];
+      const int64_t m = b.op(Op::MAX, {x}, {1, 0})[0];
+      const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
+      const int64_t y = b.op(Op::DIV, {e, b.op(Op::SUM, {e}, {1, 0})[0]}, {})[0];
+      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::BF16)})[0], {}, -1);
+    }, in);
+    const ColumnParams& col = std::get<ColumnParams>(g.schedule);
+    assert_int_equal(col.online.size(), 1);
+    assert_int_equal(col.rows.phases.size(), 1);
+    assert_int_equal(col.rows.phases[0].size(), 2);
+    assert_int_equal(g.plan.launch.accumulators, 2);  // the max's and the sum's partials
+    assert_int_equal(g.plan.launch.result_words, 2);
+    assert_int_equal(g.plan.later.size(), 1);  // the epilogue only
+    const std::string& partials = g.plan.units[g.plan.unit_of(g.plan.name)].source;
+    assert_true(contains(partials, "kf_online_rescale("));
+    assert_true(contains(partials, "kf_online_op()"));
+    assert_true(contains(g.plan.units[g.plan.unit_of(g.plan.finish_name)].source, "kf_online_sum("));
     batch().add(g.plan);
   }
   {  // sum over dim 0: column reduction
