@@ -165,33 +165,59 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     }
   }
   const std::vector<CombineUnit> units = combine_units(p, accs_of);
-  // One element into the accumulators (lane: whose registers). An online
-  // pair: the max first, the sum rescaled to the new max, then the
-  // fusion's own exp(x - max) with the max bound to the lane's running one
-  // (the lane's column as the "row" whose result it reads).
-  auto accumulate = [&](int lane, const std::vector<std::string>& idx) {
+  bool online = false;
+  for (const CombineUnit& u : units) online = online || u.sum >= 0;
+  // An online pair's max step: the max to `m` (its running max, or the
+  // vector path's step max over its rows in flight).
+  auto max_step = [&](const CombineUnit& u, const std::vector<std::string>& idx, const std::string& m) {
+    const int64_t in = exprs[u.a]->inputs[0];
+    w.line(m + " = kf_max_acc(" + m + ", " + convert(f.value(in).dtype, types[u.a], w.value_at(in, idx)) + ");");
+  };
+  // The running sum rescaled to the running max raised to `step`.
+  auto rescale = [&](const CombineUnit& u, size_t l, const std::string& step) {
+    const std::string& m = acc[u.a][l];
+    const std::string& s = acc[static_cast<size_t>(u.sum)][l];
+    const std::string mn = w.fresh("mn");
+    w.line("const float " + mn + " = kf_max_acc(" + m + ", " + step + ");");
+    w.line(s + " = kf_online_rescale(" + s + ", " + m + ", " + mn + ");");
+    w.line(m + " = " + mn + ";");
+  };
+  // An online pair's sum step: the fusion's own exp(x - max), with the max
+  // bound to the lane's running one (the lane's column as the "row" whose
+  // result it reads).
+  auto sum_step = [&](const CombineUnit& u, size_t l, const std::vector<std::string>& idx) {
+    const size_t s = static_cast<size_t>(u.sum);
+    const int64_t mo = exprs[u.a]->outputs[0];
+    const std::vector<std::string> row_index = w.row_index;
+    w.row_index = idx;
+    w.row_results[mo] = acc[u.a][l];
+    const int64_t in = exprs[s]->inputs[0];
+    w.line(acc_step(*exprs[s], types[s], acc[s][l], convert(f.value(in).dtype, types[s], w.value_at(in, idx))));
+    w.row_results.erase(mo);
+    w.row_index = row_index;
+  };
+  // One element into the accumulators (lane: whose registers): an online
+  // pair's max first, its sum rescaled to the new max, then the sum step.
+  // `step_max` (the vector path's rows in flight): an online pair's max
+  // goes to its step max only; the caller rescales once per step and adds
+  // the sum steps after.
+  auto accumulate = [&](int lane, const std::vector<std::string>& idx,
+                        const std::vector<std::vector<std::string>>* step_max = nullptr) {
     const size_t l = static_cast<size_t>(lane);
-    for (const CombineUnit& u : units) {
-      const int64_t in = exprs[u.a]->inputs[0];
-      const std::string x = convert(f.value(in).dtype, types[u.a], w.value_at(in, idx));
-      if (u.sum < 0) {
-        w.line(acc_step(*exprs[u.a], types[u.a], acc[u.a][l], x));
-        continue;
+    for (size_t k = 0; k < units.size(); ++k) {
+      const CombineUnit& u = units[k];
+      if (u.sum >= 0 && step_max != nullptr) {
+        max_step(u, idx, (*step_max)[k][l]);
+      } else if (u.sum >= 0) {
+        const std::string x = w.fresh("ox");
+        const int64_t in = exprs[u.a]->inputs[0];
+        w.line("const float " + x + " = " + convert(f.value(in).dtype, types[u.a], w.value_at(in, idx)) + ";");
+        rescale(u, l, x);
+        sum_step(u, l, idx);
+      } else {
+        const int64_t in = exprs[u.a]->inputs[0];
+        w.line(acc_step(*exprs[u.a], types[u.a], acc[u.a][l], convert(f.value(in).dtype, types[u.a], w.value_at(in, idx))));
       }
-      const size_t s = static_cast<size_t>(u.sum);
-      const std::string& m = acc[u.a][l];
-      const std::string mn = w.fresh("mn");
-      w.line("const float " + mn + " = kf_max_acc(" + m + ", " + x + ");");
-      w.line(acc[s][l] + " = kf_online_rescale(" + acc[s][l] + ", " + m + ", " + mn + ");");
-      w.line(m + " = " + mn + ";");
-      const int64_t mo = exprs[u.a]->outputs[0];
-      const std::vector<std::string> row_index = w.row_index;
-      w.row_index = idx;
-      w.row_results[mo] = m;
-      const int64_t sin = exprs[s]->inputs[0];
-      w.line(acc_step(*exprs[s], types[s], acc[s][l], convert(f.value(sin).dtype, types[s], w.value_at(sin, idx))));
-      w.row_results.erase(mo);
-      w.row_index = row_index;
     }
   };
   VectorPlan store_plan = p.vectors;  // the vector outputs this kernel stores
@@ -229,13 +255,36 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       bases.push_back(base);
     }
     const KernelWriter::Section loads = w.reserve();
+    // Online pairs: the step's max over its rows first, one rescale per
+    // lane and step, then the rows' sum steps (one exp per element).
+    std::vector<std::vector<std::string>> step_max(units.size());
+    for (size_t k = 0; k < units.size(); ++k)
+      for (int lane = 0; units[k].sum >= 0 && lane < V; ++lane) {
+        step_max[k].push_back(w.fresh("sm"));
+        w.line("float " + step_max[k].back() + " = " + kMinusInf + ";");
+      }
     for (int g = 0; g < U; ++g) {
       w.open("if (" + oks[static_cast<size_t>(g)] + ")");
       w.group = g;
       w.section = 0;
       // Each element visited once: the domain-shaped outputs are computed
       // and stored here too (16-byte stores for the plan's).
-      vector_group(w, store_plan, outs, bases[static_cast<size_t>(g)], [&](int lane) { accumulate(lane, w.lane_index); });
+      vector_group(w, store_plan, outs, bases[static_cast<size_t>(g)],
+                   [&](int lane) { accumulate(lane, w.lane_index, online ? &step_max : nullptr); });
+      w.close();
+    }
+    for (size_t k = 0; k < units.size(); ++k)
+      for (int lane = 0; units[k].sum >= 0 && lane < V; ++lane)
+        rescale(units[k], static_cast<size_t>(lane), step_max[k][static_cast<size_t>(lane)]);
+    VectorPlan lanes_only = p.vectors;  // (no stores)
+    lanes_only.outputs.clear();
+    for (int g = 0; g < U && online; ++g) {
+      w.open("if (" + oks[static_cast<size_t>(g)] + ")");
+      w.group = g;
+      vector_group(w, lanes_only, {}, bases[static_cast<size_t>(g)], [&](int lane) {
+        for (const CombineUnit& u : units)
+          if (u.sum >= 0) sum_step(u, static_cast<size_t>(lane), w.lane_index);
+      });
       w.close();
     }
     w.group = 0;

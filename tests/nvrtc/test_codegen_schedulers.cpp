@@ -380,6 +380,7 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(g.plan.later.size(), 1);  // the epilogue only
     const std::string& partials = g.plan.units[g.plan.unit_of(g.plan.name)].source;
     assert_true(contains(partials, "kf_online_rescale("));
+    assert_true(contains(partials, "expf("));  // the sum steps, after the step's rescale
     assert_true(contains(partials, "kf_online_op()"));
     assert_true(contains(g.plan.units[g.plan.unit_of(g.plan.finish_name)].source, "kf_online_sum("));
     batch().add(g.plan);
