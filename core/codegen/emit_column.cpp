@@ -220,6 +220,35 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       }
     }
   };
+  // Online pairs over a step of rows: each lane's step max (declared per
+  // step), then one rescale per lane (the sum steps follow).
+  auto declare_step_max = [&] {
+    std::vector<std::vector<std::string>> step_max(units.size());
+    for (size_t k = 0; k < units.size(); ++k)
+      for (int lane = 0; units[k].sum >= 0 && lane < V; ++lane) {
+        step_max[k].push_back(w.fresh("sm"));
+        w.line("float " + step_max[k].back() + " = " + kMinusInf + ";");
+      }
+    return step_max;
+  };
+  auto rescale_step = [&](const std::vector<std::vector<std::string>>& step_max) {
+    for (size_t k = 0; k < units.size(); ++k)
+      for (int lane = 0; units[k].sum >= 0 && lane < V; ++lane)
+        rescale(units[k], static_cast<size_t>(lane), step_max[k][static_cast<size_t>(lane)]);
+  };
+  // kRowsInFlight rows per step (both paths): row g of the step at q +
+  // g * row_groups, its index clamped to q past the slab's end (so that
+  // every load is in bounds), and its in-range flag.
+  const int U = kRowsInFlight;
+  auto step_rows = [&](std::vector<std::string>* oks, std::vector<std::vector<std::string>>* ridx) {
+    for (int g = 0; g < U; ++g) {
+      const std::string qg = w.fresh("q"), ok = w.fresh("ok");
+      w.line("const long long " + qg + " = q + " + std::to_string(p.row_groups * g) + ";");
+      w.line("const bool " + ok + " = " + qg + " < q1;");
+      oks->push_back(ok);
+      ridx->push_back(unravel(w, dom, red, "(" + ok + " ? " + qg + " : q)", "_g" + std::to_string(g), true));
+    }
+  };
   VectorPlan store_plan = p.vectors;  // the vector outputs this kernel stores
   if (outs.empty()) store_plan.outputs.clear();
   const KernelWriter::Section cond = w.reserve();
@@ -238,31 +267,20 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     // also stores (the epilogue) cannot have the compiler move a later
     // row's loads above this row's stores (they may alias), which leaves
     // one load in flight per thread (docs/PERF.md).
-    const int U = kRowsInFlight;
     w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");
     std::vector<std::string> oks;
-    std::vector<std::vector<std::string>> bases;
+    std::vector<std::vector<std::string>> ridx, bases;
+    step_rows(&oks, &ridx);
     for (int g = 0; g < U; ++g) {
-      const std::string qg = w.fresh("q"), ok = w.fresh("ok");
-      w.line("const long long " + qg + " = q + " + std::to_string(p.row_groups * g) + ";");
-      w.line("const bool " + ok + " = " + qg + " < q1;");
-      const std::vector<std::string> ridx =
-          unravel(w, dom, red, "(" + ok + " ? " + qg + " : q)", "_g" + std::to_string(g), true);
       std::vector<std::string> base(r);
       for (size_t k = 0; k < kept.size(); ++k) base[kept[k]] = kidx[k];
-      for (size_t k = 0; k < red.size(); ++k) base[red[k]] = ridx[k];
-      oks.push_back(ok);
+      for (size_t k = 0; k < red.size(); ++k) base[red[k]] = ridx[static_cast<size_t>(g)][k];
       bases.push_back(base);
     }
     const KernelWriter::Section loads = w.reserve();
     // Online pairs: the step's max over its rows first, one rescale per
     // lane and step, then the rows' sum steps (one exp per element).
-    std::vector<std::vector<std::string>> step_max(units.size());
-    for (size_t k = 0; k < units.size(); ++k)
-      for (int lane = 0; units[k].sum >= 0 && lane < V; ++lane) {
-        step_max[k].push_back(w.fresh("sm"));
-        w.line("float " + step_max[k].back() + " = " + kMinusInf + ";");
-      }
+    const std::vector<std::vector<std::string>> step_max = declare_step_max();
     for (int g = 0; g < U; ++g) {
       w.open("if (" + oks[static_cast<size_t>(g)] + ")");
       w.group = g;
@@ -273,9 +291,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
                    [&](int lane) { accumulate(lane, w.lane_index, online ? &step_max : nullptr); });
       w.close();
     }
-    for (size_t k = 0; k < units.size(); ++k)
-      for (int lane = 0; units[k].sum >= 0 && lane < V; ++lane)
-        rescale(units[k], static_cast<size_t>(lane), step_max[k][static_cast<size_t>(lane)]);
+    rescale_step(step_max);
     VectorPlan lanes_only = p.vectors;  // (no stores)
     lanes_only.outputs.clear();
     for (int g = 0; g < U && online; ++g) {
@@ -316,17 +332,48 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       kidx[l] = unravel(w, dom, kept, cl[l] + " < " + cols + " ? " + cl[l] + " : 0", "_" + std::to_string(lane));
     }
     w.begin_result_loads();
-    w.line("#pragma unroll 2");
-    w.open("for (long long q = q0 + ty; q < q1; q += " + groups + ")");
-    const std::vector<std::string> ridx = unravel(w, dom, red, "q");
-    for (int lane = 0; lane < V; ++lane) {
-      w.open("if (" + cl[static_cast<size_t>(lane)] + " < " + cols + ")");
+    // Rows in flight as on the vector path: every lane's values of the
+    // step's rows first, outside the range tests (their indices are
+    // clamped: the loads are in bounds and can all be in flight), then
+    // the accumulation and the stores where the row and column exist.
+    w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");
+    std::vector<std::string> oks;
+    std::vector<std::vector<std::string>> ridx;
+    step_rows(&oks, &ridx);
+    auto index = [&](int g, int lane) {
       std::vector<std::string> idx(r);
       for (size_t k = 0; k < kept.size(); ++k) idx[kept[k]] = kidx[static_cast<size_t>(lane)][k];
-      for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = ridx[k];
-      accumulate(lane, idx);
+      for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = ridx[static_cast<size_t>(g)][k];
+      return idx;
+    };
+    for (int g = 0; g < U; ++g)
+      for (int lane = 0; lane < V; ++lane) {
+        const std::vector<std::string> idx = index(g, lane);
+        for (const CombineUnit& u : units) w.value_at(exprs[u.a]->inputs[0], idx);
+        for (int64_t o : outs) w.value_at(o, idx);
+      }
+    const std::vector<std::vector<std::string>> step_max = declare_step_max();
+    auto each = [&](const std::function<void(int, const std::vector<std::string>&)>& body) {
+      for (int g = 0; g < U; ++g) {
+        w.open("if (" + oks[static_cast<size_t>(g)] + ")");
+        for (int lane = 0; lane < V; ++lane) {
+          w.open("if (" + cl[static_cast<size_t>(lane)] + " < " + cols + ")");
+          body(lane, index(g, lane));
+          w.close();
+        }
+        w.close();
+      }
+    };
+    each([&](int lane, const std::vector<std::string>& idx) {
+      accumulate(lane, idx, online ? &step_max : nullptr);
       for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
-      w.close();
+    });
+    if (online) {
+      rescale_step(step_max);
+      each([&](int lane, const std::vector<std::string>& idx) {
+        for (const CombineUnit& u : units)
+          if (u.sum >= 0) sum_step(u, static_cast<size_t>(lane), idx);
+      });
     }
     w.close();
     w.end_result_loads();
