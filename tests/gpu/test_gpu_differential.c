@@ -1448,6 +1448,38 @@ static const char* const kOnlineSoftmax[] = {
     "output yc\n",
 };
 
+/* Runs `text` (one input x of dtype dt and shape [rows, n]) on x in
+ * [-8, 8] with special lines, each a row (over_rows) or a column, as the
+ * fusion's softmax reduces them: line 1 holds -inf in part, 2 -inf only,
+ * 3 one +inf, 4 one NaN, 5 -inf everywhere but its last element (the
+ * lines that exist). */
+static void run_online_case(const char* text, kf_dtype dt, const int64_t* shape, int over_rows, const char* what,
+                            double tol) {
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  tin in = input(dt, 2, shape);
+  fill(&in, -8, 8, 0);
+  const int64_t n = shape[1], lines = over_rows ? shape[0] : shape[1], len = over_rows ? shape[1] : shape[0];
+  const size_t e = (size_t)dtype_bytes(dt);
+  char* x = (char*)in.host;
+#define AT(l, i) (x + ((size_t)(over_rows ? (l) : (i)) * (size_t)n + (size_t)(over_rows ? (i) : (l))) * e)
+  if (lines > 1) {
+    store(dt, AT(1, len / 3), -INFINITY);
+    store(dt, AT(1, len - 1), -INFINITY);
+  }
+  for (int64_t i = 0; lines > 2 && i < len; ++i) store(dt, AT(2, i), -INFINITY);
+  if (lines > 3) store(dt, AT(3, len / 2), INFINITY);
+  if (lines > 4) store(dt, AT(4, 0), NAN);
+  if (lines > 5) {
+    for (int64_t i = 0; i + 1 < len; ++i) store(dt, AT(5, i), -INFINITY);
+    store(dt, AT(5, len - 1), 1.0);
+  }
+#undef AT
+  run_case_tol(f, &in, 1, what, tol, -1);
+  free_inputs(&in, 1);
+  kf_fusion_release(f);
+}
+
 static void test_online_softmax(void** state) {
   (void)state;
   const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
@@ -1456,39 +1488,19 @@ static void test_online_softmax(void** state) {
   for (int k = 0; k < 3; ++k)
     for (int d = 0; d < 2; ++d)
       for (int sh = 0; sh < kShapes; ++sh) {
-        char text[1024];
+        char text[1024], what[160];
         snprintf(text, sizeof text, kOnlineSoftmax[k], kf_dtype_name(dts[d]), kf_dtype_name(dts[d]));
-        kf_fusion f;
-        KF_CHECK(kf_fusion_from_text(text, &f));
-        tin in = input(dts[d], 2, shapes[sh]);
-        fill(&in, -8, 8, 0);
-        const int64_t rows = shapes[sh][0], n = shapes[sh][1];
-        const size_t e = (size_t)dtype_bytes(dts[d]);
-        char* row0 = (char*)in.host;
-#define AT(r, i) (row0 + ((size_t)(r) * (size_t)n + (size_t)(i)) * e)
-        store(dts[d], AT(1, n / 3), -INFINITY);
-        store(dts[d], AT(1, n - 1), -INFINITY);
-        for (int64_t i = 0; i < n; ++i) store(dts[d], AT(2, i), -INFINITY);
-        store(dts[d], AT(3, n / 2), INFINITY);
-        store(dts[d], AT(4, 0), NAN);
-        for (int64_t i = 0; i + 1 < n; ++i) store(dts[d], AT(5, i), -INFINITY);
-        store(dts[d], AT(5, n - 1), 1.0);
-#undef AT
-        char what[160];
-        snprintf(what, sizeof what, "online softmax %d %s [%lld,%lld]", k, kf_dtype_name(dts[d]), (long long)rows,
-                 (long long)n);
-        run_case_tol(f, &in, 1, what, 16.0 + (double)n / 1024.0, -1);
-        free_inputs(&in, 1);
-        kf_fusion_release(f);
+        snprintf(what, sizeof what, "online softmax %d %s [%lld,%lld]", k, kf_dtype_name(dts[d]),
+                 (long long)shapes[sh][0], (long long)shapes[sh][1]);
+        run_online_case(text, dts[d], shapes[sh], 1, what, 16.0 + (double)shapes[sh][1] / 1024.0);
       }
   end_test("online softmax");
 }
 
 /* Online pairs over columns (ColumnParams::online): softmax over dim 0
  * with float32 math, its max and sum in one phase of column partials,
- * combined per split and across splits as kf_online. Columns holding -inf
- * in part, -inf only, +inf, NaN, and -inf everywhere but the last row must
- * give the two-phase results; vector tiles (2056, 64 columns), the scalar
+ * combined per split and across splits as kf_online, with the special
+ * columns of run_online_case; vector tiles (2056, 64 columns), the scalar
  * twin (1001, 3), many splits of the rows (3000) and few (5). */
 static void test_online_column_softmax(void** state) {
   (void)state;
@@ -1510,32 +1522,11 @@ static void test_online_column_softmax(void** state) {
   enum { kShapes = sizeof shapes / sizeof shapes[0] };
   for (int d = 0; d < 2; ++d)
     for (int sh = 0; sh < kShapes; ++sh) {
-      char text[1024];
+      char text[1024], what[160];
       snprintf(text, sizeof text, kText, kf_dtype_name(dts[d]));
-      kf_fusion f;
-      KF_CHECK(kf_fusion_from_text(text, &f));
-      tin in = input(dts[d], 2, shapes[sh]);
-      fill(&in, -8, 8, 0);
-      const int64_t rows = shapes[sh][0], n = shapes[sh][1];
-      const size_t e = (size_t)dtype_bytes(dts[d]);
-      char* x = (char*)in.host;
-#define AT(r, c) (x + ((size_t)(r) * (size_t)n + (size_t)(c)) * e)
-      store(dts[d], AT(rows / 3, 1), -INFINITY);
-      store(dts[d], AT(rows - 1, 1), -INFINITY);
-      for (int64_t r = 0; r < rows; ++r) store(dts[d], AT(r, 2 % n), -INFINITY);
-      if (n > 3) store(dts[d], AT(rows / 2, 3), INFINITY);
-      if (n > 4) store(dts[d], AT(0, 4), NAN);
-      if (n > 5) {
-        for (int64_t r = 0; r + 1 < rows; ++r) store(dts[d], AT(r, 5), -INFINITY);
-        store(dts[d], AT(rows - 1, 5), 1.0);
-      }
-#undef AT
-      char what[160];
-      snprintf(what, sizeof what, "online column softmax %s [%lld,%lld]", kf_dtype_name(dts[d]), (long long)rows,
-               (long long)n);
-      run_case_tol(f, &in, 1, what, 16.0 + (double)rows / 64.0, -1);
-      free_inputs(&in, 1);
-      kf_fusion_release(f);
+      snprintf(what, sizeof what, "online column softmax %s [%lld,%lld]", kf_dtype_name(dts[d]),
+               (long long)shapes[sh][0], (long long)shapes[sh][1]);
+      run_online_case(text, dts[d], shapes[sh], 0, what, 16.0 + (double)shapes[sh][0] / 64.0);
     }
   end_test("online column softmax");
 }
