@@ -62,8 +62,7 @@ struct Describe {
     if (!p.staged.empty()) s += " staged=" + ids(p.staged) + (p.stage_outer ? " stage_outer" : "");
     if (p.has_outer())
       s += " outer={" + rows(p.outer) + "} outer_threads_per_sm=" + std::to_string(p.outer_threads_per_sm);
-    else if (p.edge_vectors.width > 0)  // the Edges kernel's plan (inner-outer plans have none)
-      s += " edges={" + vectors(p.edge_vectors) + "}";
+    if (p.edge_vectors.width > 0) s += " edges={" + vectors(p.edge_vectors) + "}";  // the Edges kernels' plan
     return s;
   }
   std::string operator()(const ScatterParams& p) const {
