@@ -65,15 +65,7 @@ std::string lane_suffix(int u, int l) {
 // Returns the run-time condition of the path (alignment and density).
 std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const PointwiseLoop& loop, int U) {
   const int64_t dom = loop.outputs[0];
-  VectorPlan vp = loop.vectors;
-  const size_t r = w.rank(dom);
-  std::erase_if(vp.inputs, [&](const auto& in) {  // read at every domain index
-    for (size_t d = 0; d < r; ++d)
-      if (w.size_class(dom, d) == SizeClass::Many &&
-          std::find(in.second.begin(), in.second.end(), static_cast<int>(d)) == in.second.end())
-        return true;
-    return false;
-  });
+  const VectorPlan& vp = loop.flat;  // (read at every domain index)
   use_vectors(w, vp);
   w.lane_width = 0;  // no lanes seen through a slice's shift: the lanes are not along one dim
   w.exact_lanes = true;
@@ -171,14 +163,14 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
     // The scalar twin: flat vectors where the tensors allow, then the
     // positions they leave (all of them where they do not).
     std::string first = "0";
-    if (loop.vectors.width > 0 && w.paths == KernelWriter::Paths::Scalar) {
+    if (loop.flat.width > 0 && w.paths == KernelWriter::Paths::Scalar) {
       const KernelWriter::Section cond = w.reserve();
       const std::string flat = w.fresh("kfflat");
       w.open("if (" + flat + ")");
       const std::string flat_ok = flat_vector_loop(w, sets, loop, loop.unroll);
       w.close();
       first = w.fresh("kffirst");
-      const std::string V = std::to_string(loop.vectors.width);
+      const std::string V = std::to_string(loop.flat.width);
       w.fill(cond, {"const bool " + flat + " = " + flat_ok + ";",
                     "const long long " + first + " = " + flat + " ? " + n + " / " + V + " * " + V + " : 0;"});
       use_vectors(w, loop.vectors);

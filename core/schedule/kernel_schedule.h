@@ -49,6 +49,11 @@ struct PointwiseLoop {
   std::vector<int64_t> outputs;
   std::vector<size_t> order;
   VectorPlan vectors;  // along order.back()
+  // The scalar twin's flat vectors (16-byte vectors of consecutive
+  // positions, which may cross rows, for calls that fail the vector
+  // checks: an odd width): `vectors` without the inputs that skip a dim
+  // of class >1 (inputs_reading); the others are read per lane.
+  VectorPlan flat;
   int unroll = 2;      // vectors per thread and step
   bool operator==(const PointwiseLoop&) const = default;
 };

@@ -69,6 +69,8 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
         if (before > 0) loop.unroll = std::max(1, p.unroll * before / loop.vectors.width);
       }
     }
+    if (loop.vectors.width > 0)
+      loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), loop.vectors);
     loop.outputs = std::move(outs);
     p.loops.push_back(std::move(loop));
   }

@@ -74,18 +74,12 @@ int values_live_across_phases(const Fusion& f, const Task& task, const RowDomain
 // views (stored through a reshape).
 VectorPlan edge_vectors(const ConcreteFusion& c, const RowDomain& rows, const VectorPlan& vectors) {
   const size_t r = rows.reduced.size();
-  const std::vector<SizeClass>& dom = c.size_classes[static_cast<size_t>(rows.domain)];
   size_t reduced = 0;
   for (bool b : rows.reduced) reduced += b ? 1 : 0;
   if (vectors.width == 0 || reduced != 1 || !rows.reduced[r - 1]) return {};
-  VectorPlan e = vectors;
-  for (auto it = e.inputs.begin(); it != e.inputs.end();) {
-    bool every = true;
-    for (size_t d = 0; d + 1 < r; ++d)
-      if (dom[d] == SizeClass::Many)
-        every = every && std::find(it->second.begin(), it->second.end(), static_cast<int>(d)) != it->second.end();
-    it = every ? std::next(it) : e.inputs.erase(it);
-  }
+  std::vector<bool> kept(r);
+  for (size_t d = 0; d < r; ++d) kept[d] = !rows.reduced[d];
+  VectorPlan e = inputs_reading(c, rows.domain, kept, vectors);
   std::erase_if(e.outputs, [&](int64_t o) { return rows.views.contains(o); });
   if (e.inputs.empty() && e.outputs.empty()) return {};
   return e;

@@ -98,7 +98,6 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
 
 void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, VectorPlan* p) {
   if (p->width == 0) return;
-  const Fusion& f = *c.fusion;
   for (auto it = p->inputs.begin(); it != p->inputs.end();) {
     const std::vector<IndexMap>* maps = reads.find(it->first);
     bool lane = maps == nullptr;  // not traced (read through a reshape): keep
@@ -112,6 +111,18 @@ void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, Vector
 
 void narrow_vectors(const ConcreteFusion& c, VectorPlan* p) {
   if (p->width > 0) p->width = kVectorBytes / dtype_size_bound(c, *p, false);
+}
+
+VectorPlan inputs_reading(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& dims, VectorPlan p) {
+  const std::vector<SizeClass>& classes = c.size_classes[static_cast<size_t>(dom)];
+  std::erase_if(p.inputs, [&](const auto& in) {
+    for (size_t d = 0; d < classes.size() && d < dims.size(); ++d)
+      if (dims[d] && classes[d] == SizeClass::Many &&
+          std::find(in.second.begin(), in.second.end(), static_cast<int>(d)) == in.second.end())
+        return true;
+    return false;
+  });
+  return p;
 }
 
 }  // namespace kf

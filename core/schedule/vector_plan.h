@@ -32,6 +32,14 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
 // Inputs `reads` does not reach (read through a reshape) stay.
 void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, VectorPlan* p);
 
+// `p` without the inputs that skip a domain dim of class >1 among those
+// `dims` marks: the inputs left start each row (Edges kernels: dims = the
+// kept dims) or each position (flat vectors: every dim) where the domain
+// does, up to their strides, so one shift the run time finds for the
+// reference tensor holds for all of them; a weight broadcast over the rows
+// would be misaligned by it, and is read per element.
+VectorPlan inputs_reading(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& dims, VectorPlan p);
+
 // Sets the width to 16 bytes of the narrowest dtype among `p`'s inputs and
 // outputs: wider dtypes then move several 16-byte vectors per lane group
 // (a bf16 loop reading float32 tables takes 8 lanes, not 4), which halves

@@ -476,11 +476,19 @@ void test_flat_vectors(void** /*state*/) {
   Inputs in;
   in.push_back(kftest::tensor(DType::BF16, {16, 1001}));
   in.push_back(kftest::tensor(DType::BF16, {1001}));
-  const Generated g = generate([](Builder& b) {
-    const int64_t x = b.tensor_input(2, DType::BF16);
-    const int64_t bias = b.tensor_input(1, DType::BF16);
+  int64_t x = -1, bias = -1;
+  const Generated g = generate([&](Builder& b) {
+    x = b.tensor_input(2, DType::BF16);
+    bias = b.tensor_input(1, DType::BF16);
     b.output(b.op(Op::GELU, {b.op(Op::ADD, {x, bias}, {})[0]}, {})[0], {}, -1);
   }, in);
+  // The schedule's flat plan: x (read at every position), not the bias
+  // (read per lane); both in the vector plan of the aligned kernel.
+  const PointwiseLoop& loop = std::get<PointwiseParams>(g.schedule).loops.at(0);
+  assert_int_equal(loop.vectors.inputs.size(), 2);
+  assert_int_equal(loop.flat.inputs.size(), 1);
+  assert_true(loop.flat.inputs.contains(x) && !loop.flat.inputs.contains(bias));
+  assert_int_equal(loop.flat.width, loop.vectors.width);
   assert_int_equal(g.plan.scalar_twins.size(), 1);
   const std::string& twin = g.plan.units[g.plan.unit_of(g.plan.scalar_twins[0].scalar)].source;
   const std::string& main = g.plan.units[g.plan.unit_of(g.plan.name)].source;
