@@ -167,13 +167,12 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
   const std::vector<CombineUnit> units = combine_units(p, accs_of);
   bool online = false;
   for (const CombineUnit& u : units) online = online || u.sum >= 0;
-  // An online pair's max step: the max to `m` (its running max, or the
-  // vector path's step max over its rows in flight).
-  auto max_step = [&](const CombineUnit& u, const std::vector<std::string>& idx, const std::string& m) {
-    const int64_t in = exprs[u.a]->inputs[0];
-    w.line(m + " = kf_max_acc(" + m + ", " + convert(f.value(in).dtype, types[u.a], w.value_at(in, idx)) + ");");
+  // Accumulator a's input at idx, in its accumulator type.
+  auto input_of = [&](size_t a, const std::vector<std::string>& idx) {
+    const int64_t in = exprs[a]->inputs[0];
+    return convert(f.value(in).dtype, types[a], w.value_at(in, idx));
   };
-  // The running sum rescaled to the running max raised to `step`.
+  // An online pair's sum, rescaled to its running max raised to `step`.
   auto rescale = [&](const CombineUnit& u, size_t l, const std::string& step) {
     const std::string& m = acc[u.a][l];
     const std::string& s = acc[static_cast<size_t>(u.sum)][l];
@@ -191,33 +190,22 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     const std::vector<std::string> row_index = w.row_index;
     w.row_index = idx;
     w.row_results[mo] = acc[u.a][l];
-    const int64_t in = exprs[s]->inputs[0];
-    w.line(acc_step(*exprs[s], types[s], acc[s][l], convert(f.value(in).dtype, types[s], w.value_at(in, idx))));
+    w.line(acc_step(*exprs[s], types[s], acc[s][l], input_of(s, idx)));
     w.row_results.erase(mo);
     w.row_index = row_index;
   };
-  // One element into the accumulators (lane: whose registers): an online
-  // pair's max first, its sum rescaled to the new max, then the sum step.
-  // `step_max` (the vector path's rows in flight): an online pair's max
-  // goes to its step max only; the caller rescales once per step and adds
-  // the sum steps after.
+  // One element into the accumulators (lane: whose registers). Both paths
+  // take a step of rows at a time: an online pair's max goes to the lane's
+  // `step_max` only; the caller rescales once per step and adds the sum
+  // steps after.
   auto accumulate = [&](int lane, const std::vector<std::string>& idx,
-                        const std::vector<std::vector<std::string>>* step_max = nullptr) {
+                        const std::vector<std::vector<std::string>>& step_max) {
     const size_t l = static_cast<size_t>(lane);
     for (size_t k = 0; k < units.size(); ++k) {
       const CombineUnit& u = units[k];
-      if (u.sum >= 0 && step_max != nullptr) {
-        max_step(u, idx, (*step_max)[k][l]);
-      } else if (u.sum >= 0) {
-        const std::string x = w.fresh("ox");
-        const int64_t in = exprs[u.a]->inputs[0];
-        w.line("const float " + x + " = " + convert(f.value(in).dtype, types[u.a], w.value_at(in, idx)) + ";");
-        rescale(u, l, x);
-        sum_step(u, l, idx);
-      } else {
-        const int64_t in = exprs[u.a]->inputs[0];
-        w.line(acc_step(*exprs[u.a], types[u.a], acc[u.a][l], convert(f.value(in).dtype, types[u.a], w.value_at(in, idx))));
-      }
+      const std::string& m = u.sum >= 0 ? step_max[k][l] : acc[u.a][l];
+      if (u.sum >= 0) w.line(m + " = kf_max_acc(" + m + ", " + input_of(u.a, idx) + ");");
+      else w.line(acc_step(*exprs[u.a], types[u.a], m, input_of(u.a, idx)));
     }
   };
   // Online pairs over a step of rows: each lane's step max (declared per
@@ -288,7 +276,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       // Each element visited once: the domain-shaped outputs are computed
       // and stored here too (16-byte stores for the plan's).
       vector_group(w, store_plan, outs, bases[static_cast<size_t>(g)],
-                   [&](int lane) { accumulate(lane, w.lane_index, online ? &step_max : nullptr); });
+                   [&](int lane) { accumulate(lane, w.lane_index, step_max); });
       w.close();
     }
     rescale_step(step_max);
@@ -365,7 +353,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       }
     };
     each([&](int lane, const std::vector<std::string>& idx) {
-      accumulate(lane, idx, online ? &step_max : nullptr);
+      accumulate(lane, idx, step_max);
       for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
     });
     if (online) {
