@@ -4,6 +4,7 @@
 #include <cctype>
 #include <set>
 
+#include "core/codegen/approx_math.h"
 #include "core/codegen/op_cuda.h"
 #include "core/util/error.h"
 #include "core/ir/op_attrs.h"
@@ -44,6 +45,7 @@ KernelWriter::KernelWriter(const ConcreteFusion& c, const Task& task)
     for (int64_t o : f_.exprs[static_cast<size_t>(ei)].outputs) produced_[static_cast<size_t>(o)] = true;
   for (int64_t v : task.inputs) is_input_[static_cast<size_t>(v)] = true;
   for (int64_t v : task.outputs) is_output_[static_cast<size_t>(v)] = true;
+  fast_ = approximate_exprs(f_);
   scopes_.emplace_back();
   body_.emplace_back();
 }
@@ -601,10 +603,12 @@ std::string KernelWriter::pointwise(const Expr& e, const std::vector<std::string
   for (size_t k = 0; k < operands.size(); ++k)
     operands[k] = convert(dtypes[k], (e.op == Op::WHERE && k == 0) ? DType::Bool : cd, operands[k]);
   DType rd;
-  std::string expr = pointwise_form(e.op, cd, operands, &rd);
+  const size_t at = static_cast<size_t>(&e - f_.exprs.data());
+  const bool fast = at < fast_.size() && fast_[at];  // approx_math.h
+  std::string expr = fast && e.op != Op::DIV ? approximate_form(e.op, operands, &rd) : pointwise_form(e.op, cd, operands, &rd);
   if (auto rcp = reciprocals.find(operands.size() == 2 ? operands[1] : ""); e.op == Op::DIV && cd == DType::F32 &&
                                                                            rcp != reciprocals.end())
-    expr = "kf_div_by(" + operands[0] + ", " + operands[1] + ", " + rcp->second + ")";
+    expr = std::string(fast ? "kf_div_approx(" : "kf_div_by(") + operands[0] + ", " + operands[1] + ", " + rcp->second + ")";
   if (rd == out_t && (is_narrow_float(out_t) || is_byte_int(out_t)))
     expr = round_form(out_t, expr);
   else

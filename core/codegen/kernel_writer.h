@@ -240,6 +240,7 @@ class KernelWriter {
   int lane_ok_group_ = -1;                   // while in shifted lanes: the group they came from
   std::map<std::string, int> shifted_groups_;  // group|base|guard -> group id
   std::map<std::string, std::string> result_regs_;  // value@column -> register, within the section
+  std::vector<bool> fast_;  // per expr: its fast form allowed (approx_math.h)
 };
 
 }  // namespace kf

@@ -361,4 +361,15 @@ std::string pointwise_form(Op op, DType compute, const std::vector<std::string>&
   return r;
 }
 
+std::string approximate_form(Op op, const std::vector<std::string>& a, DType* result) {
+  *result = DType::F32;
+  switch (op) {
+    case Op::EXP: return "kf_exp_approx(" + a.at(0) + ")";
+    case Op::SIGMOID: return "kf_rcp_approx(1.0f + kf_exp_approx(-" + a.at(0) + "))";
+    case Op::SILU: return "(" + a.at(0) + " * kf_rcp_approx(1.0f + kf_exp_approx(-" + a.at(0) + ")))";
+    default: break;
+  }
+  fail(KF_ERR_INTERNAL, "codegen: ", op_name(op), " has no fast form");
+}
+
 }  // namespace kf

@@ -58,4 +58,9 @@ DType compute_dtype(const Fusion& f, const Expr& e);
 std::string pointwise_form(Op op, DType compute, const std::vector<std::string>& a,
                            DType* result);
 
+// The fast form of exp, sigmoid or silu on float32 operands (hardware
+// approximations: where approximate_exprs allows them, approx_math.h).
+// `result` receives float32.
+std::string approximate_form(Op op, const std::vector<std::string>& a, DType* result);
+
 }  // namespace kf

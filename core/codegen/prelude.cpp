@@ -208,6 +208,14 @@ KF_DEV float kf_div_by(float x, float d, float rd) {
   return kf_div_slow(x, d);
 }
 
+// Fast forms (core/codegen/approx_math.h: only where the stored result
+// stays within 1 ulp of exact math): exp as ex2.approx of x * log2(e) and
+// the reciprocal as rcp.approx, both keeping subnormals (no .ftz); a
+// division by a shared divisor as one multiplication by its reciprocal.
+KF_DEV float kf_exp_approx(float x) { float y; asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f)); return y; }
+KF_DEV float kf_rcp_approx(float x) { float y; asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+KF_DEV float kf_div_approx(float x, float d, float rd) { return rd != 0.0f ? x * rd : kf_div_slow(x, d); }
+
 // NaN-propagating max/min in one instruction (sm_80+; the result of a NaN
 // operand is the canonical NaN, which tests compare as NaN).
 KF_DEV float kf_max_acc(float a, float b) { float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
