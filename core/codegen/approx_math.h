@@ -1,8 +1,9 @@
 // Where a kernel may use approximate hardware math (issue 13, item 7).
 //
-// An op may take its fast form (exp: ex2.approx; sigmoid/silu: ex2.approx
-// and rcp.approx; a division by a shared divisor: one multiplication by
-// its reciprocal) only where every output the result reaches is a narrow
+// An op may take its fast form (exp: ex2.approx of x * log2 e; sigmoid:
+// rcp.approx(1 + exp(-|x|)), times exp(-|x|) for x < 0, so that it never
+// overflows; silu: x * that; a division by a shared divisor: one
+// multiplication by its reciprocal) only where every output the result reaches is a narrow
 // float (bfloat16, float16, float8) and the approximation's error, carried
 // to that output, stays far below the output's rounding step: the stored
 // result is then the exact-math one, or the float next to it (within 1
@@ -44,7 +45,7 @@ namespace kf {
 
 // Relative error bounds of the fast forms (see the test above).
 inline constexpr double kExpError = 0x1p-16;      // ex2.approx(x * log2 e)
-inline constexpr double kSigmoidError = 0x1p-15;  // rcp.approx(1 + exp): exp's and rcp's
+inline constexpr double kSigmoidError = 0x1p-15;  // exp's, rcp.approx's and a product's
 inline constexpr double kDivError = 0x1p-22;      // x * rn(1 / d)
 
 // Per expr: whether it may take its fast form. Only EXP, SIGMOID, SILU and

@@ -224,11 +224,11 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       for (int lane = 0; units[k].sum >= 0 && lane < V; ++lane)
         rescale(units[k], static_cast<size_t>(lane), step_max[k][static_cast<size_t>(lane)]);
   };
-  // kRowsInFlight rows per step (both paths): row g of the step at q +
-  // g * row_groups, its index clamped to q past the slab's end (so that
-  // every load is in bounds), and its in-range flag.
-  const int U = kRowsInFlight;
-  auto step_rows = [&](std::vector<std::string>* oks, std::vector<std::vector<std::string>>* ridx) {
+  // U rows per step (the vector path kRowsInFlight, the scalar twin
+  // ColumnParams::scalar_rows): row g of the step at q + g * row_groups,
+  // its index clamped to q past the slab's end (so that every load is in
+  // bounds), and its in-range flag.
+  auto step_rows = [&](int U, std::vector<std::string>* oks, std::vector<std::vector<std::string>>* ridx) {
     for (int g = 0; g < U; ++g) {
       const std::string qg = w.fresh("q"), ok = w.fresh("ok");
       w.line("const long long " + qg + " = q + " + std::to_string(p.row_groups * g) + ";");
@@ -251,6 +251,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     w.open("if (cb < " + cols + ")");
     const std::vector<std::string> kidx = unravel(w, dom, kept, "cb", "_c");
     w.begin_result_loads();
+    const int U = kRowsInFlight;
     // kRowsInFlight rows per step, all their loads first: a kernel that
     // also stores (the epilogue) cannot have the compiler move a later
     // row's loads above this row's stores (they may alias), which leaves
@@ -258,7 +259,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");
     std::vector<std::string> oks;
     std::vector<std::vector<std::string>> ridx, bases;
-    step_rows(&oks, &ridx);
+    step_rows(U, &oks, &ridx);
     for (int g = 0; g < U; ++g) {
       std::vector<std::string> base(r);
       for (size_t k = 0; k < kept.size(); ++k) base[kept[k]] = kidx[k];
@@ -324,10 +325,11 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     // step's rows first, outside the range tests (their indices are
     // clamped: the loads are in bounds and can all be in flight), then
     // the accumulation and the stores where the row and column exist.
+    const int U = p.scalar_rows;
     w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");
     std::vector<std::string> oks;
     std::vector<std::vector<std::string>> ridx;
-    step_rows(&oks, &ridx);
+    step_rows(U, &oks, &ridx);
     auto index = [&](int g, int lane) {
       std::vector<std::string> idx(r);
       for (size_t k = 0; k < kept.size(); ++k) idx[kept[k]] = kidx[static_cast<size_t>(lane)][k];

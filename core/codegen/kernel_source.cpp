@@ -39,9 +39,11 @@ std::string args_struct(size_t slots, const char* extra) {
 struct KernelText {
   std::string head, tail;
 };
-KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body, int max_registers = 0) {
+// min_blocks > 0: __launch_bounds__(block, min_blocks) (one_block_per_sm: 1).
+KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body, int max_registers = 0, int min_blocks = 0) {
+  if (one_block_per_sm) min_blocks = 1;
   const std::string bounds = max_registers > 0 ? "KF_MAXNREG(" + std::to_string(block) + ", " + std::to_string(max_registers) + ")"
-                                               : "__launch_bounds__(" + std::to_string(block) + (one_block_per_sm ? ", 1" : "") + ")";
+                                               : "__launch_bounds__(" + std::to_string(block) + (min_blocks > 0 ? ", " + std::to_string(min_blocks) : "") + ")";
   return {"extern \"C\" __global__ void " + bounds + " ", "(const KfArgs args) {\n" + body + "}\n"};
 }
 
@@ -170,7 +172,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     const auto partials = [&](size_t ph, const std::string& suffix) {
       w.paths = twins ? KernelWriter::Paths::Vector : KernelWriter::Paths::Both;
       emit_column_partials(w, *col, ph, &plan.vector_checks);
-      kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
+      kernels.push_back(kernel_text(col->block, false, w.take_kernel(), 0, ph == phases && twins ? col->epilogue_blocks : 0));
       suffixes.push_back(suffix);
       if (twins) {
         w.paths = KernelWriter::Paths::Scalar;

@@ -365,8 +365,8 @@ std::string approximate_form(Op op, const std::vector<std::string>& a, DType* re
   *result = DType::F32;
   switch (op) {
     case Op::EXP: return "kf_exp_approx(" + a.at(0) + ")";
-    case Op::SIGMOID: return "kf_rcp_approx(1.0f + kf_exp_approx(-" + a.at(0) + "))";
-    case Op::SILU: return "(" + a.at(0) + " * kf_rcp_approx(1.0f + kf_exp_approx(-" + a.at(0) + ")))";
+    case Op::SIGMOID: return "kf_sigmoid_approx(" + a.at(0) + ")";
+    case Op::SILU: return "kf_silu_approx(" + a.at(0) + ")";
     default: break;
   }
   fail(KF_ERR_INTERNAL, "codegen: ", op_name(op), " has no fast form");

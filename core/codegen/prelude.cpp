@@ -215,6 +215,13 @@ KF_DEV float kf_div_by(float x, float d, float rd) {
 KF_DEV float kf_exp_approx(float x) { float y; asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f)); return y; }
 KF_DEV float kf_rcp_approx(float x) { float y; asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 KF_DEV float kf_div_approx(float x, float d, float rd) { return rd != 0.0f ? x * rd : kf_div_slow(x, d); }
+// sigmoid from exp(-|x|) (never overflows: for x << 0 the result is
+// exp(x) itself, down to the subnormals), silu as x * sigmoid(x).
+KF_DEV float kf_sigmoid_approx(float x) {
+  const float t = kf_exp_approx(-fabsf(x)), s = kf_rcp_approx(1.0f + t);
+  return x >= 0.0f ? s : t * s;
+}
+KF_DEV float kf_silu_approx(float x) { return x * kf_sigmoid_approx(x); }
 
 // NaN-propagating max/min in one instruction (sm_80+; the result of a NaN
 // operand is the canonical NaN, which tests compare as NaN).

@@ -17,17 +17,20 @@
 namespace kf {
 
 std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,
-                                            std::string* why) {
+                                            const Tuning& tuning, std::string* why) {
   const size_t r = rows.reduced.size();
   if (r == 0 || rows.reduced[r - 1] || c.size_classes[static_cast<size_t>(rows.domain)][r - 1] != SizeClass::Many)
     return reject(why, "the innermost dim is reduced or of size class 0/1");
   ColumnParams p;
   p.rows = rows;
+  p.scalar_rows = tuning.column_scalar_rows;
   p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, r - 1);
   add_view_vectors(c, rows, &p.vectors);
   if (rows.normalizes) {
     p.online = online_softmax_pairs(*c.fusion, task, rows);
     p.rows.phases = online_phases(rows, p.online);
+    if (p.vectors.width > 0 && p.vectors.inputs.size() <= 1 && tuning.column_epilogue_blocks > 1)
+      p.epilogue_blocks = tuning.column_epilogue_blocks;
   }
   return p;
 }

@@ -188,6 +188,15 @@ struct ColumnParams {
   int row_groups = 8;
   int block = 256;
   int finish_block = 256;
+  // Blocks per multiprocessor the epilogue's vector kernel keeps registers
+  // for (__launch_bounds__(block, n); 0: the compiler's choice), set for
+  // an epilogue that reads one vector input. The
+  // epilogue only loads, computes and stores (no accumulators), so its
+  // speed is the loads it keeps in flight per multiprocessor
+  // (Tuning::column_epilogue_blocks, docs/PERF.md session 18).
+  int epilogue_blocks = 0;
+  // Rows per step of the scalar twins (Tuning::column_scalar_rows).
+  int scalar_rows = 4;
   int tile_cols() const { return col_threads * (vectors.width > 0 ? vectors.width : 4); }
   bool operator==(const ColumnParams&) const = default;
 };

@@ -51,7 +51,7 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
     }
     return p;
   }
-  if (std::optional<ColumnParams> col = schedule_column(c, task, *rows, nullptr)) p.schedule = std::move(*col);
+  if (std::optional<ColumnParams> col = schedule_column(c, task, *rows, tuning, nullptr)) p.schedule = std::move(*col);
   else p.schedule = schedule_row(c, task, *rows, tuning);
   return p;
 }

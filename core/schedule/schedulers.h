@@ -31,6 +31,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
 // column_reduction.cpp: one phase of plain reductions, the innermost dim
 // kept, no domain-shaped output reading a reduction result.
 std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,
+                                            const Tuning& tuning,
                                             std::string* why);
 // inner_outer.cpp: row reductions plus column reductions over exactly the
 // rows' kept dims (norm backward).

@@ -44,13 +44,28 @@ struct Tuning {
   // an H100 (docs/PERF.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.
   int tiled_block = 256;
+  // Column normalizations: blocks per multiprocessor the epilogue's vector
+  // kernel is compiled for when it reads one vector input (its registers
+  // then fit 3 x 256 threads without spills). Measured on an H100
+  // (docs/PERF.md, session 18): softmax_dim0 32768 x 8192 bf16 with fast
+  // exp 0.643 -> 0.605 ms (its epilogue had 92 registers: 2 blocks);
+  // softmax_bwd_dim0 (two inputs) 0.897 -> 0.904, so not there.
+  // 1: the compiler's choice.
+  int column_epilogue_blocks = 3;
+  // Column kernels' scalar twins (odd widths, misaligned tensors): rows per
+  // step, every lane's values of the step computed before the range tests.
+  // No setting is best for every fusion (docs/PERF.md, session 18: 4, 2, 1
+  // give geometric means within 5% over eight 16384 x 4097 cases, single
+  // cases 1.6x apart either way).
+  int column_scalar_rows = 4;
 };
 
 // The process default: the fields above, overridden by
 // KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_POINTWISE_VECTOR_RULE, KFUSE_TUNE_ROW_VECTORS,
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
 // KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL, KFUSE_TUNE_SCAN_ITEMS
-// and KFUSE_TUNE_SCAN_VECTOR_STEPS
+// KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS and
+// KFUSE_TUNE_COLUMN_SCALAR_ROWS
 // (positive integers) when set. Read on first use.
 const Tuning& default_tuning();
 
