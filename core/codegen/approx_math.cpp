@@ -130,7 +130,7 @@ double propagate(const Fusion& f, const Expr& e, const std::vector<double>& err,
     case OpCategory::Hint: return most;
     case OpCategory::Cast: {
       const DType from = f.value(a).dtype, to = f.value(e.outputs[0]).dtype;
-      return is_float(from) && is_float(to) ? most : kNone;  // (narrow: rounded in check_output)
+      return is_float(from) && is_float(to) ? most : kNone;  // (into a narrow float: see holds)
     }
     case OpCategory::Reduction:
       if (e.op == Op::MAX || e.op == Op::MIN) return most;
