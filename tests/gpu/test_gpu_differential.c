@@ -141,6 +141,13 @@ static DLTensor view(const tin* t, void* data, int cuda) {
   return d;
 }
 
+/* > 0: compare() checks float16/bfloat16 results by their distance in
+ * ulps (adjacent bit patterns: 1), at most this many (test_fast_forms). */
+static int g_max_ulps = 0;
+
+/* A 16-bit float's bits in order (-0 and +0 the same). */
+static int ordered16(uint16_t u) { return (u & 0x8000) ? -(int)(u & 0x7fff) : (int)(u & 0x7fff); }
+
 /* Compares the CPU result `a` with the GPU result `b` (whose elements were
  * copied to `bhost`, element 0 first). Returns the number of mismatches. */
 static int compare(const DLTensor* a, const DLTensor* b, const void* bhost, double scale,
@@ -176,6 +183,8 @@ static int compare(const DLTensor* a, const DLTensor* b, const void* bhost, doub
       va = load_f(t, pa);
       vb = load_f(t, pb);
       if (isnan(va) || isnan(vb)) ok = isnan(va) && isnan(vb);
+      else if (g_max_ulps > 0 && (t == KF_FLOAT16 || t == KF_BFLOAT16))
+        ok = abs(ordered16(*(const uint16_t*)pa) - ordered16(*(const uint16_t*)pb)) <= g_max_ulps;
       else if (isinf(va) || isinf(vb)) ok = va == vb;
       else ok = fabs(va - vb) <= tol * (scale + fmax(fabs(va), fabs(vb)));
     } else {
@@ -1497,6 +1506,68 @@ static void test_online_softmax(void** state) {
   end_test("online softmax");
 }
 
+/* The fast forms (core/codegen/approx_math.h) end to end: fusions whose
+ * exp, sigmoid, silu or shared division take their fast form, with only
+ * bfloat16/float16 outputs, store the CPU reference's correctly rounded
+ * result or its neighbour (at most 1 ulp apart: the CPU computes in
+ * float64, the GPU in float32 with sums in another order). Softmax over
+ * rows and over columns (online pairs, odd widths: the scalar twins),
+ * silu(x) * g and sigmoid, over inputs that take exp from about 1e-35 up
+ * to the edge of float32's range. */
+static void test_fast_forms(void** state) {
+  (void)state;
+  static const char* kSoftmax =
+      "input x: tensor<%1$s, 2>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "m = max(xf) {axes=[%2$d], keepdim=true}\n"
+      "d = sub(xf, m)\n"
+      "e = exp(d)\n"
+      "s = sum(e) {axes=[%2$d], keepdim=true}\n"
+      "p = div(e, s)\n"
+      "y = cast(p) {dtype=%1$s}\n"
+      "output y\n";
+  static const char* kSiluGate =
+      "input x: tensor<%1$s, 2>\n"
+      "input g: tensor<%1$s, 2>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "gf = cast(g) {dtype=float32}\n"
+      "s = silu(xf)\n"
+      "p = mul(s, gf)\n"
+      "y = cast(p) {dtype=%1$s}\n"
+      "output y\n";
+  static const char* kSigmoid =
+      "input x: tensor<%1$s, 2>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "s = sigmoid(xf)\n"
+      "y = cast(s) {dtype=%1$s}\n"
+      "output y\n";
+  const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT16};
+  const int64_t shapes[][2] = {{64, 1000}, {33, 3001}, {300, 1000}, {257, 77}};
+  g_max_ulps = 1;
+  for (int d = 0; d < 2; ++d)
+    for (int sh = 0; sh < 4; ++sh)
+      for (int k = 0; k < 4; ++k) {
+        char text[1024], what[160];
+        const char* name = k < 2 ? (k == 0 ? "softmax rows" : "softmax columns") : k == 2 ? "silu gate" : "sigmoid";
+        if (k < 2) snprintf(text, sizeof text, kSoftmax, kf_dtype_name(dts[d]), k == 0 ? 1 : 0);
+        else snprintf(text, sizeof text, k == 2 ? kSiluGate : kSigmoid, kf_dtype_name(dts[d]));
+        snprintf(what, sizeof what, "fast forms: %s %s [%lld,%lld]", name, kf_dtype_name(dts[d]),
+                 (long long)shapes[sh][0], (long long)shapes[sh][1]);
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        tin in[2];
+        in[0] = input(dts[d], 2, shapes[sh]);
+        in[1] = input(dts[d], 2, shapes[sh]);
+        fill(&in[0], k < 2 ? -40 : -80, k < 2 ? 40 : 80, 0);
+        fill(&in[1], -4, 4, 0);
+        run_case(f, in, k == 2 ? 2 : 1, what);
+        free_inputs(in, 2);
+        kf_fusion_release(f);
+      }
+  g_max_ulps = 0;
+  end_test("fast forms");
+}
+
 /* Online pairs over columns (ColumnParams::online): softmax over dim 0
  * with float32 math, its max and sum in one phase of column partials,
  * combined per split and across splits as kf_online, with the special
@@ -2189,7 +2260,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
