@@ -182,38 +182,47 @@ void test_reductions(void** /*state*/) {
   compile_batch(batch, "reductions");
 }
 
+// Each shape op in a fusion of its own: one fusion holding all of them
+// generates a kernel with a loop per output shape, which NVRTC takes
+// seconds to compile (its time grows faster than the kernel's length).
 void test_shape_and_indexing(void** /*state*/) {
   kftest::Batch batch;
-  for (DType t : kAll) {
-    Inputs in;
-    // Dim 0 innermost in memory: outputs follow, so no vector loop (the
-    // sweep checks index arithmetic; vectors are tested elsewhere).
-    in.push_back(kftest::tensor(t, {4, 1, 6}, {1, 4, 4}));
-    in.push_back(kftest::tensor(t, {4, 3, 6}, {1, 4, 12}));
-    in.push_back(kftest::tensor(DType::I64, {5}));
-    in.push_back(kftest::tensor(DType::I32, {4, 1, 2}));
-    in.push_back(kftest::scalar(t, 0));
-    assert_true(add_case(batch, [&](Builder& b) {
-      const int64_t x = b.tensor_input(3, t), y = b.tensor_input(3, t);
-      const int64_t idx = b.tensor_input(1, DType::I64), gidx = b.tensor_input(3, DType::I32);
-      const int64_t pv = b.scalar_input(t);
-      auto out = [&](int64_t v) { b.output(v, {}, -1); };
-      out(b.op(Op::BROADCAST_IN_DIM, {x, ci(b, 2), ci(b, 4), ci(b, 3), ci(b, 6)}, {1, 2, 3})[0]);
-      out(b.op(Op::EXPAND, {x, ci(b, 4), ci(b, 3), ci(b, -1)}, {})[0]);
-      out(b.op(Op::RESHAPE, {y, ci(b, 12), ci(b, -1)}, {})[0]);
-      out(b.op(Op::RESHAPE, {y, ci(b, 2), ci(b, 36)}, {})[0]);
-      out(b.op(Op::PERMUTE, {y}, {2, 0, 1})[0]);
-      out(b.op(Op::SQUEEZE, {x}, {1})[0]);
-      out(b.op(Op::UNSQUEEZE, {y}, {3})[0]);
-      out(b.op(Op::SLICE, {y}, {2, 1, -1, 2})[0]);
-      out(b.op(Op::SLICE, {y}, {0, -3, 100, 1})[0]);
-      out(b.op(Op::PAD, {y, pv}, {0, 0, 1, 2, 3, 0})[0]);
-      out(b.op(Op::CAT, {x, y, x}, {1})[0]);
-      out(b.op(Op::INDEX_SELECT, {y, idx}, {0})[0]);
-      out(b.op(Op::GATHER, {y, gidx}, {2})[0]);
-      out(b.op(Op::SEGMENT_SET, {y}, {})[0]);
-    }, in, "shape ops"));
-  }
+  using Define = std::function<int64_t(Builder&, int64_t x, int64_t y, int64_t idx, int64_t gidx, int64_t pv)>;
+  const std::vector<Define> ops = {
+      [](Builder& b, int64_t x, int64_t, int64_t, int64_t, int64_t) {
+        return b.op(Op::BROADCAST_IN_DIM, {x, ci(b, 2), ci(b, 4), ci(b, 3), ci(b, 6)}, {1, 2, 3})[0]; },
+      [](Builder& b, int64_t x, int64_t, int64_t, int64_t, int64_t) {
+        return b.op(Op::EXPAND, {x, ci(b, 4), ci(b, 3), ci(b, -1)}, {})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t, int64_t) { return b.op(Op::RESHAPE, {y, ci(b, 12), ci(b, -1)}, {})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t, int64_t) { return b.op(Op::RESHAPE, {y, ci(b, 2), ci(b, 36)}, {})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t, int64_t) { return b.op(Op::PERMUTE, {y}, {2, 0, 1})[0]; },
+      [](Builder& b, int64_t x, int64_t, int64_t, int64_t, int64_t) { return b.op(Op::SQUEEZE, {x}, {1})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t, int64_t) { return b.op(Op::UNSQUEEZE, {y}, {3})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t, int64_t) { return b.op(Op::SLICE, {y}, {2, 1, -1, 2})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t, int64_t) { return b.op(Op::SLICE, {y}, {0, -3, 100, 1})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t, int64_t pv) { return b.op(Op::PAD, {y, pv}, {0, 0, 1, 2, 3, 0})[0]; },
+      [](Builder& b, int64_t x, int64_t y, int64_t, int64_t, int64_t) { return b.op(Op::CAT, {x, y, x}, {1})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t idx, int64_t, int64_t) { return b.op(Op::INDEX_SELECT, {y, idx}, {0})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t gidx, int64_t) { return b.op(Op::GATHER, {y, gidx}, {2})[0]; },
+      [](Builder& b, int64_t, int64_t y, int64_t, int64_t, int64_t) { return b.op(Op::SEGMENT_SET, {y}, {})[0]; },
+  };
+  for (DType t : kAll)
+    for (const Define& define : ops) {
+      Inputs in;
+      // Dim 0 innermost in memory: outputs follow, so no vector loop (the
+      // sweep checks index arithmetic; vectors are tested elsewhere).
+      in.push_back(kftest::tensor(t, {4, 1, 6}, {1, 4, 4}));
+      in.push_back(kftest::tensor(t, {4, 3, 6}, {1, 4, 12}));
+      in.push_back(kftest::tensor(DType::I64, {5}));
+      in.push_back(kftest::tensor(DType::I32, {4, 1, 2}));
+      in.push_back(kftest::scalar(t, 0));
+      assert_true(add_case(batch, [&](Builder& b) {
+        const int64_t x = b.tensor_input(3, t), y = b.tensor_input(3, t);
+        const int64_t idx = b.tensor_input(1, DType::I64), gidx = b.tensor_input(3, DType::I32);
+        const int64_t pv = b.scalar_input(t);
+        b.output(define(b, x, y, idx, gidx, pv), {}, -1);
+      }, in, "shape op"));
+    }
   compile_batch(batch, "shape and indexing");
 }
 
@@ -280,7 +289,7 @@ void test_library_rejected(void** /*state*/) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   kftest::skip_without_nvrtc();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pointwise_ops),
@@ -291,5 +300,5 @@ int main() {
       cmocka_unit_test(test_shape_and_indexing),
       cmocka_unit_test(test_library_rejected),
   };
-  return cmocka_run_group_tests(tests, nullptr, nullptr);
+  return kftest::run_selected_tests(tests, argc, argv);
 }
