@@ -199,11 +199,18 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   }
   use_vectors(w, p.vectors);
   w.open("for (long long tile = blockIdx.x; tile < " + tiles + "; tile += gridDim.x)");
-  // Diagonal order: blocks in flight together differ in both tile
-  // coordinates. In row order they would share a0 (or b0), and with
-  // power-of-two row pitches every one of them would hit the same DRAM
-  // channels (partition camping).
-  w.line("const long long in_ = tile % (" + ta + " * " + tb + "), ta_ = in_ % " + ta + ", tb_ = (in_ / " + ta + " + ta_) % " + tb + ";");
+  // Order 3 (the default): blocks in flight take consecutive tiles along
+  // the outputs' contiguous dim b, so together they write whole rows of the
+  // outputs (and read whole rows of the inputs laid out like them): DRAM
+  // pages are used whole (transpose_add: DRAM 81% -> 86% of peak against
+  // the diagonal order, docs/PERF.md session 19).
+  const std::string pos = "const long long in_ = tile % (" + ta + " * " + tb + "), ";
+  if (p.order == 2)
+    w.line(pos + "ta_ = in_ % " + ta + ", tb_ = in_ / " + ta + ";");
+  else if (p.order == 3)
+    w.line(pos + "tb_ = in_ % " + tb + ", ta_ = in_ / " + tb + ";");
+  else
+    w.line(pos + "ta_ = in_ % " + ta + ", tb_ = (in_ / " + ta + " + ta_) % " + tb + ";");
   std::vector<std::string> idx(r);
   const std::vector<std::string> o_idx = unravel(w, dom, outer_dims, "tile / (" + ta + " * " + tb + ")");
   for (size_t k = 0; k < outer_dims.size(); ++k) idx[outer_dims[k]] = o_idx[k];

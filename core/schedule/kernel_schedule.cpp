@@ -51,7 +51,8 @@ struct Describe {
     for (const TiledInput& t : p.inputs) in.push_back(t.value);
     return "tiled block=" + std::to_string(p.block) + " tile=" + std::to_string(p.tile) + "x" + std::to_string(p.tile) +
            " dim_a=" + std::to_string(p.dim_a) + " dim_b=" + std::to_string(p.dim_b) + " tiled_inputs=" + ids(in) +
-           " outputs=" + ids(p.outputs) + " " + vectors(p.vectors);
+           " outputs=" + ids(p.outputs) + " " + vectors(p.vectors) +
+           (p.order != 3 ? std::string(" order=") + (p.order == 2 ? "a" : "diagonal") : "");
   }
   std::string operator()(const RowParams& p) const {
     std::string s = "row block=" + std::to_string(p.block) + " " + rows(p.rows) + " " + vectors(p.vectors);

@@ -78,6 +78,10 @@ struct TiledParams {
   size_t dim_a = 0, dim_b = 0;
   int tile = 64;  // tile x tile elements
   int block = 256;
+  // Order of the tiles over the blocks: 3 along dim b first (blocks in
+  // flight cover whole rows of the outputs), 2 along dim a first, 1
+  // diagonal (they differ in both coordinates). Tuning::tiled_order.
+  int order = 3;
   std::vector<TiledInput> inputs;
   VectorPlan vectors;  // phase 2, along dim_b (tiled inputs come from shared memory)
   bool operator==(const TiledParams&) const = default;

@@ -39,6 +39,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   p.outputs = outs;
   p.tile = kTile;
   p.block = tuning.tiled_block == 512 ? 512 : 256;  // (64-wide tiles: rows per step divide the tile)
+  p.order = tuning.tiled_order >= 1 && tuning.tiled_order <= 3 ? tuning.tiled_order : 3;
   // b: the outputs' fast dim, their produced layout's innermost (a permuted
   // operand makes torch and kfuse produce column-major results).
   p.dim_b = loop_order(c, dom).back();

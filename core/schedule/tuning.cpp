@@ -30,6 +30,7 @@ const Tuning& default_tuning() {
     d.column_epilogue_blocks = from_env("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks);
     d.column_scalar_rows = from_env("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows);
     d.tiled_block = from_env("KFUSE_TUNE_TILED_BLOCK", d.tiled_block);
+    d.tiled_order = from_env("KFUSE_TUNE_TILED_ORDER", d.tiled_order);
     d.pointwise_vector_rule = from_env("KFUSE_TUNE_POINTWISE_VECTOR_RULE", d.pointwise_vector_rule);
     return d;
   }();

@@ -44,6 +44,12 @@ struct Tuning {
   // an H100 (docs/PERF.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.
   int tiled_block = 256;
+  // Tile order of tiled kernels (TiledParams::order): 3 along the outputs'
+  // contiguous dim first, 2 along the tiled inputs' first, 1 diagonal.
+  // Measured on an H100 (docs/PERF.md, session 19): transpose_add 32768 x
+  // 8192 bf16 0.562 / 0.580 / 0.593 ms, transpose3d_add 2.231 / 2.294 /
+  // 2.349; 3 with groups of 2-16 tiles along a no better.
+  int tiled_order = 3;
   // Column normalizations: blocks per multiprocessor the epilogue's vector
   // kernel is compiled for when it reads one vector input (its registers
   // then fit 3 x 256 threads without spills). Measured on an H100
@@ -64,9 +70,10 @@ struct Tuning {
 // KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_POINTWISE_VECTOR_RULE, KFUSE_TUNE_ROW_VECTORS,
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
 // KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL, KFUSE_TUNE_SCAN_ITEMS
-// KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS and
-// KFUSE_TUNE_COLUMN_SCALAR_ROWS
-// (positive integers) when set. Read on first use.
+// KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_SCAN_LINE_STEPS,
+// KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED, KFUSE_TUNE_TILED_BLOCK,
+// KFUSE_TUNE_TILED_ORDER, KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS and
+// KFUSE_TUNE_COLUMN_SCALAR_ROWS (positive integers) when set. Read on first use.
 const Tuning& default_tuning();
 
 }  // namespace kf
