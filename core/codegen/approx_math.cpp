@@ -1,11 +1,10 @@
 #include "core/codegen/approx_math.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 
 #include "core/codegen/op_cuda.h"
+#include "core/util/env_switch.h"
 
 namespace kf {
 
@@ -209,10 +208,7 @@ std::vector<bool> approximate_exprs(const Fusion& f) {
 }
 
 bool approx_math_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KFUSE_APPROX_MATH");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch("KFUSE_APPROX_MATH", true);
   return on;
 }
 

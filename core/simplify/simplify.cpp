@@ -7,14 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/ir/type_promotion.h"
 #include "core/util/debug_log.h"
+#include "core/util/env_switch.h"
 
 namespace kf {
 
@@ -358,10 +357,7 @@ class Simplifier {
 size_t simplify(Fusion& fusion) { return Simplifier(fusion).run(); }
 
 bool simplify_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KFUSE_SIMPLIFY");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch("KFUSE_SIMPLIFY", true);
   return on;
 }
 

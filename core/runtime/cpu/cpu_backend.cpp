@@ -6,10 +6,10 @@
 // the shared host path (binding, concretization lookup, executor) without a
 // GPU: bench/host_latency_bench --dry-run and the instruction budget test.
 #include <cstdlib>
-#include <cstring>
 
 #include "core/runtime/backend.h"
 #include "core/runtime/cpu/eval.h"
+#include "core/util/env_switch.h"
 #include "core/util/error.h"
 
 namespace kf {
@@ -17,10 +17,7 @@ namespace kf {
 namespace {
 
 bool dry_run() {
-  static const bool on = [] {
-    const char* v = std::getenv("KFUSE_CPU_DRY_RUN");
-    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch("KFUSE_CPU_DRY_RUN", false);
   return on;
 }
 
