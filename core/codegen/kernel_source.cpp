@@ -283,7 +283,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       w.paths = KernelWriter::Paths::Both;
       plan.args = w.args();
       assemble(plan, args_struct(plan.args.size(), ""),
-               {kernel_text(launch.block, false, vector), kernel_text(launch.block, false, w.take_kernel())},
+               {kernel_text(launch.block, false, vector, 0, pw->min_blocks), kernel_text(launch.block, false, w.take_kernel())},
                {"", std::string(kScalarSuffix)});
       return plan;
     }

@@ -44,6 +44,7 @@ struct Describe {
       s += " {outputs=" + ids(l.outputs) + " order=[" + order + "] " + vectors(l.vectors) +
            (l.unroll != p.unroll ? " unroll=" + std::to_string(l.unroll) : "") + "}";
     }
+    if (p.min_blocks > 0) s += " min_blocks=" + std::to_string(p.min_blocks);
     return s;
   }
   std::string operator()(const TiledParams& p) const {

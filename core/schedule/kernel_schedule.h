@@ -61,6 +61,9 @@ struct PointwiseParams {
   std::vector<PointwiseLoop> loops;
   int unroll = 2;  // 16-byte vectors of the widest dtype per thread and step
   int block = 256;
+  // Blocks per multiprocessor the vector kernel is compiled for
+  // (__launch_bounds__'s second argument; 0: the compiler's choice).
+  int min_blocks = 0;
   bool operator==(const PointwiseParams&) const = default;
 };
 

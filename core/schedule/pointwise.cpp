@@ -46,6 +46,7 @@ size_t many_dims(const ConcreteFusion& c, int64_t v) {
 PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
   PointwiseParams p;
   p.unroll = tuning.pointwise_unroll;
+  p.min_blocks = tuning.pointwise_min_blocks;
   for (std::vector<int64_t>& outs : pointwise_loops(c, task)) {
     const int64_t dom = outs[0];
     PointwiseLoop loop;

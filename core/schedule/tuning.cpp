@@ -18,6 +18,7 @@ const Tuning& default_tuning() {
   static const Tuning t = [] {
     Tuning d;
     d.pointwise_unroll = from_env("KFUSE_TUNE_POINTWISE_UNROLL", d.pointwise_unroll);
+    d.pointwise_min_blocks = from_env("KFUSE_TUNE_POINTWISE_MIN_BLOCKS", d.pointwise_min_blocks);
     d.row_vectors = from_env("KFUSE_TUNE_ROW_VECTORS", d.row_vectors);
     d.inner_outer_vectors = from_env("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors);
     d.inner_outer_threads_per_sm = from_env("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm);

@@ -13,6 +13,11 @@ struct Tuning {
   // (16 bytes of it per vector; wider dtypes move several 16-byte vectors),
   // 2, the widest (every vector at most 16 bytes).
   int pointwise_vector_rule = 1;
+  // Blocks per multiprocessor pointwise vector kernels are compiled for
+  // (0: the compiler's choice). Measured on an H100 (docs/PERF.md, session
+  // 19): 8 helps gelu_bias and cross_entropy_bwd by 2%, and spills in rope
+  // (+53%) and adamw_step (+100%); 6 no better anywhere but 1%.
+  int pointwise_min_blocks = 0;
   // 16-byte vectors per thread of a row held in registers. Measured on an
   // H200 (docs/PERF.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.
@@ -67,7 +72,8 @@ struct Tuning {
 };
 
 // The process default: the fields above, overridden by
-// KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_POINTWISE_VECTOR_RULE, KFUSE_TUNE_ROW_VECTORS,
+// KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_POINTWISE_VECTOR_RULE,
+// KFUSE_TUNE_POINTWISE_MIN_BLOCKS, KFUSE_TUNE_ROW_VECTORS,
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
 // KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL, KFUSE_TUNE_SCAN_ITEMS
 // KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_SCAN_LINE_STEPS,
