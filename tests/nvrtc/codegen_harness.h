@@ -22,6 +22,7 @@
 #include "core/pipeline/plan.h"
 #include "core/define/builder.h"
 #include "core/segment/segmentation.h"
+#include "core/util/env_switch.h"
 #include "nvrtc/nvrtc_skip.h"
 
 namespace kftest {
@@ -92,7 +93,7 @@ class Batch {
   // KFUSE_TEST_NVRTC_COMPILE=0 stops after generating (the sanitizer stage
   // of CI: NVRTC is not instrumented, and the main stage compiles them).
   std::string compile_all() const {
-    if (const char* c = std::getenv("KFUSE_TEST_NVRTC_COMPILE"); c != nullptr && std::strcmp(c, "0") == 0) {
+    if (!kf::env_switch("KFUSE_TEST_NVRTC_COMPILE", true)) {
       std::fprintf(stderr, "%zu kernels generated; not compiled (KFUSE_TEST_NVRTC_COMPILE=0)\n", count_);
       return "";
     }
