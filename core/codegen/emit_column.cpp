@@ -244,14 +244,39 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
   // w.paths: the vector path, the scalar one or both behind vec_flag.
   const bool vector_path = p.vectors.width > 0 && w.paths != KernelWriter::Paths::Scalar;
   const bool scalar_path = p.vectors.width == 0 || w.paths != KernelWriter::Paths::Vector;
-  if (vector_path) {
-    // Vector columns: thread tx holds columns c0 + tx * V + lane.
-    w.open(scalar_path ? "if (" + vec_flag + ")" : "");
+  // The scalar twin's vector path at any element alignment (odd widths,
+  // sliced rows: KernelWriter::any_left), ahead of its scalar path: the
+  // lanes' columns along the domain's last dim, one warp per row group.
+  const bool any_path = !vector_path && p.any_rows > 0 && p.vectors.width > 0 && p.vectors.dim == last && p.col_threads == 32 &&
+                        !kept.empty() && kept.back() == last && w.size_class(dom, last) == SizeClass::Many;
+  // Vector columns: thread tx holds columns c0 + tx * V + lane.
+  auto vector_columns = [&] {
     w.line("const long long cb = c0 + (long long)tx * " + Vs + ";");
     w.open("if (cb < " + cols + ")");
     const std::vector<std::string> kidx = unravel(w, dom, kept, "cb", "_c");
+    // At any alignment: a lane's columns past the row's end read the
+    // row's last column where they read single elements (in bounds; their
+    // accumulators are never written, their elements never stored).
+    std::vector<std::string> lane_cols;
+    if (any_path) {
+      const std::string ext = w.extent(dom, last), two = std::to_string(2 * V);
+      w.any_left = w.fresh("kfleft");
+      w.any_mask = w.fresh("kfmask");
+      w.line("const int " + w.any_left + " = (int)(" + cols + " - cb < " + two + " ? " + cols + " - cb : " + two + ");");
+      w.line("const long long " + w.any_mask + "_n = (" + cols + " - c0 + " + Vs + " - 1) / " + Vs + ";");
+      w.line("[[maybe_unused]] const unsigned " + w.any_mask + " = " + w.any_mask + "_n >= 32 ? 0xffffffffu : (1u << " + w.any_mask +
+             "_n) - 1u;  // the warp's lanes whose columns start in the row");
+      lane_cols.push_back(kidx.back());
+      for (int l = 1; l < V; ++l) {
+        lane_cols.push_back(w.fresh("kfcol"));
+        const std::string c = "(" + kidx.back() + " + " + std::to_string(l) + ")";
+        w.line("[[maybe_unused]] const long long " + lane_cols.back() + " = " + c + " < " + ext + " ? " + c + " : " + ext + " - 1;");
+      }
+    }
     w.begin_result_loads();
-    const int U = kRowsInFlight;
+    // (at any alignment, fewer: each vector takes two chunks' registers
+    // until shifted, and the shifts are instructions; docs/PERF.md)
+    const int U = any_path ? p.any_rows : kRowsInFlight;
     // kRowsInFlight rows per step, all their loads first: a kernel that
     // also stores (the epilogue) cannot have the compiler move a later
     // row's loads above this row's stores (they may alias), which leaves
@@ -259,13 +284,20 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");
     std::vector<std::string> oks;
     std::vector<std::vector<std::string>> ridx, bases;
+    std::vector<std::vector<std::vector<std::string>>> lanes;  // (any_path) each lane's index per row
     step_rows(U, &oks, &ridx);
     for (int g = 0; g < U; ++g) {
       std::vector<std::string> base(r);
       for (size_t k = 0; k < kept.size(); ++k) base[kept[k]] = kidx[k];
       for (size_t k = 0; k < red.size(); ++k) base[red[k]] = ridx[static_cast<size_t>(g)][k];
       bases.push_back(base);
+      lanes.emplace_back();
+      for (const std::string& c : lane_cols) {
+        lanes.back().push_back(base);
+        lanes.back().back()[last] = c;
+      }
     }
+    auto lanes_of = [&](int g) { return any_path ? &lanes[static_cast<size_t>(g)] : nullptr; };
     const KernelWriter::Section loads = w.reserve();
     // Online pairs: the step's max over its rows first, one rescale per
     // lane and step, then the rows' sum steps (one exp per element).
@@ -277,7 +309,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       // Each element visited once: the domain-shaped outputs are computed
       // and stored here too (16-byte stores for the plan's).
       vector_group(w, store_plan, outs, bases[static_cast<size_t>(g)],
-                   [&](int lane) { accumulate(lane, w.lane_index, step_max); });
+                   [&](int lane) { accumulate(lane, w.lane_index, step_max); }, lanes_of(g));
       w.close();
     }
     rescale_step(step_max);
@@ -289,20 +321,35 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       vector_group(w, lanes_only, {}, bases[static_cast<size_t>(g)], [&](int lane) {
         for (const CombineUnit& u : units)
           if (u.sum >= 0) sum_step(u, static_cast<size_t>(lane), w.lane_index);
-      });
+      }, lanes_of(g));
       w.close();
     }
     w.group = 0;
     w.fill(loads, vector_loads(w, V, 0, oks));
+    w.any_left.clear();
+    w.any_mask.clear();
     w.close();
     w.end_result_loads();
     w.close();
-    // With the vector path alone the host checks the conditions: no text.
+  };
+  if (vector_path || any_path) {
+    w.open(scalar_path ? "if (" + vec_flag + ")" : "");
+    vector_columns();
     std::vector<std::string> conds;
-    if (scalar_path) conds.push_back(w.extent(dom, last) + " % " + Vs + " == 0");
-    std::vector<ArgCheck> host_checks = {w.extent_multiple(dom, last, V)};
-    used_vector_conditions(w, sets, p.vectors, dom, true, scalar_path ? &conds : nullptr, &host_checks);
-    if (checks != nullptr) checks->insert(checks->end(), host_checks.begin(), host_checks.end());
+    if (any_path) {
+      // Shifted lanes (a slice or cat along the columns) keep to the
+      // aligned vectors: this path is then never taken.
+      conds.push_back(cols + " == " + w.extent(dom, last));
+      const bool shifted = !w.lane_conditions.empty();
+      used_vector_conditions(w, sets, p.vectors, dom, true, &conds, nullptr, nullptr, true);
+      if (shifted) conds = {"false"};
+    } else {
+      // With the vector path alone the host checks the conditions: no text.
+      if (scalar_path) conds.push_back(w.extent(dom, last) + " % " + Vs + " == 0");
+      std::vector<ArgCheck> host_checks = {w.extent_multiple(dom, last, V)};
+      used_vector_conditions(w, sets, p.vectors, dom, true, scalar_path ? &conds : nullptr, &host_checks);
+      if (checks != nullptr) checks->insert(checks->end(), host_checks.begin(), host_checks.end());
+    }
     w.fill(cond, {scalar_path ? "const bool " + vec_flag + " = " + all_of(conds) + ";"
                               : "[[maybe_unused]] const bool " + vec_flag + " = true;"});
     if (scalar_path) w.close_open("else");
@@ -310,7 +357,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     w.fill(cond, {"[[maybe_unused]] const bool " + vec_flag + " = false;"});
   }
   if (scalar_path) {
-    if (!vector_path) w.open("");
+    if (!vector_path && !any_path) w.open("");
     // Scalar columns: thread tx holds columns c0 + tx + col_threads * lane (coalesced).
     std::vector<std::string> cl(static_cast<size_t>(V));
     std::vector<std::vector<std::string>> kidx(static_cast<size_t>(V));
@@ -325,7 +372,11 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     // step's rows first, outside the range tests (their indices are
     // clamped: the loads are in bounds and can all be in flight), then
     // the accumulation and the stores where the row and column exist.
-    const int U = p.scalar_rows;
+    // Beside the vector path at any alignment, its rows per step: the
+    // kernel's registers are the larger path's, and this one then serves
+    // only the rare layouts that one does not take (docs/PERF.md, session
+    // 20: 4 rows here cost the other path up to 1.6x).
+    const int U = any_path ? p.any_rows : p.scalar_rows;
     w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");
     std::vector<std::string> oks;
     std::vector<std::vector<std::string>> ridx;

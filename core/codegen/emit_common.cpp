@@ -103,7 +103,7 @@ std::vector<int> vector_dims(const KernelWriter& w, int64_t v, int64_t dom, size
 
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
                        std::vector<std::string>* conds, const std::vector<int>* input_dims,
-                       std::vector<ArgCheck>* checks, const VectorRef* ref) {
+                       std::vector<ArgCheck>* checks, const VectorRef* ref, bool any_alignment) {
   std::vector<ArgCheck> unused;
   if (checks == nullptr) checks = &unused;
   using K = ArgSlot::Kind;
@@ -111,7 +111,9 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
   const std::vector<int> dims = input_dims != nullptr ? *input_dims : vector_dims(w, v, dom, dim);
   const size_t pv = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(dim)) - dims.begin());
   // A vector wider than 16 bytes moves as several 16-byte ones.
-  const int bytes = std::min(width * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
+  // (At any alignment: element-aligned, the other strides free.)
+  const int bytes = any_alignment ? dtype_size(w.fusion().value(v).dtype)
+                                  : std::min(width * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
   // The text only when asked for: its names are declared where first used.
   const auto text = [&](const std::function<std::string()>& make) {
     if (conds != nullptr) conds->push_back(make());
@@ -121,7 +123,7 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
   text([&] { return w.stride(v, pv) + " == 1"; });
   checks->push_back({ArgCheck::Kind::Equal, {w.word(K::Stride, v, static_cast<int>(pv))}, 1});
   for (size_t d = 0; d < r; ++d) {
-    if (d == pv || w.size_class(v, d) != SizeClass::Many || (ref != nullptr && v == ref->value)) continue;
+    if (any_alignment || d == pv || w.size_class(v, d) != SizeClass::Many || (ref != nullptr && v == ref->value)) continue;
     // With ref: its dim reading the same domain dim (none: ref's rows all
     // start at remainder 0 along it, so v's stride must be a multiple).
     int j = -1;
@@ -153,15 +155,16 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
 
 void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
                             bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks,
-                            const VectorRef* ref) {
+                            const VectorRef* ref, bool any_alignment) {
   std::vector<std::pair<int64_t, std::vector<int>>> seen;
   for (const auto& [key, vr] : w.vector_regs) {
     if (!every_group && vr.ok_group != 0) continue;
     if (std::find(seen.begin(), seen.end(), std::make_pair(key.first, vr.dims)) != seen.end()) continue;
     seen.emplace_back(key.first, vr.dims);
-    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds, &vr.dims, checks, ref);
+    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, conds, &vr.dims, checks, ref, any_alignment);
   }
-  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds, nullptr, checks, ref);
+  for (int64_t o : vp.outputs)
+    vector_conditions(w, sets, o, dom, vp.width, vp.dim, conds, nullptr, checks, ref, any_alignment);
   if (conds != nullptr) conds->insert(conds->end(), w.lane_conditions.begin(), w.lane_conditions.end());
   if (checks != nullptr) checks->insert(checks->end(), w.lane_checks.begin(), w.lane_checks.end());
 }
@@ -172,7 +175,14 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
     if (vr.section != section) continue;
     const int64_t v = key.first;
     const std::string vt = vector_type(w, v, V);
-    const std::string load = "*(const " + vt + "*)(" + w.address(v, vr.base) + ")";
+    std::string load = "*(const " + vt + "*)(" + w.address(v, vr.base) + ")";
+    if (!w.any_left.empty()) {  // (the tensor's bytes: from its pointer to its last element's end)
+      std::vector<std::string> last(w.rank(v), "0");
+      for (size_t d = 0; d < last.size(); ++d)
+        if (w.size_class(v, d) == SizeClass::Many) last[d] = "(" + w.extent(v, d) + " - 1)";
+      const std::string end = w.hoist("const void*", "pend", w.pointer(v) + " + " + w.offset(v, last) + " + 1");
+      load = "kf_vload_any<" + vt + ">(" + w.address(v, vr.base) + ", " + w.any_left + ", " + w.pointer(v) + ", " + end + ")";
+    }
     std::string ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(vr.ok_group)];
     if (!vr.guard.empty()) ok = ok.empty() ? vr.guard : ok + " && " + vr.guard;
     loads.push_back("const " + vt + " " + vr.reg + " = " + (ok.empty() ? load : "(" + ok + ") ? " + load + " : " + vt + "{}") + ";");
@@ -201,18 +211,26 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
     for (int64_t o : outs) {
       const std::string reg = w.value_at(o, w.lane_index);
       auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
-      if (it == vp.outputs.end())
+      if (it == vp.outputs.end() && !w.any_left.empty()) {
+        w.open("if (" + std::to_string(lane) + " < " + w.any_left + ")");
         w.store(o, w.lane_index, reg);
-      else
+        w.close();
+      } else if (it == vp.outputs.end()) {
+        w.store(o, w.lane_index, reg);
+      } else {
         w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " +
                w.stored(f.value(o).dtype, reg) + ";");
+      }
     }
   }
   w.lane = -1;
   for (size_t k = 0; k < vp.outputs.size(); ++k) {
     const int64_t o = vp.outputs[k];
     const std::string vt = vector_type(w, o, vp.width);
-    w.line("*(" + vt + "*)(" + w.address(o, idx) + ") = " + ov[k] + ";");
+    if (w.any_left.empty())
+      w.line("*(" + vt + "*)(" + w.address(o, idx) + ") = " + ov[k] + ";");
+    else
+      w.line("kf_vstore_any(" + w.address(o, idx) + ", " + ov[k] + ", " + w.any_left + ", " + w.any_mask + ");");
   }
 }
 

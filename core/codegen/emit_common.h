@@ -44,14 +44,16 @@ void use_vectors(KernelWriter& w, const VectorPlan& vp);
 // With `ref` (rows of any shift, RowKernel::Edges), v's other strides need
 // not be multiples of the width: each must leave the same remainder as
 // ref's stride along the same domain dim (every row of v then starts at
-// the remainder of ref's row).
+// the remainder of ref's row). With any_alignment (KernelWriter::any_left's
+// loads and stores): element-aligned pointers, v's other strides free.
 struct VectorRef {
   int64_t value = -1;
   std::vector<int> dims;  // its dims' domain dims
 };
 void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64_t dom, int width, size_t dim,
                        std::vector<std::string>* conds, const std::vector<int>* input_dims = nullptr,
-                       std::vector<ArgCheck>* checks = nullptr, const VectorRef* ref = nullptr);
+                       std::vector<ArgCheck>* checks = nullptr, const VectorRef* ref = nullptr,
+                       bool any_alignment = false);
 // The domain dim each dim of `v` reads: a vector input's (the writer's
 // vector_inputs), a view output's lane dim, or an output's in domain order.
 std::vector<int> vector_dims(const KernelWriter& w, int64_t v, int64_t dom, size_t dim);
@@ -60,7 +62,7 @@ std::vector<int> vector_dims(const KernelWriter& w, int64_t v, int64_t dom, size
 // lanes), with their host forms in `checks` when not null.
 void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom,
                             bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks = nullptr,
-                            const VectorRef* ref = nullptr);
+                            const VectorRef* ref = nullptr, bool any_alignment = false);
 // The vector loads of the used (candidate, group) registers of `section`,
 // each guarded by its group's condition (group_ok empty: unguarded).
 std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok);

@@ -129,6 +129,13 @@ class KernelWriter {
   // below this bound, else gives 0 (the Edges kernel's lanes past the
   // row's end, evaluated before their guard).
   std::string lane_limit;
+  // Vectors at any element alignment (a column twin's vector path at odd
+  // widths): while `any_left` is set, vector loads and the plan's stores go
+  // through kf_vload_any / kf_vstore_any (any_left: the elements from lane
+  // 0's to the end of its row, capped at two vectors; any_mask: the warp's
+  // lanes that store together), and other outputs are stored only at lanes
+  // below any_left.
+  std::string any_left, any_mask;
   std::map<int64_t, std::vector<int>> vector_inputs;  // candidate -> its dims' domain dims (VectorPlan::inputs)
   struct VectorReg {
     std::string reg;

@@ -168,7 +168,10 @@ KF_DEV double kf_normal_f64(kf_u4 w, double mean, double std) {
 }
 
 // ---- vector access: N elements of T in one aligned load/store ----
-template <class T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) kf_vec { T v[N]; };
+template <class T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) kf_vec {
+  using elem = T;
+  T v[N];
+};
 // Lane j of a kf_vec of 16-bit elements, read from its 32-bit word: the
 // vector then stays in registers as words (4 for 8 lanes) where each lane
 // read on its own takes a register of its own (docs/PERF.md, session 15).
@@ -189,6 +192,109 @@ template <class V> KF_DEV float kf_bf2f_at(const V& v, int j) {
   }
 }
 template <class V> KF_DEV float kf_h2f_at(const V& v, int j) { return kf_h2f((unsigned short)kf_lane_word(v, j)); }
+
+// ---- vectors at any element alignment (column kernels at odd widths) ----
+// Only 16-byte aligned chunks are read or written whole: an aligned chunk
+// holding a byte of the tensor never leaves that byte's page, so a chunk
+// is read only where it holds an element that exists.
+struct alignas(16) kf_chunk { unsigned w[4]; };
+// 16 bytes from byte s (0-15) of the 32 bytes lo:hi: two word selections
+// and a funnel shift (s is a run-time value: no local-memory indexing).
+KF_DEV kf_chunk kf_bytes_at(const kf_chunk& lo, const kf_chunk& hi, unsigned s) {
+  const bool w2 = s & 8, w1 = s & 4;
+  const unsigned u0 = w2 ? lo.w[2] : lo.w[0], u1 = w2 ? lo.w[3] : lo.w[1], u2 = w2 ? hi.w[0] : lo.w[2],
+                 u3 = w2 ? hi.w[1] : lo.w[3], u4 = w2 ? hi.w[2] : hi.w[0], u5 = w2 ? hi.w[3] : hi.w[1];
+  const unsigned t0 = w1 ? u1 : u0, t1 = w1 ? u2 : u1, t2 = w1 ? u3 : u2, t3 = w1 ? u4 : u3, t4 = w1 ? u5 : u4;
+  const unsigned b = (s & 3) * 8;
+  return {{__funnelshift_r(t0, t1, b), __funnelshift_r(t1, t2, b), __funnelshift_r(t2, t3, b), __funnelshift_r(t3, t4, b)}};
+}
+// The vector at p (element-aligned), of which the first `left` elements
+// exist (left >= 1; lanes past them hold whatever the chunks held, or 0).
+// [begin, end): the bytes from the tensor's first element to its last; a
+// chunk reaching outside them (the tensor's first or last) is read element
+// by element instead, so that no byte outside the tensor is read.
+template <class V> KF_DEV V kf_vload_any(const void* p, int left, const void* begin, const void* end) {
+  constexpr int B = sizeof(V), E = sizeof(typename V::elem), N = B / E, n = (B + 15) / 16;
+  const int valid = left < N ? left : N;
+  const unsigned long long a = (unsigned long long)p;
+  const unsigned s = (unsigned)(a & 15);
+  const kf_chunk* c = (const kf_chunk*)(a - s);
+  const int bytes = (int)s + valid * E;  // up to the last element that exists
+  if (a - s < (unsigned long long)begin || a - s + ((bytes + 15) & ~15) > (unsigned long long)end) {
+    V r = {};
+    const auto* e = (const typename V::elem*)p;
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (i < valid) r.v[i] = e[i];
+    return r;
+  }
+  kf_chunk w[n + 1];
+#pragma unroll
+  for (int j = 0; j <= n; ++j) w[j] = 16 * j < bytes ? c[j] : kf_chunk{{0, 0, 0, 0}};
+  union { kf_chunk u[n]; V v; } r;
+#pragma unroll
+  for (int j = 0; j < n; ++j) r.u[j] = kf_bytes_at(w[j], w[j + 1], s);
+  return r.v;
+}
+// Stores the first `left` elements of v at p (element-aligned; left >= 1,
+// the elements from p to its row's end, capped at 2N). The lanes of `mask`
+// (a prefix of the warp, each lane N elements after the one below, all at
+// the same misalignment) store together: each aligned chunk whole where it
+// is all elements that exist, taking the lane below's last bytes by a
+// shuffle; single elements at a row's two edges.
+template <class V> KF_DEV void kf_vstore_any(void* p, const V& v, int left, unsigned mask) {
+  constexpr int B = sizeof(V), E = sizeof(typename V::elem), N = B / E, n = B / 16;
+  auto* e = (typename V::elem*)p;
+  const int valid = left < N ? left : N;
+  const unsigned long long a = (unsigned long long)p;
+  const unsigned s = (unsigned)(a & 15);  // the same in every lane of the mask
+  if constexpr (B % 16 != 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (i < valid) e[i] = v.v[i];
+  } else if (s == 0) {
+    if (valid == N) {
+      *(V*)p = v;
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (i < valid) e[i] = v.v[i];
+    }
+  } else {
+    union { V v; kf_chunk u[n]; } d;
+    d.v = v;
+    kf_chunk below;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) below.w[k] = __shfl_up_sync(mask, d.u[n - 1].w[k], 1);
+    const int lane = threadIdx.x & 31, head = (int)(16 - s) / E, next = left - N < N ? left - N : N;
+    kf_chunk* c = (kf_chunk*)(a - s);
+    // Chunk 0: the lane below's last s bytes, then this lane's first head
+    // elements; chunks 1..n-1: this lane's own; its last s / E elements are
+    // the lane above's chunk 0.
+    if (lane > 0 && valid >= head) {
+      c[0] = kf_bytes_at(below, d.u[0], 16 - s);
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (i < head && i < valid) e[i] = v.v[i];
+    }
+#pragma unroll
+    for (int j = 1; j < n; ++j) {
+      if (valid * E >= 16 * j + 16 - (int)s) {
+        c[j] = kf_bytes_at(d.u[j - 1], d.u[j], 16 - s);
+      } else {
+#pragma unroll
+        for (int i = 0; i < N; ++i)
+          if (i * E >= 16 * j - (int)s && i * E < 16 * j + 16 - (int)s && i < valid) e[i] = v.v[i];
+      }
+    }
+    if (!(lane < 31 && next >= head)) {
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (i >= N - (int)s / E && i < valid) e[i] = v.v[i];
+    }
+  }
+}
 
 // ---- reductions ----
 // x / d for a divisor shared by many divisions (a row's sum), given

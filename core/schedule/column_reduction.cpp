@@ -24,6 +24,7 @@ std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task&
   ColumnParams p;
   p.rows = rows;
   p.scalar_rows = tuning.column_scalar_rows;
+  p.any_rows = tuning.column_any_rows;
   p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, r - 1);
   add_view_vectors(c, rows, &p.vectors);
   if (rows.normalizes) {

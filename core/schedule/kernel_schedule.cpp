@@ -82,7 +82,8 @@ struct Describe {
     return "column block=" + std::to_string(p.block) + " tile_cols=" + std::to_string(p.tile_cols()) +
            " row_groups=" + std::to_string(p.row_groups) + " " + rows(p.rows) + " " + vectors(p.vectors) +
            online_pairs(p.online) + (p.epilogue_blocks > 0 ? " epilogue_blocks=" + std::to_string(p.epilogue_blocks) : "") +
-           (p.scalar_rows != 4 ? " scalar_rows=" + std::to_string(p.scalar_rows) : "");
+           (p.scalar_rows != 4 ? " scalar_rows=" + std::to_string(p.scalar_rows) : "") +
+           (p.any_rows != 1 ? " any_rows=" + std::to_string(p.any_rows) : "");
   }
 };
 

@@ -204,6 +204,9 @@ struct ColumnParams {
   int epilogue_blocks = 0;
   // Rows per step of the scalar twins (Tuning::column_scalar_rows).
   int scalar_rows = 4;
+  // Rows per step of the scalar twins' vector path at any alignment (0:
+  // none; Tuning::column_any_rows).
+  int any_rows = 1;
   int tile_cols() const { return col_threads * (vectors.width > 0 ? vectors.width : 4); }
   bool operator==(const ColumnParams&) const = default;
 };

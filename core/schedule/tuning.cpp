@@ -6,10 +6,13 @@ namespace kf {
 
 namespace {
 
-int from_env(const char* name, int fallback) {
+// The variable's value where it is a number >= least, else the fallback.
+int from_env(const char* name, int fallback, int least = 1) {
   const char* v = std::getenv(name);
-  const int n = v != nullptr ? std::atoi(v) : 0;
-  return n > 0 ? n : fallback;
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n >= least && n <= 1 << 20 ? static_cast<int>(n) : fallback;
 }
 
 }  // namespace
@@ -30,6 +33,7 @@ const Tuning& default_tuning() {
     d.split_epilogue_reversed = from_env("KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED", d.split_epilogue_reversed);
     d.column_epilogue_blocks = from_env("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks);
     d.column_scalar_rows = from_env("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows);
+    d.column_any_rows = from_env("KFUSE_TUNE_COLUMN_ANY_ROWS", d.column_any_rows, 0);
     d.tiled_block = from_env("KFUSE_TUNE_TILED_BLOCK", d.tiled_block);
     d.tiled_order = from_env("KFUSE_TUNE_TILED_ORDER", d.tiled_order);
     d.pointwise_vector_rule = from_env("KFUSE_TUNE_POINTWISE_VECTOR_RULE", d.pointwise_vector_rule);

@@ -69,6 +69,15 @@ struct Tuning {
   // give geometric means within 5% over eight 16384 x 4097 cases, single
   // cases 1.6x apart either way).
   int column_scalar_rows = 4;
+  // Rows per step of the scalar twins' vector path at any alignment
+  // (KernelWriter::any_left: each row's 16-byte chunks shifted into the
+  // lanes' columns), and then of the twin's element path too; 0: no such
+  // path, the element path alone at column_scalar_rows. Measured on an
+  // H200 (docs/PERF.md, session 20), eight 16384 x 4097 cases against the
+  // element path by geometric mean: 1 row 1.27x (0.84-2.43x), 2 rows
+  // 1.14x, 4 rows 0.92x (each vector holds two chunks until shifted: up
+  // to 139 registers).
+  int column_any_rows = 1;
 };
 
 // The process default: the fields above, overridden by
@@ -77,7 +86,7 @@ struct Tuning {
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
 // KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL, KFUSE_TUNE_SCAN_ITEMS
 // KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_SCAN_LINE_STEPS,
-// KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED, KFUSE_TUNE_TILED_BLOCK,
+// KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED, KFUSE_TUNE_TILED_BLOCK, KFUSE_TUNE_COLUMN_ANY_ROWS,
 // KFUSE_TUNE_TILED_ORDER, KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS and
 // KFUSE_TUNE_COLUMN_SCALAR_ROWS (positive integers) when set. Read on first use.
 const Tuning& default_tuning();

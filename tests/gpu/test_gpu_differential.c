@@ -1216,6 +1216,51 @@ static void test_column_normalizations(void** state) {
   end_test("column normalizations");
 }
 
+/* Column kernels at any element alignment (the scalar twins' vector path,
+ * KernelWriter::any_left): odd widths, so each row starts at another
+ * misalignment; bfloat16 inputs beside float32 outputs, so a lane's output
+ * vector is two 16-byte chunks (8 lanes of 4 bytes) and its input one; a
+ * grad-input output stored by aligned chunks with the lane below's bytes,
+ * single elements at each row's edges; widths below one lane (3), ending
+ * mid-lane (1001, 2055), a tile's width plus one (257), and an aligned
+ * one (264) for the vector kernel. */
+static void test_column_any_alignment(void** state) {
+  (void)state;
+  static const char* kText =
+      "input dy: tensor<bfloat16, 2>\n"
+      "input x: tensor<bfloat16, 2>\n"
+      "input b: tensor<float32, 1>\n"
+      "dyf = cast(dy) {dtype=float32}\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "h = add(xf, b)\n"
+      "s = sigmoid(h)\n"
+      "dx = mul(dyf, s)\n"
+      "db = sum(dx) {axes=[0], keepdim=false}\n"
+      "dxb = cast(dx) {dtype=bfloat16}\n"
+      "output dx\n"
+      "output dxb\n"
+      "output db\n";
+  const int64_t shapes[][2] = {{300, 1001}, {40, 3}, {5, 2055}, {1000, 257}, {70, 264}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int k = 0; k < kShapes; ++k) {
+    kf_fusion f;
+    KF_CHECK(kf_fusion_from_text(kText, &f));
+    tin in[3];
+    in[0] = input(KF_BFLOAT16, 2, shapes[k]);
+    in[1] = input(KF_BFLOAT16, 2, shapes[k]);
+    in[2] = input(KF_FLOAT32, 1, &shapes[k][1]);
+    fill(&in[0], -3, 3, 0);
+    fill(&in[1], -3, 3, 0);
+    fill(&in[2], -1, 1, 0);
+    char what[128];
+    snprintf(what, sizeof what, "column any alignment [%lld,%lld]", (long long)shapes[k][0], (long long)shapes[k][1]);
+    run_case_tol(f, in, 3, what, 16.0 + (double)shapes[k][0] / 64.0, -1);
+    free_inputs(in, 3);
+    kf_fusion_release(f);
+  }
+  end_test("column any alignment");
+}
+
 /* Batch norm's training forward (statistics over dims 0 and 2 of [B, C, HW]):
  * the biased var_mean and the unbiased var of the same input share one
  * accumulator; rows of 2 x 70000 exceed a block's shared memory in every
@@ -2260,7 +2305,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
