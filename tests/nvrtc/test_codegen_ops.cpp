@@ -236,8 +236,10 @@ void test_scatter(void** /*state*/) {
       // Each path once per dtype: sorted (none, sum without self), atomic
       // (sum; prod and amax through the clear kernel and a CAS loop; mean
       // with its counts).
-      for (auto [reduce, self, det] : {std::array<int64_t, 3>{0, 1, 1}, {1, 1, 0}, {1, 0, 1}, {2, 0, 0},
-                                       {3, 1, 0}, {4, 0, 0}}) {
+      // (an array, not a structured binding: clang 14, the sanitizer and
+      // fuzzer build's compiler, cannot capture bindings in a lambda)
+      for (const std::array<int64_t, 3> mode : {std::array<int64_t, 3>{0, 1, 1}, {1, 1, 0}, {1, 0, 1}, {2, 0, 0},
+                                                {3, 1, 0}, {4, 0, 0}}) {
             Inputs in;
             in.push_back(kftest::tensor(t, {4, 6}, {1, 4}));
             in.push_back(kftest::tensor(op == Op::SCATTER ? DType::I64 : DType::I32, op == Op::SCATTER ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{5}));
@@ -246,7 +248,7 @@ void test_scatter(void** /*state*/) {
               const int64_t x = b.tensor_input(2, t);
               const int64_t idx = b.tensor_input(op == Op::SCATTER ? 2 : 1, op == Op::SCATTER ? DType::I64 : DType::I32);
               const int64_t src = b.tensor_input(2, t);
-              b.output(b.op(op, {x, idx, src}, {1, reduce, self, det})[0], {}, -1);
+              b.output(b.op(op, {x, idx, src}, {1, mode[0], mode[1], mode[2]})[0], {}, -1);
             }, in, op_info(op).name.data());
           }
   assert_true(cases >= 100);
