@@ -218,6 +218,223 @@ void emit_segment_loop(KernelWriter& w, const ScanParams& p, const ScanOperands&
   w.close();
 }
 
+// The single-pass thread-per-line scan (ScanParams::pass_rows > 0): one
+// kernel, its blocks taking tickets in order (a counter in scratch) so
+// that a block waits only on blocks that already run. A ticket is a row
+// segment g of wr x L elements (wr = args.row_warps warps stacked along
+// the scan, L = pass_rows each) for W / wr column groups of 32 x V lines
+// (W warps per block; lane l owns lines l * V .. l * V + V - 1 of its
+// group, one 16-byte vector along the innermost line dim when the
+// run-time conditions hold). Each column group's segment total goes to
+// the next segment by a decoupled look-back: the flag 1 with the
+// segment's aggregate, 2 with its inclusive prefix. A block's prefix is
+// the nearest published inclusive prefix combined forward with the
+// aggregates after it, so it is the same left fold of the aggregates
+// whichever flags the look-back found: the result does not depend on
+// timing. Scratch: the ticket counter (8 bytes), the flags (4 bytes per
+// segment and column group, zeroed by the host), then the aggregates and
+// the inclusive prefixes (32 x V accumulators each).
+void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& o) {
+  const std::string acc_t = reg_type(o.acc);
+  const VectorPlan& vp = p.vectors;
+  const int V = std::max(vp.width, 1), L = p.pass_rows, W = p.block / 32;
+  const auto su = [](int i) { return static_cast<size_t>(i); };
+  // Where line q + j's values go in a column group's arrays (shared and
+  // scratch): lane-major, so that a warp's accesses are contiguous.
+  const auto slot_of = [](int j) { return "(" + std::to_string(j) + " * 32 + lane)"; };
+  const std::string Vs = std::to_string(V), Ws = std::to_string(W), TW = std::to_string(32 * V);
+  const std::string len = w.hoist("long long", "len", "(long long)" + w.extent(o.out, o.dim));
+  const std::string lines = lines_count(w, o);
+  const bool vectors = vp.width > 0;
+  if (vectors) use_vectors(w, vp);
+  w.line("const long long wr = args.row_warps;  // warps stacked along the scan in a column group");
+  w.line("const long long units = (" + lines + " + " + TW + " - 1) / " + TW + ";  // column groups");
+  w.line("const long long tiles = (units + " + Ws + " / wr - 1) / (" + Ws + " / wr);  // blocks per segment");
+  w.line("unsigned long long* const kf_ticket_next = (unsigned long long*)args.scratch;");
+  w.line("unsigned* const kf_flags = (unsigned*)(args.scratch + 8);");
+  w.line(acc_t + "* const kf_agg = (" + acc_t + "*)(args.scratch + ((8 + 4 * args.segments * units + 7) & ~7LL));");
+  w.line(acc_t + "* const kf_inc = kf_agg + args.segments * units * " + TW + ";");
+  w.line("__shared__ " + acc_t + " kf_wsum[" + Ws + "][" + TW + "];  // each warp's totals, then its start");
+  w.line("__shared__ long long kf_ticket;");
+  w.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
+  w.line("const int rw = warp % (int)wr, sub = warp / (int)wr;");
+  const KernelWriter::Section cond = w.reserve();
+  const std::string vec = w.fresh("kfvec");
+  w.open("for (;;)");
+  w.line("if (threadIdx.x == 0) kf_ticket = (long long)atomicAdd(kf_ticket_next, 1ULL);");
+  w.line("__syncthreads();");
+  w.line("const long long ticket = kf_ticket;");
+  w.line("if (ticket >= args.segments * tiles) break;");
+  w.line("const long long g = ticket / tiles, unit = (ticket - g * tiles) * (" + Ws + " / wr) + sub;");
+  w.line("const long long q = unit * " + TW + " + (long long)lane * " + Vs + ";  // the lane's first line");
+  w.line("const long long k0 = (g * wr + rw) * " + std::to_string(L) + ";  // the warp's first element");
+  // x[i][j]: element k0 + i of line q + j.
+  std::vector<std::vector<std::string>> x(su(L));
+  for (int i = 0; i < L; ++i)
+    for (int j = 0; j < V; ++j) {
+      x[su(i)].push_back(w.fresh("x"));
+      w.line(acc_t + " " + x[su(i)].back() + " = " + identity(o) + ";");
+    }
+  const auto row = [&](int i) { return i == 0 ? std::string("k0") : "(k0 + " + std::to_string(i) + ")"; };
+  // The lane's lines: one index (vector path) or one per line.
+  const auto vector_index = [&] { return line_index(w, p, o, "(q < " + lines + " ? q : 0LL)"); };
+  const auto element_index = [&](int j) {
+    const std::string qj = j == 0 ? std::string("q") : "(q + " + std::to_string(j) + ")";
+    return line_index(w, p, o, "(" + qj + " < " + lines + " ? " + qj + " : 0LL)");
+  };
+  const auto line_ok = [&](int j) { return (j == 0 ? std::string("q") : "q + " + std::to_string(j)) + " < " + lines; };
+  if (vectors) {
+    w.open("if (" + vec + ")");
+    const std::vector<std::string> idx = vector_index();
+    const size_t vd = p.line_dims.back();
+    std::vector<std::string> in;
+    for (int i = 0; i < L; ++i) {
+      in.push_back(w.fresh("in"));
+      w.line("const bool " + in.back() + " = q < " + lines + " && " + row(i) + " < " + len + ";");
+    }
+    const KernelWriter::Section loads = w.reserve();
+    w.section = 0;
+    for (int i = 0; i < L; ++i) {
+      std::vector<std::string> a = idx;
+      a[o.dim] = "(" + in[su(i)] + " ? " + row(i) + " : 0LL)";
+      w.open("if (" + in[su(i)] + ")");
+      w.group = i;
+      w.lane_base = a;
+      for (int j = 0; j < V; ++j) {
+        w.lane = j;
+        w.lane_index = a;
+        if (j > 0) w.lane_index[vd] = "(" + a[vd] + " + " + std::to_string(j) + ")";
+        w.line(x[su(i)][su(j)] + " = " + element(w, o, w.lane_index) + ";");
+      }
+      w.lane = -1;
+      w.close();
+    }
+    w.fill(loads, vector_loads(w, V, 0, in));
+    w.group = 0;
+    w.close_open("else");
+  } else {
+    w.open("");
+  }
+  for (int j = 0; j < V; ++j) {
+    w.open("if (" + line_ok(j) + ")");
+    std::vector<std::string> a = element_index(j);
+    for (int i = 0; i < L; ++i) {
+      w.open("if (" + row(i) + " < " + len + ")");
+      a[o.dim] = row(i);
+      w.line(x[su(i)][su(j)] + " = " + element(w, o, a) + ";");
+      w.close();
+    }
+    w.close();
+  }
+  w.close();
+  // The warps' totals, the column groups' aggregates and the look-back.
+  for (int j = 0; j < V; ++j) {
+    std::string t = x[0][su(j)];
+    for (int i = 1; i < L; ++i) t = combine(o, t, x[su(i)][su(j)]);
+    w.line("kf_wsum[warp][" + slot_of(j) + "] = " + t + ";");
+  }
+  w.line("__syncthreads();");
+  w.line("// One warp per column group publishes its totals and looks back.");
+  w.open("if (rw == 0 && unit < units)");
+  w.line("const long long slot = g * units + unit;");
+  for (int j = 0; j < V; ++j) {
+    const std::string c = slot_of(j), J = std::to_string(j);
+    w.line(acc_t + " a" + J + " = kf_wsum[warp][" + c + "];");
+    w.line("for (int r = 1; r < (int)wr; ++r) a" + J + " = " + combine(o, "a" + J, "kf_wsum[warp + r][" + c + "]") + ";");
+    w.line(acc_t + " pre" + J + " = " + identity(o) + ";");
+  }
+  w.open("if (g > 0)");
+  for (int j = 0; j < V; ++j)
+    w.line("__stcg(kf_agg + slot * " + TW + " + " + slot_of(j) + ", a" + std::to_string(j) + ");");
+  w.line("__threadfence();");
+  w.line("__syncwarp();");
+  w.line("if (lane == 0) atomicExch(kf_flags + slot, 1u);");
+  w.line("const long long m = kf_look_back(kf_flags, g, units, unit);");
+  for (int j = 0; j < V; ++j)
+    w.line("pre" + std::to_string(j) + " = __ldcg(kf_inc + (m * units + unit) * " + TW + " + " + slot_of(j) + ");");
+  w.open("for (long long s = m + 1; s < g; ++s)");
+  for (int j = 0; j < V; ++j) {
+    const std::string J = std::to_string(j);
+    w.line("pre" + J + " = " + combine(o, "pre" + J, "__ldcg(kf_agg + (s * units + unit) * " + TW + " + " + slot_of(j) + ")") + ";");
+  }
+  w.close();
+  w.close();
+  for (int j = 0; j < V; ++j) {
+    const std::string J = std::to_string(j);
+    w.line("__stcg(kf_inc + slot * " + TW + " + " + slot_of(j) + ", g > 0 ? " + combine(o, "pre" + J, "a" + J) + " : a" + J + ");");
+  }
+  w.line("__threadfence();");
+  w.line("__syncwarp();");
+  w.line("if (lane == 0) atomicExch(kf_flags + slot, 2u);");
+  // Each warp's start in place of its total: the group's prefix, then
+  // the totals of the warps before it.
+  for (int j = 0; j < V; ++j) {
+    const std::string c = slot_of(j), J = std::to_string(j);
+    w.open("for (int r = 0; r < (int)wr; ++r)");
+    w.line("const " + acc_t + " t = kf_wsum[warp + r][" + c + "];");
+    w.line("kf_wsum[warp + r][" + c + "] = pre" + J + ";");
+    w.line("pre" + J + " = " + combine(o, "pre" + J, "t") + ";");
+    w.close();
+  }
+  w.close();
+  w.line("__syncthreads();");
+  std::vector<std::string> run;
+  for (int j = 0; j < V; ++j) {
+    run.push_back(w.fresh("run"));
+    w.line(acc_t + " " + run.back() + " = kf_wsum[warp][" + slot_of(j) + "];");
+  }
+  // The outputs: the running value at each element, in order.
+  const auto step = [&](int i, int j) -> std::string {
+    const std::string& r = run[su(j)];
+    if (o.exclusive) {
+      const std::string v = w.fresh("ex");
+      w.line("const " + acc_t + " " + v + " = " + r + ";");
+      w.line(r + " = " + combine(o, r, x[su(i)][su(j)]) + ";");
+      return v;
+    }
+    w.line(r + " = " + combine(o, r, x[su(i)][su(j)]) + ";");
+    return r;
+  };
+  if (vectors) {
+    w.open("if (" + vec + ")");
+    const std::vector<std::string> idx = vector_index();
+    const std::string vt = vector_type(w, o.out, V);
+    for (int i = 0; i < L; ++i) {
+      const std::string ov = w.fresh("ov");
+      w.line(vt + " " + ov + ";");
+      for (int j = 0; j < V; ++j)
+        w.line(ov + ".v[" + std::to_string(j) + "] = " + w.stored(o.out_t, convert(o.acc, o.out_t, step(i, j))) + ";");
+      std::vector<std::string> a = idx;
+      a[o.dim] = row(i);
+      w.line("if (q < " + lines + " && " + row(i) + " < " + len + ") *(" + vt + "*)(" + w.address(o.out, a) + ") = " + ov + ";");
+    }
+    w.close_open("else");
+  } else {
+    w.open("");
+  }
+  for (int j = 0; j < V; ++j) {
+    w.open("if (" + line_ok(j) + ")");
+    std::vector<std::string> a = element_index(j);
+    for (int i = 0; i < L; ++i) {
+      const std::string v = step(i, j);
+      w.open("if (" + row(i) + " < " + len + ")");
+      a[o.dim] = row(i);
+      store(w, o, a, v);
+      w.close();
+    }
+    w.close();
+  }
+  w.close();
+  w.line("__syncthreads();  // kf_ticket and kf_wsum are rewritten for the next ticket");
+  w.close();
+  std::vector<std::string> conds = {"true"};
+  if (vectors) {
+    conds = {w.extent(o.out, p.line_dims.back()) + " % " + Vs + " == 0"};
+    used_vector_conditions(w, extent_sets_of(w.concrete()), vp, o.out, true, &conds);
+  }
+  w.fill(cond, {"const bool " + vec + " = " + all_of(conds) + ";"});
+}
+
 }  // namespace
 
 // Thread-per-line scans split into segments: the segments' totals, then
@@ -247,7 +464,10 @@ void emit_scan(KernelWriter& w, const ScanParams& p) {
   const std::string len = "(long long)" + w.extent(o.out, o.dim);
   const std::string lines = lines_count(w, o);
   if (!p.block_per_line) {
-    emit_segment_loop(w, p, o, ScanPhase::Final);
+    if (p.pass_rows > 0)
+      emit_single_pass(w, p, o);
+    else
+      emit_segment_loop(w, p, o, ScanPhase::Final);
     return;
   }
   // Chunks of block x items elements, staged through shared memory so that
@@ -328,10 +548,39 @@ void emit_scan(KernelWriter& w, const ScanParams& p) {
   }
 }
 
+// The single-pass kernel's look-back (emit_single_pass): the nearest
+// segment before g whose inclusive prefix for column group `unit` is
+// published (flag 2), 32 segments per read, one per lane; while a segment
+// nearer than it has published nothing yet (flag 0), reads again. Segment
+// 0 publishes its prefix first, so the walk ends there at the latest.
+constexpr const char* kLookBack = R"KFCUDA(
+KF_DEV long long kf_look_back(const unsigned* flags, long long g, long long units, long long unit) {
+  const int lane = threadIdx.x & 31;
+  long long base = g - 1;
+  for (;;) {
+    const long long s = base - lane;
+    const unsigned f = s >= 0 ? *(const volatile unsigned*)(flags + s * units + unit) : 2u;
+    const unsigned done = __ballot_sync(0xffffffffu, f == 2u), none = __ballot_sync(0xffffffffu, f == 0u);
+    if (done != 0u) {
+      const int first = __ffs(done) - 1;
+      if ((none & ((1u << first) - 1u)) == 0u) {
+        __threadfence();  // the prefixes and aggregates read next were written before their flags
+        return base - first;
+      }
+      __nanosleep(64);
+    } else if (none == 0u) {
+      base -= 32;
+    } else {
+      __nanosleep(64);
+    }
+  }
+}
+)KFCUDA";
+
 std::string scan_helpers(const KernelWriter& w, const ScanParams& p) {
   const ScanOperands o = scan_operands(w, p);
   const std::string t = reg_type(o.acc);
-  return "\nstruct kf_scan_op { KF_DEV " + t + " operator()(" + t + " a, " + t + " b) const { return " + combine(o, "a", "b") +
+  return std::string(!p.block_per_line && p.pass_rows > 0 ? kLookBack : "") + "\nstruct kf_scan_op { KF_DEV " + t + " operator()(" + t + " a, " + t + " b) const { return " + combine(o, "a", "b") +
          "; } };\n" + R"KFCUDA(// The exclusive prefixes of N values per thread over the block (blockDim.x
 // a multiple of 32, at most 1024), each value scanned on its own, and the
 // block's N totals; warp_totals: 32 x N in shared memory. Two barriers

@@ -165,6 +165,11 @@ struct LaunchRule {
   // KernelPlan::wide_name holds (0: no such kernel).
   int wide_row_items = 0;
   bool scan_block_per_line = false;  // Scan
+  // Scan, a thread per line, when > 0: the single-pass kernel's elements
+  // per warp (ScanParams::pass_rows); items_per_thread is then the lines
+  // each lane owns, and scan_acc_bytes the size of its accumulator.
+  int scan_pass_rows = 0;
+  int scan_acc_bytes = 0;
   // ColumnReduce.
   int tile_cols = 0;
   int accumulators = 0;  // words per split and column (the most of any phase)

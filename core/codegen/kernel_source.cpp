@@ -250,6 +250,18 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
                {kernel_text(launch.block, false, w.preamble() + w.body())}, {""});
       return plan;
     }
+    if (sc->pass_rows > 0) {  // one kernel, segments chained by a look-back
+      launch.extra_args = 3;
+      launch.items_per_thread = std::max(sc->vectors.width, 1);
+      launch.scan_pass_rows = sc->pass_rows;
+      const DType out_t = w.fusion().value(e.outputs[0]).dtype;
+      launch.scan_acc_bytes = is_float(out_t) && out_t != DType::F64 ? 4 : 8;
+      emit_scan(w, *sc);
+      plan.args = w.args();
+      assemble(plan, args_struct(plan.args.size(), " long long scratch, segments, row_warps;") + scan_helpers(w, *sc),
+               {kernel_text(launch.block, false, w.preamble() + w.body(), 0, 2)}, {""});
+      return plan;
+    }
     // A thread per line, in segments: partials, carry, then the scan.
     launch.extra_args = 2;
     std::vector<KernelText> kernels;

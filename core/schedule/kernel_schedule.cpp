@@ -76,7 +76,9 @@ struct Describe {
   std::string operator()(const ScanParams& p) const {
     return "scan block=" + std::to_string(p.block) + " expr=" + std::to_string(p.expr) +
            (p.block_per_line ? " lines=blocks items=" + std::to_string(p.items) + " " + vectors(p.vectors) +
-                                  (p.vectors.width > 0 ? " vector_steps=" + std::to_string(p.vector_steps) : "") : " lines=threads line_steps=" + std::to_string(p.line_steps));
+                                  (p.vectors.width > 0 ? " vector_steps=" + std::to_string(p.vector_steps) : "")
+            : p.pass_rows > 0 ? " lines=threads single_pass pass_rows=" + std::to_string(p.pass_rows) + " " + vectors(p.vectors)
+                              : " lines=threads line_steps=" + std::to_string(p.line_steps));
   }
   std::string operator()(const ColumnParams& p) const {
     return "column block=" + std::to_string(p.block) + " tile_cols=" + std::to_string(p.tile_cols()) +

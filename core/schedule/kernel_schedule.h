@@ -263,6 +263,14 @@ struct ScanParams {
   // combines and stores any (loads in flight; the stores may alias the
   // input, so the compiler cannot hoist the next loads above them).
   int line_steps = 4;
+  // Thread per line, when > 0: one kernel instead of three. Lanes own
+  // `vectors.width` neighbouring lines (one 16-byte vector along the
+  // innermost line dim when the run-time conditions hold, else element by
+  // element), each warp `pass_rows` consecutive elements of them; the
+  // warps of a block stacked along the scan make a row segment, whose
+  // totals go to the next segment by a decoupled look-back through
+  // scratch (emit_scan.cpp: emit_scan_single_pass).
+  int pass_rows = 0;
   bool operator==(const ScanParams&) const = default;
 };
 

@@ -31,6 +31,16 @@ std::optional<ScanParams> schedule_scan(const ConcreteFusion& c, const Task& tas
     p.vector_steps = std::clamp(tuning.scan_vector_steps, 1, 8);
   } else {
     p.line_steps = std::clamp(tuning.scan_line_steps, 1, 32);
+    p.pass_rows = std::clamp(tuning.scan_pass_rows, 0, 32);
+    if (p.pass_rows > 0 && !p.line_dims.empty()) {
+      p.vectors = plan_vectors(c, task, {e.outputs[0]}, e.outputs[0], p.line_dims.back());
+      if (p.vectors.width < 2 || p.vectors.outputs.empty()) p.vectors = VectorPlan{};
+      // Each thread holds pass_rows x width accumulators: at most 64
+      // registers' worth (int64 and double take two each).
+      const DType out = f.value(e.outputs[0]).dtype;
+      const int words = is_float(out) && out != DType::F64 ? 1 : 2;
+      p.pass_rows = std::clamp(64 / (std::max(p.vectors.width, 1) * words), 1, p.pass_rows);
+    }
   }
   return p;
 }

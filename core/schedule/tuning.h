@@ -43,6 +43,11 @@ struct Tuning {
   int scan_vector_steps = 2;
   // Scans, a thread per line: elements loaded before use (session 13).
   int scan_line_steps = 4;
+  // Scans, a thread per line: rows each warp holds in registers in the
+  // single-pass kernel (decoupled look-back between row segments; session
+  // 21); 0: the three-kernel path (segment totals, their prefixes, the
+  // scan again from the input).
+  int scan_pass_rows = 8;
   // Split rows: the epilogue walks the slabs last to first (session 13).
   int split_epilogue_reversed = 1;
   // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on

@@ -2099,6 +2099,93 @@ static const char* const kSizeValues[] = {
     "output y\n",
 };
 
+/* Runs `f` on the GPU twice and checks that output 0 is the same bytes
+ * both times (a result that must not depend on timing). */
+static void gpu_twice_identical(kf_fusion f, tin* in, size_t nin, const char* what) {
+  DLTensor gpu_t[MAX_IO];
+  const DLTensor* gpu_p[MAX_IO];
+  void* dev[MAX_IO] = {0};
+  for (size_t i = 0; i < nin; ++i) {
+    size_t bytes = (size_t)in[i].storage * (size_t)dtype_bytes(in[i].dtype);
+    dev[i] = gpu_alloc(bytes);
+    gpu_to_device(dev[i], in[i].host, bytes);
+    gpu_t[i] = view(&in[i], dev[i], 1);
+    gpu_p[i] = &gpu_t[i];
+  }
+  kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
+  void* host[2] = {NULL, NULL};
+  size_t bytes = 0;
+  for (int r = 0; r < 2; ++r) {
+    DLManagedTensor* out[MAX_IO];
+    size_t nout = 0;
+    KF_CHECK(kf_fusion_num_outputs(f, &nout));
+    KF_CHECK(kf_execute(f, gpu_p, nin, out, nout, &opts));
+    GPU_CHECK(gpu.stream_sync(g_stream));
+    DLTensor* b = &out[0]->dl_tensor;
+    bytes = (size_t)span_of(b) * (size_t)dtype_bytes(dtype_of_dl(b->dtype));
+    host[r] = malloc(bytes ? bytes : 1);
+    gpu_to_host(host[r], (const char*)b->data + b->byte_offset, bytes);
+    for (size_t o = 0; o < nout; ++o) out[o]->deleter(out[o]);
+  }
+  if (memcmp(host[0], host[1], bytes) != 0) {
+    printf("MISMATCH %s: two GPU runs differ\n", what);
+    ++g_failures;
+  }
+  free(host[0]);
+  free(host[1]);
+  for (size_t i = 0; i < nin; ++i) gpu_free(dev[i]);
+}
+
+/* The single-pass thread-per-line scan (ScanParams::pass_rows): scans down
+ * dim 0 and down a middle dim, with 1, 2, 4 or 8 warps stacked along the
+ * line (short to long lines), many segments chained by the look-back (more
+ * blocks than the grid holds, so blocks take several tickets), line counts
+ * that are not a multiple of a lane's vector (the element path), inclusive
+ * and exclusive, sum, product and max, and the float sums twice with the
+ * same bytes (the look-back's prefix does not depend on timing). */
+static void test_single_pass_scans(void** state) {
+  (void)state;
+  struct {
+    kf_dtype dt;
+    int rank, dim;
+    int64_t shape[3];
+  } cases[] = {
+      {KF_FLOAT32, 2, 0, {20000, 300, 0}}, {KF_BFLOAT16, 2, 0, {20000, 300, 0}}, {KF_FLOAT64, 2, 0, {3001, 130, 0}},
+      {KF_INT32, 2, 0, {3001, 132, 0}},    {KF_INT8, 2, 0, {1000, 64, 0}},       {KF_BFLOAT16, 2, 0, {70001, 1024, 0}},
+      {KF_FLOAT32, 2, 0, {37, 1000, 0}},   {KF_FLOAT32, 2, 0, {5, 4096, 0}},     {KF_BFLOAT16, 2, 0, {9, 776, 0}},
+      {KF_FLOAT32, 3, 1, {6, 777, 40}},    {KF_BFLOAT16, 3, 1, {3, 2000, 24}},
+  };
+  const char* const ops[] = {"cumsum", "cumprod", "cummax"};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+    for (int o = 0; o < 3; ++o) {
+      const kf_dtype dt = cases[c].dt;
+      const int exclusive = (int)(c + (size_t)o) % 2;
+      if (o > 0 && cases[c].shape[0] > 20000) continue; /* the long case: sums only */
+      char text[512];
+      snprintf(text, sizeof text,
+               "input x: tensor<%s, %d>\nconst two: int64 = 2\nconst one: int64 = 1\nt = mul(x, two)\nu = sub(t, one)\n"
+               "y = %s(u) {dim=%d, exclusive=%s}\noutput y\n",
+               kf_dtype_name(dt), cases[c].rank, ops[o], cases[c].dim, exclusive ? "true" : "false");
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      tin in[1];
+      in[0] = input(dt, cases[c].rank, cases[c].shape);
+      if (o == 1) fill(&in[0], 0.995, 1.005, 0); /* products of thousands of values near 1 */
+      else fill(&in[0], -2, 2, 0);
+      if (o == 1 && !is_float_dtype(dt)) fill(&in[0], 1, 1, 0);
+      char what[200];
+      snprintf(what, sizeof what, "single-pass %s dim %d%s %s [%lld,%lld,%lld]", ops[o], cases[c].dim,
+               exclusive ? " exclusive" : "", kf_dtype_name(dt), (long long)cases[c].shape[0],
+               (long long)cases[c].shape[1], (long long)cases[c].shape[2]);
+      const double len = (double)cases[c].shape[cases[c].dim];
+      run_case_tol(f, in, 1, what, o == 0 ? len : 1.0, o == 2 ? 0 : (o == 1 ? 1e-2 : -1));
+      if (o == 0 && is_float_dtype(dt)) gpu_twice_identical(f, in, 1, what);
+      free_inputs(in, 1);
+      kf_fusion_release(f);
+    }
+  end_test("single-pass scans");
+}
+
 static void test_size_values(void** state) {
   (void)state;
   const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
@@ -2305,7 +2392,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans), cmocka_unit_test(test_single_pass_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

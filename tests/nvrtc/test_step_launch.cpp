@@ -29,7 +29,7 @@ struct Case {
 };
 
 // One op of `op` on a [rows, cols] float32 x (index and src as the op needs).
-Case make(Op op, std::vector<int64_t> attrs, int64_t rows, int64_t cols, int64_t updates) {
+Case make(Op op, std::vector<int64_t> attrs, int64_t rows, int64_t cols, int64_t updates, const Tuning& tuning = Tuning{}) {
   Builder b;
   const int64_t x = b.tensor_input(2, DType::F32);
   if (op == Op::INDEX_REDUCE) {
@@ -46,7 +46,8 @@ Case make(Op op, std::vector<int64_t> attrs, int64_t rows, int64_t cols, int64_t
     in.push_back(kftest::tensor(DType::I64, {updates}));
     in.push_back(kftest::tensor(DType::F32, {updates, cols}));
   }
-  c.plan = kftest::plan(kftest::concretize(c.fusion, in));
+  const std::shared_ptr<const ConcreteFusion> concrete = kftest::concretize(c.fusion, in);
+  c.plan = emit_kernel(*concrete, root_task(*c.fusion), kftest::schedule(concrete, tuning));
   c.sizes.reset(*c.fusion);
   c.sizes.set(0, std::vector<int64_t>{rows, cols});
   if (op == Op::INDEX_REDUCE) {
@@ -96,8 +97,11 @@ void test_atomic_scatter_and_empty(void** /*state*/) {
 }
 
 void test_scan_segments(void** /*state*/) {
+  // The three-kernel path (no single pass).
+  Tuning three;
+  three.scan_pass_rows = 0;
   // 8192 columns scanned down 32768 rows: 33 segments fill 132 x 2048 threads.
-  Case c = make(Op::CUMSUM, {0, 0}, 32768, 8192, 0);
+  Case c = make(Op::CUMSUM, {0, 0}, 32768, 8192, 0, three);
   cuda::StepLaunch l = cuda::scan_launch(c.plan, c.sizes, 132, 1 << 30);
   assert_int_equal(l.padded, (132 * 2048 + 8191) / 8192);
   assert_int_equal(l.steps.size(), 3);
@@ -106,14 +110,51 @@ void test_scan_segments(void** /*state*/) {
   assert_string_equal(l.steps[2].kernel->c_str(), c.plan.name.c_str());
   assert_int_equal(l.scratch_bytes, l.padded * 8192 * 8);
   // Enough lines: one segment, the scan alone, no scratch.
-  Case many = make(Op::CUMSUM, {0, 0}, 64, 1 << 20, 0);
+  Case many = make(Op::CUMSUM, {0, 0}, 64, 1 << 20, 0, three);
   l = cuda::scan_launch(many.plan, many.sizes, 132, 1 << 30);
   assert_int_equal(l.padded, 1);
   assert_int_equal(l.steps.size(), 1);
   assert_int_equal(l.scratch_bytes, 0);
   // Short lines are not cut below 32 elements.
-  Case short_lines = make(Op::CUMSUM, {0, 0}, 40, 16, 0);
+  Case short_lines = make(Op::CUMSUM, {0, 0}, 40, 16, 0, three);
   assert_int_equal(cuda::scan_launch(short_lines.plan, short_lines.sizes, 132, 1 << 30).padded, 1);
+}
+
+void test_scan_single_pass(void** /*state*/) {
+  // float32: 4 lines per lane (a 16-byte vector), 8 elements per warp.
+  Case c = make(Op::CUMSUM, {0, 0}, 32768, 8192, 0);
+  assert_int_equal(c.plan.later.size(), 0);
+  assert_int_equal(c.plan.launch.items_per_thread, 4);
+  assert_int_equal(c.plan.launch.scan_pass_rows, 8);
+  cuda::StepLaunch l = cuda::scan_launch(c.plan, c.sizes, 132, 1 << 30);
+  assert_int_equal(l.steps.size(), 1);
+  assert_string_equal(l.steps[0].kernel->c_str(), c.plan.name.c_str());
+  // A long line: all 8 warps along the scan, segments of 64 elements; 64
+  // column groups of 128 lines, one per block; at most 32 blocks per SM.
+  assert_int_equal(l.steps[0].sort_k, 8);
+  assert_int_equal(l.padded, 32768 / 64);
+  assert_int_equal(l.steps[0].grid, 132 * 32);
+  assert_int_equal(l.zero_bytes, 8 + 4 * 512 * 64);
+  assert_int_equal(l.scratch_bytes, l.zero_bytes + 2 * 512 * 64 * 128 * 4);
+  // Short lines: one warp covers 8 elements, so 8 column groups per block.
+  Case s = make(Op::CUMSUM, {0, 0}, 5, 4096, 0);
+  l = cuda::scan_launch(s.plan, s.sizes, 132, 1 << 30);
+  assert_int_equal(l.steps[0].sort_k, 1);
+  assert_int_equal(l.padded, 1);
+  assert_int_equal(l.steps[0].grid, (4096 / 128 + 7) / 8);
+  assert_int_equal(l.zero_bytes, 8 + 4 * 32);
+  // 20 elements: the fewest warps (a power of two) that cover them, 4.
+  Case m = make(Op::CUMSUM, {0, 0}, 20, 1000, 0);
+  l = cuda::scan_launch(m.plan, m.sizes, 132, 1 << 30);
+  assert_int_equal(l.steps[0].sort_k, 4);
+  assert_int_equal(l.padded, 1);
+  assert_int_equal(l.steps[0].grid, (1000 + 255) / 256);  // 8 column groups of 128 lines, 2 per block
+  assert_int_equal(l.zero_bytes, 8 + 4 * 8);
+  // One flag: the aggregates start 8-byte aligned.
+  Case one = make(Op::CUMSUM, {0, 0}, 20, 100, 0);
+  l = cuda::scan_launch(one.plan, one.sizes, 132, 1 << 30);
+  assert_int_equal(l.zero_bytes, 16);
+  assert_int_equal(l.scratch_bytes, 16 + 2 * 128 * 4);
 }
 
 }  // namespace
@@ -123,6 +164,7 @@ int main() {
       cmocka_unit_test(test_sorted_scatter_steps),
       cmocka_unit_test(test_atomic_scatter_and_empty),
       cmocka_unit_test(test_scan_segments),
+      cmocka_unit_test(test_scan_single_pass),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

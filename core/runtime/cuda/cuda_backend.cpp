@@ -238,6 +238,9 @@ class CudaBackend final : public Backend {
       fail(KF_ERR_INTERNAL, "kernel ", name, " of a multi-step plan is not loaded");
     };
     try {
+      if (l.zero_bytes > 0)
+        check(driver().cuMemsetD32Async_(reinterpret_cast<CUdeviceptr>(scratch), 0, l.zero_bytes / 4, stream_of(options)),
+              "cuMemsetD32Async");
       for (const LaunchStep& s : l.steps) {
         args[n + 2] = s.sort_k;
         args[n + 3] = s.sort_j;

@@ -23,8 +23,8 @@ namespace kf::cuda {
   X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent)              \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute) \
   X(cuLaunchKernel) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAlloc) X(cuMemFree) \
-  X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuStreamSynchronize) X(cuGetErrorName)  \
-  X(cuGetErrorString)
+  X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemsetD32Async) X(cuStreamSynchronize)  \
+  X(cuGetErrorName) X(cuGetErrorString)
 
 struct Driver {
 #define KF_CUDA_DRIVER_MEMBER(name) decltype(&::name) name##_ = nullptr;

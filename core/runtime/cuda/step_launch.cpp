@@ -86,6 +86,20 @@ StepLaunch scan_launch(const KernelPlan& plan, const ValueSizes& sizes, int mult
   int64_t lines = 1, length = 1;
   for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? length : lines) *= domain[d];
   if (lines == 0 || length == 0) return l;
+  if (rule.scan_pass_rows > 0) {
+    const int64_t V = std::max(rule.items_per_thread, 1), L = rule.scan_pass_rows, W = std::max(rule.block / 32, 1);
+    int64_t wr = 1;
+    while (wr < W && wr * L < length) wr *= 2;
+    const int64_t segments = (length + wr * L - 1) / (wr * L);
+    const int64_t units = (lines + 32 * V - 1) / (32 * V), tiles = (units + W / wr - 1) / (W / wr);
+    l.padded = segments;
+    l.zero_bytes = static_cast<uint64_t>((8 + 4 * segments * units + 7) & ~int64_t{7});
+    l.scratch_bytes = l.zero_bytes + static_cast<uint64_t>(2 * segments * units * 32 * V * std::max(rule.scan_acc_bytes, 4));
+    const int64_t cap = std::min<int64_t>(int64_t{32} * std::max(multiprocessors, 1), max_grid_x);
+    l.steps.push_back({&plan.name, static_cast<uint32_t>(std::clamp<int64_t>(segments * tiles, 1, cap)),
+                       static_cast<uint32_t>(rule.block), wr, 0});
+    return l;
+  }
   // About 2048 threads per multiprocessor, segments of at least 32 elements.
   const int64_t target = int64_t{2048} * std::max(multiprocessors, 1);
   const int64_t segments = std::clamp<int64_t>((target + lines - 1) / lines, 1, std::max<int64_t>(length / 32, 1));

@@ -17,7 +17,9 @@ namespace kf::cuda {
 struct LaunchStep {
   const std::string* kernel = nullptr;  // a name in the plan
   uint32_t grid = 0, block = 0;
-  int64_t sort_k = 0, sort_j = 0;  // the argument block's sort_k and sort_j words
+  // The argument block's third and fourth extra words: a scatter's sort_k
+  // and sort_j, a single-pass scan's row_warps (in sort_k).
+  int64_t sort_k = 0, sort_j = 0;
 };
 
 struct StepLaunch {
@@ -26,12 +28,20 @@ struct StepLaunch {
   // The second extra argument word: a scatter's sorted key count (a power
   // of two >= 2048), a scan's number of segments per line.
   int64_t padded = 0;
+  // Bytes at the start of the scratch to zero before the first step (a
+  // single-pass scan's ticket counter and flags).
+  uint64_t zero_bytes = 0;
 };
 
 StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x);
 // Each line cut into segments so that lines x segments threads fill the
 // device (a few lines of many elements would otherwise leave it idle):
-// the segments' totals, their prefixes per line, then the scan.
+// the segments' totals, their prefixes per line, then the scan. The
+// single-pass kernel (LaunchRule::scan_pass_rows > 0) takes row segments
+// of row_warps x pass_rows elements (row_warps: the fewest warps, a power
+// of two up to the block's, that cover the line), a block per segment and
+// block of column groups, at most 32 blocks per multiprocessor (the
+// blocks take tickets in a loop).
 StepLaunch scan_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x);
 
 }  // namespace kf::cuda
