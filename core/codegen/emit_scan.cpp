@@ -225,15 +225,15 @@ void emit_segment_loop(KernelWriter& w, const ScanParams& p, const ScanOperands&
 // the scan, L = pass_rows each) for W / wr column groups of 32 x V lines
 // (W warps per block; lane l owns lines l * V .. l * V + V - 1 of its
 // group, one 16-byte vector along the innermost line dim when the
-// run-time conditions hold). Each column group's segment total goes to
-// the next segment by a decoupled look-back: the flag 1 with the
-// segment's aggregate, 2 with its inclusive prefix. A block's prefix is
-// the nearest published inclusive prefix combined forward with the
-// aggregates after it, so it is the same left fold of the aggregates
-// whichever flags the look-back found: the result does not depend on
-// timing. Scratch: the ticket counter (8 bytes), the flags (4 bytes per
-// segment and column group, zeroed by the host), then the aggregates and
-// the inclusive prefixes (32 x V accumulators each).
+// run-time conditions hold). Segment totals go to the next segment by a
+// decoupled look-back, each lane on its own lines: a segment publishes
+// its aggregates, then its inclusive prefixes (kf_put: value and flag in
+// one word, so neither side fences). A lane's prefix is the nearest
+// published inclusive prefix combined forward with the aggregates after
+// it, so it is the same left fold of the aggregates whichever words the
+// look-back found: the result does not depend on timing. Scratch (zeroed
+// by the host): the ticket counter, then the aggregates and the inclusive
+// prefixes, 32 x V values per segment and column group.
 void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& o) {
   const std::string acc_t = reg_type(o.acc);
   const VectorPlan& vp = p.vectors;
@@ -250,10 +250,10 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
   w.line("const long long wr = args.row_warps;  // warps stacked along the scan in a column group");
   w.line("const long long units = (" + lines + " + " + TW + " - 1) / " + TW + ";  // column groups");
   w.line("const long long tiles = (units + " + Ws + " / wr - 1) / (" + Ws + " / wr);  // blocks per segment");
+  const std::string K = o.acc == DType::F32 ? "1" : "2";  // 64-bit words per published value
   w.line("unsigned long long* const kf_ticket_next = (unsigned long long*)args.scratch;");
-  w.line("unsigned* const kf_flags = (unsigned*)(args.scratch + 8);");
-  w.line(acc_t + "* const kf_agg = (" + acc_t + "*)(args.scratch + ((8 + 4 * args.segments * units + 7) & ~7LL));");
-  w.line(acc_t + "* const kf_inc = kf_agg + args.segments * units * " + TW + ";");
+  w.line("unsigned long long* const kf_agg = kf_ticket_next + 1;");
+  w.line("unsigned long long* const kf_inc = kf_agg + args.segments * units * " + TW + " * " + K + ";");
   w.line("__shared__ " + acc_t + " kf_wsum[" + Ws + "][" + TW + "];  // each warp's totals, then its start");
   w.line("__shared__ long long kf_ticket;");
   w.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
@@ -336,36 +336,42 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
   w.line("__syncthreads();");
   w.line("// One warp per column group publishes its totals and looks back.");
   w.open("if (rw == 0 && unit < units)");
-  w.line("const long long slot = g * units + unit;");
   for (int j = 0; j < V; ++j) {
     const std::string c = slot_of(j), J = std::to_string(j);
     w.line(acc_t + " a" + J + " = kf_wsum[warp][" + c + "];");
     w.line("for (int r = 1; r < (int)wr; ++r) a" + J + " = " + combine(o, "a" + J, "kf_wsum[warp + r][" + c + "]") + ";");
     w.line(acc_t + " pre" + J + " = " + identity(o) + ";");
   }
+  // The word of column slot j in segment `seg`'s values of `arr`.
+  const auto word = [&](const char* arr, const std::string& seg, int j) {
+    return std::string(arr) + " + ((" + seg + ") * units + unit) * " + TW + " * " + K + " + " + slot_of(j) + " * " + K;
+  };
   w.open("if (g > 0)");
-  for (int j = 0; j < V; ++j)
-    w.line("__stcg(kf_agg + slot * " + TW + " + " + slot_of(j) + ", a" + std::to_string(j) + ");");
-  w.line("__threadfence();");
-  w.line("__syncwarp();");
-  w.line("if (lane == 0) atomicExch(kf_flags + slot, 1u);");
-  w.line("const long long m = kf_look_back(kf_flags, g, units, unit);");
-  for (int j = 0; j < V; ++j)
-    w.line("pre" + std::to_string(j) + " = __ldcg(kf_inc + (m * units + unit) * " + TW + " + " + slot_of(j) + ");");
+  for (int j = 0; j < V; ++j) w.line("kf_put(" + word("kf_agg", "g", j) + ", a" + std::to_string(j) + ");");
+  // Back from g - 1 to the nearest segment whose prefixes of this lane's
+  // columns are all published, past segments whose aggregates are.
+  w.line("long long m = g - 1;");
+  w.open("for (;;)");
+  w.line("bool ok = true;");
+  for (int j = 0; j < V; ++j) w.line("ok &= kf_get(" + word("kf_inc", "m", j) + ", &pre" + std::to_string(j) + ");");
+  w.line("if (ok) break;");
+  w.line(acc_t + " t;");
+  for (int j = 0; j < V; ++j) w.line("ok &= kf_get(" + word("kf_agg", "m", j) + ", &t);");
+  w.line("if (ok) --m; else __nanosleep(32);");
+  w.close();
   w.open("for (long long s = m + 1; s < g; ++s)");
+  w.line(acc_t + " t;");
   for (int j = 0; j < V; ++j) {
     const std::string J = std::to_string(j);
-    w.line("pre" + J + " = " + combine(o, "pre" + J, "__ldcg(kf_agg + (s * units + unit) * " + TW + " + " + slot_of(j) + ")") + ";");
+    w.line("kf_get(" + word("kf_agg", "s", j) + ", &t);");
+    w.line("pre" + J + " = " + combine(o, "pre" + J, "t") + ";");
   }
   w.close();
   w.close();
   for (int j = 0; j < V; ++j) {
     const std::string J = std::to_string(j);
-    w.line("__stcg(kf_inc + slot * " + TW + " + " + slot_of(j) + ", g > 0 ? " + combine(o, "pre" + J, "a" + J) + " : a" + J + ");");
+    w.line("kf_put(" + word("kf_inc", "g", j) + ", g > 0 ? " + combine(o, "pre" + J, "a" + J) + " : a" + J + ");");
   }
-  w.line("__threadfence();");
-  w.line("__syncwarp();");
-  w.line("if (lane == 0) atomicExch(kf_flags + slot, 2u);");
   // Each warp's start in place of its total: the group's prefix, then
   // the totals of the warps before it.
   for (int j = 0; j < V; ++j) {
@@ -548,39 +554,55 @@ void emit_scan(KernelWriter& w, const ScanParams& p) {
   }
 }
 
-// The single-pass kernel's look-back (emit_single_pass): the nearest
-// segment before g whose inclusive prefix for column group `unit` is
-// published (flag 2), 32 segments per read, one per lane; while a segment
-// nearer than it has published nothing yet (flag 0), reads again. Segment
-// 0 publishes its prefix first, so the walk ends there at the latest.
-constexpr const char* kLookBack = R"KFCUDA(
-KF_DEV long long kf_look_back(const unsigned* flags, long long g, long long units, long long unit) {
-  const int lane = threadIdx.x & 31;
-  long long base = g - 1;
-  for (;;) {
-    const long long s = base - lane;
-    const unsigned f = s >= 0 ? *(const volatile unsigned*)(flags + s * units + unit) : 2u;
-    const unsigned done = __ballot_sync(0xffffffffu, f == 2u), none = __ballot_sync(0xffffffffu, f == 0u);
-    if (done != 0u) {
-      const int first = __ffs(done) - 1;
-      if ((none & ((1u << first) - 1u)) == 0u) {
-        __threadfence();  // the prefixes and aggregates read next were written before their flags
-        return base - first;
-      }
-      __nanosleep(64);
-    } else if (none == 0u) {
-      base -= 32;
-    } else {
-      __nanosleep(64);
-    }
-  }
+// The single-pass kernel's published values (emit_single_pass): 32-bit
+// halves in 64-bit words whose high half is 1 once written (the scratch
+// is zeroed first), so that a reader sees a value and its flag in one
+// relaxed load, and no fence waits for the writer's other stores.
+constexpr const char* kPublished = R"KFCUDA(
+KF_DEV void kf_put_word(unsigned long long* p, unsigned bits) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"((1ULL << 32) | bits) : "memory");
+}
+KF_DEV unsigned long long kf_get_word(const unsigned long long* p) {
+  unsigned long long w;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
+  return w;
+}
+KF_DEV void kf_put(unsigned long long* p, float v) { kf_put_word(p, __float_as_uint(v)); }
+KF_DEV void kf_put(unsigned long long* p, unsigned long long b) {
+  kf_put_word(p, (unsigned)b);
+  kf_put_word(p + 1, (unsigned)(b >> 32));
+}
+KF_DEV void kf_put(unsigned long long* p, double v) { kf_put(p, (unsigned long long)__double_as_longlong(v)); }
+KF_DEV void kf_put(unsigned long long* p, long long v) { kf_put(p, (unsigned long long)v); }
+// Whether the value at p is published (v: its value when it is).
+KF_DEV bool kf_get(const unsigned long long* p, float* v) {
+  const unsigned long long w = kf_get_word(p);
+  *v = __uint_as_float((unsigned)w);
+  return (w >> 32) != 0;
+}
+KF_DEV bool kf_get(const unsigned long long* p, unsigned long long* v) {
+  const unsigned long long lo = kf_get_word(p), hi = kf_get_word(p + 1);
+  *v = (hi << 32) | (lo & 0xffffffffULL);
+  return (lo >> 32) != 0 && (hi >> 32) != 0;
+}
+KF_DEV bool kf_get(const unsigned long long* p, double* v) {
+  unsigned long long b;
+  const bool ok = kf_get(p, &b);
+  *v = __longlong_as_double((long long)b);
+  return ok;
+}
+KF_DEV bool kf_get(const unsigned long long* p, long long* v) {
+  unsigned long long b;
+  const bool ok = kf_get(p, &b);
+  *v = (long long)b;
+  return ok;
 }
 )KFCUDA";
 
 std::string scan_helpers(const KernelWriter& w, const ScanParams& p) {
   const ScanOperands o = scan_operands(w, p);
   const std::string t = reg_type(o.acc);
-  return std::string(!p.block_per_line && p.pass_rows > 0 ? kLookBack : "") + "\nstruct kf_scan_op { KF_DEV " + t + " operator()(" + t + " a, " + t + " b) const { return " + combine(o, "a", "b") +
+  return std::string(!p.block_per_line && p.pass_rows > 0 ? kPublished : "") + "\nstruct kf_scan_op { KF_DEV " + t + " operator()(" + t + " a, " + t + " b) const { return " + combine(o, "a", "b") +
          "; } };\n" + R"KFCUDA(// The exclusive prefixes of N values per thread over the block (blockDim.x
 // a multiple of 32, at most 1024), each value scanned on its own, and the
 // block's N totals; warp_totals: 32 x N in shared memory. Two barriers

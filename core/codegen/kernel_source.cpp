@@ -259,7 +259,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       emit_scan(w, *sc);
       plan.args = w.args();
       assemble(plan, args_struct(plan.args.size(), " long long scratch, segments, row_warps;") + scan_helpers(w, *sc),
-               {kernel_text(launch.block, false, w.preamble() + w.body(), 0, 2)}, {""});
+               {kernel_text(launch.block, false, w.preamble() + w.body(), 0, std::max(512 / launch.block, 1))}, {""});
       return plan;
     }
     // A thread per line, in segments: partials, carry, then the scan.

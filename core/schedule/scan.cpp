@@ -4,6 +4,7 @@
 // innermost of the result's memory order (the line is contiguous), else a
 // thread per line.
 #include <algorithm>
+#include <bit>
 
 #include "core/schedule/schedulers.h"
 #include "core/schedule/single_head.h"
@@ -35,11 +36,12 @@ std::optional<ScanParams> schedule_scan(const ConcreteFusion& c, const Task& tas
     if (p.pass_rows > 0 && !p.line_dims.empty()) {
       p.vectors = plan_vectors(c, task, {e.outputs[0]}, e.outputs[0], p.line_dims.back());
       if (p.vectors.width < 2 || p.vectors.outputs.empty()) p.vectors = VectorPlan{};
-      // Each thread holds pass_rows x width accumulators: at most 64
+      // Each thread holds pass_rows x width accumulators: at most 128
       // registers' worth (int64 and double take two each).
       const DType out = f.value(e.outputs[0]).dtype;
       const int words = is_float(out) && out != DType::F64 ? 1 : 2;
-      p.pass_rows = std::clamp(64 / (std::max(p.vectors.width, 1) * words), 1, p.pass_rows);
+      p.pass_rows = std::clamp(128 / (std::max(p.vectors.width, 1) * words), 1, p.pass_rows);
+      p.block = std::bit_floor(static_cast<unsigned>(std::clamp(tuning.scan_pass_block, 128, 1024)));
     }
   }
   return p;

@@ -31,6 +31,7 @@ const Tuning& default_tuning() {
     d.scan_vector_steps = from_env("KFUSE_TUNE_SCAN_VECTOR_STEPS", d.scan_vector_steps);
     d.scan_line_steps = from_env("KFUSE_TUNE_SCAN_LINE_STEPS", d.scan_line_steps);
     d.scan_pass_rows = from_env("KFUSE_TUNE_SCAN_PASS_ROWS", d.scan_pass_rows, 0);
+    d.scan_pass_block = from_env("KFUSE_TUNE_SCAN_PASS_BLOCK", d.scan_pass_block);
     d.split_epilogue_reversed = from_env("KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED", d.split_epilogue_reversed);
     d.column_epilogue_blocks = from_env("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks);
     d.column_scalar_rows = from_env("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows);

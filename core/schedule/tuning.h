@@ -43,11 +43,17 @@ struct Tuning {
   int scan_vector_steps = 2;
   // Scans, a thread per line: elements loaded before use (session 13).
   int scan_line_steps = 4;
-  // Scans, a thread per line: rows each warp holds in registers in the
-  // single-pass kernel (decoupled look-back between row segments; session
-  // 21); 0: the three-kernel path (segment totals, their prefixes, the
-  // scan again from the input).
-  int scan_pass_rows = 8;
+  // Scans, a thread per line: 0, the three-kernel path (segment totals,
+  // their prefixes, the scan again from the input); > 0, the single-pass
+  // kernel (a decoupled look-back between row segments) with this many
+  // rows per warp. Not the default: measured on an H200 (docs/PERF.md,
+  // session 21), cumsum down 32768 x 8192 float32 0.846 -> 0.730 ms, but
+  // bfloat16 0.515 -> 0.541, 16384 x 4097 0.211 -> 0.374 and 1048576 x 64
+  // 0.54 -> 8.1 (its warps wait at the block's barriers for the look-back).
+  int scan_pass_rows = 0;
+  // Threads per block of the single-pass scan (128, 256, 512 or 1024;
+  // its warps stack along the scan in up to that many).
+  int scan_pass_block = 256;
   // Split rows: the epilogue walks the slabs last to first (session 13).
   int split_epilogue_reversed = 1;
   // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on

@@ -5,14 +5,18 @@
 #   # CHECK-NOT: tiled
 # CHECK lines must match in order, each after the previous match;
 # CHECK-NOT text must not appear between the previous CHECK's match and the
-# next CHECK's (or the end). `kfuse` is the CLI, %s the file.
+# next CHECK's (or the end). `kfuse` is the CLI, %s the file. `# ENV:
+# NAME=VALUE` lines set variables for the run (a KFUSE_TUNE_* knob).
 # Usage: cmake -DKFUSE=path/to/kfuse -DFILE=case.kf -P check_explain.cmake
 file(STRINGS "${FILE}" lines)
 set(run "")
 set(checks "")
+set(env "")
 foreach(line IN LISTS lines)
   if(line MATCHES "^# RUN: (.*)$")
     set(run "${CMAKE_MATCH_1}")
+  elseif(line MATCHES "^# ENV: ([A-Za-z0-9_]+=.*)$")
+    list(APPEND env "${CMAKE_MATCH_1}")
   elseif(line MATCHES "^# (CHECK|CHECK-NOT): (.*)$")
     list(APPEND checks "${CMAKE_MATCH_1}|${CMAKE_MATCH_2}")
   endif()
@@ -26,7 +30,8 @@ list(POP_FRONT argv tool)
 if(NOT tool STREQUAL "kfuse")
   message(FATAL_ERROR "${FILE}: the RUN line must start with kfuse")
 endif()
-execute_process(COMMAND "${KFUSE}" ${argv} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env} "${KFUSE}" ${argv} OUTPUT_VARIABLE out ERROR_VARIABLE err
+                RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${FILE}: kfuse ${argv} exited with ${rc}\n${out}${err}")
 endif()

@@ -29,9 +29,10 @@ struct Case {
 };
 
 // One op of `op` on a [rows, cols] float32 x (index and src as the op needs).
-Case make(Op op, std::vector<int64_t> attrs, int64_t rows, int64_t cols, int64_t updates, const Tuning& tuning = Tuning{}) {
+Case make(Op op, std::vector<int64_t> attrs, int64_t rows, int64_t cols, int64_t updates, const Tuning& tuning = Tuning{},
+          DType dt = DType::F32) {
   Builder b;
-  const int64_t x = b.tensor_input(2, DType::F32);
+  const int64_t x = b.tensor_input(2, dt);
   if (op == Op::INDEX_REDUCE) {
     const int64_t i = b.tensor_input(1, DType::I64), s = b.tensor_input(2, DType::F32);
     b.output(b.op(op, {x, i, s}, attrs)[0], {}, -1);
@@ -41,7 +42,7 @@ Case make(Op op, std::vector<int64_t> attrs, int64_t rows, int64_t cols, int64_t
   Case c;
   c.fusion = b.finalize();
   Inputs in;
-  in.push_back(kftest::tensor(DType::F32, {rows, cols}));
+  in.push_back(kftest::tensor(dt, {rows, cols}));
   if (op == Op::INDEX_REDUCE) {
     in.push_back(kftest::tensor(DType::I64, {updates}));
     in.push_back(kftest::tensor(DType::F32, {updates, cols}));
@@ -97,9 +98,7 @@ void test_atomic_scatter_and_empty(void** /*state*/) {
 }
 
 void test_scan_segments(void** /*state*/) {
-  // The three-kernel path (no single pass).
-  Tuning three;
-  three.scan_pass_rows = 0;
+  const Tuning three;  // the default: the three-kernel path
   // 8192 columns scanned down 32768 rows: 33 segments fill 132 x 2048 threads.
   Case c = make(Op::CUMSUM, {0, 0}, 32768, 8192, 0, three);
   cuda::StepLaunch l = cuda::scan_launch(c.plan, c.sizes, 132, 1 << 30);
@@ -121,8 +120,10 @@ void test_scan_segments(void** /*state*/) {
 }
 
 void test_scan_single_pass(void** /*state*/) {
+  Tuning one;
+  one.scan_pass_rows = 8;
   // float32: 4 lines per lane (a 16-byte vector), 8 elements per warp.
-  Case c = make(Op::CUMSUM, {0, 0}, 32768, 8192, 0);
+  Case c = make(Op::CUMSUM, {0, 0}, 32768, 8192, 0, one);
   assert_int_equal(c.plan.later.size(), 0);
   assert_int_equal(c.plan.launch.items_per_thread, 4);
   assert_int_equal(c.plan.launch.scan_pass_rows, 8);
@@ -134,27 +135,29 @@ void test_scan_single_pass(void** /*state*/) {
   assert_int_equal(l.steps[0].sort_k, 8);
   assert_int_equal(l.padded, 32768 / 64);
   assert_int_equal(l.steps[0].grid, 132 * 32);
-  assert_int_equal(l.zero_bytes, 8 + 4 * 512 * 64);
-  assert_int_equal(l.scratch_bytes, l.zero_bytes + 2 * 512 * 64 * 128 * 4);
+  assert_int_equal(l.scratch_bytes, 8 + 2 * 512 * 64 * 128 * 8);  // a 64-bit word per value
+  assert_int_equal(l.zero_bytes, l.scratch_bytes);
   // Short lines: one warp covers 8 elements, so 8 column groups per block.
-  Case s = make(Op::CUMSUM, {0, 0}, 5, 4096, 0);
+  Case s = make(Op::CUMSUM, {0, 0}, 5, 4096, 0, one);
   l = cuda::scan_launch(s.plan, s.sizes, 132, 1 << 30);
   assert_int_equal(l.steps[0].sort_k, 1);
   assert_int_equal(l.padded, 1);
   assert_int_equal(l.steps[0].grid, (4096 / 128 + 7) / 8);
-  assert_int_equal(l.zero_bytes, 8 + 4 * 32);
+  assert_int_equal(l.scratch_bytes, 8 + 2 * 32 * 128 * 8);
   // 20 elements: the fewest warps (a power of two) that cover them, 4.
-  Case m = make(Op::CUMSUM, {0, 0}, 20, 1000, 0);
+  Case m = make(Op::CUMSUM, {0, 0}, 20, 1000, 0, one);
   l = cuda::scan_launch(m.plan, m.sizes, 132, 1 << 30);
   assert_int_equal(l.steps[0].sort_k, 4);
   assert_int_equal(l.padded, 1);
   assert_int_equal(l.steps[0].grid, (1000 + 255) / 256);  // 8 column groups of 128 lines, 2 per block
-  assert_int_equal(l.zero_bytes, 8 + 4 * 8);
-  // One flag: the aggregates start 8-byte aligned.
-  Case one = make(Op::CUMSUM, {0, 0}, 20, 100, 0);
-  l = cuda::scan_launch(one.plan, one.sizes, 132, 1 << 30);
-  assert_int_equal(l.zero_bytes, 16);
-  assert_int_equal(l.scratch_bytes, 16 + 2 * 128 * 4);
+  assert_int_equal(l.scratch_bytes, 8 + 2 * 8 * 128 * 8);
+  // float64: two words per value (V = 2: 64 lines per column group); 100
+  // elements take all 8 warps, 2 segments of 64.
+  Case wide = make(Op::CUMSUM, {0, 0}, 100, 100, 0, one, DType::F64);
+  l = cuda::scan_launch(wide.plan, wide.sizes, 132, 1 << 30);
+  assert_int_equal(wide.plan.launch.items_per_thread, 2);
+  assert_int_equal(l.padded, 2);
+  assert_int_equal(l.scratch_bytes, 8 + 2 * 2 * 2 * 64 * 2 * 8);
 }
 
 }  // namespace

@@ -93,8 +93,12 @@ StepLaunch scan_launch(const KernelPlan& plan, const ValueSizes& sizes, int mult
     const int64_t segments = (length + wr * L - 1) / (wr * L);
     const int64_t units = (lines + 32 * V - 1) / (32 * V), tiles = (units + W / wr - 1) / (W / wr);
     l.padded = segments;
-    l.zero_bytes = static_cast<uint64_t>((8 + 4 * segments * units + 7) & ~int64_t{7});
-    l.scratch_bytes = l.zero_bytes + static_cast<uint64_t>(2 * segments * units * 32 * V * std::max(rule.scan_acc_bytes, 4));
+    // The ticket counter, then each segment's aggregates and inclusive
+    // prefixes per line: 64-bit words for each 32 bits of accumulator,
+    // all zero before the kernel (a word's high half flags it written).
+    const int64_t words = std::max(rule.scan_acc_bytes, 4) / 4;
+    l.scratch_bytes = static_cast<uint64_t>(8 + 2 * segments * units * 32 * V * words * 8);
+    l.zero_bytes = l.scratch_bytes;
     const int64_t cap = std::min<int64_t>(int64_t{32} * std::max(multiprocessors, 1), max_grid_x);
     l.steps.push_back({&plan.name, static_cast<uint32_t>(std::clamp<int64_t>(segments * tiles, 1, cap)),
                        static_cast<uint32_t>(rule.block), wr, 0});

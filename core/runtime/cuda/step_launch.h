@@ -29,7 +29,7 @@ struct StepLaunch {
   // of two >= 2048), a scan's number of segments per line.
   int64_t padded = 0;
   // Bytes at the start of the scratch to zero before the first step (a
-  // single-pass scan's ticket counter and flags).
+  // single-pass scan's: all of it).
   uint64_t zero_bytes = 0;
 };
 
