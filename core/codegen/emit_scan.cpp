@@ -2,6 +2,8 @@
 // block per line with a block-wide scan of each chunk and a carry between
 // chunks. Floats combine in float (double for float64), as torch's CUDA
 // scans; integers and bool in wrapping int64.
+#include <functional>
+
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
@@ -283,6 +285,21 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
     return line_index(w, p, o, "(" + qj + " < " + lines + " ? " + qj + " : 0LL)");
   };
   const auto line_ok = [&](int j) { return (j == 0 ? std::string("q") : "q + " + std::to_string(j)) + " < " + lines; };
+  // The element path: `body` at each element of the lane's lines in range,
+  // with its index.
+  const auto element_rows = [&](const std::function<void(int, int, const std::vector<std::string>&)>& body) {
+    for (int j = 0; j < V; ++j) {
+      w.open("if (" + line_ok(j) + ")");
+      std::vector<std::string> a = element_index(j);
+      for (int i = 0; i < L; ++i) {
+        w.open("if (" + row(i) + " < " + len + ")");
+        a[o.dim] = row(i);
+        body(i, j, a);
+        w.close();
+      }
+      w.close();
+    }
+  };
   if (vectors) {
     w.open("if (" + vec + ")");
     const std::vector<std::string> idx = vector_index();
@@ -315,17 +332,9 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
   } else {
     w.open("");
   }
-  for (int j = 0; j < V; ++j) {
-    w.open("if (" + line_ok(j) + ")");
-    std::vector<std::string> a = element_index(j);
-    for (int i = 0; i < L; ++i) {
-      w.open("if (" + row(i) + " < " + len + ")");
-      a[o.dim] = row(i);
-      w.line(x[su(i)][su(j)] + " = " + element(w, o, a) + ";");
-      w.close();
-    }
-    w.close();
-  }
+  element_rows([&](int i, int j, const std::vector<std::string>& a) {
+    w.line(x[su(i)][su(j)] + " = " + element(w, o, a) + ";");
+  });
   w.close();
   // The warps' totals, the column groups' aggregates and the look-back.
   for (int j = 0; j < V; ++j) {
@@ -418,18 +427,8 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
   } else {
     w.open("");
   }
-  for (int j = 0; j < V; ++j) {
-    w.open("if (" + line_ok(j) + ")");
-    std::vector<std::string> a = element_index(j);
-    for (int i = 0; i < L; ++i) {
-      const std::string v = step(i, j);
-      w.open("if (" + row(i) + " < " + len + ")");
-      a[o.dim] = row(i);
-      store(w, o, a, v);
-      w.close();
-    }
-    w.close();
-  }
+  // (Rows past the line's end come last, so the running values may skip them.)
+  element_rows([&](int i, int j, const std::vector<std::string>& a) { store(w, o, a, step(i, j)); });
   w.close();
   w.line("__syncthreads();  // kf_ticket and kf_wsum are rewritten for the next ticket");
   w.close();
