@@ -262,12 +262,9 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
   w.line("const int rw = warp % (int)wr, sub = warp / (int)wr;");
   const KernelWriter::Section cond = w.reserve();
   const std::string vec = w.fresh("kfvec");
-  // The next ticket is taken while this one looks back (thread 0 holds it
-  // in kf_next until every thread has read kf_ticket).
+  w.open("for (;;)");
   w.line("if (threadIdx.x == 0) kf_ticket = (long long)atomicAdd(kf_ticket_next, 1ULL);");
   w.line("__syncthreads();");
-  w.line("unsigned long long kf_next = 0;");
-  w.open("for (;;)");
   w.line("const long long ticket = kf_ticket;");
   w.line("if (ticket >= args.segments * tiles) break;");
   w.line("const long long g = ticket / tiles, unit = (ticket - g * tiles) * (" + Ws + " / wr) + sub;");
@@ -346,7 +343,6 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
     w.line("kf_wsum[warp][" + slot_of(j) + "] = " + t + ";");
   }
   w.line("__syncthreads();");
-  w.line("if (threadIdx.x == 0) kf_next = atomicAdd(kf_ticket_next, 1ULL);");
   w.line("// One warp per column group publishes its totals and looks back.");
   w.open("if (rw == 0 && unit < units)");
   for (int j = 0; j < V; ++j) {
@@ -363,17 +359,14 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
   for (int j = 0; j < V; ++j) w.line("kf_put(" + word("kf_agg", "g", j) + ", a" + std::to_string(j) + ");");
   // Back from g - 1 to the nearest segment whose prefixes of this lane's
   // columns are all published, past segments whose aggregates are.
-  // Each step reads a segment's prefixes and aggregates at once (one
-  // round trip); the aggregates after the prefix found are read again, in
-  // order.
   w.line("long long m = g - 1;");
   w.open("for (;;)");
-  w.line("bool pok = true, aok = true;");
+  w.line("bool ok = true;");
+  for (int j = 0; j < V; ++j) w.line("ok &= kf_get(" + word("kf_inc", "m", j) + ", &pre" + std::to_string(j) + ");");
+  w.line("if (ok) break;");
   w.line(acc_t + " t;");
-  for (int j = 0; j < V; ++j) w.line("pok &= kf_get(" + word("kf_inc", "m", j) + ", &pre" + std::to_string(j) + ");");
-  for (int j = 0; j < V; ++j) w.line("aok &= kf_get(" + word("kf_agg", "m", j) + ", &t);");
-  w.line("if (pok) break;");
-  w.line("if (aok) --m; else __nanosleep(32);");
+  for (int j = 0; j < V; ++j) w.line("ok &= kf_get(" + word("kf_agg", "m", j) + ", &t);");
+  w.line("if (ok) --m; else __nanosleep(32);");
   w.close();
   w.open("for (long long s = m + 1; s < g; ++s)");
   w.line(acc_t + " t;");
@@ -437,7 +430,6 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
   // (Rows past the line's end come last, so the running values may skip them.)
   element_rows([&](int i, int j, const std::vector<std::string>& a) { store(w, o, a, step(i, j)); });
   w.close();
-  w.line("if (threadIdx.x == 0) kf_ticket = (long long)kf_next;");
   w.line("__syncthreads();  // kf_ticket and kf_wsum are rewritten for the next ticket");
   w.close();
   std::vector<std::string> conds = {"true"};
