@@ -201,6 +201,23 @@ static int compare(const DLTensor* a, const DLTensor* b, const void* bhost, doub
   return bad;
 }
 
+/* Copies the tensor inputs to the GPU (dev[i]: their memory, NULL for
+ * scalars, which stay host views) and points gpu_p at their views. */
+static void to_device(tin* in, size_t nin, DLTensor* gpu_t, const DLTensor** gpu_p, void** dev) {
+  for (size_t i = 0; i < nin; ++i) {
+    dev[i] = NULL;
+    if (in[i].scalar) {
+      gpu_t[i] = view(&in[i], in[i].host, 0);
+    } else {
+      size_t bytes = (size_t)in[i].storage * (size_t)dtype_bytes(in[i].dtype);
+      dev[i] = gpu_alloc(bytes);
+      gpu_to_device(dev[i], in[i].host, bytes);
+      gpu_t[i] = view(&in[i], dev[i], 1);
+    }
+    gpu_p[i] = &gpu_t[i];
+  }
+}
+
 /* Runs `f` on the CPU and on the GPU (on g_stream) and compares every
  * output. scale: absolute floor multiplier (reductions pass their length);
  * tol_override < 0 uses the dtype's tolerance. */
@@ -210,18 +227,10 @@ static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, dou
   const DLTensor* cpu_p[MAX_IO];
   const DLTensor* gpu_p[MAX_IO];
   void* dev[MAX_IO] = {0};
+  to_device(in, nin, gpu_t, gpu_p, dev);
   for (size_t i = 0; i < nin; ++i) {
     cpu_t[i] = view(&in[i], in[i].host, 0);
-    if (in[i].scalar) {
-      gpu_t[i] = cpu_t[i];
-    } else {
-      size_t bytes = (size_t)in[i].storage * (size_t)dtype_bytes(in[i].dtype);
-      dev[i] = gpu_alloc(bytes);
-      gpu_to_device(dev[i], in[i].host, bytes);
-      gpu_t[i] = view(&in[i], dev[i], 1);
-    }
     cpu_p[i] = &cpu_t[i];
-    gpu_p[i] = &gpu_t[i];
   }
   size_t nout = 0;
   KF_CHECK(kf_fusion_num_outputs(f, &nout));
@@ -2105,13 +2114,7 @@ static void gpu_twice_identical(kf_fusion f, tin* in, size_t nin, const char* wh
   DLTensor gpu_t[MAX_IO];
   const DLTensor* gpu_p[MAX_IO];
   void* dev[MAX_IO] = {0};
-  for (size_t i = 0; i < nin; ++i) {
-    size_t bytes = (size_t)in[i].storage * (size_t)dtype_bytes(in[i].dtype);
-    dev[i] = gpu_alloc(bytes);
-    gpu_to_device(dev[i], in[i].host, bytes);
-    gpu_t[i] = view(&in[i], dev[i], 1);
-    gpu_p[i] = &gpu_t[i];
-  }
+  to_device(in, nin, gpu_t, gpu_p, dev);
   kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
   void* host[2] = {NULL, NULL};
   size_t bytes = 0;
