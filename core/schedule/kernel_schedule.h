@@ -269,7 +269,8 @@ struct ScanParams {
   // element), each warp `pass_rows` consecutive elements of them; the
   // warps of a block stacked along the scan make a row segment, whose
   // totals go to the next segment by a decoupled look-back through
-  // scratch (emit_scan.cpp: emit_scan_single_pass).
+  // scratch (emit_scan.cpp: emit_single_pass; docs/PERF.md session 21:
+  // not the default, slower than the three kernels on most shapes).
   int pass_rows = 0;
   bool operator==(const ScanParams&) const = default;
 };
