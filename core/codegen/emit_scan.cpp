@@ -69,6 +69,21 @@ void store(KernelWriter& w, const ScanOperands& o, const std::vector<std::string
   w.store(o.out, idx, convert(o.acc, o.out_t, acc));
 }
 
+void group_elements(KernelWriter& w, const ScanOperands& o, const std::vector<std::string>& base, size_t dim, int group,
+                    const std::string& ok, const std::vector<std::string>& into) {
+  w.open("if (" + ok + ")");
+  w.group = group;
+  w.lane_base = base;
+  for (size_t j = 0; j < into.size(); ++j) {
+    w.lane = static_cast<int>(j);
+    w.lane_index = base;
+    if (j > 0) w.lane_index[dim] = "(" + base[dim] + " + " + std::to_string(j) + ")";
+    w.line(into[j] + " = " + element(w, o, w.lane_index) + ";");
+  }
+  w.lane = -1;
+  w.close();
+}
+
 }  // namespace scan_code
 
 using namespace scan_code;
@@ -111,20 +126,9 @@ void scan_vector_chunks(KernelWriter& w, const ScanParams& p, const ScanOperands
     w.line(acc_t + " " + x.back() + " = " + identity(o) + ";");
   }
   w.section = 0;
-  for (int u = 0; u < U; ++u) {
-    const auto& a = at[su(u)];
-    w.open("if (" + in[su(u)] + ")");
-    w.group = u;
-    w.lane_base = a;
-    for (int j = 0; j < V; ++j) {
-      w.lane = j;
-      w.lane_index = a;
-      if (j > 0) w.lane_index[o.dim] = "(" + a[o.dim] + " + " + std::to_string(j) + ")";
-      w.line(x[su(u * V + j)] + " = " + element(w, o, w.lane_index) + ";");
-    }
-    w.lane = -1;
-    w.close();
-  }
+  for (int u = 0; u < U; ++u)
+    group_elements(w, o, at[su(u)], o.dim, u, in[su(u)],
+                   std::vector<std::string>(x.begin() + u * V, x.begin() + (u + 1) * V));
   w.fill(loads, vector_loads(w, V, 0, in));
   // inc[u][j]: the inclusive scan of vector u's first j + 1 elements.
   std::vector<std::vector<std::string>> inc(su(U));

@@ -102,17 +102,7 @@ void emit_single_pass(KernelWriter& w, const ScanParams& p, const ScanOperands& 
     for (int i = 0; i < L; ++i) {
       std::vector<std::string> a = idx;
       a[o.dim] = "(" + in[su(i)] + " ? " + row(i) + " : 0LL)";
-      w.open("if (" + in[su(i)] + ")");
-      w.group = i;
-      w.lane_base = a;
-      for (int j = 0; j < V; ++j) {
-        w.lane = j;
-        w.lane_index = a;
-        if (j > 0) w.lane_index[vd] = "(" + a[vd] + " + " + std::to_string(j) + ")";
-        w.line(x[su(i)][su(j)] + " = " + element(w, o, w.lane_index) + ";");
-      }
-      w.lane = -1;
-      w.close();
+      group_elements(w, o, a, vd, i, in[su(i)], x[su(i)]);
     }
     w.fill(loads, vector_loads(w, V, 0, in));
     w.group = 0;

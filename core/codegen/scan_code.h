@@ -34,6 +34,10 @@ std::string lines_count(KernelWriter& w, const ScanOperands& o);
 // One element: the input at idx as the accumulator type.
 std::string element(KernelWriter& w, const ScanOperands& o, const std::vector<std::string>& idx);
 void store(KernelWriter& w, const ScanOperands& o, const std::vector<std::string>& idx, const std::string& acc);
+// Vector group `group`'s elements into `into` (one register per lane;
+// lane j at `base` with `dim` + j), behind the group's in-range test `ok`.
+void group_elements(KernelWriter& w, const ScanOperands& o, const std::vector<std::string>& base, size_t dim, int group,
+                    const std::string& ok, const std::vector<std::string>& into);
 
 // emit_scan_single_pass.cpp: the single-pass kernel (ScanParams::pass_rows
 // > 0), and the device helpers it needs before it.
