@@ -192,10 +192,20 @@ void open_vector_steps(KernelWriter& w, int V, const std::string& row_len, const
   if (edges != nullptr) {
     w.open("for (" + t + " jv = threadIdx.x; jv < " + edges->vectors + "; jv += blockDim.x)");
     w.line("const " + t + " j = " + edges->head + " + jv * " + std::to_string(V) + ";");
+  } else if (!w.part_begin.empty()) {  // the cluster row kernel: this block's part
+    w.open("for (" + t + " jv = " + w.part_begin + " / " + std::to_string(V) + " + threadIdx.x; jv < " + w.part_end + " / " +
+           std::to_string(V) + "; jv += blockDim.x)");
+    w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
   } else {
     w.open("for (" + t + " jv = threadIdx.x; jv < " + row_len + " / " + std::to_string(V) + "; jv += blockDim.x)");
     w.line("const " + t + " j = jv * " + std::to_string(V) + ";");
   }
+}
+
+// Where element `j` of the row sits in a stage: at j, or in the cluster row
+// kernel at its place in this block's part.
+std::string stage_at(const KernelWriter& w, const std::string& j) {
+  return w.part_begin.empty() ? j : "(" + j + " - " + w.part_begin + ")";
 }
 
 // Opens a loop over the row's head and tail, element j of each.
@@ -244,12 +254,13 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
         for (const auto& [in, row] : stage->rows) {
           const DType t = f.value(in).dtype;
           w.tile_reads[in] = {input_index(p.vectors.inputs.at(in), idx),
-                              stage_vectors.empty() ? load_form(t, row + "[" + j + "]")
+                              stage_vectors.empty() ? load_form(t, row + "[" + stage_at(w, j) + "]")
                                                     : vector_lane_form(t, stage_vectors[in], w.lane)};
         }
     };
     if (steps == nullptr || !vector_steps) {
-      w.open("for (" + t + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
+      if (w.part_begin.empty()) w.open("for (" + t + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
+      else w.open("for (" + t + " j = " + w.part_begin + " + threadIdx.x; j < " + w.part_end + "; j += blockDim.x)");
       const std::vector<std::string> idx = full_index(w, red, unravel(w, dom, red, "j", "", stage != nullptr));
       // (the Edges kernel's stage holds element j at its shift)
       point_stage(idx, steps != nullptr && steps->edges != nullptr ? "(j + " + steps->edges->shift + ")" : "j");
@@ -262,7 +273,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     const size_t last = w.rank(dom) - 1;
     const RowEdges* edges = steps->edges;
     // Where element j of the row sits in its stage.
-    const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : "j";
+    const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : stage_at(w, "j");
     open_vector_steps(w, V, row_len, edges);
     const std::vector<std::string> base = full_index(w, red, unravel(w, dom, red, "j", "", true));
     const KernelWriter::Section loads = w.reserve();
@@ -369,7 +380,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     for (const Accumulator& a : accs) {
       if (a.sum.empty()) continue;
       second = true;
-      w.line(a.sum + " = " + row_len + " > 0 ? kf_block_reduce(" + a.sum + ", kf_sum_op()) / (" + reg_type(a.acc) +
+      w.line(a.sum + " = " + row_len + " > 0 ? " + w.row_reduce + "(" + a.sum + ", kf_sum_op()) / (" + reg_type(a.acc) +
              ")" + row_len + " : 0;");
     }
     if (second)
@@ -435,7 +446,7 @@ std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& 
   const int64_t dom = p.rows.domain;
   const int V = p.vectors.width;
   std::vector<std::string> conds;
-  std::string row = row_len;
+  std::string row = w.part_most.empty() ? row_len : w.part_most;
   if (ref == nullptr)
     conds.push_back(w.extent(dom, w.rank(dom) - 1) + " % " + std::to_string(V) + " == 0");
   else
@@ -466,7 +477,7 @@ std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& 
 void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const std::vector<size_t>& red,
                 const std::string& row_len, const RowEdges* edges) {
   const int V = p.vectors.width;
-  const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : "j";
+  const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : stage_at(w, "j");
   w.line("__syncthreads();  // the previous row's reads of the stage are done");
   open_vector_steps(w, V, row_len, edges);
   std::vector<std::string> idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
@@ -611,7 +622,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     for (const Accumulator& a : accs) {
       if (a.sum.empty()) continue;
       second = true;
-      w.line(a.sum + " = " + row_len + " > 0 ? kf_block_reduce(" + a.sum + ", kf_sum_op()) / (" +
+      w.line(a.sum + " = " + row_len + " > 0 ? " + w.row_reduce + "(" + a.sum + ", kf_sum_op()) / (" +
              reg_type(a.acc) + ")" + row_len + " : 0;");
     }
     if (second) {
@@ -714,7 +725,10 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   const std::string rows = extent_product(w, dom, kept, "1");
   const std::string row_len = extent_product(w, dom, red, "1");
   const bool edges = which == RowKernel::Edges || which == RowKernel::LongEdges;
-  const bool long_rows = which == RowKernel::LongRows || which == RowKernel::LongEdges;
+  const bool cluster = which == RowKernel::Cluster;
+  const bool long_rows = which == RowKernel::LongRows || which == RowKernel::LongEdges || cluster;
+  if (cluster && (p.has_outer() || p.vectors.width == 0))
+    fail(KF_ERR_INTERNAL, "the cluster row kernel takes rows with a vector plan and no outer reductions");
   w.reduced = s.reduced;
   w.views = s.views;
   w.word_lanes = true;
@@ -723,6 +737,20 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   if (edges) {
     w.lane_width = 0;  // no lanes seen through a slice's or cat's shift: a row's own shift moves them
     ref = edge_ref(w, p);
+  }
+  // The cluster row kernel: the blocks of a cluster share each row, block
+  // k taking the k-th part (whole vectors), and reduce over the cluster.
+  if (cluster) {
+    const std::string& t = w.index_type();
+    const std::string V = std::to_string(p.vectors.width);
+    w.line("const unsigned kf_cn = kf_cluster_size(), kf_cr = kf_cluster_rank();");
+    w.line("const long long kf_pm = ((" + row_len + " + " + V + " - 1) / " + V + " + kf_cn - 1) / kf_cn * " + V + ";");
+    w.line("const " + t + " kf_pb = (" + t + ")min((long long)(" + row_len + "), kf_pm * kf_cr);");
+    w.line("const " + t + " kf_pe = (" + t + ")min((long long)(" + row_len + "), (long long)kf_pb + kf_pm);");
+    w.part_begin = "kf_pb";
+    w.part_end = "kf_pe";
+    w.part_most = "kf_pm";
+    w.row_reduce = "kf_cluster_reduce";
   }
   // Which path runs: the same for every row (the conditions read extents,
   // strides and base pointers only). Main: registers, else memory one
@@ -757,7 +785,10 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     // The loops over rows may give an element to another thread.
     if (long_rows) w.line("__syncthreads();");
   }
-  w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
+  if (cluster)  // (the grid is a multiple of the cluster)
+    w.open("for (long long row = blockIdx.x / kf_cn; row < " + rows + "; row += gridDim.x / kf_cn)");
+  else
+    w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
   std::vector<std::string> kept_idx = unravel(w, dom, kept, "row");
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kept_idx[k];
@@ -825,11 +856,15 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   }
   w.fill(cond, cond_lines);
   if (!s.row_outputs.empty()) {
-    w.open("if (threadIdx.x == 0)");
+    w.open(cluster ? "if (threadIdx.x == 0 && kf_cr == 0)" : "if (threadIdx.x == 0)");
     store_row_outputs(w, s, kept);
     w.close();
   }
   w.close();
+  w.part_begin.clear();
+  w.part_end.clear();
+  w.part_most.clear();
+  w.row_reduce = "kf_block_reduce";
   if (!outer.lane_major.empty()) {  // the Edges kernel's partials, once
     w.line("__syncthreads();  // every row's updates are done");
     w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
@@ -881,6 +916,10 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
 bool has_long_row_kernel(const RowParams& p) { return p.vectors.width > 0; }
 
 bool has_edge_kernel(const RowParams& p) { return p.edge_vectors.width > 0; }
+
+bool has_cluster_kernel(const RowParams& p) {
+  return p.cluster_max > 1 && p.vectors.width > 0 && !p.staged.empty() && !p.has_outer() && !p.stream_rows;
+}
 
 namespace {
 // Bytes of one column's accumulators, over the outer reductions.

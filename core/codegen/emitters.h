@@ -21,7 +21,12 @@ void emit_tiled(KernelWriter& w, const TiledParams& p);                         
 // (RowParams::edge_vectors): launched for calls whose rows fail the vector
 // checks (an odd length), where the others would run one element at a time.
 // In inner-outer plans Edges keeps its column partials in shared memory.
-enum class RowKernel { Main, LongRows, Edges, LongEdges };
+// Cluster (has_cluster_kernel) is LongRows with each row shared by the
+// blocks of a thread-block cluster (sm_90): each stages and reduces its
+// part, the blocks' values combine over the cluster, so a row too long for
+// one block's shared memory is still read once (docs/PERF.md, session 22;
+// opt-in, Tuning::row_cluster_max).
+enum class RowKernel { Main, LongRows, Edges, LongEdges, Cluster };
 // emit_row.cpp. Main with a vector plan: w.paths picks the register path,
 // the streaming one or both; `checks` (when not null) receives the register
 // path's conditions for the host.
@@ -29,6 +34,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
               std::vector<ArgCheck>* checks = nullptr);
 bool has_long_row_kernel(const RowParams& p);
 bool has_edge_kernel(const RowParams& p);
+bool has_cluster_kernel(const RowParams& p);
 // Bytes of dynamic shared memory per row element of the staged path (0:
 // the kernel has none): LaunchRule::row_stage_bytes.
 int row_stage_bytes(const Fusion& f, const RowParams& p);

@@ -155,6 +155,9 @@ struct LaunchRule {
   // shared memory, this many bytes per row element for row length +
   // row_stage_pad elements (launch_dims; edge_partials_fit).
   int row_partial_bytes = 0;
+  // PerRow: when > 1, the plan has a cluster row kernel
+  // (KernelPlan::cluster_name) of up to this many blocks per row.
+  int cluster_max = 0;
   // PerRow with row_items > 0: every row takes the LongRows kernel
   // (RowParams::stream_rows).
   bool stream_rows = false;
@@ -222,6 +225,10 @@ struct KernelPlan {
   // (LaunchRule::row_partial_bytes).
   std::string edges_name;
   std::string long_edges_name;
+  // PerRow (LaunchRule::cluster_max): the long-row kernel with each row
+  // shared by the blocks of a thread-block cluster, launched with clusters
+  // of cluster_blocks (launch.h) blocks.
+  std::string cluster_name;
   std::vector<ArgCheck> edge_checks;
   int edge_row_pad = 0;
   int edge_partial_bytes = 0;

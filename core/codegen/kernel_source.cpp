@@ -60,8 +60,8 @@ constexpr std::string_view kScalarSuffix = "_scalar";
 // Names every kernel of `kernels` kf_<hash of the whole text><suffix>, so
 // equal sources get equal names (the kernel cache keys on the source).
 // Suffixes: "" (the main kernel), "_finish", "_long", "_tight", "_wide",
-// "_edges" and "_long_edges" set plan.name, finish_name, long_row_name,
-// tight_name, wide_name, edges_name and long_edges_name; "<suffix>_scalar" is the scalar twin of
+// "_edges", "_long_edges" and "_cluster" set plan.name, finish_name, long_row_name,
+// tight_name, wide_name, edges_name, long_edges_name and cluster_name; "<suffix>_scalar" is the scalar twin of
 // the kernel with <suffix>.
 void assemble(KernelPlan& plan, const std::string& args, const std::vector<KernelText>& kernels,
               const std::vector<std::string>& suffixes) {
@@ -90,6 +90,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
        : sfx == "_wide"  ? plan.wide_name
        : sfx == "_edges" ? plan.edges_name
        : sfx == "_long_edges" ? plan.long_edges_name
+       : sfx == "_cluster" ? plan.cluster_name
                          : plan.name) = name + sfx;
   }
   plan.source = prelude + text;
@@ -368,6 +369,14 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       emit_row(w, task, row, RowKernel::LongRows);
       kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
       suffixes.push_back("_long");
+    }
+    // Rows shared by the blocks of a cluster (sm_90): compiled only for
+    // the calls that take it (cluster_blocks).
+    if (has_cluster_kernel(row)) {
+      emit_row(w, task, row, RowKernel::Cluster);
+      kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
+      suffixes.push_back("_cluster");
+      launch.cluster_max = row.cluster_max;
     }
     // Rows of any length and start (an odd width), which fail the vector
     // checks of the kernels above: held in registers, or as long rows.

@@ -85,6 +85,15 @@ class KernelWriter {
   std::vector<std::string> row_index;  // domain dims; reduced dims unused
   std::vector<bool> reduced;
   std::map<int64_t, std::string> row_results;
+  // The function that reduces a value over the threads working on one row:
+  // the block, or in the cluster row kernel (RowKernel::Cluster) the blocks
+  // of the cluster (kf_cluster_reduce).
+  std::string row_reduce = "kf_block_reduce";
+  // The cluster row kernel: this block's part of the row, elements
+  // [part_begin, part_end) (locals; a multiple of the vector width from
+  // the row's start), its stage holding the part from part_begin, and the
+  // most elements any block's part has (part_most). Empty: the whole row.
+  std::string part_begin, part_end, part_most;
   // Column kernels in several phases: the results an earlier kernel of the
   // source computed, read from their per-column arrays in memory (value ->
   // pointer local), at the linear index of the result's kept dims of

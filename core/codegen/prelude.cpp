@@ -443,6 +443,67 @@ template <class T, class Op> KF_DEV T kf_block_reduce(T v, Op op) {
   __syncthreads();
   return scratch[32];
 }
+
+// Thread-block clusters (sm_90; the cluster row kernel, RowKernel::Cluster):
+// the block's rank in its cluster and the cluster's size (0 and 1 on older
+// devices, where such a kernel is never launched with clusters).
+KF_DEV unsigned kf_cluster_rank() {
+#if __CUDA_ARCH__ >= 900
+  unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r;
+#else
+  return 0;
+#endif
+}
+KF_DEV unsigned kf_cluster_size() {
+#if __CUDA_ARCH__ >= 900
+  unsigned r; asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r)); return r;
+#else
+  return 1;
+#endif
+}
+#if __CUDA_ARCH__ >= 900
+KF_DEV void kf_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// `p` (this block's shared memory) as block `rank` of the cluster holds it.
+template <class T> KF_DEV T kf_cluster_load(const T* p, unsigned rank) {
+  unsigned long long g = (unsigned long long)p, s;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"(g));
+  unsigned a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"((unsigned)s), "r"(rank));
+  static_assert(sizeof(T) % 4 == 0, "cluster values are whole words");
+  T v;
+  unsigned* w = reinterpret_cast<unsigned*>(&v);
+#pragma unroll
+  for (unsigned i = 0; i < sizeof(T) / 4; ++i) asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(w[i]) : "r"(a + 4 * i) : "memory");
+  return v;
+}
+#endif
+// Reduces v over the cluster's blocks (each reduces over itself first) and
+// returns the result to every thread of every block: the blocks' values
+// combined by a fixed tree over their ranks, so the result does not depend
+// on timing. Every thread of the cluster calls it alike.
+template <class T, class Op> KF_DEV T kf_cluster_reduce(T v, Op op) {
+  v = kf_block_reduce(v, op);
+#if __CUDA_ARCH__ >= 900
+  const unsigned n = kf_cluster_size();
+  if (n == 1) return v;
+  __shared__ T slot;
+  if (threadIdx.x == 0) slot = v;
+  kf_cluster_sync();  // every block's value is in place
+  // Each group of n lanes (n a power of two, at most 32) reads the ranks'
+  // values in order and combines them by a butterfly in which both lanes
+  // of a pair compute op(lower, upper): every lane ends with the same bits.
+  const unsigned lane = threadIdx.x & 31u;
+  v = kf_cluster_load(&slot, lane & (n - 1u));
+  for (unsigned o = n >> 1; o > 0; o >>= 1) {
+    const T other = kf_shfl_xor(v, (int)o);
+    v = (lane & o) ? op(other, v) : op(v, other);
+  }
+  kf_cluster_sync();  // every block has read: the slots may change, and no block leaves while read
+#endif
+  return v;
+}
 )KFCUDA";
 
 // The device side of core/ir/portable_math.h: every step rounded on its own

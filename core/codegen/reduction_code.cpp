@@ -141,7 +141,7 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
     if (a.online_paired) continue;  // with its sum
     if (a.online_max >= 0) {
       const Accumulator& m = accs[static_cast<size_t>(a.online_max)];
-      w.line("const kf_online " + red + " = kf_block_reduce(kf_online{" + m.name + ", " + a.name + "}, kf_online_op());");
+      w.line("const kf_online " + red + " = " + w.row_reduce + "(kf_online{" + m.name + ", " + a.name + "}, kf_online_op());");
       finish_results(w, *m.expr, m.acc, red + ".m", row_len);
       finish_results(w, e, a.acc, "kf_online_sum(" + red + ")", row_len);
       continue;
@@ -150,10 +150,10 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
     std::string v = a.name;
     if (!a.sum.empty()) {  // two passes: the row's mean, this thread's squared deviations from it
       const std::string m2 = w.fresh("m2");
-      w.line("const " + at + " " + m2 + " = kf_block_reduce(" + a.name + ", kf_sum_op());");
+      w.line("const " + at + " " + m2 + " = " + w.row_reduce + "(" + a.name + ", kf_sum_op());");
       w.line("const " + red_type + " " + red + " = {(" + at + ")" + row_len + ", " + a.sum + ", " + m2 + "};");
     } else {
-      w.line("const " + red_type + " " + red + " = kf_block_reduce(" + v + ", " + combine_op(e, a.acc) + ");");
+      w.line("const " + red_type + " " + red + " = " + w.row_reduce + "(" + v + ", " + combine_op(e, a.acc) + ");");
     }
     finish_results(w, e, a.acc, red, row_len);
     for (const Expr* other : a.shared) finish_results(w, *other, a.acc, red, row_len);

@@ -76,6 +76,7 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
   t.row_vectors = tuning.inner_outer_vectors;
   RowParams p = schedule_row(c, task, *rows, t);
   p.outer = std::move(o);
+  p.cluster_max = 0;  // (the cluster row kernel has no outer reductions)
   p.stage_outer = !p.staged.empty();
   p.outer_threads_per_sm = tuning.inner_outer_threads_per_sm;
   return p;

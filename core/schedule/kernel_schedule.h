@@ -163,6 +163,12 @@ struct RowParams {
   // partials kernel read last (still in L2 where the data is a little
   // larger than the L2; group norm 0.123 -> 0.116 ms on an H100).
   bool split_epilogue_reversed = true;
+  // The most blocks of a thread-block cluster that share a row in the
+  // cluster row kernel (RowKernel::Cluster; sm_90 and newer; 0: no such
+  // kernel): rows too long for one block's shared memory, or too few to
+  // fill the device one block each, staged in parts, one per block, and
+  // read once (Tuning::row_cluster_max; not the default).
+  int cluster_max = 0;
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };

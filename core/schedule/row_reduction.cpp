@@ -128,6 +128,10 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   p.edge_vectors = edge_vectors(c, rows, p.vectors);
   if (passes < 2) return p;
   p.staged = row_inputs;
+  // Rows too long for a block's shared memory, or too few for the device,
+  // shared by the blocks of a cluster (RowKernel::Cluster). Powers of two
+  // only: the cluster's reduction pairs its blocks.
+  for (int n = 2; n <= std::min(tuning.row_cluster_max, 8) && !p.staged.empty(); n *= 2) p.cluster_max = n;
   return p;
 }
 

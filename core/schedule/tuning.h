@@ -56,6 +56,14 @@ struct Tuning {
   int scan_pass_block = 256;
   // Split rows: the epilogue walks the slabs last to first (session 13).
   int split_epilogue_reversed = 1;
+  // The most blocks of a thread-block cluster sharing one staged row
+  // (RowParams::cluster_max; a power of two, 2 to 8; 0 or 1: no cluster
+  // row kernel). Not the default: measured on an H200 (docs/PERF.md,
+  // session 22), rmsnorm 4096 x 65536 bfloat16 0.399 -> 0.342 ms and
+  // 256-row softmax/layernorm float32 up to 1.13x faster, but batch norm
+  // 1.556 -> 1.834, softmax 4096 x 65536 0.41 -> 0.52 (its staged passes
+  // are issue-bound: ncu, SM 72% busy, DRAM 34%).
+  int row_cluster_max = 0;
   // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on
   // an H100 (docs/PERF.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.
@@ -97,7 +105,7 @@ struct Tuning {
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
 // KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL, KFUSE_TUNE_SCAN_ITEMS
 // KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_SCAN_LINE_STEPS,
-// KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED, KFUSE_TUNE_TILED_BLOCK, KFUSE_TUNE_COLUMN_ANY_ROWS,
+// KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED, KFUSE_TUNE_ROW_CLUSTER_MAX (0 allowed), KFUSE_TUNE_TILED_BLOCK, KFUSE_TUNE_COLUMN_ANY_ROWS,
 // KFUSE_TUNE_TILED_ORDER, KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS and
 // KFUSE_TUNE_COLUMN_SCALAR_ROWS (positive integers) when set. Read on first use.
 const Tuning& default_tuning();

@@ -1366,6 +1366,28 @@ static const char* const kSplitRows[] = {
     "output s\n",
 };
 
+/* Fusion k of kSplitRows over `axes` of x (dtype dt, shape[2] == 0: rank
+ * 2) against the CPU backend, with a tolerance that grows with the
+ * reduction's length; with `twice`, also the same bytes from two GPU runs. */
+static void gpu_twice_identical(kf_fusion f, tin* in, size_t nin, const char* what);
+static void row_case(const char* label, int k, kf_dtype dt, const int64_t shape[3], const char* axes, double length,
+                     int twice) {
+  const int rank = shape[2] > 0 ? 3 : 2;
+  char text[2048];
+  snprintf(text, sizeof text, kSplitRows[k], kf_dtype_name(dt), rank, axes, "float32");
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  tin in = input(dt, rank, shape);
+  fill(&in, -3, 3, 0);
+  char what[160];
+  snprintf(what, sizeof what, "%s %d %s [%lld,%lld,%lld] axes %s", label, k, kf_dtype_name(dt), (long long)shape[0],
+           (long long)shape[1], (long long)shape[2], axes);
+  run_case_tol(f, &in, 1, what, 16.0 + length / 1024.0, -1);
+  if (twice) gpu_twice_identical(f, &in, 1, what);
+  free_inputs(&in, 1);
+  kf_fusion_release(f);
+}
+
 static void test_split_rows(void** state) {
   (void)state;
   const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
@@ -1379,22 +1401,37 @@ static void test_split_rows(void** state) {
         for (int all = 0; all < 2; ++all) {
           const int rank = shapes[s][2] > 0 ? 3 : 2;
           const char* axes = all ? (rank == 3 ? "[0, 1, 2]" : "[0, 1]") : (rank == 3 ? "[0, 2]" : "[1]");
-          char text[2048];
-          snprintf(text, sizeof text, kSplitRows[k], kf_dtype_name(dts[d]), rank, axes, "float32");
-          kf_fusion f;
-          KF_CHECK(kf_fusion_from_text(text, &f));
-          tin in = input(dts[d], rank, shapes[s]);
-          fill(&in, -3, 3, 0);
           const double length = all ? (double)numel_of(rank, shapes[s])
                                     : (double)(rank == 3 ? shapes[s][0] * shapes[s][2] : shapes[s][1]);
-          char what[160];
-          snprintf(what, sizeof what, "split rows %d %s [%lld,%lld,%lld] axes %s", k, kf_dtype_name(dts[d]),
-                   (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2], axes);
-          run_case_tol(f, &in, 1, what, 16.0 + length / 1024.0, -1);
-          free_inputs(&in, 1);
-          kf_fusion_release(f);
+          row_case("split rows", k, dts[d], shapes[s], axes, length, 0);
         }
   end_test("split rows");
+}
+
+/* Rows too long for one block's shared memory, or too few to fill the
+ * device, shared by the blocks of a thread-block cluster on sm_90
+ * (RowKernel::Cluster, launch.h cluster_blocks): each block stages and
+ * reduces its part, the parts' values combine over the cluster. The
+ * layernorm (two-pass variance on the staged path) and softmax (two
+ * phases) of kSplitRows; rows and batch-norm layouts that take clusters of
+ * 2, 4 and 8 on an H100 or H200 in both dtypes, and an odd length along a
+ * reduced dim of the batch-norm layout (no Edges kernel there: the cluster
+ * kernel's element path). On older devices the same calls take the
+ * long-row or split-row kernels. */
+static void test_cluster_rows(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  const int64_t shapes[][3] = {{256, 60000, 0}, {40, 200000, 0}, {4, 300, 20000}, {4, 300, 20001}, {2, 24, 100000}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int k = 0; k < 2; ++k)
+    for (int d = 0; d < 2; ++d)
+      for (int s = 0; s < kShapes; ++s) {
+        const int rank3 = shapes[s][2] > 0;
+        /* The blocks' values combine in a fixed order: the same bytes twice. */
+        row_case("cluster rows", k, dts[d], shapes[s], rank3 ? "[0, 2]" : "[1]",
+                 (double)(rank3 ? shapes[s][0] * shapes[s][2] : shapes[s][1]), 1);
+      }
+  end_test("cluster rows");
 }
 
 /* Reshapes as the sizes group their dims (reshape_groups.h): dims kept
@@ -2396,7 +2433,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

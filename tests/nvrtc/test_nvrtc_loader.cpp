@@ -314,6 +314,35 @@ void test_launch_dims(void**) {
   assert_false(prefer_split_rows(row, Sizes{264, 327680}, 132));  // enough rows
   assert_false(prefer_split_rows(row, Sizes{128, 32768}, 132));   // fits the registers
   assert_false(prefer_split_rows(row, Sizes{0, 327680}, 132));
+  // Cluster rows (rows too long to stage in half the shared memory, or too
+  // few for two per multiprocessor): the fewest blocks per row, a power of
+  // two up to cluster_max, whose parts stage in half of it and that give
+  // every multiprocessor a block.
+  LaunchRule cl = row;
+  cl.row_stage_bytes = 2;  // one bfloat16 input staged
+  cl.row_stage_pad = 16;
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 131072}, 132, optin), 0);  // no cluster kernel
+  cl.cluster_max = 8;
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 131072}, 132, optin), 4);  // 256 KB rows: 64 KB parts
+  assert_int_equal(cluster_blocks(cl, Sizes{128, 327680}, 132, optin), 8);   // 640 KB: 80 KB parts
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 40000}, 132, optin), 0);   // one block stages it
+  assert_int_equal(cluster_blocks(cl, Sizes{64, 40000}, 132, optin), 4);     // few rows: a block per multiprocessor
+  assert_int_equal(cluster_blocks(cl, Sizes{16, 40000}, 132, optin), 0);     // too few even in clusters of 8
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 1 << 21}, 132, optin), 0); // 4 MB: parts too large
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 32768}, 132, optin), 0);   // fits the registers
+  cl.cluster_max = 2;
+  assert_int_equal(cluster_blocks(cl, Sizes{128, 327680}, 132, optin), 0);   // would need 8
+  // Its launch: whole clusters, a cluster per row, each block staging its part.
+  cl.cluster_max = 8;
+  KernelLimits lim;
+  lim.max_dynamic_shared = optin;
+  lim.registers = 32;
+  d = launch_dims(cl, Sizes{8192, 131072}, 1 << 30, 132, lim, 4);
+  assert_true(d.long_rows);
+  assert_int_equal(d.grid, 8192 * 4);
+  assert_int_equal(d.shared_bytes, 2 * (131072 / 4 + 16 + 16));
+  d = launch_dims(cl, Sizes{8192, 131072}, 32770, 132, lim, 4);
+  assert_int_equal(d.grid, 32768);  // capped at whole clusters
   LaunchRule split;
   split.kind = LaunchRule::Kind::SplitRows;
   split.reduced_dims = {false, true};

@@ -54,6 +54,30 @@ void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint3
          block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
 }
 
+// A launch in thread-block clusters of `cluster` blocks along x (sm_90).
+void launch_clusters(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint32_t shared, CUstream stream,
+                     int64_t* args, uint32_t cluster) {
+  void* params[] = {args};
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = cluster;
+  attribute.value.clusterDim.y = 1;
+  attribute.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = grid;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = block;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = shared;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  CUresult r = driver().cuLaunchKernelEx_(&config, f, params, nullptr);
+  if (r != CUDA_SUCCESS)
+    fail(KF_ERR_BACKEND, "CUDA driver could not launch kernel ", name, " (grid ", grid, " in clusters of ", cluster,
+         ", block ", block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernelEx", r));
+}
+
 class CudaBackend final : public Backend {
  public:
   void* allocate(size_t bytes, int device, const ExecOptions& options) override {
@@ -124,7 +148,7 @@ class CudaBackend final : public Backend {
     // LongRows) or the one for tensors that fail its checks once the call's
     // argument words are known (below); the rest load their variant now.
     const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide ||
-                                v == KernelVariant::LongRows;
+                                v == KernelVariant::LongRows || v == KernelVariant::Cluster;
     if (!vector_variant || (k.plan.scalar_twins.empty() && k.plan.long_edges_name.empty())) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
@@ -148,7 +172,7 @@ class CudaBackend final : public Backend {
       if (edge_kernel_fits(k.plan, args.data())) run = edges_variant(k.plan, v, sizes, context.info());
       else if (k.plan.scalar_twins.empty()) {}
       else if (v == KernelVariant::Wide) run = KernelVariant::LongRows;
-      else if (v != KernelVariant::LongRows) run = KernelVariant::Scalar;
+      else if (v != KernelVariant::LongRows && v != KernelVariant::Cluster) run = KernelVariant::Scalar;
     }
     if (run == KernelVariant::Tight && k.variant(run).tight_spills) run = KernelVariant::Main;
     // (the Edges kernel's column partials against its own static shared memory)
@@ -158,11 +182,16 @@ class CudaBackend final : public Backend {
     k.variant(run);
     const bool long_rows = run == KernelVariant::LongRows, tight = run == KernelVariant::Tight,
                wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar,
-               edges = run == KernelVariant::Edges, long_edges = run == KernelVariant::LongEdges;
+               edges = run == KernelVariant::Edges, long_edges = run == KernelVariant::LongEdges,
+               clustered = run == KernelVariant::Cluster;
+    // (as kernel_variant chose; the kernel streams a part its shared memory cannot stage)
+    const int cluster = clustered ? cluster_blocks_on(k.plan, domain, context.info()) : 0;
     const LaunchDims dims = launch_dims(wide ? k.wide_launch : long_edges ? k.long_edges_launch : edges ? k.edges_launch : k.plan.launch,
                                         domain, context.info().max_grid_x, context.info().multiprocessors,
-                                        long_rows ? k.long_limits : long_edges ? k.long_edges_limits : edges ? k.edges_limits : k.limits);
-    if (dims.long_rows != (long_rows || long_edges) && !k.plan.long_row_name.empty())
+                                        long_rows ? k.long_limits : long_edges ? k.long_edges_limits : edges ? k.edges_limits
+                                                  : clustered ? k.cluster_limits : k.limits,
+                                        cluster);
+    if (dims.long_rows != (long_rows || long_edges || clustered) && !k.plan.long_row_name.empty())
       fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
     CUfunction function = scalar_twin ? k.scalar
                           : long_rows ? k.long_row
@@ -170,6 +199,7 @@ class CudaBackend final : public Backend {
                           : wide      ? k.wide
                           : edges     ? k.edges
                           : long_edges ? k.long_edges
+                          : clustered ? k.cluster
                                       : k.function;
     const char* name = scalar_twin ? k.plan.scalar_of(k.plan.name).c_str()
                        : long_rows ? k.plan.long_row_name.c_str()
@@ -177,6 +207,7 @@ class CudaBackend final : public Backend {
                        : wide      ? k.plan.wide_name.c_str()
                        : edges     ? k.plan.edges_name.c_str()
                        : long_edges ? k.plan.long_edges_name.c_str()
+                       : clustered ? k.plan.cluster_name.c_str()
                                    : k.plan.name.c_str();
     if (!k.plan.finish_name.empty()) {
       // Partials into a stream-ordered scratch buffer, then the finishing
@@ -208,6 +239,11 @@ class CudaBackend final : public Backend {
         throw;
       }
       release(scratch, bytes, c.device.id, options);
+      return;
+    }
+    if (clustered) {
+      launch_clusters(function, name, dims.grid, dims.block, dims.shared_bytes, stream_of(options), args.data(),
+                      static_cast<uint32_t>(cluster));
       return;
     }
     launch(function, name, dims.grid, dims.block, dims.shared_bytes,

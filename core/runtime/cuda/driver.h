@@ -22,7 +22,7 @@ namespace kf::cuda {
   X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute) \
   X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent)              \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute) \
-  X(cuLaunchKernel) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAlloc) X(cuMemFree) \
+  X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAlloc) X(cuMemFree) \
   X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemsetD32Async) X(cuStreamSynchronize)  \
   X(cuGetErrorName) X(cuGetErrorString)
 

@@ -165,7 +165,7 @@ int64_t register_row_block(const LaunchRule& rule, int64_t row) {
 }  // namespace
 
 LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
-                       const KernelLimits& limits) {
+                       const KernelLimits& limits, int cluster) {
   const int64_t max_dynamic_shared = limits.max_dynamic_shared;
   LaunchDims dims;
   dims.block = static_cast<uint32_t>(rule.block);
@@ -262,8 +262,9 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       // (docs/PERF.md, session 10: float32 rows of 32768 0.86 -> 0.79 ms).
       // Inner-outer rows keep their stage (their streamed partials go
       // through memory).
-      const int64_t bytes = rule.row_stage_bytes * (row + rule.row_stage_pad);
-      const int64_t room = rule.outer_accumulators > 0 ? max_dynamic_shared : max_dynamic_shared / 2;
+      const int64_t staged_row = cluster > 1 ? cluster_part(row, cluster) : row;
+      const int64_t bytes = rule.row_stage_bytes * (staged_row + rule.row_stage_pad);
+      const int64_t room = rule.outer_accumulators > 0 || cluster > 1 ? max_dynamic_shared : max_dynamic_shared / 2;
       const int64_t shared = bytes > 0 && bytes <= room ? bytes : 0;
       dims.shared_bytes = static_cast<uint32_t>(shared);
       // Any block size serves these paths: the one that keeps the most
@@ -282,6 +283,10 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     }
   }
   int64_t cap = std::min<int64_t>({rule.max_blocks, int64_t{max_grid_x}, elementwise_cap});
+  if (cluster > 1) {  // whole clusters, one per row
+    work *= cluster;
+    cap = cap / cluster * cluster;
+  }
   if (rule.outer_accumulators > 0)  // resident blocks only: each writes a row of partials
     cap = std::min<int64_t>(cap, int64_t{std::max(multiprocessors, 1)} * std::max<int64_t>(1, blocks_per_sm));
   dims.grid = static_cast<uint32_t>(std::clamp<int64_t>(work, 0, std::max<int64_t>(cap, 1)));
@@ -339,6 +344,23 @@ bool takes_wide_rows(const LaunchRule& rule, std::span<const int64_t> domain, in
   // (launch_dims stages a row without outer reductions within half the limit)
   return row <= rule.block * rule.wide_row_items &&
          rule.row_stage_bytes * (row + rule.row_stage_pad) > max_dynamic_shared / 2;
+}
+
+int cluster_blocks(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors,
+                   int64_t max_dynamic_shared) {
+  if (rule.kind != LaunchRule::Kind::PerRow || rule.cluster_max < 2 || rule.row_stage_bytes <= 0 ||
+      !takes_long_rows(rule, domain))
+    return 0;
+  int64_t rows = 1, row = 1;
+  for (size_t d = 0; d < domain.size(); ++d) (d < rule.reduced_dims.size() && rule.reduced_dims[d] ? row : rows) *= domain[d];
+  const int64_t sms = std::max(multiprocessors, 1), room = max_dynamic_shared / 2;
+  if (rows == 0) return 0;
+  if (rows >= 2 * sms && rule.row_stage_bytes * (row + rule.row_stage_pad) <= room) return 0;
+  // (Parts in a quarter of the shared memory, for more blocks per
+  // multiprocessor, measured the same: docs/PERF.md session 22.)
+  for (int n = 2; n <= rule.cluster_max; n *= 2)
+    if (rule.row_stage_bytes * (cluster_part(row, n) + rule.row_stage_pad) <= room && rows * n >= sms) return n;
+  return 0;
 }
 
 bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {

@@ -57,9 +57,25 @@ struct KernelLimits {
 };
 
 // domain: this call's sizes of rule.domain_value; the device's grid limit
-// and multiprocessor count.
+// and multiprocessor count. `cluster` > 1: a PerRow plan's cluster row
+// kernel with that many blocks per row (cluster_blocks): each stages its
+// part of the row, and the grid is a multiple of the cluster.
 LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
-                       const KernelLimits& limits = {});
+                       const KernelLimits& limits = {}, int cluster = 0);
+
+// The blocks per row (a power of two, at most rule.cluster_max) with which
+// a PerRow call takes the plan's cluster row kernel (KernelPlan::
+// cluster_name), or 0 where it should not: its rows are too long for the
+// registers, and either too long to stage in half of `max_dynamic_shared`
+// (one block per row would read them once per pass) or too few to give
+// every multiprocessor two. The fewest blocks whose parts stage in half of
+// it and that give every multiprocessor a block.
+int cluster_blocks(const LaunchRule& per_row, std::span<const int64_t> domain, int multiprocessors,
+                   int64_t max_dynamic_shared);
+
+// A staged part's elements: the most any block of a cluster of n takes
+// (whole vectors of up to 16 elements).
+inline int64_t cluster_part(int64_t row, int n) { return (row + n - 1) / n + 16; }
 
 // Whether a PerRow plan's rows are too long for its registers this call
 // (launch_dims sets LaunchDims::long_rows the same way).

@@ -15,8 +15,9 @@ using namespace kf::cuda;
 
 constexpr uint32_t kDefaultSharedLimit = 48 * 1024;  // beyond this a kernel must opt in
 
-// Static shared memory an Edges kernel may have besides its partials (its
-// block reductions'); run_kernel checks the loaded kernel's own figure.
+// Static shared memory an Edges or cluster row kernel may have besides its
+// partials or stage (its block reductions'); run_kernel checks the loaded
+// kernel's own figure.
 constexpr int kEdgesStaticReserve = 4096;
 
 // The Edges kernel's launch: plan.launch with the column partials' shared memory.
@@ -36,6 +37,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::Wide: return 4;
     case KernelVariant::Edges: return 5;
     case KernelVariant::LongEdges: return 6;
+    case KernelVariant::Cluster: return 7;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -136,13 +138,13 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
     LoadedKernel& k = *kernels.back();
     KernelVariant v = kernel_variant(k.plan, sizes, device_info(c.device.id));
     const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide;
-    if ((vector_variant || v == KernelVariant::LongRows) &&
+    if ((vector_variant || v == KernelVariant::LongRows || v == KernelVariant::Cluster) &&
         (!k.plan.scalar_twins.empty() || !k.plan.long_edges_name.empty()) && extents_fail(k, k.plan.vector_checks, sizes)) {
       if (!k.plan.long_edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes))
         v = edges_variant(k.plan, v, sizes, device_info(c.device.id));
       else if (k.plan.scalar_twins.empty()) {}  // (the kernel's own fallback paths)
       else if (v == KernelVariant::Wide) v = KernelVariant::LongRows;
-      else if (v != KernelVariant::LongRows) v = KernelVariant::Scalar;
+      else if (v != KernelVariant::LongRows && v != KernelVariant::Cluster) v = KernelVariant::Scalar;
     }
     LoadedKernel* target = &k;
     if (v == KernelVariant::SplitRows) {
@@ -166,9 +168,15 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
 
 }  // namespace
 
+int cluster_blocks_on(const KernelPlan& plan, std::span<const int64_t> domain, const cuda::DeviceInfo& device) {
+  if (plan.cluster_name.empty() || device.sm < 90) return 0;
+  return cluster_blocks(plan.launch, domain, device.multiprocessors, device.max_shared_optin - kEdgesStaticReserve);
+}
+
 KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, const cuda::DeviceInfo& device) {
   if (plan.launch.kind != LaunchRule::Kind::PerRow) return KernelVariant::Main;
   const std::span<const int64_t> domain = sizes[plan.launch.domain_value];
+  if (cluster_blocks_on(plan, domain, device) > 1) return KernelVariant::Cluster;
   if (!plan.split_rows.empty() && prefer_split_rows(plan.launch, domain, device.multiprocessors))
     return KernelVariant::SplitRows;
   if (!plan.wide_name.empty() && takes_wide_rows(plan.launch, domain, device.max_shared_optin))
@@ -216,6 +224,7 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::Wide: names.push_back(plan.wide_name); break;
     case KernelVariant::Edges: names.push_back(plan.edges_name); break;
     case KernelVariant::LongEdges: names.push_back(plan.long_edges_name); break;
+    case KernelVariant::Cluster: names.push_back(plan.cluster_name); break;
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
   if (v == KernelVariant::Main || v == KernelVariant::Scalar)
@@ -264,6 +273,9 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     long_edges_launch = plan.launch;
     long_edges_launch.stream_rows = true;  // the long-row kernel's launch, whatever the row's length
     long_edges_launch.row_stage_pad = plan.edge_row_pad;
+  } else if (v == KernelVariant::Cluster) {
+    cluster = load(plan.cluster_name);
+    cluster_limits = long_row_limits(device, plan, cluster);
   } else {
     long_row = load(plan.long_row_name);
     long_limits = long_row_limits(device, plan, long_row);

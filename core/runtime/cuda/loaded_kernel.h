@@ -35,7 +35,12 @@ enum class KernelVariant : uint8_t {
   Wide,       // PerRow: plan.wide_name (takes_wide_rows)
   Edges,      // PerRow: plan.edges_name (edge_kernel_fits, rows the registers hold)
   LongEdges,  // PerRow: plan.long_edges_name (edge_kernel_fits, longer rows)
+  Cluster,    // PerRow: plan.cluster_name (cluster_blocks > 0 on an sm_90 device)
 };
+
+// The blocks per row of a call that takes `plan`'s cluster row kernel on
+// `device` (sm_90 or newer), or 0.
+int cluster_blocks_on(const KernelPlan& plan, std::span<const int64_t> domain, const cuda::DeviceInfo& device);
 
 // The variant a call with `sizes` launches on `device`,
 // before its argument words are known: Main and Tight stand for themselves
@@ -87,6 +92,8 @@ struct LoadedKernel {
   std::vector<CUfunction> scalar_later;  // Scalar: plan.later's kernels or their twins
   cuda::KernelLimits limits;       // Main, Elementwise: for its waves
   cuda::KernelLimits long_limits;  // LongRows: for its block and stage
+  CUfunction cluster = nullptr;       // Cluster
+  cuda::KernelLimits cluster_limits;  // Cluster: for its block and stage
   std::unique_ptr<LoadedKernel> split;  // PerRow with plan.split_rows: that plan
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
   Task task;             // a matmul pattern's epilogue: what the kernel computes
@@ -105,7 +112,7 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[7]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges
+  mutable std::atomic<bool> loaded_[8]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster
 };
 
 // The kernel of generated segment `index`. The first call of a
