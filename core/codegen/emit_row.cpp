@@ -481,12 +481,17 @@ void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const s
   w.line("__syncthreads();  // the previous row's reads of the stage are done");
   open_vector_steps(w, V, row_len, edges);
   std::vector<std::string> idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
+  // The cluster row kernel copies without registers (cp.async): every
+  // vector of its part in flight at once, few instructions per vector.
+  const bool async = !w.part_begin.empty() && edges == nullptr;
   for (const auto& [in, row] : stage.rows) {
     const std::string vt = vector_type(w, in, V);
-    w.line("*(" + vt + "*)(" + row + " + " + at + ") = *(const " + vt + "*)(" +
-           w.address(in, input_index(p.vectors.inputs.at(in), idx)) + ");");
+    const std::string from = w.address(in, input_index(p.vectors.inputs.at(in), idx));
+    if (async) w.line("kf_copy_async16(" + row + " + " + at + ", " + from + ");");
+    else w.line("*(" + vt + "*)(" + row + " + " + at + ") = *(const " + vt + "*)(" + from + ");");
   }
   w.close();
+  if (async) w.line("kf_copy_async_wait();");
   if (edges != nullptr) {
     open_edge_steps(w, V, *edges);
     idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));

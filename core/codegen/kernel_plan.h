@@ -158,6 +158,7 @@ struct LaunchRule {
   // PerRow: when > 1, the plan has a cluster row kernel
   // (KernelPlan::cluster_name) of up to this many blocks per row.
   int cluster_max = 0;
+  int cluster_block = 256;  // its threads per block (at most `block`)
   // PerRow with row_items > 0: every row takes the LongRows kernel
   // (RowParams::stream_rows).
   bool stream_rows = false;

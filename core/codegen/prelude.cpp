@@ -444,6 +444,15 @@ template <class T, class Op> KF_DEV T kf_block_reduce(T v, Op op) {
   return scratch[32];
 }
 
+// 16 bytes from global to shared memory without registers (cp.async,
+// sm_80), and the wait for this thread's copies.
+KF_DEV void kf_copy_async16(void* to, const void* from) {
+  unsigned long long s;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"((unsigned long long)to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)s), "l"(from) : "memory");
+}
+KF_DEV void kf_copy_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // Thread-block clusters (sm_90; the cluster row kernel, RowKernel::Cluster):
 // the block's rank in its cluster and the cluster's size (0 and 1 on older
 // devices, where such a kernel is never launched with clusters).

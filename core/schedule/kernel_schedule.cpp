@@ -65,7 +65,7 @@ struct Describe {
     if (p.has_outer())
       s += " outer={" + rows(p.outer) + "} outer_threads_per_sm=" + std::to_string(p.outer_threads_per_sm);
     if (p.edge_vectors.width > 0) s += " edges={" + vectors(p.edge_vectors) + "}";  // the Edges kernels' plan
-    if (p.cluster_max > 0) s += " cluster_max=" + std::to_string(p.cluster_max);
+    if (p.cluster_max > 0) s += " cluster_max=" + std::to_string(p.cluster_max) + " cluster_block=" + std::to_string(p.cluster_block);
     return s;
   }
   std::string operator()(const ScatterParams& p) const {

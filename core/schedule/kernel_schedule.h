@@ -167,8 +167,13 @@ struct RowParams {
   // cluster row kernel (RowKernel::Cluster; sm_90 and newer; 0: no such
   // kernel): rows too long for one block's shared memory, or too few to
   // fill the device one block each, staged in parts, one per block, and
-  // read once (Tuning::row_cluster_max; not the default).
+  // read once (Tuning::row_cluster_max).
   int cluster_max = 0;
+  // Threads per block of the cluster row kernel (at most `block`): small
+  // blocks hold more of the part per thread (fewer threads share each
+  // row's fixed cost: its reductions, its loops' set-up) and several fit a
+  // multiprocessor (Tuning::row_cluster_block).
+  int cluster_block = 256;
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };

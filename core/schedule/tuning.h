@@ -58,12 +58,12 @@ struct Tuning {
   int split_epilogue_reversed = 1;
   // The most blocks of a thread-block cluster sharing one staged row
   // (RowParams::cluster_max; a power of two, 2 to 8; 0 or 1: no cluster
-  // row kernel). Not the default: measured on an H200 (docs/PERF.md,
-  // session 22), rmsnorm 4096 x 65536 bfloat16 0.399 -> 0.342 ms and
-  // 256-row softmax/layernorm float32 up to 1.13x faster, but batch norm
-  // 1.556 -> 1.834, softmax 4096 x 65536 0.41 -> 0.52 (its staged passes
-  // are issue-bound: ncu, SM 72% busy, DRAM 34%).
-  int row_cluster_max = 0;
+  // row kernel). Measured on an H100 (docs/PERF.md, session 22): batch
+  // norm 2.18 -> 1.70 ms, rows of 65536 1.24-1.41x faster, the rest of
+  // the training suite unchanged.
+  int row_cluster_max = 8;
+  // Threads per block of the cluster row kernel (RowParams::cluster_block).
+  int row_cluster_block = 256;
   // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on
   // an H100 (docs/PERF.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.

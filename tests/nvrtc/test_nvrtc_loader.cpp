@@ -316,14 +316,14 @@ void test_launch_dims(void**) {
   assert_false(prefer_split_rows(row, Sizes{0, 327680}, 132));
   // Cluster rows (rows too long to stage in half the shared memory, or too
   // few for two per multiprocessor): the fewest blocks per row, a power of
-  // two up to cluster_max, whose parts stage in half of it and that give
-  // every multiprocessor a block.
+  // two up to cluster_max, whose parts stage in a quarter of it (else half)
+  // and that give every multiprocessor a block.
   LaunchRule cl = row;
   cl.row_stage_bytes = 2;  // one bfloat16 input staged
   cl.row_stage_pad = 16;
   assert_int_equal(cluster_blocks(cl, Sizes{8192, 131072}, 132, optin), 0);  // no cluster kernel
   cl.cluster_max = 8;
-  assert_int_equal(cluster_blocks(cl, Sizes{8192, 131072}, 132, optin), 4);  // 256 KB rows: 64 KB parts
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 131072}, 132, optin), 8);  // 256 KB rows: 32 KB parts (a quarter)
   assert_int_equal(cluster_blocks(cl, Sizes{128, 327680}, 132, optin), 8);   // 640 KB: 80 KB parts
   assert_int_equal(cluster_blocks(cl, Sizes{8192, 40000}, 132, optin), 0);   // one block stages it
   assert_int_equal(cluster_blocks(cl, Sizes{64, 40000}, 132, optin), 4);     // few rows: a block per multiprocessor
@@ -341,6 +341,9 @@ void test_launch_dims(void**) {
   assert_true(d.long_rows);
   assert_int_equal(d.grid, 8192 * 4);
   assert_int_equal(d.shared_bytes, 2 * (131072 / 4 + 16 + 16));
+  assert_int_equal(d.block, 512);  // 64 KB parts: 3 of 256 threads would keep too few resident
+  d = launch_dims(cl, Sizes{8192, 131072}, 1 << 30, 132, lim, 8);
+  assert_int_equal(d.block, 256);  // 32 KB parts: 6 of RowParams::cluster_block's 256
   d = launch_dims(cl, Sizes{8192, 131072}, 32770, 132, lim, 4);
   assert_int_equal(d.grid, 32768);  // capped at whole clusters
   LaunchRule split;

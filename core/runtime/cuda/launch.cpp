@@ -272,13 +272,28 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       // its multiprocessor, idle at every barrier; docs/PERF.md).
       // On a tie the smaller block: more blocks overlap each other's barriers.
       int64_t best = 0;
-      for (int64_t b = rule.block; b >= 256; b /= 2) {
+      for (int64_t b = rule.block; b >= 256 && cluster < 2; b /= 2) {
         const int64_t n = resident_blocks(b, limits.registers, shared, max_dynamic_shared);
         if (n * b >= best) {
           best = n * b;
           dims.block = static_cast<uint32_t>(b);
           blocks_per_sm = n;
         }
+      }
+      // The cluster kernel: the smallest block from RowParams::cluster_block
+      // up that keeps half a multiprocessor's threads resident (each thread
+      // then holds more of the part; H100, docs/PERF.md session 22: 256
+      // threads against 512 and 1024 took batch norm 1.92 -> 1.69 ms, but
+      // group norm's 80 KB parts, two blocks per multiprocessor, 0.106 ->
+      // 0.130), else the block that keeps the most.
+      for (int64_t b = std::min(rule.cluster_block, rule.block); b <= rule.block && cluster > 1; b *= 2) {
+        const int64_t n = resident_blocks(b, limits.registers, shared, max_dynamic_shared);
+        if (n * b > best) {
+          best = n * b;
+          dims.block = static_cast<uint32_t>(b);
+          blocks_per_sm = n;
+        }
+        if (n * b >= kThreadsPerSm / 2) break;
       }
     }
   }
@@ -356,10 +371,11 @@ int cluster_blocks(const LaunchRule& rule, std::span<const int64_t> domain, int 
   const int64_t sms = std::max(multiprocessors, 1), room = max_dynamic_shared / 2;
   if (rows == 0) return 0;
   if (rows >= 2 * sms && rule.row_stage_bytes * (row + rule.row_stage_pad) <= room) return 0;
-  // (Parts in a quarter of the shared memory, for more blocks per
-  // multiprocessor, measured the same: docs/PERF.md session 22.)
-  for (int n = 2; n <= rule.cluster_max; n *= 2)
-    if (rule.row_stage_bytes * (cluster_part(row, n) + rule.row_stage_pad) <= room && rows * n >= sms) return n;
+  // Parts in a quarter of the shared memory where the cluster allows (four
+  // or more blocks of a multiprocessor overlap each other's barriers), else in half.
+  for (const int64_t part_room : {room / 2, room})
+    for (int n = 2; n <= rule.cluster_max; n *= 2)
+      if (rule.row_stage_bytes * (cluster_part(row, n) + rule.row_stage_pad) <= part_room && rows * n >= sms) return n;
   return 0;
 }
 

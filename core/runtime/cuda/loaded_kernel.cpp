@@ -176,7 +176,19 @@ int cluster_blocks_on(const KernelPlan& plan, std::span<const int64_t> domain, c
 KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, const cuda::DeviceInfo& device) {
   if (plan.launch.kind != LaunchRule::Kind::PerRow) return KernelVariant::Main;
   const std::span<const int64_t> domain = sizes[plan.launch.domain_value];
-  if (cluster_blocks_on(plan, domain, device) > 1) return KernelVariant::Cluster;
+  // The cluster kernel takes rows that one block would re-read (LongRows)
+  // or that split over blocks (SplitRows), and rows the wide kernel would
+  // hold in registers when too few to fill the device. Where the wide kernel
+  // fills it, it stays (H100, docs/PERF.md session 22: softmax over 2048 x
+  // 32768 float32 0.192 ms held against 0.224 staged, its exp computed
+  // once; 256 x 32768 0.054 held against 0.039 in clusters).
+  if (cluster_blocks_on(plan, domain, device) > 1) {
+    int64_t rows = 1;
+    for (size_t d = 0; d < domain.size(); ++d)
+      if (d >= plan.launch.reduced_dims.size() || !plan.launch.reduced_dims[d]) rows *= domain[d];
+    const bool wide = !plan.wide_name.empty() && takes_wide_rows(plan.launch, domain, device.max_shared_optin);
+    if (!wide || rows < 2 * int64_t{device.multiprocessors}) return KernelVariant::Cluster;
+  }
   if (!plan.split_rows.empty() && prefer_split_rows(plan.launch, domain, device.multiprocessors))
     return KernelVariant::SplitRows;
   if (!plan.wide_name.empty() && takes_wide_rows(plan.launch, domain, device.max_shared_optin))
