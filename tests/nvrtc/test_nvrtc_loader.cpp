@@ -9,6 +9,7 @@
 #include "core/runtime/backend.h"
 #include "core/runtime/cuda/driver.h"
 #include "core/runtime/cuda/launch.h"
+#include "core/runtime/cuda/loaded_kernel.h"
 #include "core/runtime/cuda/nvrtc.h"
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/runtime/executor.h"
@@ -364,6 +365,54 @@ void test_launch_dims(void**) {
   assert_int_equal(d.epilogue_grid_y, 9);  // 20000 / 2048
 }
 
+// Which kernel a row plan's call takes on an sm_90 device with clusters
+// (kernel_variant): the cluster kernel for rows the long-row kernel would
+// re-read or split, and for rows the wide kernel holds only when they are
+// too few to fill the device; no cluster kernel before sm_90.
+void test_cluster_variant(void**) {
+  Builder b;
+  const int64_t x = b.tensor_input(2, DType::F32);
+  const int64_t y = b.op(Op::NEG, {x}, {})[0];
+  b.output(y, {}, -1);
+  auto f = b.finalize();
+  KernelPlan plan;
+  plan.name = "k";
+  plan.long_row_name = "k_long";
+  plan.wide_name = "k_wide";
+  plan.cluster_name = "k_cluster";
+  LaunchRule& r = plan.launch;
+  r.kind = LaunchRule::Kind::PerRow;
+  r.domain_value = x;
+  r.reduced_dims = {false, true};
+  r.block = 1024;
+  r.row_items = 16;       // 4 vectors of 4 float32 per thread
+  r.wide_row_items = 32;  // the wide kernel: 32768 elements per row
+  r.row_stage_bytes = 4;
+  r.row_stage_pad = 16;
+  r.cluster_max = 8;
+  DeviceInfo dev;
+  dev.sm = 90;
+  dev.multiprocessors = 132;
+  dev.max_shared_optin = 227 * 1024;
+  ValueSizes sizes;
+  sizes.reset(*f);
+  auto variant = [&](int64_t rows, int64_t row) {
+    const int64_t shape[2] = {rows, row};
+    sizes.set(x, shape);
+    return kernel_variant(plan, sizes, dev);
+  };
+  assert_true(variant(4096, 65536) == KernelVariant::Cluster);   // 256 KB rows: re-read by the long-row kernel
+  assert_true(variant(2048, 32768) == KernelVariant::Wide);      // held in registers, and they fill the device
+  assert_true(variant(256, 32768) == KernelVariant::Cluster);    // held, but 256 blocks leave it half idle
+  assert_true(variant(4096, 20000) == KernelVariant::LongRows);  // staged by one block
+  assert_true(variant(4096, 8192) == KernelVariant::Main);       // the registers hold it
+  dev.sm = 80;
+  assert_true(variant(4096, 65536) == KernelVariant::LongRows);
+  dev.sm = 90;
+  plan.cluster_name.clear();
+  assert_true(variant(4096, 65536) == KernelVariant::LongRows);
+}
+
 // x (f32, rank 2) * s (f32 scalar) -> y
 void test_fill_arguments(void**) {
   Builder b;
@@ -461,6 +510,7 @@ int main() {
       cmocka_unit_test(test_strided_copy_kernels_compile),
       cmocka_unit_test(test_collapse_copy),
       cmocka_unit_test(test_launch_dims),
+      cmocka_unit_test(test_cluster_variant),
       cmocka_unit_test(test_fill_arguments),
       cmocka_unit_test(test_no_driver_reports_no_device),
   };
