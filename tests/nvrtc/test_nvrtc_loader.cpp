@@ -328,6 +328,7 @@ void test_launch_dims(void**) {
   assert_int_equal(cluster_blocks(cl, Sizes{128, 327680}, 132, optin), 8);   // 640 KB: 80 KB parts
   assert_int_equal(cluster_blocks(cl, Sizes{8192, 40000}, 132, optin), 0);   // one block stages it
   assert_int_equal(cluster_blocks(cl, Sizes{64, 40000}, 132, optin), 4);     // few rows: a block per multiprocessor
+  assert_int_equal(cluster_blocks(cl, Sizes{100, 40000}, 132, optin), 2);    // 80 KB rows, too few: 40 KB parts
   assert_int_equal(cluster_blocks(cl, Sizes{16, 40000}, 132, optin), 0);     // too few even in clusters of 8
   assert_int_equal(cluster_blocks(cl, Sizes{8192, 1 << 21}, 132, optin), 0); // 4 MB: parts too large
   assert_int_equal(cluster_blocks(cl, Sizes{8192, 32768}, 132, optin), 0);   // fits the registers
