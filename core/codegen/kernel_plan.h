@@ -159,6 +159,10 @@ struct LaunchRule {
   // (KernelPlan::cluster_name) of up to this many blocks per row.
   int cluster_max = 0;
   int cluster_block = 256;  // its threads per block (at most `block`)
+  // PerRow with cluster_max > 1: rows that one block could stage in half
+  // the shared memory take the cluster kernel as well
+  // (RowParams::cluster_stageable).
+  bool cluster_stageable = false;
   // PerRow with row_items > 0: every row takes the LongRows kernel
   // (RowParams::stream_rows).
   bool stream_rows = false;

@@ -378,6 +378,7 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       suffixes.push_back("_cluster");
       launch.cluster_max = row.cluster_max;
       launch.cluster_block = row.cluster_block;
+      launch.cluster_stageable = row.cluster_stageable;
     }
     // Rows of any length and start (an odd width), which fail the vector
     // checks of the kernels above: held in registers, or as long rows.

@@ -174,6 +174,13 @@ struct RowParams {
   // row's fixed cost: its reductions, its loops' set-up) and several fit a
   // multiprocessor (Tuning::row_cluster_block).
   int cluster_block = 256;
+  // Rows that one block could stage take the cluster kernel too: an online
+  // softmax pair with an output pass evaluates its exp twice per element
+  // (the pair's phase, the output pass), and one block per row is then
+  // issue-bound (ncu, docs/PERF.md session 23: 62% SM, 54% DRAM with
+  // 1024-thread blocks; parts of half the size keep twice the threads
+  // resident). Tuning::row_cluster_stageable.
+  bool cluster_stageable = false;
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };

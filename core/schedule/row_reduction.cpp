@@ -133,6 +133,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   // only: the cluster's reduction pairs its blocks.
   for (int n = 2; n <= std::min(tuning.row_cluster_max, 8) && !p.staged.empty(); n *= 2) p.cluster_max = n;
   p.cluster_block = std::clamp(tuning.row_cluster_block / 32 * 32, 32, p.block);
+  p.cluster_stageable = p.cluster_max > 1 && !p.online.empty() && output_pass && tuning.row_cluster_stageable != 0;
   return p;
 }
 

@@ -35,6 +35,7 @@ const Tuning& default_tuning() {
     d.split_epilogue_reversed = from_env("KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED", d.split_epilogue_reversed);
     d.row_cluster_max = from_env("KFUSE_TUNE_ROW_CLUSTER_MAX", d.row_cluster_max, 0);
     d.row_cluster_block = from_env("KFUSE_TUNE_ROW_CLUSTER_BLOCK", d.row_cluster_block, 32);
+    d.row_cluster_stageable = from_env("KFUSE_TUNE_ROW_CLUSTER_STAGEABLE", d.row_cluster_stageable, 0);
     d.column_epilogue_blocks = from_env("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks);
     d.column_scalar_rows = from_env("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows);
     d.column_any_rows = from_env("KFUSE_TUNE_COLUMN_ANY_ROWS", d.column_any_rows, 0);

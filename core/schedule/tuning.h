@@ -64,6 +64,13 @@ struct Tuning {
   int row_cluster_max = 8;
   // Threads per block of the cluster row kernel (RowParams::cluster_block).
   int row_cluster_block = 256;
+  // Rows with an online softmax pair and an output pass take the cluster
+  // kernel even where one block could stage them (RowParams::
+  // cluster_stageable; 0: only rows one block cannot stage, or too few).
+  // Measured on an H100 (docs/PERF.md, session 23): softmax over 2048 x
+  // 16392 float32 0.127 -> 0.113 ms; layer and RMS norm rows lose 3-9%
+  // that way, so they keep the one-block kernel.
+  int row_cluster_stageable = 1;
   // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on
   // an H100 (docs/PERF.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.
@@ -107,7 +114,8 @@ struct Tuning {
 // KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_SCAN_LINE_STEPS,
 // KFUSE_TUNE_SCAN_PASS_ROWS (0 allowed), KFUSE_TUNE_SCAN_PASS_BLOCK,
 // KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED, KFUSE_TUNE_ROW_CLUSTER_MAX (0
-// allowed), KFUSE_TUNE_ROW_CLUSTER_BLOCK, KFUSE_TUNE_TILED_BLOCK,
+// allowed), KFUSE_TUNE_ROW_CLUSTER_BLOCK, KFUSE_TUNE_ROW_CLUSTER_STAGEABLE (0
+// allowed), KFUSE_TUNE_TILED_BLOCK,
 // KFUSE_TUNE_COLUMN_ANY_ROWS (0 allowed), KFUSE_TUNE_TILED_ORDER,
 // KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS and KFUSE_TUNE_COLUMN_SCALAR_ROWS
 // (positive integers unless noted) when set. Read on first use.

@@ -1418,13 +1418,16 @@ static void test_split_rows(void** state) {
  * of 2 (its bfloat16 twin: registers), 256 x 60000 and 4 x 300 x 20000
  * bfloat16 clusters of 4, the others clusters of 8; 4 x 300 x 20001 is an
  * odd length along a reduced dim of the batch-norm layout (no Edges
- * kernel there: the cluster kernel's element path). On older devices the
- * same calls take the long-row or split-row kernels. */
+ * kernel there: the cluster kernel's element path). 300 x 16392 float32:
+ * rows one block could stage, in clusters of 2 for softmax (an online pair
+ * with an output pass: RowParams::cluster_stageable) and one block each
+ * for layernorm. On older devices the same calls take the long-row or
+ * split-row kernels. */
 static void test_cluster_rows(void** state) {
   (void)state;
   const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
   const int64_t shapes[][3] = {{100, 20000, 0}, {256, 60000, 0}, {40, 200000, 0},
-                               {4, 300, 20000}, {4, 300, 20001}, {2, 24, 100000}};
+                               {4, 300, 20000}, {4, 300, 20001}, {2, 24, 100000}, {300, 16392, 0}};
   enum { kShapes = sizeof shapes / sizeof shapes[0] };
   for (int k = 0; k < 2; ++k)
     for (int d = 0; d < 2; ++d)

@@ -334,6 +334,14 @@ void test_launch_dims(void**) {
   assert_int_equal(cluster_blocks(cl, Sizes{8192, 32768}, 132, optin), 0);   // fits the registers
   cl.cluster_max = 2;
   assert_int_equal(cluster_blocks(cl, Sizes{128, 327680}, 132, optin), 0);   // would need 8
+  // Rows one block could stage too (RowParams::cluster_stageable: an online
+  // softmax pair with an output pass), as long as they are long rows.
+  cl.cluster_max = 8;
+  cl.cluster_stageable = true;
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 40000}, 132, optin), 2);   // 80 KB rows: 40 KB parts
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 131072}, 132, optin), 8);  // as before
+  assert_int_equal(cluster_blocks(cl, Sizes{8192, 32768}, 132, optin), 0);   // fits the registers
+  cl.cluster_stageable = false;
   // Its launch: whole clusters, a cluster per row, each block staging its part.
   cl.cluster_max = 8;
   KernelLimits lim;
@@ -407,6 +415,11 @@ void test_cluster_variant(void**) {
   assert_true(variant(256, 32768) == KernelVariant::Cluster);    // held, but 256 blocks leave it half idle
   assert_true(variant(4096, 20000) == KernelVariant::LongRows);  // staged by one block
   assert_true(variant(4096, 8192) == KernelVariant::Main);       // the registers hold it
+  r.cluster_stageable = true;  // an online softmax pair with an output pass
+  assert_true(variant(4096, 20000) == KernelVariant::Cluster);   // staged in parts
+  assert_true(variant(2048, 32768) == KernelVariant::Wide);      // still held in registers
+  assert_true(variant(4096, 8192) == KernelVariant::Main);
+  r.cluster_stageable = false;
   dev.sm = 80;
   assert_true(variant(4096, 65536) == KernelVariant::LongRows);
   dev.sm = 90;

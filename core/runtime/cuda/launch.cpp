@@ -370,7 +370,7 @@ int cluster_blocks(const LaunchRule& rule, std::span<const int64_t> domain, int 
   for (size_t d = 0; d < domain.size(); ++d) (d < rule.reduced_dims.size() && rule.reduced_dims[d] ? row : rows) *= domain[d];
   const int64_t sms = std::max(multiprocessors, 1), room = max_dynamic_shared / 2;
   if (rows == 0) return 0;
-  if (rows >= 2 * sms && rule.row_stage_bytes * (row + rule.row_stage_pad) <= room) return 0;
+  if (!rule.cluster_stageable && rows >= 2 * sms && rule.row_stage_bytes * (row + rule.row_stage_pad) <= room) return 0;
   // Parts in a quarter of the shared memory where the cluster allows (four
   // or more blocks of a multiprocessor overlap each other's barriers), else in half.
   for (const int64_t part_room : {room / 2, room})

@@ -68,7 +68,8 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
 // cluster_name), or 0 where it should not: its rows are too long for the
 // registers, and either too long to stage in half of `max_dynamic_shared`
 // (one block per row would read them once per pass) or too few to give
-// every multiprocessor two. The fewest blocks whose parts stage in a
+// every multiprocessor two, or the rule asks for clusters wherever its rows
+// are long (LaunchRule::cluster_stageable). The fewest blocks whose parts stage in a
 // quarter of it (else half) and that give every multiprocessor a block.
 int cluster_blocks(const LaunchRule& per_row, std::span<const int64_t> domain, int multiprocessors,
                    int64_t max_dynamic_shared);
