@@ -417,6 +417,22 @@ struct kf_min_op { template <class T> KF_DEV T operator()(T a, T b) const { retu
 struct kf_welford_op {
   template <class T> KF_DEV kf_welford<T> operator()(kf_welford<T> a, kf_welford<T> b) const { return kf_welford_merge(a, b); }
 };
+// Several values of one type reduced by one op at once (reduce_block): one
+// set of block barriers for all of them, each value combined in the order
+// a reduction of its own takes (the same bits).
+template <class T, int N> struct kf_many { T v[N]; };
+template <class T, int N> KF_DEV kf_many<T, N> kf_shfl_xor(kf_many<T, N> a, int lane_mask) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) a.v[k] = __shfl_xor_sync(0xffffffffu, a.v[k], lane_mask);
+  return a;
+}
+template <class Op> struct kf_each {
+  template <class T, int N> KF_DEV kf_many<T, N> operator()(kf_many<T, N> a, const kf_many<T, N>& b) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) a.v[k] = Op()(a.v[k], b.v[k]);
+    return a;
+  }
+};
 
 // Reduces v over the block (blockDim.x a multiple of 32, at most 1024) and
 // returns the result to every thread. Threads without elements hold the

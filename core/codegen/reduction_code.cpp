@@ -134,7 +134,37 @@ std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t
 }
 
 void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const std::string& row_len) {
-  for (const Accumulator& a : accs) {
+  // Plain accumulators of one type and op combine in one reduction of a
+  // kf_many (one set of barriers for all: layer norm backward's two row
+  // sums took six barriers per row).
+  auto plain = [](const Accumulator& a) {
+    return !a.online_paired && a.online_max < 0 && a.sum.empty() && !is_welford(*a.expr);
+  };
+  std::vector<bool> done(accs.size(), false);
+  for (size_t i = 0; i < accs.size(); ++i) {
+    if (!plain(accs[i])) continue;
+    const std::string at = reg_type(accs[i].acc), op = combine_op(*accs[i].expr, accs[i].acc);
+    std::vector<size_t> group;
+    for (size_t k = i; k < accs.size(); ++k)
+      if (!done[k] && plain(accs[k]) && reg_type(accs[k].acc) == at && combine_op(*accs[k].expr, accs[k].acc) == op)
+        group.push_back(k);
+    if (group.size() < 2) continue;
+    const std::string many = "kf_many<" + at + ", " + std::to_string(group.size()) + ">", red = w.fresh("red");
+    std::string values;
+    for (size_t k : group) values += (values.empty() ? "" : ", ") + accs[k].name;
+    const std::string each = "kf_each<" + op.substr(0, op.size() - 2) + ">()";  // (op is "kf_..._op()")
+    w.line("const " + many + " " + red + " = " + w.row_reduce + "(" + many + "{{" + values + "}}, " + each + ");");
+    for (size_t n = 0; n < group.size(); ++n) {
+      const Accumulator& a = accs[group[n]];
+      const std::string v = red + ".v[" + std::to_string(n) + "]";
+      finish_results(w, *a.expr, a.acc, v, row_len);
+      for (const Expr* other : a.shared) finish_results(w, *other, a.acc, v, row_len);
+      done[group[n]] = true;
+    }
+  }
+  for (size_t i = 0; i < accs.size(); ++i) {
+    const Accumulator& a = accs[i];
+    if (done[i]) continue;
     const Expr& e = *a.expr;
     const std::string at = reg_type(a.acc);
     const std::string red = w.fresh("red");
