@@ -77,6 +77,7 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
   RowParams p = schedule_row(c, task, *rows, t);
   p.outer = std::move(o);
   p.cluster_max = 0;  // (the cluster row kernel has no outer reductions)
+  p.cluster_stageable = false;
   p.stage_outer = !p.staged.empty();
   p.outer_threads_per_sm = tuning.inner_outer_threads_per_sm;
   return p;
