@@ -356,6 +356,20 @@ void test_launch_dims(void**) {
   assert_int_equal(d.block, 256);  // 32 KB parts: 6 of RowParams::cluster_block's 256
   d = launch_dims(cl, Sizes{8192, 131072}, 32770, 132, lim, 4);
   assert_int_equal(d.grid, 32768);  // capped at whole clusters
+  // A stageable row in clusters of 2 (session 23's softmax 2048 x 16392
+  // float32): 33 KB parts, six blocks of 256 threads per multiprocessor.
+  LaunchRule sm = cl;
+  sm.row_stage_bytes = 4;
+  sm.row_items = 16;
+  sm.cluster_stageable = true;
+  assert_int_equal(cluster_blocks(sm, Sizes{2048, 16392}, 132, optin), 2);
+  d = launch_dims(sm, Sizes{2048, 16392}, 1 << 30, 132, lim, 2);
+  assert_true(d.long_rows);
+  assert_int_equal(d.grid, 4096);
+  assert_int_equal(d.shared_bytes, 4 * ((16392 + 1) / 2 + 16 + 16));
+  assert_int_equal(d.block, 256);
+  sm.cluster_stageable = false;
+  assert_int_equal(cluster_blocks(sm, Sizes{2048, 16392}, 132, optin), 0);  // one block stages it
   LaunchRule split;
   split.kind = LaunchRule::Kind::SplitRows;
   split.reduced_dims = {false, true};
