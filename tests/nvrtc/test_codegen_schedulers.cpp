@@ -208,16 +208,19 @@ void test_fusions(void** /*state*/) {
       const int64_t x = b.tensor_input(2, DType::F32);
       const int64_t sq = b.op(Op::MUL, {x, x}, {})[0], nx = b.op(Op::NEG, {x}, {})[0];
       const int64_t xi = b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::I32)})[0];
+      const int64_t xi2 = b.op(Op::MUL, {xi, xi}, {})[0];
       for (int64_t v : {x, sq}) b.output(b.op(Op::SUM, {v}, {1, 1})[0], {}, -1);
       for (int64_t v : {x, nx}) b.output(b.op(Op::MAX, {v}, {1, 1})[0], {}, -1);
-      b.output(b.op(Op::SUM, {xi}, {1, 1})[0], {}, -1);
+      for (int64_t v : {xi, xi2}) b.output(b.op(Op::SUM, {v}, {1, 1})[0], {}, -1);
+      b.output(b.op(Op::PROD, {xi}, {1, 1})[0], {}, -1);
     }, in);
     assert_int_equal(std::get<RowParams>(g.schedule).rows.phases.size(), 1);
     assert_true(contains(g.plan.source, "(kf_many<float, 2>{{"));
     assert_true(contains(g.plan.source, "kf_each<kf_sum_op>()"));
     assert_true(contains(g.plan.source, "kf_each<kf_max_op>()"));
-    assert_false(contains(g.plan.source, "kf_many<long long"));  // the one int64 sum alone
-    assert_true(contains(g.plan.source, "kf_isum_op()"));
+    assert_true(contains(g.plan.source, "(kf_many<long long, 2>{{"));
+    assert_true(contains(g.plan.source, "kf_each<kf_isum_op>()"));
+    assert_true(contains(g.plan.source, ", kf_iprod_op());"));  // the one product alone
   }
   {  // layernorm with var_mean (Welford), no keepdim, broadcast back
     Inputs in;
