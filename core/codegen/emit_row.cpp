@@ -10,10 +10,9 @@
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
 #include "core/codegen/reduction_code.h"
+#include "core/codegen/row_parts.h"
 #include "core/schedule/online_softmax.h"
 #include "core/util/error.h"
-
-#include "core/codegen/row_parts.h"
 
 namespace kf {
 

@@ -142,7 +142,7 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
   };
   std::vector<bool> done(accs.size(), false);
   for (size_t i = 0; i < accs.size(); ++i) {
-    if (!plain(accs[i])) continue;
+    if (done[i] || !plain(accs[i])) continue;
     const std::string at = reg_type(accs[i].acc), op = combine_op(*accs[i].expr, accs[i].acc);
     std::vector<size_t> group;
     for (size_t k = i; k < accs.size(); ++k)
