@@ -966,9 +966,12 @@ static void test_norm_backward(void** state) {
   /* Rows in registers (1024, 2056, 1000), staged in shared memory with
    * the column partials (6000; 16392 in 16-bit types, which in float32
    * needs more than a block's shared memory: streamed, as 40000 always). */
+  /* 5000 x 2048 and 3000 x 4096: several rows per block (the next row's
+   * vectors copied ahead while the block works on one, RowParams::
+   * prefetch_rows), ending on any block. */
   const int64_t shapes[][2] = {{64, 1024}, {5, 77},    {3, 40000},  {2000, 256}, {0, 16},    {7, 0},
                                {9, 2056},  {300, 3},   {1000, 1000}, {33, 16392}, {300, 6000}, {257, 4097},
-                               {40, 20001}, {130, 1001}};
+                               {40, 20001}, {130, 1001}, {5000, 2048}, {3000, 4096}};
   enum { kShapes = sizeof shapes / sizeof shapes[0] };
   for (int k = 0; k < 4; ++k)
     for (int d = 0; d < 3; ++d)
@@ -1025,6 +1028,49 @@ static void test_norm_backward(void** state) {
       free_inputs(in, 5);
       kf_fusion_release(f);
     }
+  /* Rank 3 ([B, T, C], the column sums over B and T): a block's next row
+   * may be in the next batch (the prefetch unravels it on its own). */
+  static const char* kRank3 =
+      "input dy: tensor<bfloat16, 3>\n"
+      "input x: tensor<bfloat16, 3>\n"
+      "input rstd: tensor<float32, 3>\n"
+      "input w: tensor<bfloat16, 1>\n"
+      "dyf = cast(dy) {dtype=float32}\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "wf = cast(w) {dtype=float32}\n"
+      "xn = mul(xf, rstd)\n"
+      "g = mul(dyf, wf)\n"
+      "gx = mul(g, xn)\n"
+      "s = mean(gx) {axes=[2], keepdim=true}\n"
+      "b = mul(xn, s)\n"
+      "c = sub(g, b)\n"
+      "dx = mul(c, rstd)\n"
+      "dxo = cast(dx) {dtype=bfloat16}\n"
+      "dyx = mul(dyf, xn)\n"
+      "dw = sum(dyx) {axes=[0, 1], keepdim=false}\n"
+      "output dxo\n"
+      "output dw\n";
+  const int64_t shapes3[][3] = {{3, 700, 2048}, {2, 1500, 4096}, {5, 7, 1024}};
+  for (int s = 0; s < 3; ++s) {
+    kf_fusion f;
+    KF_CHECK(kf_fusion_from_text(kRank3, &f));
+    tin in[4];
+    const int64_t rows[3] = {shapes3[s][0], shapes3[s][1], 1};
+    in[0] = input(KF_BFLOAT16, 3, shapes3[s]);
+    in[1] = input(KF_BFLOAT16, 3, shapes3[s]);
+    in[2] = input(KF_FLOAT32, 3, rows);
+    in[3] = input(KF_BFLOAT16, 1, &shapes3[s][2]);
+    fill(&in[0], -2, 2, 0);
+    fill(&in[1], -3, 3, 0);
+    fill(&in[2], 0.5, 2, 0);
+    fill(&in[3], 0.5, 1.5, 0);
+    char what[128];
+    snprintf(what, sizeof what, "rmsnorm backward rank 3 [%lld,%lld,%lld]", (long long)shapes3[s][0],
+             (long long)shapes3[s][1], (long long)shapes3[s][2]);
+    run_case_tol(f, in, 4, what, 16.0, -1);
+    free_inputs(in, 4);
+    kf_fusion_release(f);
+  }
   end_test("norm backward");
 }
 
