@@ -237,6 +237,10 @@ static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, dou
   DLManagedTensor* cpu_out[MAX_IO];
   DLManagedTensor* gpu_out[MAX_IO];
   kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
+  if (getenv("KF_TEST_TRACE") != NULL) { /* which case a sticky device error came from */
+    printf("case %s\n", what);
+    fflush(stdout);
+  }
   kf_status s = kf_execute(f, cpu_p, nin, cpu_out, nout, NULL);
   if (s != KF_OK) {
     printf("FAILED %s: CPU run: %s: %s\n", what, kf_status_name(s), kf_last_error());
@@ -2479,7 +2483,8 @@ static void test_large(void** state) {
 int main(void) {
   GPU_REQUIRE_DEVICE();
   GPU_CHECK(gpu.stream_create(&g_stream, 0));
-  /* KF_TEST_FILTER=test_online_softmax (a cmocka pattern, * and ? wildcards)
+  /* KF_TEST_TRACE=1 prints each case before it runs.
+   * KF_TEST_FILTER=test_online_softmax (a cmocka pattern, * and ? wildcards)
    * runs some groups only: the whole suite takes minutes. */
   if (getenv("KF_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("KF_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
