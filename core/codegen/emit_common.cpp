@@ -169,8 +169,7 @@ void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const Vecto
   if (checks != nullptr) checks->insert(checks->end(), w.lane_checks.begin(), w.lane_checks.end());
 }
 
-std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok,
-                                      const std::map<std::string, std::string>* sources, const std::string& use_sources) {
+std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok) {
   std::vector<std::string> loads;
   for (const auto& [key, vr] : w.vector_regs) {
     if (vr.section != section) continue;
@@ -184,8 +183,6 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
       const std::string end = w.hoist("const void*", "pend", w.pointer(v) + " + " + w.offset(v, last) + " + 1");
       load = "kf_vload_any<" + vt + ">(" + w.address(v, vr.base) + ", " + w.any_left + ", " + w.pointer(v) + ", " + end + ")";
     }
-    if (sources != nullptr)
-      if (auto it = sources->find(vr.reg); it != sources->end()) load = "(" + use_sources + " ? " + it->second + " : " + load + ")";
     std::string ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(vr.ok_group)];
     if (!vr.guard.empty()) ok = ok.empty() ? vr.guard : ok + " && " + vr.guard;
     loads.push_back("const " + vt + " " + vr.reg + " = " + (ok.empty() ? load : "(" + ok + ") ? " + load + " : " + vt + "{}") + ";");

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -66,11 +65,7 @@ void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const Vecto
                             const VectorRef* ref = nullptr, bool any_alignment = false);
 // The vector loads of the used (candidate, group) registers of `section`,
 // each guarded by its group's condition (group_ok empty: unguarded).
-// `sources` maps a register to an expression read instead of its load
-// (a row kernel's prefetched vectors), where `use_sources` holds.
-std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok,
-                                      const std::map<std::string, std::string>* sources = nullptr,
-                                      const std::string& use_sources = "");
+std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok);
 // Computes the outputs at each lane of one vector group (lane 0 at `idx`,
 // lanes along domain dim vp.dim) and stores them: vector outputs as one
 // 16-byte store, the others element by element. `on_lane` runs before each

@@ -91,9 +91,6 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     // The loops over rows may give an element to another thread.
     if (long_rows) w.line("__syncthreads();");
   }
-  // The prefetch's slots and buffer (row_cached, RowParams::prefetch_rows).
-  w.prefetch_vectors = 0;
-  const KernelWriter::Section prefetch = w.reserve();
   if (cluster)  // (the grid is a multiple of the cluster)
     w.open("for (long long row = blockIdx.x / kf_cn; row < " + rows + "; row += gridDim.x / kf_cn)");
   else
@@ -164,11 +161,6 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
   }
   w.fill(cond, cond_lines);
-  if (w.prefetch_vectors > 0)
-    w.fill(prefetch, {"extern __shared__ __align__(16) unsigned char kf_pf[];",
-                      "unsigned kf_pfb = 0;  // which of the two slots per vector holds this row's",
-                      "const bool kf_pfon = kf_dynamic_smem() >= " + std::to_string(2 * 16 * w.prefetch_vectors) +
-                          "u * blockDim.x;  // the launch gave the slots"});
   if (!s.row_outputs.empty()) {
     w.open(cluster ? "if (threadIdx.x == 0 && kf_cr == 0)" : "if (threadIdx.x == 0)");
     store_row_outputs(w, s, kept);

@@ -1,6 +1,5 @@
 // Row kernels: the row held in registers (row_parts.h).
 #include <algorithm>
-#include <optional>
 
 #include "core/codegen/op_cuda.h"
 #include "core/codegen/row_parts.h"
@@ -21,77 +20,6 @@ bool plain_read(const Fusion& f, const Task& task, int64_t v) {
     v = e.inputs[0];
   }
   return true;
-}
-
-// Whether the row kernel copies vector register `key` ahead: a plain
-// vector of an input that varies over the rows (a weight read by every row
-// stays a load: it hits in L1).
-bool prefetched(const KernelWriter& w, const RowDomain& s, const std::pair<int64_t, int>& key,
-                const KernelWriter::VectorReg& vr, int groups) {
-  if (key.second >= groups || !vr.guard.empty()) return false;
-  auto in = w.vector_inputs.find(key.first);
-  if (in == w.vector_inputs.end() || in->second != vr.dims) return false;  // (read through a reshape)
-  for (size_t j = 0; j < vr.dims.size(); ++j) {
-    const int d = vr.dims[j];
-    if (d >= 0 && !s.reduced[static_cast<size_t>(d)] && w.size_class(key.first, j) == SizeClass::Many) return true;
-  }
-  return false;
-}
-
-// The prefetch's copies (RowParams::prefetch_rows), at `place`: on a
-// block's first row this row's vectors, then on every row the next row's,
-// each thread into slots of its own (kf_pf: per register and buffer, a
-// 16-byte slot per thread), so no barrier orders them: a thread waits for
-// its own copies only (cp.async.wait_group). kf_pfon: the launch gave the
-// slots (else the vectors load as before: a device without cp.async or
-// the shared memory). `from_slot` gets each copied register's read.
-void prefetch_copies(KernelWriter& w, const RowParams& p, const std::vector<std::string>& ok,
-                     const std::vector<std::string>& next_row, KernelWriter::Section place,
-                     std::map<std::string, std::string>* from_slot) {
-  // At most 4 vectors (128 bytes of slots per thread: 128 KB for 1024
-  // threads), in the order of the writer's registers.
-  constexpr int kMostVectors = 4;
-  std::vector<const KernelWriter::VectorReg*> regs;
-  std::vector<int64_t> values;
-  for (const auto& [key, vr] : w.vector_regs)
-    if (static_cast<int>(regs.size()) < kMostVectors && prefetched(w, p.rows, key, vr, p.vectors_per_thread)) {
-      regs.push_back(&vr);
-      values.push_back(key.first);
-    }
-  w.prefetch_vectors = static_cast<int>(regs.size());
-  if (regs.empty()) return;
-  const std::string n = std::to_string(regs.size());
-  auto slot = [&](const std::string& buffer, size_t q) {
-    return "kf_pf + ((" + buffer + " * " + n + "u + " + std::to_string(q) + "u) * blockDim.x + threadIdx.x) * 16u";
-  };
-  std::vector<std::string> first, next;
-  for (size_t q = 0; q < regs.size(); ++q) {
-    const KernelWriter::VectorReg& vr = *regs[q];
-    std::vector<std::string> next_base = vr.base;
-    for (size_t j = 0; j < vr.dims.size(); ++j)
-      if (vr.dims[j] >= 0 && !p.rows.reduced[static_cast<size_t>(vr.dims[j])])
-        next_base[j] = next_row[static_cast<size_t>(vr.dims[j])];
-    const std::string& in_row = ok[static_cast<size_t>(vr.ok_group)];
-    first.push_back("if (" + in_row + ") kf_copy_async16(" + slot("kf_pfb", q) + ", " + w.address(values[q], vr.base) + ");");
-    next.push_back("if (" + in_row + ") kf_copy_async16(" + slot("(kf_pfb ^ 1u)", q) + ", " +
-                   w.address(values[q], next_base) + ");");
-    const std::string vt = vector_type(w, values[q], p.vectors.width);
-    (*from_slot)[vr.reg] = "*(const " + vt + "*)(" + slot("kf_pfb", q) + ")";
-  }
-  std::vector<size_t> kept;
-  for (size_t d = 0; d < p.rows.reduced.size(); ++d)
-    if (!p.rows.reduced[d]) kept.push_back(d);
-  std::vector<std::string> lines = {"if (kf_pfon) {", "  if (row == blockIdx.x) {  // the block's first row: not copied ahead"};
-  for (const std::string& l : first) lines.push_back("    " + l);
-  lines.push_back("    kf_copy_async_commit();");
-  lines.push_back("  }");
-  lines.push_back("  if (kf_nrow < " + extent_product(w, p.rows.domain, kept, "1") + ") {");
-  for (const std::string& l : next) lines.push_back("    " + l);
-  lines.push_back("  }");
-  lines.push_back("  kf_copy_async_commit();");
-  lines.push_back("  kf_copy_async_wait_prior();  // this row's copies are done (the next row's stay in flight)");
-  lines.push_back("}");
-  w.fill(place, lines);
 }
 
 }  // namespace
@@ -138,21 +66,6 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     body(edge_index);
     w.close();
   };
-  // Prefetch (RowParams::prefetch_rows): the next row's index, and the
-  // place of the copies (which vectors is known once the row is written).
-  const bool prefetch = p.prefetch_rows && edges == nullptr;
-  std::vector<std::string> next_row;  // per domain dim: the next row's index (kept dims)
-  std::optional<KernelWriter::Section> copies;
-  if (prefetch) {
-    std::vector<size_t> kept;
-    for (size_t d = 0; d < s.reduced.size(); ++d)
-      if (!s.reduced[d]) kept.push_back(d);
-    w.line("const long long kf_nrow = row + gridDim.x;");
-    const std::vector<std::string> names = unravel(w, dom, kept, "kf_nrow", "_n", true);
-    next_row = w.row_index;
-    for (size_t k = 0; k < kept.size(); ++k) next_row[kept[k]] = names[k];
-    copies = w.reserve();
-  }
   // Online pairs keep their two phases here: one pass measured slower on
   // this path (docs/PERF.md, session 6).
   const std::vector<std::vector<int64_t>>& phases = s.phases;
@@ -293,10 +206,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     if (vr.section > static_cast<int>(phases.size()) &&
         std::find(p.staged.begin(), p.staged.end(), key.first) != p.staged.end())
       vr.section = last_phase;
-  std::map<std::string, std::string> from_slot;  // prefetched register -> its read from this row's slot
-  if (prefetch) prefetch_copies(w, p, ok, next_row, *copies, &from_slot);
-  for (const auto& [sec, place] : loads) w.fill(place, vector_loads(w, V, sec, ok, &from_slot, "kf_pfon"));
-  if (!from_slot.empty()) w.line("kf_pfb ^= 1u;  // the next row's slots become this row's");
+  for (const auto& [sec, place] : loads) w.fill(place, vector_loads(w, V, sec, ok));
   // The row fits the block's registers: the launch takes the long-row
   // kernel otherwise (takes_long_rows), so the host checks the rest only
   // (with edges: any width, rows alike modulo the width).

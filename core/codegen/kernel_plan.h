@@ -155,12 +155,6 @@ struct LaunchRule {
   // shared memory, this many bytes per row element for row length +
   // row_stage_pad elements (launch_dims; edge_partials_fit).
   int row_partial_bytes = 0;
-  // PerRow: when > 0, the main kernel's register path copies the next
-  // row's vectors ahead into this many bytes of dynamic shared memory per
-  // thread (RowParams::prefetch_rows); the launch gives them where the
-  // kernel's limit allows (KernelLimits::max_dynamic_shared: set on sm_80
-  // and newer), else 0 and the kernel loads as it would without.
-  int row_prefetch_bytes = 0;
   // PerRow: when > 1, the plan has a cluster row kernel
   // (KernelPlan::cluster_name) of up to this many blocks per row.
   int cluster_max = 0;

@@ -318,7 +318,6 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     if (twins) w.paths = KernelWriter::Paths::Vector;
     emit_row(w, task, row, RowKernel::Main, &plan.vector_checks);
     w.paths = KernelWriter::Paths::Both;
-    launch.row_prefetch_bytes = 2 * 16 * w.prefetch_vectors;  // (two slots per vector: this row's, the next's)
     launch.kind = LaunchRule::Kind::PerRow;
     launch.domain_value = row.rows.domain;
     launch.reduced_dims = row.rows.reduced;

@@ -109,10 +109,6 @@ class KernelWriter {
   int64_t result_domain = -1;
   void begin_result_loads();
   void end_result_loads();
-  // The row kernel's vectors per thread copied ahead from the next row
-  // (RowParams::prefetch_rows): each takes two 16-byte slots of dynamic
-  // shared memory per thread (this row's, the next's). Set by emit_row.
-  int prefetch_vectors = 0;
   // float registers fixed over the row -> their kf_rcp_for_div (divisions
   // by them multiply instead: kf_div_by).
   std::map<std::string, std::string> reciprocals;

@@ -461,35 +461,13 @@ template <class T, class Op> KF_DEV T kf_block_reduce(T v, Op op) {
 }
 
 // 16 bytes from global to shared memory without registers (cp.async,
-// sm_80; a plain copy before), and the waits for this thread's copies: all
-// of them, or all but those committed last (the row prefetch's next row).
+// sm_80), and the wait for this thread's copies.
 KF_DEV void kf_copy_async16(void* to, const void* from) {
-#if __CUDA_ARCH__ >= 800
   unsigned long long s;
   asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"((unsigned long long)to));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)s), "l"(from) : "memory");
-#else
-  const unsigned long long* const a = (const unsigned long long*)from;
-  unsigned long long* const b = (unsigned long long*)to;
-  b[0] = a[0];
-  b[1] = a[1];
-#endif
 }
-KF_DEV void kf_copy_async_wait() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
-KF_DEV void kf_copy_async_commit() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-KF_DEV void kf_copy_async_wait_prior() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group 1;" ::: "memory");
-#endif
-}
+KF_DEV void kf_copy_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 // Thread-block clusters (sm_90; the cluster row kernel, RowKernel::Cluster):
 // the block's rank in its cluster and the cluster's size (0 and 1 on older

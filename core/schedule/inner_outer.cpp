@@ -79,7 +79,6 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
   p.cluster_max = 0;  // (the cluster row kernel has no outer reductions)
   p.cluster_stageable = false;
   p.stage_outer = !p.staged.empty();
-  p.prefetch_rows = p.vectors.width > 0 && tuning.row_prefetch != 0;
   p.outer_threads_per_sm = tuning.inner_outer_threads_per_sm;
   return p;
 }

@@ -67,7 +67,6 @@ struct Describe {
     if (p.edge_vectors.width > 0) s += " edges={" + vectors(p.edge_vectors) + "}";  // the Edges kernels' plan
     if (p.cluster_max > 0) s += " cluster_max=" + std::to_string(p.cluster_max) + " cluster_block=" + std::to_string(p.cluster_block);
     if (p.cluster_stageable) s += " cluster_stageable";
-    if (p.prefetch_rows) s += " prefetch_rows";
     return s;
   }
   std::string operator()(const ScatterParams& p) const {

@@ -181,14 +181,6 @@ struct RowParams {
   // 1024-thread blocks; parts of half the size keep twice the threads
   // resident). Tuning::row_cluster_stageable.
   bool cluster_stageable = false;
-  // The main kernel's register path, its blocks looping over rows
-  // (inner-outer plans: a grid of resident blocks), copies the next row's
-  // vectors into a per-thread slot of shared memory (cp.async) while it
-  // works on this row, so that loads stay in flight across the row's block
-  // reductions (ncu, docs/PERF.md session 23: layer norm backward's one
-  // 1024-thread block per multiprocessor idle at DRAM 65%).
-  // Tuning::row_prefetch.
-  bool prefetch_rows = false;
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };

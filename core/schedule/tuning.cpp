@@ -25,7 +25,6 @@ const Tuning& default_tuning() {
     d.row_vectors = from_env("KFUSE_TUNE_ROW_VECTORS", d.row_vectors);
     d.inner_outer_vectors = from_env("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors);
     d.inner_outer_threads_per_sm = from_env("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm);
-    d.row_prefetch = from_env("KFUSE_TUNE_ROW_PREFETCH", d.row_prefetch, 0);
     d.scatter_lanes = from_env("KFUSE_TUNE_SCATTER_LANES", d.scatter_lanes);
     d.scatter_unroll = from_env("KFUSE_TUNE_SCATTER_UNROLL", d.scatter_unroll);
     d.scan_items = from_env("KFUSE_TUNE_SCAN_ITEMS", d.scan_items);

@@ -32,9 +32,6 @@ struct Tuning {
   // kernel reads). Measured as above: 2 blocks of 1024 threads per SM 0.80
   // ms, 4 0.89 ms, 8 1.04 ms.
   int inner_outer_threads_per_sm = 2048;
-  // Inner-outer kernels copy the next row's vectors to shared memory while
-  // they work on a row (RowParams::prefetch_rows; 0: off).
-  int row_prefetch = 1;
   // Scatter's sorted path (index_reduce): slice elements per thread, and
   // positions of a run loaded per step (docs/PERF.md, session 9).
   int scatter_lanes = 4;

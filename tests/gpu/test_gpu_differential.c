@@ -970,9 +970,8 @@ static void test_norm_backward(void** state) {
   /* Rows in registers (1024, 2056, 1000), staged in shared memory with
    * the column partials (6000; 16392 in 16-bit types, which in float32
    * needs more than a block's shared memory: streamed, as 40000 always). */
-  /* 5000 x 2048 and 3000 x 4096: several rows per block (the next row's
-   * vectors copied ahead while the block works on one, RowParams::
-   * prefetch_rows), ending on any block. */
+  /* 5000 x 2048 and 3000 x 4096: several rows per block of the grid of
+   * resident blocks, the last ones ending on any block. */
   const int64_t shapes[][2] = {{64, 1024}, {5, 77},    {3, 40000},  {2000, 256}, {0, 16},    {7, 0},
                                {9, 2056},  {300, 3},   {1000, 1000}, {33, 16392}, {300, 6000}, {257, 4097},
                                {40, 20001}, {130, 1001}, {5000, 2048}, {3000, 4096}};
@@ -1032,8 +1031,8 @@ static void test_norm_backward(void** state) {
       free_inputs(in, 5);
       kf_fusion_release(f);
     }
-  /* Rank 3 ([B, T, C], the column sums over B and T): a block's next row
-   * may be in the next batch (the prefetch unravels it on its own). */
+  /* Rank 3 ([B, T, C], the column sums over B and T): a block's rows
+   * cross from one batch to the next. */
   static const char* kRank3 =
       "input dy: tensor<bfloat16, 3>\n"
       "input x: tensor<bfloat16, 3>\n"

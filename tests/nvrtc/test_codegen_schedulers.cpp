@@ -589,33 +589,7 @@ void test_inner_outer(void** /*state*/) {
     assert_false(contains(held, "oacc"));  // no column registers
     const std::string& long_rows = plan.units[plan.unit_of(plan.long_edges_name)].source;
     assert_true(contains(long_rows, "(j + kfsh"));  // the stage at each row's shift
-    // The main kernel copies dy's and x's next-row vectors ahead (two
-    // slots each: this row's and the next's, 16 bytes a thread), not w's
-    // (the same for every row); the Edges kernels do not.
-    assert_true(p.prefetch_rows);
-    assert_int_equal(plan.launch.row_prefetch_bytes, 2 * 2 * 16);
-    const std::string& main = plan.units[plan.unit_of(plan.name)].source;
-    assert_true(contains(main, "kf_copy_async_wait_prior();"));
-    assert_true(contains(main, "(kf_pfb * 2u + 1u)"));
-    assert_false(contains(main, "(kf_pfb * 2u + 2u)"));
-    assert_false(contains(held, "kf_pfb"));
     batch().add(plan);
-  }
-  {  // Tuning::row_prefetch = 0: no copies ahead, no slots
-    Inputs in;
-    in.push_back(kftest::tensor(DType::BF16, {256, 1024}));
-    in.push_back(kftest::tensor(DType::BF16, {256, 1024}));
-    in.push_back(kftest::tensor(DType::F32, {256, 1}));
-    in.push_back(kftest::tensor(DType::F32, {256, 1}));
-    in.push_back(kftest::tensor(DType::BF16, {1024}));
-    auto c = kftest::concretize(f, in);
-    Tuning t;
-    t.row_prefetch = 0;
-    const KernelSchedule schedule = kftest::schedule(c, t);
-    assert_false(std::get<RowParams>(schedule).prefetch_rows);
-    KernelPlan plan = emit_kernel(*c, root_task(*f), schedule);
-    assert_int_equal(plan.launch.row_prefetch_bytes, 0);
-    assert_false(contains(plan.source, "kf_pfb"));
   }
 }
 

@@ -226,24 +226,6 @@ void test_launch_dims(void**) {
   assert_int_equal(d.shared_bytes, 0);  // too long: the kernel streams
   assert_int_equal(d.block, 256);       // 8 x 256 threads by registers
   assert_int_equal(launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132).shared_bytes, 0);  // no limit given
-  // The main kernel's prefetch slots (RowParams::prefetch_rows): block x
-  // row_prefetch_bytes where the kernel's limit allows, none for long rows
-  // (their kernel does not prefetch) or without a limit (before sm_80).
-  LaunchRule pf = r;
-  pf.row_prefetch_bytes = 64;
-  d = launch_dims(pf, Sizes{100000, 8192}, 1 << 30, 132, limits);
-  assert_false(d.long_rows);
-  assert_int_equal(d.block, 1024);
-  assert_int_equal(d.shared_bytes, 1024 * 64);
-  assert_int_equal(d.grid, 264);
-  d = launch_dims(pf, Sizes{100000, 2048}, 1 << 30, 132, limits);
-  assert_int_equal(d.block, 256);
-  assert_int_equal(d.shared_bytes, 256 * 64);
-  assert_int_equal(launch_dims(pf, Sizes{100000, 8192}, 1 << 30, 132).shared_bytes, 0);
-  assert_int_equal(launch_dims(pf, Sizes{100000, 8192}, 1 << 30, 132, KernelLimits{48 * 1024, 64}).shared_bytes, 0);
-  d = launch_dims(pf, Sizes{100000, 16392}, 1 << 30, 132, limits);
-  assert_true(d.long_rows);
-  assert_int_equal(d.shared_bytes, 16392 * 12);  // the stage alone
   // Rows without outer reductions are staged only where two blocks fit: a
   // float32 row of 32768 (128 KB, one block per multiprocessor) streams.
   LaunchRule pr = r;

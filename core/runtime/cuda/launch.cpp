@@ -297,11 +297,6 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       }
     }
   }
-  // The main kernel's prefetch slots, where its limit allows them.
-  if (rule.kind == LaunchRule::Kind::PerRow && !dims.long_rows && rule.row_prefetch_bytes > 0) {
-    const int64_t slots = int64_t{dims.block} * rule.row_prefetch_bytes;
-    if (slots <= max_dynamic_shared) dims.shared_bytes = std::max(dims.shared_bytes, static_cast<uint32_t>(slots));
-  }
   int64_t cap = std::min<int64_t>({rule.max_blocks, int64_t{max_grid_x}, elementwise_cap});
   if (cluster > 1) {  // whole clusters, one per row
     work *= cluster;

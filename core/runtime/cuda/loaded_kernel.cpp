@@ -23,7 +23,6 @@ constexpr int kEdgesStaticReserve = 4096;
 // The Edges kernel's launch: plan.launch with the column partials' shared memory.
 LaunchRule make_edges_launch(const KernelPlan& plan) {
   LaunchRule rule = plan.launch;
-  rule.row_prefetch_bytes = 0;  // (the main kernel's)
   rule.row_partial_bytes = plan.edge_partial_bytes;
   if (plan.edge_partial_bytes > 0) rule.row_stage_pad = plan.edge_row_pad;
   return rule;
@@ -57,11 +56,11 @@ void allow_shared(int device, const KernelPlan& plan, CUfunction f, const std::s
 }
 
 // A long-row kernel's limits, opted in to all the dynamic shared memory
-// the device allows when it has a staged row path (or `shared`: the
-// inner-outer Edges kernel's column partials, the main kernel's prefetch).
-KernelLimits long_row_limits(int device, const KernelPlan& plan, CUfunction f, bool shared = false) {
+// the device allows when it has a staged row path (or `partials`: the
+// inner-outer Edges kernel's column partials).
+KernelLimits long_row_limits(int device, const KernelPlan& plan, CUfunction f, bool partials = false) {
   KernelLimits limits;
-  if (plan.launch.row_stage_bytes > 0 || shared) {
+  if (plan.launch.row_stage_bytes > 0 || partials) {
     ScopedContext context(device);
     int static_bytes = 0;
     check(driver().cuFuncGetAttribute_(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), "cuFuncGetAttribute");
@@ -257,9 +256,6 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     function = load(plan.name);
     for (const KernelPlan::LaterKernel& l : plan.later) later.push_back(load(l.name));
     allow_shared(device, plan, function, plan.name);
-    // The prefetch's slots: copied without registers from sm_80 (cp.async)
-    if (plan.launch.row_prefetch_bytes > 0 && device_info(device).sm >= 80)
-      limits = long_row_limits(device, plan, function, true);
     if (plan.launch.kind == LaunchRule::Kind::Elementwise)  // its grid is a few waves of resident blocks
       check(driver().cuFuncGetAttribute_(&limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function),
             "cuFuncGetAttribute");
