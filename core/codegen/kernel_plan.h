@@ -90,7 +90,7 @@ struct LaunchRule {
     // grid.x = number of rows = product of the domain's kept dims (capped,
     // grid-stride loop). With outer_accumulators > 0 (inner-outer), grid.x
     // is at most threads_per_sm / block blocks per multiprocessor (at least
-    // one), each block writes one
+    // one), and no more than its registers let reside, each block writes one
     // row of partials per outer reduction (grid.x * row length * 8 bytes
     // each) and `finish_name` combines them, one thread per element of a
     // row: the scratch and split words as for ColumnReduce.

@@ -213,7 +213,12 @@ void test_launch_dims(void**) {
   d = launch_dims(r, Sizes{100000, 8192}, 1 << 30, 132, limits);
   assert_int_equal(d.block, 1024);
   assert_int_equal(d.shared_bytes, 0);
-  assert_int_equal(d.grid, 264);
+  assert_int_equal(d.grid, 132);  // one wave: a 1024-thread block of 62 registers resides alone
+  assert_int_equal(launch_dims(r, Sizes{100000, 8192}, 1 << 30, 132).grid, 264);  // registers unknown: threads_per_sm
+  // 512-thread blocks (rows of 4096): 2048 threads per SM ask for 4, 64
+  // registers let 2 reside, 32 all 4.
+  assert_int_equal(launch_dims(r, Sizes{100000, 4096}, 1 << 30, 132, limits).grid, 264);
+  assert_int_equal(launch_dims(r, Sizes{100000, 4096}, 1 << 30, 132, KernelLimits{227 * 1024, 32}).grid, 528);
   d = launch_dims(r, Sizes{100000, 16392}, 1 << 30, 132, limits);
   assert_int_equal(d.shared_bytes, 16392 * 12);
   assert_int_equal(d.block, 1024);  // one block fits a multiprocessor, whatever its size

@@ -247,6 +247,13 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     }
     if (rule.row_items > 0) dims.block = static_cast<uint32_t>(register_row_block(rule, row));
     blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
+    // Inner-outer: no more blocks than its registers let reside at once. A
+    // second wave would start as the first ends, its blocks' rows behind
+    // a tail (H200, docs/PERF.md session 24: layernorm_bwd 32768 x 4096
+    // bf16, 512-thread blocks of 64 registers, 4 per SM asked, 2 resident:
+    // 0.300 -> 0.279 ms as one wave).
+    if (rule.outer_accumulators > 0 && limits.registers > 0)
+      blocks_per_sm = std::min(blocks_per_sm, resident_blocks(dims.block, limits.registers, 0, max_dynamic_shared));
     if (rule.row_partial_bytes > 0) {  // the Edges kernel's column partials (edge_partials_fit)
       const int64_t shared = int64_t{rule.row_partial_bytes} * (row + rule.row_stage_pad);
       dims.shared_bytes = static_cast<uint32_t>(shared);

@@ -53,7 +53,7 @@ struct LaunchDims {
 // What launch_dims needs to know of the kernel as loaded (0: unknown).
 struct KernelLimits {
   int64_t max_dynamic_shared = 0;  // dynamic shared memory it may use (staged row path)
-  int registers = 0;               // per thread (of the long-row kernel; of the kernel when Elementwise)
+  int registers = 0;               // per thread (of the long-row kernel; of the kernel when Elementwise or inner-outer)
 };
 
 // domain: this call's sizes of rule.domain_value; the device's grid limit

@@ -256,7 +256,9 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     function = load(plan.name);
     for (const KernelPlan::LaterKernel& l : plan.later) later.push_back(load(l.name));
     allow_shared(device, plan, function, plan.name);
-    if (plan.launch.kind == LaunchRule::Kind::Elementwise)  // its grid is a few waves of resident blocks
+    // Elementwise: its grid is a few waves of resident blocks; inner-outer
+    // rows: one wave of them.
+    if (plan.launch.kind == LaunchRule::Kind::Elementwise || plan.launch.outer_accumulators > 0)
       check(driver().cuFuncGetAttribute_(&limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function),
             "cuFuncGetAttribute");
   } else if (v == KernelVariant::Scalar) {

@@ -90,7 +90,7 @@ struct LoadedKernel {
   // memory for it; the call launches Main instead.
   bool tight_spills = false;
   std::vector<CUfunction> scalar_later;  // Scalar: plan.later's kernels or their twins
-  cuda::KernelLimits limits;       // Main, Elementwise: for its waves
+  cuda::KernelLimits limits;       // Main, Elementwise or inner-outer: for its waves
   cuda::KernelLimits long_limits;  // LongRows: for its block and stage
   CUfunction cluster = nullptr;       // Cluster
   cuda::KernelLimits cluster_limits;  // Cluster: for its block and stage
