@@ -30,7 +30,8 @@ struct Tuning {
   // Threads per multiprocessor of an inner-outer kernel's grid (its blocks
   // grid-stride over rows, so this sets how many partial rows the finishing
   // kernel reads). Measured as above: 2 blocks of 1024 threads per SM 0.80
-  // ms, 4 0.89 ms, 8 1.04 ms.
+  // ms, 4 0.89 ms, 8 1.04 ms. The launch asks for no more blocks than the
+  // kernel's registers let reside (one wave: docs/PERF.md, session 24).
   int inner_outer_threads_per_sm = 2048;
   // Scatter's sorted path (index_reduce): slice elements per thread, and
   // positions of a run loaded per step (docs/PERF.md, session 9).
