@@ -969,9 +969,9 @@ static void test_norm_backward(void** state) {
   const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT16};
   /* Rows in registers (1024, 2056, 1000), staged in shared memory with
    * the column partials (6000; 16392 in 16-bit types, which in float32
-   * needs more than a block's shared memory: streamed, as 40000 always). */
-  /* 5000 x 2048 and 3000 x 4096: several rows per block of the grid of
-   * resident blocks, the last ones ending on any block. */
+   * needs more than a block's shared memory: streamed, as 40000 always);
+   * 5000 x 2048 and 3000 x 4096 give each block of the grid (resident
+   * blocks only) several rows, the last ones ending on any block. */
   const int64_t shapes[][2] = {{64, 1024}, {5, 77},    {3, 40000},  {2000, 256}, {0, 16},    {7, 0},
                                {9, 2056},  {300, 3},   {1000, 1000}, {33, 16392}, {300, 6000}, {257, 4097},
                                {40, 20001}, {130, 1001}, {5000, 2048}, {3000, 4096}};
