@@ -27,14 +27,31 @@ Operands operands(const KernelWriter& w, const ScatterParams& p) {
           f.value(e.outputs[0]).dtype, f.value(e.inputs[1]).dtype};
 }
 
-// The loop over the updates: for scatter one per index element, for
-// index_reduce one per element of the result with the index's length
-// along dim (the "slice" j of the index, and the element within it).
+std::vector<std::string> with_dim(std::vector<std::string> idx, size_t dim, const std::string& i) {
+  idx[dim] = i;
+  return idx;
+}
+
+// The index's length along dim, in slices (ScatterParams::index_dim).
+std::string slice_count(KernelWriter& w, const ScatterParams& p, const Operands& o) {
+  return "(long long)" + w.extent(o.index, static_cast<size_t>(p.index_dim));
+}
+
+// A slice's extent along dim d != dim: the result's for index_reduce
+// (its src matches the result there), the index's for a scatter (at most
+// the result's).
+std::string slice_extent(KernelWriter& w, const Operands& o, size_t d) {
+  return w.rank(o.index) == 1 ? w.extent(o.out, d) : w.extent(o.index, d);
+}
+
+// The loop over the updates: one per index element, or for slices one per
+// element of the result with the index's length along dim (the slice j
+// of the index, and the element within it).
 std::string update_count(KernelWriter& w, const ScatterParams& p, const Operands& o) {
   if (!p.slices) return w.numel(o.index);
-  std::string n = "(long long)" + w.extent(o.index, 0);
+  std::string n = slice_count(w, p, o);
   for (size_t d = 0; d < o.rank; ++d)
-    if (d != o.dim) n += " * " + w.extent(o.out, d);
+    if (d != o.dim) n += " * " + slice_extent(w, o, d);
   return w.hoist("long long", "nu", n);
 }
 
@@ -47,7 +64,7 @@ std::vector<std::string> update_index(KernelWriter& w, const ScatterParams& p, c
   w.line("long long " + rem + " = " + linear + ";");
   for (size_t d = o.rank; d-- > 0;) {
     idx[d] = w.fresh("u");
-    const std::string e = d == o.dim ? "(long long)" + w.extent(o.index, 0) : "(long long)" + w.extent(o.out, d);
+    const std::string e = d == o.dim ? slice_count(w, p, o) : "(long long)" + slice_extent(w, o, d);
     if (d == 0) {
       w.line("[[maybe_unused]] const long long " + idx[d] + " = " + rem + ";");
     } else {
@@ -58,9 +75,14 @@ std::vector<std::string> update_index(KernelWriter& w, const ScatterParams& p, c
   return idx;
 }
 
-// The index value of an update (long long) and whether it is in range.
+// The index value of an update (long long). Slices read the index at the
+// update's position along dim only: index_reduce's rank-1 index, or a
+// scatter's index (the same along the other dims) at 0 there.
 std::string target_index(KernelWriter& w, const ScatterParams& p, const Operands& o, const std::vector<std::string>& u) {
-  const std::string i = p.slices ? w.value_at(o.index, {u[o.dim]}) : w.value_at(o.index, u);
+  std::vector<std::string> at = u;
+  if (p.slices) at = p.index_dim == 0 && w.rank(o.index) == 1 ? std::vector<std::string>{u[o.dim]}
+                                                               : with_dim(std::vector<std::string>(o.rank, "0"), o.dim, u[o.dim]);
+  const std::string i = w.value_at(o.index, at);
   const std::string t = w.fresh("t");
   w.line("const long long " + t + " = (long long)" + i + ";");
   return t;
@@ -68,11 +90,6 @@ std::string target_index(KernelWriter& w, const ScatterParams& p, const Operands
 
 std::string in_range(KernelWriter& w, const Operands& o, const std::string& t) {
   return t + " >= 0 && " + t + " < (long long)" + w.extent(o.out, o.dim);
-}
-
-std::vector<std::string> with_dim(std::vector<std::string> idx, size_t dim, const std::string& i) {
-  idx[dim] = i;
-  return idx;
 }
 
 // Row-major linear index of `idx` over the result's sizes (counts, keys).
@@ -237,7 +254,7 @@ void emit_scatter_mean(KernelWriter& w, const ScatterParams& p) {
 
 void emit_scatter_keys(KernelWriter& w, const ScatterParams& p) {
   const Operands o = operands(w, p);
-  const std::string units = p.slices ? "(long long)" + w.extent(o.index, 0) : w.numel(o.index);
+  const std::string units = p.slices ? slice_count(w, p, o) : w.numel(o.index);
   w.line("long long* const keys = " + scratch_words("long long") + ";");
   w.line("long long* const pos = keys + args.padded;");
   w.open("for (long long q = " + std::string(kThread) + "; q < args.padded; q += " + kGridStride + ")");
@@ -331,7 +348,7 @@ Sorted sorted_types(KernelWriter& w, const ScatterParams& p, const Operands& o) 
   if (p.slices) {
     std::string width = "1LL";
     for (size_t d = 0; d < o.rank; ++d)
-      if (d != o.dim) width += " * " + w.extent(o.out, d);
+      if (d != o.dim) width += " * " + slice_extent(w, o, d);
     s.width = w.hoist("long long", "wd", width);
   }
   s.none = p.reduce == ScatterReduce::None;
@@ -366,8 +383,8 @@ std::vector<std::vector<std::string>> open_lanes(KernelWriter& w, const ScatterP
     for (size_t d = o.rank; d-- > 0;) {
       if (d == o.dim) continue;
       target[d] = w.fresh("e");
-      w.line("const long long " + target[d] + " = " + rem + " % (long long)" + w.extent(o.out, d) + ";");
-      w.line(rem + " /= (long long)" + w.extent(o.out, d) + ";");
+      w.line("const long long " + target[d] + " = " + rem + " % (long long)" + slice_extent(w, o, d) + ";");
+      w.line(rem + " /= (long long)" + slice_extent(w, o, d) + ";");
     }
     target[o.dim] = "key";
     targets.push_back(target);
@@ -412,9 +429,12 @@ void store_final(KernelWriter& w, const ScatterParams& p, const Operands& o, con
 
 // The start of a combination that leaves the first value unchanged, bit
 // for bit: -0.0 for sums (-0.0 + x == x, also for x = -0.0), 1 for
-// products; reduce none overwrites it.
+// products, -inf for amax and inf for amin (float dtypes only: the
+// scheduler sorts them for speed); reduce none overwrites it.
 std::string neutral(const ScatterParams& p, const Sorted& s) {
   if (s.none) return "0";
+  if (p.reduce == ScatterReduce::Amax) return literal_f64(DType::F64, -__builtin_inf());
+  if (p.reduce == ScatterReduce::Amin) return literal_f64(DType::F64, __builtin_inf());
   return p.reduce == ScatterReduce::Prod ? "1.0" : "-0.0";
 }
 

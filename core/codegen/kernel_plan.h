@@ -271,7 +271,13 @@ struct KernelPlan {
   struct ScatterKernels {
     int64_t index = -1, output = -1;
     size_t dim = 0;
+    size_t index_dim = 0;  // slices: the index's dim holding a slice's position (ScatterParams)
     bool slices = false, counts = false;  // counts: int per result element in scratch (atomic mean)
+    // > 0: both paths compiled; calls whose slices are narrower, or whose
+    // updates average more per slice of the result, take the atomic one
+    int sorted_min_width = 0;
+    int sorted_max_run = 0;
+    int lanes = 1;  // sorted path: slice elements per thread
     std::string clear, update, mean;       // atomic path
     std::string keys, sort_block, sort_global, apply, combine;  // sorted path
   };

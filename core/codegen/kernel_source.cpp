@@ -205,6 +205,10 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
     k.output = e.outputs[0];
     k.dim = ScatterAttrs(e).index();
     k.slices = sc->slices;
+    k.index_dim = static_cast<size_t>(sc->index_dim);
+    k.sorted_min_width = sc->sorted_min_width;
+    k.sorted_max_run = sc->sorted_max_run;
+    k.lanes = sc->lanes;
     k.counts = !sc->sorted && sc->reduce == ScatterReduce::Mean;
     std::vector<KernelText> kernels;
     std::vector<std::string> suffixes;
@@ -220,7 +224,8 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
       add(emit_scatter_sort_global, "_s_sort_global", sc->block);
       add(emit_scatter_apply, "_s_apply", sc->block);
       add(emit_scatter_combine, "_s_combine", sc->block);
-    } else {
+    }
+    if (!sc->sorted || sc->sorted_min_width > 0) {  // (sorted for speed: narrower slices take the atomics)
       if (!sc->include_self && sc->reduce != ScatterReduce::None) add(emit_scatter_clear, "_s_clear", sc->block);
       add(emit_scatter_update, "_s_update", sc->block);
       if (sc->reduce == ScatterReduce::Mean) add(emit_scatter_mean, "_s_mean", sc->block);

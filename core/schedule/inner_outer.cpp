@@ -74,6 +74,7 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
   o.row_outputs = outer_outputs;
   Tuning t = tuning;
   t.row_vectors = tuning.inner_outer_vectors;
+  t.row_stream_single_pass = 0;  // (their rows keep the register kernel)
   RowParams p = schedule_row(c, task, *rows, t);
   p.outer = std::move(o);
   p.cluster_max = 0;  // (the cluster row kernel has no outer reductions)

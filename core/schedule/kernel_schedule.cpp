@@ -71,8 +71,11 @@ struct Describe {
   }
   std::string operator()(const ScatterParams& p) const {
     return "scatter block=" + std::to_string(p.block) + " expr=" + std::to_string(p.expr) +
-           " index=" + (p.slices ? "slices" : "elements") + " reduce=" + scatter_reduce_name(p.reduce) +
-           (p.include_self ? "" : " exclude_self") + " path=" + (p.sorted ? "sorted" : "atomic") +
+           " index=" + (p.slices ? "slices" : "elements") + (p.slices ? " index_dim=" + std::to_string(p.index_dim) : "") +
+           " reduce=" + scatter_reduce_name(p.reduce) + (p.include_self ? "" : " exclude_self") +
+           " path=" + (p.sorted ? "sorted" : "atomic") +
+           (p.sorted_min_width > 0 ? " atomic_below_width=" + std::to_string(p.sorted_min_width) +
+                                         " atomic_above_run=" + std::to_string(p.sorted_max_run) : "") +
            (p.sorted ? " lanes=" + std::to_string(p.lanes) + " unroll=" + std::to_string(p.unroll) : "");
   }
   std::string operator()(const ScanParams& p) const {

@@ -239,13 +239,27 @@ struct ColumnParams {
 // updates' (target, position) keys are sorted (bitonic: 2048 keys per
 // block in shared memory, global merge steps above), then one thread per
 // sorted key and slice element combines the run of equal targets in src
-// order in float64 and stores once.
+// order in float64 and stores once. The sorted path also serves float
+// amax/amin and prod over slices for speed (their atomics are compare-and-
+// swap loops, slowed by every collision; the sorted path writes each
+// selected slice once): then the atomic kernels are compiled too, and a
+// call takes them whose slices are narrower than sorted_min_width or whose
+// updates average more than sorted_max_run per slice of the result (the
+// sorted path's runs are serial work).
 struct ScatterParams {
   int64_t expr = -1;
-  bool slices = false;  // index_reduce (rank-1 index selecting slices)
+  // Each update is a whole slice along dim: index_reduce (a rank-1 index),
+  // or a scatter whose index is the same along every other dim (a rank-1
+  // index expanded, as graph libraries write it; the slice then has the
+  // index's extents). The index's dim holding the slice's position:
+  int index_dim = 0;
+  bool slices = false;
   ScatterReduce reduce = ScatterReduce::None;
   bool include_self = true;
   bool sorted = false;
+  // > 0: sorted for speed, not for determinism (above).
+  int sorted_min_width = 0;
+  int sorted_max_run = 0;
   int block = 256;
   // Sorted path: slice elements per thread (index_reduce; scatter: 1) and
   // run positions loaded per step.

@@ -123,7 +123,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   // single pass, a plain row sum, gains nothing).
   const bool output_pass = !rows.domain_outputs.empty();
   const size_t passes = online_phases(rows, p.online).size() + (output_pass ? 1 : 0);
-  p.stream_rows = !p.online.empty() && passes == 1;
+  p.stream_rows = p.vectors.width > 0 && passes == 1 && (!p.online.empty() || tuning.row_stream_single_pass != 0);
   p.split_epilogue_reversed = tuning.split_epilogue_reversed != 0;
   p.edge_vectors = edge_vectors(c, rows, p.vectors);
   if (passes < 2) return p;

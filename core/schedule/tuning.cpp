@@ -23,10 +23,13 @@ const Tuning& default_tuning() {
     d.pointwise_unroll = from_env("KFUSE_TUNE_POINTWISE_UNROLL", d.pointwise_unroll);
     d.pointwise_min_blocks = from_env("KFUSE_TUNE_POINTWISE_MIN_BLOCKS", d.pointwise_min_blocks);
     d.row_vectors = from_env("KFUSE_TUNE_ROW_VECTORS", d.row_vectors);
+    d.row_stream_single_pass = from_env("KFUSE_TUNE_ROW_STREAM_SINGLE_PASS", d.row_stream_single_pass, 0);
     d.inner_outer_vectors = from_env("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors);
     d.inner_outer_threads_per_sm = from_env("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm);
     d.scatter_lanes = from_env("KFUSE_TUNE_SCATTER_LANES", d.scatter_lanes);
     d.scatter_unroll = from_env("KFUSE_TUNE_SCATTER_UNROLL", d.scatter_unroll);
+    d.scatter_sorted_min_width = from_env("KFUSE_TUNE_SCATTER_SORTED_MIN_WIDTH", d.scatter_sorted_min_width, 0);
+    d.scatter_sorted_max_run = from_env("KFUSE_TUNE_SCATTER_SORTED_MAX_RUN", d.scatter_sorted_max_run);
     d.scan_items = from_env("KFUSE_TUNE_SCAN_ITEMS", d.scan_items);
     d.scan_vector_steps = from_env("KFUSE_TUNE_SCAN_VECTOR_STEPS", d.scan_vector_steps);
     d.scan_line_steps = from_env("KFUSE_TUNE_SCAN_LINE_STEPS", d.scan_line_steps);

@@ -22,6 +22,10 @@ struct Tuning {
   // H200 (docs/PERF.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.
   int row_vectors = 4;
+  // Single-pass rows without an online pair (a plain row sum) stream
+  // through the long-row kernel's block-stride loop instead of the
+  // register kernel (1), or not (0). Online pairs always stream.
+  int row_stream_single_pass = 0;
   // The same for inner-outer kernels, which also hold one partial per
   // outer reduction and element (registers again). Measured on an H100
   // (docs/PERF.md, layernorm backward 32768 x 8192 bf16): 1 vector 0.80 ms,
@@ -37,6 +41,16 @@ struct Tuning {
   // positions of a run loaded per step (docs/PERF.md, session 9).
   int scatter_lanes = 4;
   int scatter_unroll = 4;
+  // Float amax/amin and prod over slices take the sorted path from this
+  // slice width up, where the updates per selected slice average at most
+  // scatter_sorted_max_run (ScatterParams::sorted_min_width; 0: never for
+  // speed). Measured on an H100 (docs/PERF.md, session 25), bf16 amax of
+  // M updates of width W into W targets, atomic / sorted ms: 32768 x 8192
+  // 2.57 / 0.80, x 4096 1.19 / 0.45, x 1024 0.275 / 0.253, x 512 0.141 /
+  // 0.30; 131072 x 2048 1.92 / 1.59, x 1024 (runs of 128) 0.95 / 1.46.
+  // The sorted path's chunk of a run is one block's serial work.
+  int scatter_sorted_min_width = 1024;
+  int scatter_sorted_max_run = 64;
   // Scans, a block per line: consecutive elements each thread combines per
   // chunk (docs/PERF.md, session 9).
   int scan_items = 4;
@@ -110,8 +124,11 @@ struct Tuning {
 // The process default: the fields above, overridden by
 // KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_POINTWISE_VECTOR_RULE,
 // KFUSE_TUNE_POINTWISE_MIN_BLOCKS, KFUSE_TUNE_ROW_VECTORS,
+// KFUSE_TUNE_ROW_STREAM_SINGLE_PASS (0 allowed),
 // KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
-// KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL, KFUSE_TUNE_SCAN_ITEMS,
+// KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL,
+// KFUSE_TUNE_SCATTER_SORTED_MIN_WIDTH (0 allowed),
+// KFUSE_TUNE_SCATTER_SORTED_MAX_RUN, KFUSE_TUNE_SCAN_ITEMS,
 // KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_SCAN_LINE_STEPS,
 // KFUSE_TUNE_SCAN_PASS_ROWS (0 allowed), KFUSE_TUNE_SCAN_PASS_BLOCK,
 // KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED, KFUSE_TUNE_ROW_CLUSTER_MAX (0

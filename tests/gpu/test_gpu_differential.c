@@ -2071,6 +2071,74 @@ static void scatter_out_of_range(void) {
   kf_fusion_release(f);
 }
 
+/* A scatter whose index is a rank-1 index expanded over the other dim (as
+ * graph libraries write message aggregation): each update is a slice, so
+ * float amax/amin/prod take the sorted path for slices of 1024 or more
+ * with at most 64 updates per selected slice on average
+ * (ScatterParams::sorted_min_width, sorted_max_run) and the atomic kernels
+ * otherwise; sums keep the atomics unless deterministic. xs: the input,
+ * m: updates, ss: src; width > 0 expands the index to that many elements
+ * along the other dim (fewer than the input has: the rest keep the
+ * input), else to src's. */
+static void scatter_expanded_case(kf_dtype dt, int dim, const char* attrs, const int64_t* xs, int64_t m,
+                                  const int64_t* ss, int width, double tol) {
+  char text[768], size_line[96];
+  const int other = 1 - dim;
+  if (width > 0) snprintf(size_line, sizeof size_line, "const w: int64 = %d\n", width);
+  else snprintf(size_line, sizeof size_line, "w = size(s) {dim=%d}\n", other);
+  snprintf(text, sizeof text,
+           "input x: tensor<%1$s, 2>\ninput i: tensor<int64, 1>\ninput s: tensor<%1$s, 2>\n"
+           "i2 = unsqueeze(i) {dim=%2$d}\nm = size(i) {dim=0}\n%3$s"
+           "ie = expand(i2, [%4$s])\ny = scatter(x, ie, s) {dim=%5$d, %6$s}\noutput y\n",
+           kf_dtype_name(dt), other, size_line, dim == 0 ? "m, w" : "w, m", dim, attrs);
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  const int prod = strstr(attrs, "prod") != NULL;
+  tin in[3] = {input(dt, 2, xs), input(KF_INT64, 1, &m), input(dt, 2, ss)};
+  fill(&in[0], prod ? 0.5 : -4, prod ? 1.5 : 4, 0);
+  fill(&in[1], 0, (double)xs[dim] - 1, 0);
+  fill(&in[2], prod ? 0.5 : -4, prod ? 1.5 : 4, 0);
+  char what[300];
+  snprintf(what, sizeof what, "scatter, expanded index, dim %d %s {%s} x [%lld,%lld] %lld updates%s", dim,
+           kf_dtype_name(dt), attrs, (long long)xs[0], (long long)xs[1], (long long)m, width > 0 ? ", narrower index" : "");
+  run_case_tol(f, in, 3, what, dt == KF_BFLOAT16 && tol > 0 ? 8.0 : 1.0, tol);
+  free_inputs(in, 3);
+  kf_fusion_release(f);
+}
+
+static void test_scatter_expanded_index(void** state) {
+  (void)state;
+  const kf_dtype fl[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT64};
+  for (int d = 0; d < 3; ++d) {
+    const kf_dtype dt = fl[d];
+    /* rows of 1100, 60 updates per target (the sorted path; runs cross its
+     * 128-position chunks), of 300 (the atomics); 3000 updates into 50 */
+    const int64_t wx[2] = {50, 1100}, ws[2] = {3000, 1100}, nx[2] = {50, 300}, ns[2] = {3000, 300};
+    scatter_expanded_case(dt, 0, "reduce=amax, include_self=false", wx, 3000, ws, 0, 0);
+    scatter_expanded_case(dt, 0, "reduce=amin", wx, 3000, ws, 0, 0);
+    scatter_expanded_case(dt, 0, "reduce=amax, include_self=false", nx, 3000, ns, 0, 0);
+    /* (runs that cross a chunk boundary are summed in two pieces: the dtype's tolerance) */
+    scatter_expanded_case(dt, 0, "reduce=sum, deterministic=true", wx, 3000, ws, 0, -1);
+    scatter_expanded_case(dt, 0, "reduce=sum, deterministic=true", nx, 3000, ns, 0, -1);
+    if (dt != KF_BFLOAT16)  /* bfloat16 atomics round each of ~60 adds per target: no useful bound */
+      scatter_expanded_case(dt, 0, "reduce=sum", nx, 3000, ns, 0, -1);
+    /* prod: about 4 updates per target (in the sorted path's float64, once rounded) */
+    const int64_t px[2] = {700, 1024}, ps[2] = {3000, 1024};
+    scatter_expanded_case(dt, 0, "reduce=prod, include_self=false", px, 3000, ps, 0, -1);
+    /* the index narrower than the input (1030 of 1100 columns) and src wider (1200) */
+    const int64_t cx[2] = {50, 1100}, cs[2] = {3000, 1200};
+    scatter_expanded_case(dt, 0, "reduce=amax, include_self=false", cx, 3000, cs, 1030, 0);
+    /* dim 1: 700 updates into 30 columns of 1050 rows (sorted), of 40 rows (atomics) */
+    const int64_t ex[2] = {1050, 30}, es[2] = {1050, 800}, fx[2] = {40, 30}, fs[2] = {40, 700};
+    scatter_expanded_case(dt, 1, "reduce=amax", ex, 700, es, 0, 0);
+    scatter_expanded_case(dt, 1, "reduce=amin, include_self=false", fx, 700, fs, 0, 0);
+    /* 5000 updates into 3 rows of 1100: over 64 per row, the atomics */
+    const int64_t lx[2] = {3, 1100}, ls[2] = {5000, 1100};
+    scatter_expanded_case(dt, 0, "reduce=amax, include_self=false", lx, 5000, ls, 0, 0);
+  }
+  end_test("scatter_expanded_index");
+}
+
 static void test_scatter(void** state) {
   (void)state;
   const kf_dtype fl[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT64};
@@ -2489,7 +2557,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

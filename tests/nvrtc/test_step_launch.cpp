@@ -97,6 +97,43 @@ void test_atomic_scatter_and_empty(void** /*state*/) {
   assert_int_equal(cuda::scatter_launch(u.plan, u.sizes, 132, 1 << 30).steps.size(), 1);  // no updates: the copy
 }
 
+// Float amax over slices: sorted for speed, the atomic kernels compiled
+// too; a call takes them whose slices are narrower than sorted_min_width
+// (1024) or whose updates average more than sorted_max_run (64) per slice
+// of the result. The sorted path's blocks are no wider than a slice needs.
+void test_scatter_path_by_width(void** /*state*/) {
+  const std::vector<int64_t> amax = {0, static_cast<int64_t>(ScatterReduce::Amax), 0, 0};
+  Case wide = make(Op::INDEX_REDUCE, amax, 700, 1024, 5000);
+  const cuda::StepLaunch w = cuda::scatter_launch(wide.plan, wide.sizes, 132, 1 << 30);
+  assert_int_equal(wide.plan.scatter.sorted_min_width, 1024);
+  assert_int_equal(wide.plan.scatter.sorted_max_run, 64);
+  assert_true(ends_with(*w.steps[w.steps.size() - 2].kernel, "_s_apply"));
+  assert_int_equal(w.steps[w.steps.size() - 2].block, 256);  // 1024 elements, 4 per thread
+  assert_true(ends_with(*w.steps.back().kernel, "_s_combine"));
+  const auto atomic = [](const cuda::StepLaunch& l) {
+    return l.steps.size() == 3 && l.padded == 0 && ends_with(*l.steps[1].kernel, "_s_clear") &&
+           ends_with(*l.steps[2].kernel, "_s_update");  // copy, clear (include_self off), update
+  };
+  Case narrow = make(Op::INDEX_REDUCE, amax, 700, 1000, 5000);
+  assert_true(atomic(cuda::scatter_launch(narrow.plan, narrow.sizes, 132, 1 << 30)));
+  Case crowded = make(Op::INDEX_REDUCE, amax, 78, 1024, 5000);  // 64.1 updates per row
+  assert_true(atomic(cuda::scatter_launch(crowded.plan, crowded.sizes, 132, 1 << 30)));
+  Case full = make(Op::INDEX_REDUCE, amax, 79, 1024, 5000);  // 63.3
+  assert_int_equal(cuda::scatter_launch(full.plan, full.sizes, 132, 1 << 30).padded, 8192);
+  // A threshold of 0 never sorts for speed.
+  Tuning never;
+  never.scatter_sorted_min_width = 0;
+  Case off = make(Op::INDEX_REDUCE, amax, 700, 256, 5000, never);
+  assert_true(off.plan.scatter.apply.empty());
+  assert_int_equal(cuda::scatter_launch(off.plan, off.sizes, 132, 1 << 30).steps.size(), 3);
+  // A deterministic sum is sorted at any width, its blocks at least a warp.
+  Case thin = make(Op::INDEX_REDUCE, {0, static_cast<int64_t>(ScatterReduce::Sum), 1, 1}, 700, 3, 5000);
+  const cuda::StepLaunch t = cuda::scatter_launch(thin.plan, thin.sizes, 132, 1 << 30);
+  assert_true(thin.plan.scatter.update.empty());
+  assert_true(ends_with(*t.steps[t.steps.size() - 2].kernel, "_s_apply"));
+  assert_int_equal(t.steps[t.steps.size() - 2].block, 32);
+}
+
 void test_scan_segments(void** /*state*/) {
   const Tuning three;  // the default: the three-kernel path
   // 8192 columns scanned down 32768 rows: 33 segments fill 132 x 2048 threads.
@@ -166,6 +203,7 @@ int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sorted_scatter_steps),
       cmocka_unit_test(test_atomic_scatter_and_empty),
+      cmocka_unit_test(test_scatter_path_by_width),
       cmocka_unit_test(test_scan_segments),
       cmocka_unit_test(test_scan_single_pass),
   };

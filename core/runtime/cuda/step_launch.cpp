@@ -35,10 +35,13 @@ StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int m
   };
   step(plan.name, (n_out + 3) / 4);  // 4 elements per thread and step
   const std::span<const int64_t> index = sizes[k.index];
-  const int64_t units = k.slices ? index[0] : product(index);
-  const int64_t width = k.slices ? n_out / out[k.dim] : 1;
+  const int64_t units = k.slices ? index[k.index_dim] : product(index);
+  // A slice's elements: the result's along the other dims for index_reduce
+  // (a rank-1 index), the index's for a scatter.
+  const int64_t width = !k.slices ? 1 : index.size() == 1 ? n_out / out[k.dim] : product(index) / std::max<int64_t>(units, 1);
   if (units == 0) return l;
-  if (!k.apply.empty()) {  // sorted path
+  const bool sorted_fits = width >= k.sorted_min_width && units <= int64_t{k.sorted_max_run} * out[k.dim];
+  if (!k.apply.empty() && (k.update.empty() || sorted_fits)) {  // sorted path
     int64_t padded = 2048;
     while (padded < units) padded *= 2;
     l.padded = padded;
@@ -55,19 +58,22 @@ StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int m
       }
       l.steps.push_back({&k.sort_block, blocks, 1024, kk, 0});
     }
-    // index_reduce: a block per sorted position; scatter: a thread per
-    // position.
+    // Slices: a block per sorted position, no wider than the slice needs
+    // (its threads take `lanes` elements each; the kernels stride by
+    // blockDim.x); elements: a thread per position.
+    const int64_t need = (width + std::max(k.lanes, 1) - 1) / std::max(k.lanes, 1);
+    const auto slice_block = static_cast<uint32_t>(std::clamp<int64_t>((need + 31) / 32 * 32, 32, block));
     const auto positions = [&](const std::string& kernel) {
       if (k.slices)  // blocks grid-stride over positions: at most 32 per multiprocessor
-        l.steps.push_back({&kernel, grid_for(padded * block, block, multiprocessors, max_grid_x), static_cast<uint32_t>(block)});
+        l.steps.push_back({&kernel, grid_for(padded * slice_block, static_cast<int>(slice_block), multiprocessors, max_grid_x), slice_block});
       else
         step(kernel, padded);
     };
     positions(k.apply);
-    // The combine: one block (index_reduce) or thread (scatter) per chunk boundary.
+    // The combine: one block (slices) or thread (elements) per chunk boundary.
     const int64_t boundaries = std::max<int64_t>(padded / KernelPlan::kScatterSortedChunk - 1, 1);
     if (k.slices)
-      l.steps.push_back({&k.combine, static_cast<uint32_t>(std::min<int64_t>(boundaries, max_grid_x)), static_cast<uint32_t>(block)});
+      l.steps.push_back({&k.combine, static_cast<uint32_t>(std::min<int64_t>(boundaries, max_grid_x)), slice_block});
     else
       step(k.combine, boundaries);
     return l;
