@@ -5,6 +5,7 @@
 // lines are too few to fill the device.
 #include "core/codegen/kernel_plan.h"
 #include "core/define/builder.h"
+#include "core/runtime/cuda/loaded_kernel.h"
 #include "core/runtime/cuda/step_launch.h"
 
 #include <stdarg.h>
@@ -120,6 +121,18 @@ void test_scatter_path_by_width(void** /*state*/) {
   assert_true(atomic(cuda::scatter_launch(crowded.plan, crowded.sizes, 132, 1 << 30)));
   Case full = make(Op::INDEX_REDUCE, amax, 79, 1024, 5000);  // 63.3
   assert_int_equal(cuda::scatter_launch(full.plan, full.sizes, 132, 1 << 30).padded, 8192);
+  // A call loads (and a first call compiles) its path's kernels only.
+  const cuda::DeviceInfo dev;
+  assert_true(kernel_variant(wide.plan, wide.sizes, dev) == KernelVariant::Main);
+  assert_true(kernel_variant(narrow.plan, narrow.sizes, dev) == KernelVariant::ScatterAtomic);
+  LoadedKernel loaded;
+  loaded.plan = wide.plan;
+  const std::vector<std::string> sorted = loaded.kernels_of(KernelVariant::Main);
+  const std::vector<std::string> atomics = loaded.kernels_of(KernelVariant::ScatterAtomic);
+  assert_int_equal(sorted.size(), 6);  // copy, keys, block sort, global sort, apply, combine
+  assert_int_equal(atomics.size(), 3);  // copy, clear, update
+  for (const std::string& n : sorted) assert_false(n.ends_with("_s_clear") || n.ends_with("_s_update"));
+  assert_true(atomics[1].ends_with("_s_clear") && atomics[2].ends_with("_s_update"));
   // A threshold of 0 never sorts for speed.
   Tuning never;
   never.scatter_sorted_min_width = 0;

@@ -270,7 +270,7 @@ class CudaBackend final : public Backend {
     const auto function_of = [&](const std::string& name) {
       if (name == k.plan.name) return k.function;
       for (size_t i = 0; i < k.plan.later.size(); ++i)
-        if (k.plan.later[i].name == name) return k.later[i];
+        if (k.plan.later[i].name == name && i < k.later.size() && k.later[i] != nullptr) return k.later[i];
       fail(KF_ERR_INTERNAL, "kernel ", name, " of a multi-step plan is not loaded");
     };
     try {

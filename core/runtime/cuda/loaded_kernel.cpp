@@ -1,4 +1,5 @@
 #include "core/runtime/cuda/loaded_kernel.h"
+#include "core/runtime/cuda/step_launch.h"
 
 #include <optional>
 
@@ -38,6 +39,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::Edges: return 5;
     case KernelVariant::LongEdges: return 6;
     case KernelVariant::Cluster: return 7;
+    case KernelVariant::ScatterAtomic: return 8;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -174,6 +176,9 @@ int cluster_blocks_on(const KernelPlan& plan, std::span<const int64_t> domain, c
 }
 
 KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, const cuda::DeviceInfo& device) {
+  if (plan.launch.kind == LaunchRule::Kind::Scatter && plan.scatter.sorted_min_width > 0 &&
+      !cuda::scatter_takes_sorted(plan, sizes))
+    return KernelVariant::ScatterAtomic;
   if (plan.launch.kind != LaunchRule::Kind::PerRow) return KernelVariant::Main;
   const std::span<const int64_t> domain = sizes[plan.launch.domain_value];
   // The cluster kernel takes rows that one block would re-read (LongRows)
@@ -225,6 +230,22 @@ bool edge_kernel_fits(const KernelPlan& plan, const int64_t* args) {
   return true;
 }
 
+namespace {
+
+// Whether later kernel `name` of `plan` loads with variant v (Main, Scalar
+// or ScatterAtomic): all of them, but for a scatter with both paths the
+// atomic path's (clear, update, mean) with ScatterAtomic only and the
+// sorted path's with Main only.
+bool later_of_variant(const KernelPlan& plan, const std::string& name, KernelVariant v) {
+  if (plan.launch.kind != LaunchRule::Kind::Scatter || plan.scatter.sorted_min_width <= 0)
+    return v != KernelVariant::ScatterAtomic;
+  const KernelPlan::ScatterKernels& k = plan.scatter;
+  const bool atomic = name == k.clear || name == k.update || name == k.mean;
+  return atomic == (v == KernelVariant::ScatterAtomic);
+}
+
+}  // namespace
+
 std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
   std::vector<std::string> names;
   switch (v) {
@@ -237,11 +258,13 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::Edges: names.push_back(plan.edges_name); break;
     case KernelVariant::LongEdges: names.push_back(plan.long_edges_name); break;
     case KernelVariant::Cluster: names.push_back(plan.cluster_name); break;
+    case KernelVariant::ScatterAtomic: names.push_back(plan.name); break;
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
-  if (v == KernelVariant::Main || v == KernelVariant::Scalar)
+  if (v == KernelVariant::Main || v == KernelVariant::Scalar || v == KernelVariant::ScatterAtomic)
     for (const KernelPlan::LaterKernel& l : plan.later)
-      names.push_back(v == KernelVariant::Main ? l.name : plan.scalar_of(l.name));
+      if (later_of_variant(plan, l.name, v))
+        names.push_back(v == KernelVariant::Scalar ? plan.scalar_of(l.name) : l.name);
   return names;
 }
 
@@ -252,9 +275,11 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     return load_kernel(device, units.keys[u], plan.units[u].source, name, units.images[u].get());
   };
   if (!plan.finish_name.empty() && finish == nullptr) finish = load(plan.finish_name);
-  if (v == KernelVariant::Main) {
-    function = load(plan.name);
-    for (const KernelPlan::LaterKernel& l : plan.later) later.push_back(load(l.name));
+  if (v == KernelVariant::Main || v == KernelVariant::ScatterAtomic) {
+    if (function == nullptr) function = load(plan.name);
+    later.resize(plan.later.size(), nullptr);
+    for (size_t i = 0; i < plan.later.size(); ++i)
+      if (later[i] == nullptr && later_of_variant(plan, plan.later[i].name, v)) later[i] = load(plan.later[i].name);
     allow_shared(device, plan, function, plan.name);
     // Elementwise: its grid is a few waves of resident blocks; inner-outer
     // rows: one wave of them.

@@ -36,6 +36,11 @@ enum class KernelVariant : uint8_t {
   Edges,      // PerRow: plan.edges_name (edge_kernel_fits, rows the registers hold)
   LongEdges,  // PerRow: plan.long_edges_name (edge_kernel_fits, longer rows)
   Cluster,    // PerRow: plan.cluster_name (cluster_blocks > 0 on an sm_90 device)
+  // Scatter with both paths (ScatterKernels::sorted_min_width): plan.name
+  // with the atomic path's later kernels, for calls that do not take the
+  // sorted one (Main then loads the sorted path's only), so a first call
+  // compiles one path.
+  ScatterAtomic,
 };
 
 // The blocks per row of a call that takes `plan`'s cluster row kernel on
@@ -75,7 +80,9 @@ struct LoadedKernel {
   CUfunction function = nullptr;  // Main
   CUfunction long_row = nullptr;  // LongRows
   CUfunction finish = nullptr;    // ColumnReduce and inner-outer PerRow: the finishing kernel
-  std::vector<CUfunction> later;  // ColumnReduce, SplitRows, Scatter, Scan: plan.later's kernels
+  // ColumnReduce, SplitRows, Scatter, Scan: plan.later's kernels, by index
+  // (a scatter with both paths: null for the path not loaded)
+  std::vector<CUfunction> later;
   CUfunction scalar = nullptr;    // Scalar: the twin of `function`
   CUfunction tight = nullptr;     // Tight
   CUfunction wide = nullptr;      // Wide
@@ -112,7 +119,7 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[8]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster
+  mutable std::atomic<bool> loaded_[9]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic
 };
 
 // The kernel of generated segment `index`. The first call of a

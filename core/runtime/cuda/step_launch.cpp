@@ -1,6 +1,7 @@
 #include "core/runtime/cuda/step_launch.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace kf::cuda {
 
@@ -22,6 +23,29 @@ int64_t product(std::span<const int64_t> s) {
 
 }  // namespace
 
+namespace {
+
+// The updates (index positions, or slices) of a scatter call and each one's elements.
+std::pair<int64_t, int64_t> scatter_units(const KernelPlan::ScatterKernels& k, const ValueSizes& sizes) {
+  const std::span<const int64_t> out = sizes[k.output], index = sizes[k.index];
+  const int64_t units = k.slices ? index[k.index_dim] : product(index);
+  // A slice's elements: the result's along the other dims for index_reduce
+  // (a rank-1 index), the index's for a scatter.
+  const int64_t width = !k.slices ? 1 : index.size() == 1 ? product(out) / std::max<int64_t>(out[k.dim], 1)
+                                                          : product(index) / std::max<int64_t>(units, 1);
+  return {units, width};
+}
+
+}  // namespace
+
+bool scatter_takes_sorted(const KernelPlan& plan, const ValueSizes& sizes) {
+  const KernelPlan::ScatterKernels& k = plan.scatter;
+  if (k.apply.empty()) return false;
+  if (k.update.empty()) return true;
+  const auto [units, width] = scatter_units(k, sizes);
+  return width >= k.sorted_min_width && units <= int64_t{k.sorted_max_run} * sizes[k.output][k.dim];
+}
+
 StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x) {
   const KernelPlan::ScatterKernels& k = plan.scatter;
   const int block = plan.launch.block;
@@ -34,14 +58,9 @@ StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int m
     l.steps.push_back({&kernel, grid_for(work, bl, multiprocessors, max_grid_x), static_cast<uint32_t>(bl)});
   };
   step(plan.name, (n_out + 3) / 4);  // 4 elements per thread and step
-  const std::span<const int64_t> index = sizes[k.index];
-  const int64_t units = k.slices ? index[k.index_dim] : product(index);
-  // A slice's elements: the result's along the other dims for index_reduce
-  // (a rank-1 index), the index's for a scatter.
-  const int64_t width = !k.slices ? 1 : index.size() == 1 ? n_out / out[k.dim] : product(index) / std::max<int64_t>(units, 1);
+  const auto [units, width] = scatter_units(k, sizes);
   if (units == 0) return l;
-  const bool sorted_fits = width >= k.sorted_min_width && units <= int64_t{k.sorted_max_run} * out[k.dim];
-  if (!k.apply.empty() && (k.update.empty() || sorted_fits)) {  // sorted path
+  if (scatter_takes_sorted(plan, sizes)) {
     int64_t padded = 2048;
     while (padded < units) padded *= 2;
     l.padded = padded;

@@ -34,6 +34,10 @@ struct StepLaunch {
 };
 
 StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x);
+// Whether a scatter call with `sizes` takes the sorted path: the plan's
+// only path, or (sorted for speed, ScatterKernels::sorted_min_width) its
+// slices are wide enough and its runs short enough.
+bool scatter_takes_sorted(const KernelPlan& plan, const ValueSizes& sizes);
 // Each line cut into segments so that lines x segments threads fill the
 // device (a few lines of many elements would otherwise leave it idle):
 // the segments' totals, their prefixes per line, then the scan. The
