@@ -352,8 +352,13 @@ Sorted sorted_types(KernelWriter& w, const ScatterParams& p, const Operands& o) 
     s.width = w.hoist("long long", "wd", width);
   }
   s.none = p.reduce == ScatterReduce::None;
-  s.acc_t = s.none ? reg_type(o.dtype) : "double";
-  s.acc_d = s.none ? o.dtype : DType::F64;
+  // amax/amin select one of the values: float holds every float dtype's
+  // but float64's exactly (one max.NaN instruction, not a double compare
+  // chain); sums and products round, so they add in float64.
+  const bool select = (p.reduce == ScatterReduce::Amax || p.reduce == ScatterReduce::Amin) && is_float(o.dtype) &&
+                      o.dtype != DType::F64;
+  s.acc_d = s.none ? o.dtype : select ? DType::F32 : DType::F64;
+  s.acc_t = reg_type(s.acc_d);
   return s;
 }
 
@@ -430,11 +435,12 @@ void store_final(KernelWriter& w, const ScatterParams& p, const Operands& o, con
 // The start of a combination that leaves the first value unchanged, bit
 // for bit: -0.0 for sums (-0.0 + x == x, also for x = -0.0), 1 for
 // products, -inf for amax and inf for amin (float dtypes only: the
-// scheduler sorts them for speed); reduce none overwrites it.
+// scheduler sorts them for speed), in the accumulator's type; reduce none
+// overwrites it.
 std::string neutral(const ScatterParams& p, const Sorted& s) {
   if (s.none) return "0";
-  if (p.reduce == ScatterReduce::Amax) return literal_f64(DType::F64, -__builtin_inf());
-  if (p.reduce == ScatterReduce::Amin) return literal_f64(DType::F64, __builtin_inf());
+  if (p.reduce == ScatterReduce::Amax) return literal_f64(s.acc_d, -__builtin_inf());
+  if (p.reduce == ScatterReduce::Amin) return literal_f64(s.acc_d, __builtin_inf());
   return p.reduce == ScatterReduce::Prod ? "1.0" : "-0.0";
 }
 

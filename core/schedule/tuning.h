@@ -24,7 +24,9 @@ struct Tuning {
   int row_vectors = 4;
   // Single-pass rows without an online pair (a plain row sum) stream
   // through the long-row kernel's block-stride loop instead of the
-  // register kernel (1), or not (0). Online pairs always stream.
+  // register kernel (1), or not (0). Online pairs always stream. Measured
+  // on an H100 (docs/PERF.md, session 25): inner_sum slower or equal on
+  // 23 of 24 shapes (1.23-1.56x on rows of 1024, 1.00-1.05x on longer).
   int row_stream_single_pass = 0;
   // The same for inner-outer kernels, which also hold one partial per
   // outer reduction and element (registers again). Measured on an H100
