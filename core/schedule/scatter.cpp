@@ -24,7 +24,10 @@ namespace {
 // is read at an index map that uses no domain dim but `dim`, through ops
 // whose value at an index depends on their operands at mapped indices
 // only (a shape op, an elementwise op, a gather; not iota or random
-// creation, not a reduction, not a slice's or pad's offset index).
+// creation, not a reduction, not a slice's or pad's offset index). A cat
+// or pad also picks its operand (or the pad value) by the index along its
+// dim, which the maps of size-1 operands do not show: that index must be
+// `dim`'s or constant.
 bool index_selects_slices(const ConcreteFusion& c, const Task& task, const Expr& e) {
   const Fusion& f = *c.fusion;
   const int64_t index = e.inputs[1], out = e.outputs[0];
@@ -34,9 +37,18 @@ bool index_selects_slices(const ConcreteFusion& c, const Task& task, const Expr&
   for (int64_t ei : task.exprs)
     for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) produced.insert(o);
   const AccessMap reads = trace_accesses(c, task, {{index, identity_map(c, index)}});
+  const auto only_dim = [&](const std::vector<IndexMap>& maps, size_t d) {
+    for (const IndexMap& m : maps)
+      if (m[d] != kZeroIndex && m[d] != dim) return false;
+    return true;
+  };
   for (const auto& [v, maps] : reads.reads) {
     if (produced.contains(v)) {
       const Expr& p = f.exprs[static_cast<size_t>(f.value(v).producer)];
+      if (p.op == Op::CAT && !only_dim(maps, DimAttr(p).index())) return false;
+      if (p.op == Op::PAD)
+        for (size_t d = 0; d < c.size_classes[static_cast<size_t>(v)].size(); ++d)
+          if (PadAttrs(p).pads_dim(d) && !only_dim(maps, d)) return false;
       switch (op_info(p.op).category) {
         case OpCategory::Unary:
         case OpCategory::Binary:

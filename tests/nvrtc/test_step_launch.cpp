@@ -147,6 +147,31 @@ void test_scatter_path_by_width(void** /*state*/) {
   assert_int_equal(t.steps[t.steps.size() - 2].block, 32);
 }
 
+// A scatter whose index has extent 0 along another dim has no updates:
+// the copy alone (its keys kernel would read the empty index).
+void test_scatter_empty_slices(void** /*state*/) {
+  Builder b;
+  const int64_t x = b.tensor_input(2, DType::F32), i = b.tensor_input(2, DType::I64), s = b.tensor_input(2, DType::F32);
+  b.output(b.op(Op::SCATTER, {x, i, s}, {0, static_cast<int64_t>(ScatterReduce::Sum), 1, 1})[0], {}, -1);
+  std::shared_ptr<Fusion> f = b.finalize();
+  Inputs in;
+  in.push_back(kftest::tensor(DType::F32, {8, 4}));
+  in.push_back(kftest::tensor(DType::I64, {5, 0}));
+  in.push_back(kftest::tensor(DType::F32, {5, 4}));
+  const std::shared_ptr<const ConcreteFusion> concrete = kftest::concretize(f, in);
+  const KernelPlan plan = emit_kernel(*concrete, root_task(*f), kftest::schedule(concrete, Tuning{}));
+  assert_true(plan.scatter.slices);  // (a Zero-class dim reads index 0)
+  ValueSizes sizes;
+  sizes.reset(*f);
+  sizes.set(0, std::vector<int64_t>{8, 4});
+  sizes.set(1, std::vector<int64_t>{5, 0});
+  sizes.set(2, std::vector<int64_t>{5, 4});
+  infer_sizes(*f, sizes);
+  const cuda::StepLaunch l = cuda::scatter_launch(plan, sizes, 132, 1 << 30);
+  assert_int_equal(l.steps.size(), 1);
+  assert_int_equal(l.scratch_bytes, 0);
+}
+
 void test_scan_segments(void** /*state*/) {
   const Tuning three;  // the default: the three-kernel path
   // 8192 columns scanned down 32768 rows: 33 segments fill 132 x 2048 threads.
@@ -217,6 +242,7 @@ int main() {
       cmocka_unit_test(test_sorted_scatter_steps),
       cmocka_unit_test(test_atomic_scatter_and_empty),
       cmocka_unit_test(test_scatter_path_by_width),
+      cmocka_unit_test(test_scatter_empty_slices),
       cmocka_unit_test(test_scan_segments),
       cmocka_unit_test(test_scan_single_pass),
   };

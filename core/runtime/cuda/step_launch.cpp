@@ -59,7 +59,7 @@ StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int m
   };
   step(plan.name, (n_out + 3) / 4);  // 4 elements per thread and step
   const auto [units, width] = scatter_units(k, sizes);
-  if (units == 0) return l;
+  if (units == 0 || width == 0) return l;  // no updates (an index of extent 0 along another dim)
   if (scatter_takes_sorted(plan, sizes)) {
     int64_t padded = 2048;
     while (padded < units) padded *= 2;
