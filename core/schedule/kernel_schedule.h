@@ -239,10 +239,10 @@ struct ColumnParams {
 // updates' (target, position) keys are sorted (bitonic: 2048 keys per
 // block in shared memory, global merge steps above), then one thread per
 // sorted key and slice element combines the run of equal targets in src
-// order in float64 and stores once. The sorted path also serves float
-// amax/amin and prod over slices for speed (their atomics are compare-and-
-// swap loops, slowed by every collision; the sorted path writes each
-// selected slice once): then the atomic kernels are compiled too, and a
+// order in float64 (float amax/amin in float: they select) and stores
+// once. The sorted path also serves float amax/amin and prod over slices
+// for speed (their atomics are compare-and-swap loops, slowed by every
+// collision; the sorted path writes each selected slice once): then the atomic kernels are compiled too, and a
 // call takes them whose slices are narrower than sorted_min_width or whose
 // updates average more than sorted_max_run per slice of the result (the
 // sorted path's runs are serial work).
@@ -261,8 +261,8 @@ struct ScatterParams {
   int sorted_min_width = 0;
   int sorted_max_run = 0;
   int block = 256;
-  // Sorted path: slice elements per thread (index_reduce; scatter: 1) and
-  // run positions loaded per step.
+  // Sorted path: slice elements per thread (slices; elements: 1) and run
+  // positions loaded per step.
   int lanes = 1;
   int unroll = 8;
   bool operator==(const ScatterParams&) const = default;

@@ -98,8 +98,8 @@ std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Tas
       (is_float(f.value(e.outputs[0]).dtype) &&
        (a.reduce == ScatterReduce::Sum || a.reduce == ScatterReduce::Prod || a.reduce == ScatterReduce::Mean));
   p.sorted = a.deterministic && order_matters;
-  // (the sorted path combines in float64, which holds every float dtype's
-  // values exactly: amax/amin results are the same bits)
+  // (amax/amin select: the sorted path gives the atomic path's bits; prod
+  // is combined in float64 and rounded once)
   if (!p.sorted && p.slices && tuning.scatter_sorted_min_width > 0 && float_swap_loop(a.reduce, f.value(e.outputs[0]).dtype)) {
     p.sorted = true;
     p.sorted_min_width = tuning.scatter_sorted_min_width;
