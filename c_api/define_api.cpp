@@ -29,7 +29,14 @@ const char* op_label(int op) {
   return kf::is_valid_op(op) ? kf::op_name(static_cast<kf::Op>(op)).data() : "invalid";
 }
 
+// No op takes more than this many ids in one list (a count of SIZE_MAX
+// would make p + n wrap before anything is read).
+constexpr size_t kMaxListLength = size_t{1} << 20;
+
 std::vector<int64_t> ids(const int64_t* p, size_t n, const char* fn, const char* what) {
+  if (n > kMaxListLength)
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": argument '", what, "' has ", n, " entries, more than the limit of ",
+             kMaxListLength);
   if (n > 0) require(p, fn, what);
   return std::vector<int64_t>(p, p + n);
 }
@@ -144,6 +151,18 @@ KF_API kf_status kf_ternary(kf_builder b, kf_op op, int64_t a, int64_t c, int64_
   });
 }
 
+namespace {
+
+// keepdim is a C boolean that the header documents as 0 or 1: another value
+// is more likely a swapped argument than a truthy one.
+int64_t keepdim_flag(int keepdim, const char* fn) {
+  if (keepdim != 0 && keepdim != 1)
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": keepdim must be 0 or 1, got ", keepdim);
+  return keepdim;
+}
+
+}  // namespace
+
 KF_API kf_status kf_cast(kf_builder b, int64_t a, kf_dtype dtype, int64_t* out) {
   return guard([&] { one_output(b, KF_OP_CAST, {a}, {static_cast<int64_t>(code(dtype))}, out, "kf_cast"); });
 }
@@ -156,7 +175,7 @@ KF_API kf_status kf_reduce(kf_builder b, kf_op op, int64_t a, const int64_t* axe
     if (op_code == KF_OP_VAR || op_code == KF_OP_VAR_MEAN)
       kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": use kf_var / kf_var_mean for ", op_label(op_code));
     require_category(op_code, kf::OpCategory::Reduction, fn, "a reduction");
-    one_output(b, op_code, {a}, with_prefix({keepdim ? 1 : 0}, ids(axes, num_axes, fn, "axes")), out, fn);
+    one_output(b, op_code, {a}, with_prefix({keepdim_flag(keepdim, fn)}, ids(axes, num_axes, fn, "axes")), out, fn);
   });
 }
 
@@ -165,7 +184,7 @@ KF_API kf_status kf_var(kf_builder b, int64_t a, const int64_t* axes, size_t num
   return guard([&] {
     const char* fn = "kf_var";
     one_output(b, KF_OP_VAR, {a},
-               with_prefix({keepdim ? 1 : 0, correction}, ids(axes, num_axes, fn, "axes")), out, fn);
+               with_prefix({keepdim_flag(keepdim, fn), correction}, ids(axes, num_axes, fn, "axes")), out, fn);
   });
 }
 
@@ -178,7 +197,7 @@ KF_API kf_status kf_var_mean(kf_builder b, int64_t a, const int64_t* axes, size_
     require(out_var, fn, "out_var");
     require(out_mean, fn, "out_mean");
     auto outs = builder->op(kf::Op::VAR_MEAN, {a},
-                            with_prefix({keepdim ? 1 : 0, correction}, ids(axes, num_axes, fn, "axes")));
+                            with_prefix({keepdim_flag(keepdim, fn), correction}, ids(axes, num_axes, fn, "axes")));
     *out_var = outs.at(0);
     *out_mean = outs.at(1);
   });

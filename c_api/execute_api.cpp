@@ -128,7 +128,9 @@ void execute_into(kf_fusion f, const DLTensor* const* inputs, const uint64_t* in
       kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": output ", i, " (value ", p->fusion().outputs[i].value,
                ") is read-only (DLPACK_FLAG_BITMASK_READ_ONLY)");
   check_read_only_aliases(p->fusion(), input_flags, fn);
-  for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, *b, i, outputs[i]);
+  kf::Scratch<std::vector<kf::MemoryRegion>> regions;
+  regions->clear();
+  for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, *b, i, outputs[i], regions.get());
   kf::execute(*p, *b, inputs, outputs, opts);
 }
 

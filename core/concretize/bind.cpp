@@ -1,11 +1,10 @@
 // bind_inputs: one call's inputs -> sizes of every value and the
 // concretization key. This runs on every execute, so it only reads
 // metadata and does arithmetic, into storage the Binding already has.
-#include <bit>
-
 #include "core/concretize/concrete_fusion.h"
 #include "core/concretize/reshape_groups.h"
 #include "core/concretize/layout.h"
+#include "core/concretize/overlap.h"
 #include "core/util/error.h"
 
 namespace kf {
@@ -32,6 +31,33 @@ int64_t pack_classes(std::span<const int64_t> sizes) {
   return static_cast<int64_t>(w);
 }
 
+// An output written in place into its input must have that input's shape
+// (a broadcast that grows it would write past the input's memory: torch's
+// a.add_(b) refuses too), and the input must not reach an element twice (a
+// stride-0 broadcast: every row would land on one row).
+void check_in_place_outputs(const Fusion& fusion, const Binding& b) {
+  for (size_t i = 0; i < fusion.outputs.size(); ++i) {
+    const Output& o = fusion.outputs[i];
+    if (o.alias_input < 0) continue;
+    const size_t a = static_cast<size_t>(o.alias_input);
+    const InputMeta& m = b.inputs[a];
+    const std::span<const int64_t> out = b.sizes[o.value];
+    // Ranks are equal (kf_add_output checks); find the first differing dim.
+    for (size_t d = 0; d < out.size(); ++d)
+      if (out[d] != m.sizes[d])
+        fail(KF_ERR_SHAPE_MISMATCH, "output ", i, " (value ", o.value, ") is written in place into ",
+             input_name(fusion, a), ", so it must have that input's shape; in dim ", d, " it has size ", out[d],
+             ", the input ", m.sizes[d]);
+    int64_t span = 0;
+    const int64_t d = self_overlap_dim(m.sizes, m.strides, &span);
+    if (d >= 0)
+      fail(KF_ERR_INVALID_ARGUMENT, input_name(fusion, a), " is updated in place by output ", i, " (value ", o.value,
+           "), but its strides reach one element more than once (dim ", d, " has stride ",
+           m.strides[static_cast<size_t>(d)], ", inner dims span ", span,
+           " elements): an in-place input needs an element per position");
+  }
+}
+
 }  // namespace
 
 void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
@@ -42,20 +68,18 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
   for (size_t i = 0; i < fusion.inputs.size(); ++i) {
     const int64_t id = fusion.inputs[i];
     b.sizes.set(id, b.inputs[i].sizes);
-    b.sizes.set_scalar(id, b.inputs[i].scalar);
+    b.sizes.set_scalar(id, b.inputs[i].scalar_i64);
   }
   infer_sizes(fusion, b.sizes);
+  check_in_place_outputs(fusion, b);
 
   b.index32 = true;
   for (const InputMeta& m : b.inputs)
     if (m.max_offset >= kIndex32Limit) b.index32 = false;
-  for (size_t id = 0; id < fusion.values.size(); ++id) {
-    int64_t count = 1;
-    for (int64_t e : b.sizes[static_cast<int64_t>(id)])
-      if (__builtin_mul_overflow(count, e, &count) || count > (int64_t{1} << 62))
-        fail(KF_ERR_SHAPE_MISMATCH, "value ", id, ": element count overflows int64");
-    if (count >= kIndex32Limit) b.index32 = false;
-  }
+  // Element counts were checked (inputs by read_inputs, the rest by
+  // infer_sizes): at most 2^62, so these products do not overflow.
+  for (size_t id = 0; id < fusion.values.size(); ++id)
+    if (numel(b.sizes[static_cast<int64_t>(id)]) >= kIndex32Limit) b.index32 = false;
 
   if (with_key) {
     std::vector<int64_t>& w = b.key.words;
@@ -69,7 +93,7 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
       const InputMeta& m = b.inputs[i];
       if (v.is_scalar) {
         if (std::binary_search(fusion.shape_scalars.begin(), fusion.shape_scalars.end(), v.id))
-          w.push_back(std::bit_cast<int64_t>(m.scalar));
+          w.push_back(m.scalar_i64);  // shape scalars are integers: exact
         continue;
       }
       const LayoutCode l = encode_layout(m);

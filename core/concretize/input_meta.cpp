@@ -25,8 +25,9 @@ std::optional<DeviceKind> device_kind(const DLDevice& d) {
   }
 }
 
-std::ostream& operator<<(std::ostream& os, const InputName& n) {
-  return os << "input " << n.index << " (value " << n.fusion.inputs[n.index] << ")";
+std::ostream& operator<<(std::ostream& os, const TensorName& n) {
+  if (n.fn != nullptr) os << n.fn << ": ";
+  return os << n.what << " " << n.index << " (value " << n.value << ")";
 }
 
 std::string input_name(const Fusion& fusion, size_t index) {
@@ -37,7 +38,7 @@ namespace {
 
 constexpr int64_t kMaxElements = int64_t{1} << 62;
 
-Device device_of(const DLTensor* t, const InputName& name) {
+Device device_of(const DLTensor* t, const TensorName& name) {
   std::optional<DeviceKind> kind = device_kind(t->device);
   if (!kind)
     fail(KF_ERR_UNSUPPORTED, name, ": device type ", device_type_code(t->device),
@@ -45,7 +46,7 @@ Device device_of(const DLTensor* t, const InputName& name) {
   return {*kind, *kind == DeviceKind::CPU ? 0 : t->device.device_id};
 }
 
-void check_dtype(const Value& v, const DLTensor* t, const InputName& name) {
+void check_dtype(const Value& v, const DLTensor* t, const TensorName& name) {
   if (t->dtype.lanes != 1)
     fail(KF_ERR_UNSUPPORTED, name, ": DLPack lanes ", t->dtype.lanes,
          " (vector types) are not supported, expected 1");
@@ -65,12 +66,15 @@ int alignment_of(uintptr_t address) {
 }  // namespace
 
 void read_input(const Fusion& fusion, size_t index, const DLTensor* t, InputMeta* meta) {
-  const Value& v = fusion.value(fusion.inputs[index]);
-  const InputName name{fusion, index};
+  read_tensor(fusion.value(fusion.inputs[index]), t, TensorName{nullptr, "input", index, fusion.inputs[index]}, meta);
+}
+
+void read_tensor(const Value& v, const DLTensor* t, const TensorName& name, InputMeta* meta) {
   if (t == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": tensor pointer is NULL");
   InputMeta& m = *meta;
   m.device = device_of(t, name);
   m.max_offset = 0;
+  m.count = 0;
   m.scalar = 0;
   m.scalar_i64 = 0;
   if (t->ndim != v.rank)
@@ -101,6 +105,7 @@ void read_input(const Fusion& fusion, size_t index, const DLTensor* t, InputMeta
       if (__builtin_mul_overflow(m.strides[d - 1], std::max<int64_t>(m.sizes[d - 1], 1), &m.strides[d - 2]))
         m.strides[d - 2] = INT64_MAX;
   }
+  m.count = count;
   if (count > 0) {
     for (size_t d = 0; d < r; ++d) {
       int64_t reach;
@@ -114,7 +119,14 @@ void read_input(const Fusion& fusion, size_t index, const DLTensor* t, InputMeta
   }
   // Integer arithmetic: a NULL data pointer (allowed for empty tensors) must
   // not be offset as a pointer.
-  m.data = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(t->data) + t->byte_offset);
+  // The address range the tensor reaches must not wrap around the address
+  // space (a byte_offset near 2^64 is a negative offset in disguise).
+  uintptr_t start, end;
+  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t->data), t->byte_offset, &start) ||
+      (count > 0 && __builtin_add_overflow(start, static_cast<uintptr_t>(m.max_offset + 1) * static_cast<uintptr_t>(dtype_size(v.dtype)), &end)))
+    fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,
+         ") and the strides reach past the end of the address space");
+  m.data = reinterpret_cast<std::byte*>(start);
   m.alignment = alignment_of(reinterpret_cast<uintptr_t>(m.data));
   // Kernels and the CPU backend load whole elements (vectors of them on the
   // GPU, sized from m.alignment): a split element is never addressable.

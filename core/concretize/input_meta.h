@@ -38,9 +38,26 @@ struct InputMeta {
   std::byte* data = nullptr;     // data + byte_offset
   int alignment = 16;            // largest power of two <= 16 dividing the address
   int64_t max_offset = 0;        // largest element offset reached
+  int64_t count = 0;             // elements
   double scalar = 0;             // scalar inputs: value
-  int64_t scalar_i64 = 0;
+  int64_t scalar_i64 = 0;        // integer (and bool) scalar inputs: exact value
 };
+
+// How messages name a tensor of a call: "input 1 (value 3)", or with the
+// API call first, "kf_execute_segment: output 0 (value 7)". Streamed only
+// when a message is built: checks on the hot path must not allocate.
+struct TensorName {
+  const char* fn;    // nullptr: no prefix
+  const char* what;  // "input", "output"
+  size_t index;
+  int64_t value;
+};
+std::ostream& operator<<(std::ostream& os, const TensorName& n);
+
+// Checks tensor `t` bound to value `v` (rank, dtype, device, sizes, strides,
+// offset, alignment; scalars are read) and writes its metadata into `m`
+// (every field). `name` names it in messages.
+void read_tensor(const Value& v, const DLTensor* t, const TensorName& name, InputMeta* m);
 
 // Checks input `index` and writes its metadata into `m` (every field).
 void read_input(const Fusion& fusion, size_t index, const DLTensor* t, InputMeta* m);
@@ -53,12 +70,5 @@ void read_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
 // "input 1 (value 3)"
 std::string input_name(const Fusion& fusion, size_t index);
 
-// The same name, streamed only when a message is built: checks on the hot
-// path must not allocate.
-struct InputName {
-  const Fusion& fusion;
-  size_t index;
-};
-std::ostream& operator<<(std::ostream& os, const InputName& n);
 
 }  // namespace kf

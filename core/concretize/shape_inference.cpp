@@ -29,9 +29,9 @@ void ValueSizes::set(int64_t id, std::span<const int64_t> sizes) {
   std::copy(sizes.begin(), sizes.end(), extents_.begin() + fusion_->size_offsets[static_cast<size_t>(id)]);
 }
 
-double ValueSizes::scalar_of(int64_t id) const {
+int64_t ValueSizes::shape_scalar(int64_t id) const {
   const Value& v = fusion_->value(id);
-  if (v.kind == ValueKind::Constant) return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
+  if (v.kind == ValueKind::Constant) return v.i64;
   return scalars_[static_cast<size_t>(id)];
 }
 
@@ -66,7 +66,8 @@ SliceRange slice_range(int64_t extent, int64_t start, int64_t stop, int64_t step
     return std::min(i, extent);
   };
   int64_t b = clamp(start), e = clamp(stop);
-  int64_t len = e > b ? (e - b + step - 1) / step : 0;
+  // ceil((e - b) / step) without forming e - b + step - 1 (step may be INT64_MAX).
+  int64_t len = e > b ? (e - b - 1) / step + 1 : 0;
   return {b, len};
 }
 
@@ -79,12 +80,23 @@ int64_t checked_mul(int64_t a, int64_t b, const char* who, int64_t id) {
   return r;
 }
 
+// An extent grown by a pad or a cat: overflow and a negative result are
+// errors, never a wrapped or negative size.
+int64_t checked_extent_add(int64_t a, int64_t b, const char* who, int64_t id, size_t dim) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    fail(KF_ERR_SHAPE_MISMATCH, who, " (value ", id, "): size of dim ", dim, " overflows int64 (", a, " + ", b, ")");
+  if (r < 0)
+    fail(KF_ERR_SHAPE_MISMATCH, who, " (value ", id, "): size of dim ", dim, " is ", r, ", expected >= 0");
+  return r;
+}
+
 int64_t shape_value(const SizeContext& ctx, int64_t id, const char* who, size_t i) {
-  double v = ctx.scalar_of(id);
-  if (v < -1 || v > 9.2e18)
+  const int64_t v = ctx.shape_scalar(id);
+  if (v < -1)
     fail(KF_ERR_SHAPE_MISMATCH, who, ": size ", i, " (scalar value ", id, ") is ", v,
          ", expected >= 0 (or -1 where allowed)");
-  return static_cast<int64_t>(v);
+  return v;
 }
 
 }  // namespace
@@ -343,7 +355,14 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
     }
     case Op::PAD: {
       Extents out(a);
-      for (size_t d = 0; d < a.size(); ++d) out[d] += PadAttrs(e).low(d) + PadAttrs(e).high(d);
+      const PadAttrs pa(e);
+      for (size_t d = 0; d < a.size(); ++d) {
+        int64_t both;
+        if (__builtin_add_overflow(pa.low(d), pa.high(d), &both))
+          fail(KF_ERR_SHAPE_MISMATCH, who, " (value ", out_id, "): pads of dim ", d, " overflow int64 (", pa.low(d),
+               " + ", pa.high(d), ")");
+        out[d] = checked_extent_add(a[d], both, who, out_id, d);
+      }
       return out;
     }
     case Op::CAT: {
@@ -356,7 +375,7 @@ Extents infer_expr_sizes(const Fusion& fusion, const Expr& e, const SizeContext&
           if (d != dim && s[d] != a[d])
             fail(KF_ERR_SHAPE_MISMATCH, "cat (value ", out_id, "): input ", i, " (value ",
                  e.inputs[i], ") has size ", s[d], " in dim ", d, ", expected ", a[d]);
-        out[dim] += s[dim];
+        out[dim] = checked_extent_add(out[dim], s[dim], who, out_id, dim);
       }
       return out;
     }
@@ -371,13 +390,13 @@ namespace {
 void set_shape_scalar(const Fusion& fusion, const Expr& e, ValueSizes& sizes) {
   const int64_t out = e.outputs[0];
   if (e.op == Op::SIZE) {
-    sizes.set_scalar(out, static_cast<double>(sizes[e.inputs[0]][static_cast<size_t>(e.attrs[0])]));
+    sizes.set_scalar(out, sizes[e.inputs[0]][static_cast<size_t>(e.attrs[0])]);
     return;
   }
   const Value& v = fusion.value(out);
   if (!is_shape_arithmetic(e.op) || !v.is_scalar || !is_integer(v.dtype)) return;
-  const auto a = static_cast<int64_t>(sizes.scalar_of(e.inputs[0]));
-  const auto b = static_cast<int64_t>(sizes.scalar_of(e.inputs[1]));
+  const int64_t a = sizes.shape_scalar(e.inputs[0]);
+  const int64_t b = sizes.shape_scalar(e.inputs[1]);
   int64_t r = 0;
   bool overflow = false;
   switch (e.op) {
@@ -388,7 +407,16 @@ void set_shape_scalar(const Fusion& fusion, const Expr& e, ValueSizes& sizes) {
     default: r = std::min(a, b); break;
   }
   if (overflow) fail(KF_ERR_SHAPE_MISMATCH, op_name(e.op), " (value ", out, "): ", a, " and ", b, " overflow int64");
-  sizes.set_scalar(out, static_cast<double>(r));
+  sizes.set_scalar(out, r);
+}
+
+// Every value's element count fits int64 with room for index arithmetic
+// (2^62), whatever op made it (a broadcast of huge stride-0 inputs, a pad).
+void check_element_count(const Expr& e, std::span<const int64_t> sizes) {
+  int64_t count = 1;
+  for (int64_t x : sizes)
+    if (__builtin_mul_overflow(count, x, &count) || count > (int64_t{1} << 62))
+      fail(KF_ERR_SHAPE_MISMATCH, op_name(e.op), " (value ", e.outputs[0], "): element count overflows int64");
 }
 
 }  // namespace
@@ -397,6 +425,7 @@ void infer_sizes(const Fusion& fusion, std::span<const int64_t> exprs, ValueSize
   for (int64_t ei : exprs) {
     const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
     const Extents out = infer_expr_sizes(fusion, e, sizes);
+    check_element_count(e, out);
     for (int64_t id : e.outputs) sizes.set(id, out);
     set_shape_scalar(fusion, e, sizes);
   }
@@ -405,6 +434,7 @@ void infer_sizes(const Fusion& fusion, std::span<const int64_t> exprs, ValueSize
 void infer_sizes(const Fusion& fusion, ValueSizes& sizes) {
   for (const Expr& e : fusion.exprs) {
     const Extents out = infer_expr_sizes(fusion, e, sizes);
+    check_element_count(e, out);
     for (int64_t id : e.outputs) sizes.set(id, out);
     set_shape_scalar(fusion, e, sizes);
   }

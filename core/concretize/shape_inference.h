@@ -19,11 +19,12 @@ using Sizes = std::vector<int64_t>;
 using Extents = FixedVector<int64_t, kMaxRank>;
 
 // What the size rules read: sizes of already known values, and values of
-// integer/float scalars (inputs and constants; shape args are integers).
+// shape scalars (integer inputs, constants and their arithmetic: every shape
+// argument is an integer, is_shape_scalar in fusion.h), exact in int64.
 class SizeContext {
  public:
   virtual std::span<const int64_t> sizes_of(int64_t id) const = 0;
-  virtual double scalar_of(int64_t id) const = 0;
+  virtual int64_t shape_scalar(int64_t id) const = 0;
 
  protected:
   ~SizeContext() = default;
@@ -45,16 +46,16 @@ class ValueSizes final : public SizeContext {
   }
   // Sets value id's sizes; their count must be its rank.
   void set(int64_t id, std::span<const int64_t> sizes);
-  // A scalar input's value (constants are read from the fusion).
-  void set_scalar(int64_t id, double value) { scalars_[static_cast<size_t>(id)] = value; }
+  // An integer scalar's value (constants are read from the fusion).
+  void set_scalar(int64_t id, int64_t value) { scalars_[static_cast<size_t>(id)] = value; }
 
   std::span<const int64_t> sizes_of(int64_t id) const override { return (*this)[id]; }
-  double scalar_of(int64_t id) const override;
+  int64_t shape_scalar(int64_t id) const override;
 
  private:
   const Fusion* fusion_ = nullptr;
   std::vector<int64_t> extents_;
-  std::vector<double> scalars_;  // per value id
+  std::vector<int64_t> scalars_;  // per value id: integer scalars' values
 };
 
 // Sizes of the outputs of `e` (all outputs of an expr have the same sizes).
@@ -71,7 +72,8 @@ void infer_sizes(const Fusion& fusion, ValueSizes& sizes);
 Extents broadcast_sizes(std::span<const std::span<const int64_t>> operands,
                         std::span<const int64_t> operand_ids, const char* who, int64_t value_id);
 
-// Python slice on an extent: the (start, length) it selects.
+// Python slice on an extent: the (start, length) it selects (step >= 1; no
+// intermediate overflows, whatever start, stop and step are).
 struct SliceRange {
   int64_t start, length;
 };

@@ -6,7 +6,10 @@
 #include "core/runtime/backend.h"
 #include "core/runtime/collective.h"
 #include "core/runtime/cpu/tensor_view.h"
+#include "core/runtime/outputs.h"
+#include "core/concretize/overlap.h"
 #include "core/segment/task_sizes.h"
+#include "core/util/byte_count.h"
 #include "core/util/error.h"
 #include "core/util/scratch.h"
 
@@ -30,6 +33,12 @@ struct RunState {
   std::vector<DLTensor*> outs;
 };
 
+// "intermediate value 5", streamed only when a message is built.
+struct IntermediateName {
+  int64_t value;
+};
+std::ostream& operator<<(std::ostream& os, const IntermediateName& n) { return os << "intermediate value " << n.value; }
+
 // Releases the intermediates still live when a run ends (also by an exception).
 class IntermediateGuard {
  public:
@@ -39,10 +48,11 @@ class IntermediateGuard {
   ~IntermediateGuard() {
     for (Intermediate& t : slots_) release(t);
   }
-  DLTensor* make(Intermediate& t, DType dtype, std::span<const int64_t> sizes, const std::vector<int>& order) {
+  DLTensor* make(Intermediate& t, int64_t value, DType dtype, std::span<const int64_t> sizes,
+                 const std::vector<int>& order) {
     t.shape.assign(sizes.begin(), sizes.end());
     t.strides = cpu::compact_strides_inline(sizes, order);
-    t.bytes = static_cast<size_t>(std::max<int64_t>(numel(sizes), 1)) * static_cast<size_t>(dtype_size(dtype));
+    t.bytes = allocation_bytes(numel(sizes), dtype_size(dtype), IntermediateName{value});
     t.tensor.data = backend_.allocate(t.bytes, device_.id, options_);
     t.live = true;
     t.tensor.device = device_.kind == DeviceKind::CPU ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, device_.id};
@@ -96,7 +106,7 @@ void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLT
     for (TensorRef r : run.outputs) {
       if (r.kind == TensorRef::Kind::Intermediate) {
         const int64_t id = plan.intermediates[r.index];
-        state->outs.push_back(guard.make(state->intermediates[r.index], f.value(id).dtype, b.sizes[id],
+        state->outs.push_back(guard.make(state->intermediates[r.index], id, f.value(id).dtype, b.sizes[id],
                                          c.stride_orders[static_cast<size_t>(id)]));
       } else {
         state->outs.push_back(tensor(r));
@@ -115,11 +125,22 @@ void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLT
 
 namespace {
 
+// Per-call state of a segment run on its own, kept per thread (Scratch).
+struct SegmentCall {
+  std::vector<InputMeta> inputs;
+  std::vector<MemoryRegion> outputs;
+  ValueSizes sizes;
+};
+
 // The segment at `index`, after checking the tensors a caller passes for
-// its value inputs (and, when given, its outputs): count, rank, dtype,
-// device. `fn` names the API call.
+// its value inputs exactly as kf_execute checks a fusion's inputs (rank,
+// dtype, device, sizes, strides, offset, alignment, data), then inferring
+// the sizes of its values into call.sizes. With `outputs`, also checks each
+// output as kf_execute_into does (shape, strides, data, alignment, no
+// self-overlap, no memory shared with an input or another output). `fn`
+// names the API call.
 const Segment& checked_segment(const Plan& p, size_t index, const DLTensor* const* inputs, size_t num_inputs,
-                               DLTensor* const* outputs, size_t num_outputs, const char* fn) {
+                               DLTensor* const* outputs, size_t num_outputs, const char* fn, SegmentCall& call) {
   const ConcreteFusion& c = *p.concrete;
   const Segmentation& s = p.segmentation;
   const Fusion& f = *c.fusion;
@@ -132,29 +153,33 @@ const Segment& checked_segment(const Plan& p, size_t index, const DLTensor* cons
   if (outputs != nullptr && num_outputs != seg.task.outputs.size())
     fail(KF_ERR_INVALID_ARGUMENT, fn, ": segment ", index, " has ", seg.task.outputs.size(), " outputs, got ",
          num_outputs);
-  auto check = [&](const DLTensor* t, int64_t id, const char* what, size_t k) {
-    const Value& v = f.value(id);
-    if (t == nullptr)
-      fail(KF_ERR_INVALID_ARGUMENT, fn, ": ", what, " ", k, " (value ", id, ") is NULL");
-    if (t->ndim != v.rank)
-      fail(KF_ERR_SHAPE_MISMATCH, fn, ": ", what, " ", k, " (value ", id,
-           "): expected rank ", v.rank, ", got rank ", t->ndim);
-    auto dt = from_dlpack(t->dtype);
-    if (!((dt && *dt == v.dtype) || (v.dtype == DType::Bool && accepts_as_bool(t->dtype))))
-      fail(KF_ERR_DTYPE_MISMATCH, fn, ": ", what, " ", k, " (value ", id,
-           "): expected ", dtype_name(v.dtype), ", got ", describe_dlpack(t->dtype));
-    if (v.rank > 0 && t->shape == nullptr)
-      fail(KF_ERR_INVALID_ARGUMENT, fn, ": ", what, " ", k, ": shape is NULL");
-    std::optional<DeviceKind> kind = device_kind(t->device);
-    bool cpu = kind == DeviceKind::CPU;
-    bool on_device = kind && (c.device.kind == DeviceKind::CPU ? cpu : (!cpu || v.is_scalar));
-    if (!on_device)
-      fail(KF_ERR_DEVICE_MISMATCH, fn, ": ", what, " ", k, " (value ", id,
-           ") is not on the fusion's device");
-  };
-  for (size_t k = 0; k < num_inputs; ++k) check(inputs[k], seg.task.inputs[k], "input", k);
-  if (outputs != nullptr)
-    for (size_t k = 0; k < num_outputs; ++k) check(outputs[k], seg.task.outputs[k], "output", k);
+  call.inputs.resize(num_inputs);
+  for (size_t k = 0; k < num_inputs; ++k) {
+    const int64_t id = seg.task.inputs[k];
+    const TensorName name{fn, "input", k, id};
+    read_tensor(f.value(id), inputs[k], name, &call.inputs[k]);
+    const InputMeta& m = call.inputs[k];
+    // 0-dim CPU tensors may accompany GPU tensors (passed by value).
+    if (!(m.device == c.device) && !(m.sizes.empty() && m.device.kind == DeviceKind::CPU))
+      fail(KF_ERR_DEVICE_MISMATCH, name, " is not on the fusion's device");
+  }
+  task_sizes(f, seg.task, call.inputs, &call.sizes);
+  if (outputs == nullptr) return seg;
+  call.outputs.clear();
+  for (size_t k = 0; k < num_outputs; ++k) {
+    const int64_t id = seg.task.outputs[k];
+    const TensorName name{fn, "output", k, id};
+    const MemoryRegion out = check_output_tensor(f.value(id), call.sizes[id], outputs[k], c.device, name);
+    for (size_t i = 0; i < num_inputs; ++i) {
+      const InputMeta& m = call.inputs[i];
+      const Value& in = f.value(seg.task.inputs[i]);
+      if (!in.is_scalar && may_overlap_input(out, m, dtype_size(in.dtype)))
+        fail(KF_ERR_INVALID_ARGUMENT, name, ": memory overlaps input ", i,
+             " (a segment run on its own never writes memory it reads)");
+    }
+    check_disjoint_from(out, call.outputs, name);
+    call.outputs.push_back(out);
+  }
   return seg;
 }
 
@@ -164,19 +189,20 @@ void execute_segment(const Plan& p, size_t index, const DLTensor* const* inputs,
                      DLTensor* const* outputs, size_t num_outputs, const ExecOptions& options) {
   const ConcreteFusion& c = *p.concrete;
   const Fusion& f = *c.fusion;
+  const char* fn = "kf_execute_segment";
+  Scratch<SegmentCall> call;
+  // Outputs are checked (their count too) even when none are given.
   static DLTensor* const kNone[1] = {nullptr};
-  const Segment& seg = checked_segment(p, index, inputs, num_inputs, num_outputs ? outputs : kNone, num_outputs,
-                                       "kf_execute_segment");
-  Scratch<ValueSizes> sizes;
-  task_sizes(f, seg.task, inputs, sizes.get());
-  check_communicator(f, c.device.kind, options, "kf_execute_segment");
-  run_any_segment(backend_for(c.device.kind), p, index, *sizes, inputs, outputs, options);
+  checked_segment(p, index, inputs, num_inputs, num_outputs ? outputs : kNone, num_outputs, fn, *call);
+  check_communicator(f, c.device.kind, options, fn);
+  run_any_segment(backend_for(c.device.kind), p, index, call->sizes, inputs, outputs, options);
 }
 
 void segment_output_shape(const Plan& p, size_t index, const DLTensor* const* inputs, size_t num_inputs,
                           size_t output, int64_t* shape, size_t rank) {
   const char* fn = "kf_segment_output_shape";
-  const Segment& seg = checked_segment(p, index, inputs, num_inputs, nullptr, 0, fn);
+  Scratch<SegmentCall> call;
+  const Segment& seg = checked_segment(p, index, inputs, num_inputs, nullptr, 0, fn, *call);
   const Fusion& f = p.fusion();
   if (output >= seg.task.outputs.size())
     fail(KF_ERR_INVALID_ARGUMENT, fn, ": output ", output, " is out of range (segment ", index, " has ",
@@ -184,9 +210,7 @@ void segment_output_shape(const Plan& p, size_t index, const DLTensor* const* in
   const int64_t id = seg.task.outputs[output];
   if (rank != static_cast<size_t>(f.value(id).rank))
     fail(KF_ERR_INVALID_ARGUMENT, fn, ": rank is ", rank, ", expected the output's rank ", f.value(id).rank);
-  Scratch<ValueSizes> sizes;
-  task_sizes(f, seg.task, inputs, sizes.get());
-  const std::span<const int64_t> s = (*sizes)[id];
+  const std::span<const int64_t> s = call->sizes[id];
   std::copy(s.begin(), s.end(), shape);
 }
 

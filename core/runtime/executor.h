@@ -14,7 +14,8 @@ namespace kf {
 void execute(const Plan& plan, const Binding& b, const DLTensor* const* inputs, DLTensor* const* outputs, const ExecOptions& options);
 
 // Runs one segment with tensors for its value inputs (task.inputs order) and
-// outputs (task.outputs order); checks their ranks, dtypes and device.
+// outputs (task.outputs order); checks them as kf_execute and
+// kf_execute_into check a fusion's inputs and outputs.
 // The sizes of output `output` of segment `index` for these value inputs
 // (checked as execute_segment checks them).
 void segment_output_shape(const Plan& plan, size_t index, const DLTensor* const* inputs, size_t num_inputs,

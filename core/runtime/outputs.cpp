@@ -8,29 +8,13 @@
 
 #include "core/runtime/cpu/tensor_view.h"
 #include "core/runtime/backend.h"
+#include "core/concretize/overlap.h"
+#include "core/util/byte_count.h"
 #include "core/util/error.h"
 
 namespace kf {
 
 namespace {
-
-// "output 0 (value 5)", streamed only when a message is built.
-struct OutputName {
-  const Fusion& fusion;
-  size_t index;
-};
-std::ostream& operator<<(std::ostream& os, const OutputName& n) {
-  return os << "output " << n.index << " (value " << n.fusion.outputs[n.index].value << ")";
-}
-
-// [first, last) byte range a tensor touches.
-std::pair<uintptr_t, uintptr_t> byte_range(const std::byte* data, std::span<const int64_t> sizes,
-                                           std::span<const int64_t> strides, int elem) {
-  int64_t hi = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) hi += (sizes[d] - 1) * strides[d];
-  auto base = reinterpret_cast<uintptr_t>(data);
-  return {base, base + static_cast<uintptr_t>(hi + 1) * static_cast<uintptr_t>(elem)};
-}
 
 struct OwnedTensor {
   DLManagedTensor managed{};
@@ -52,47 +36,8 @@ void delete_owned(DLManagedTensor* m) {
 
 }  // namespace
 
-// Whether no element is reached twice (sufficient test: sorted by stride,
-// each dim's stride covers the dims inside it).
-bool no_self_overlap(std::span<const int64_t> sizes, std::span<const int64_t> strides) {
-  int64_t order[kMaxRank];
-  size_t n = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return true;
-    if (sizes[d] > 1) order[n++] = static_cast<int64_t>(d);
-  }
-  std::sort(order, order + n, [&](int64_t a, int64_t b) { return strides[static_cast<size_t>(a)] < strides[static_cast<size_t>(b)]; });
-  int64_t span = 1;
-  for (size_t k = 0; k < n; ++k) {
-    const size_t d = static_cast<size_t>(order[k]);
-    if (strides[d] < span) return false;
-    span = strides[d] * sizes[d];
-  }
-  return true;
-}
-
-void check_no_self_overlap(std::span<const int64_t> sizes, std::span<const int64_t> strides,
-                           const std::string& name) {
-  std::vector<size_t> dims;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return;  // empty: nothing is written
-    if (sizes[d] > 1) dims.push_back(d);
-  }
-  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
-  int64_t span = 1;  // elements covered by the inner dims
-  for (size_t d : dims) {
-    if (strides[d] < span)
-      fail(KF_ERR_INVALID_ARGUMENT, name, ": strides make the tensor overlap itself (dim ", d,
-           " has stride ", strides[d], ", inner dims span ", span, " elements)");
-    span = strides[d] * sizes[d];
-  }
-}
-
-void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const DLTensor* t) {
-  const Fusion& f = *c.fusion;
-  const Output& o = f.outputs[index];
-  const Value& v = f.value(o.value);
-  const OutputName name{f, index};
+MemoryRegion check_output_tensor(const Value& v, std::span<const int64_t> sizes, const DLTensor* t, Device device,
+                                 const TensorName& name) {
   if (t == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": tensor pointer is NULL");
   if (t->ndim != v.rank)
     fail(KF_ERR_SHAPE_MISMATCH, name, ": expected rank ", v.rank, ", got rank ", t->ndim);
@@ -102,7 +47,6 @@ void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const
   if (!((dt && *dt == v.dtype) || (v.dtype == DType::Bool && accepts_as_bool(t->dtype))))
     fail(KF_ERR_DTYPE_MISMATCH, name, ": expected ", dtype_name(v.dtype), ", got ",
          describe_dlpack(t->dtype));
-  const std::span<const int64_t> sizes = b.sizes[o.value];
   if (v.rank > 0 && t->shape == nullptr)
     fail(KF_ERR_INVALID_ARGUMENT, name, ": shape is NULL for rank ", v.rank);
   for (int d = 0; d < v.rank; ++d)
@@ -110,30 +54,73 @@ void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const
       fail(KF_ERR_SHAPE_MISMATCH, name, ": expected size ", sizes[static_cast<size_t>(d)],
            " in dim ", d, ", got ", t->shape[d]);
   std::optional<DeviceKind> kind = device_kind(t->device);
-  bool same = kind == c.device.kind &&
-              (c.device.kind == DeviceKind::CPU || t->device.device_id == c.device.id);
+  bool same = kind == device.kind && (device.kind == DeviceKind::CPU || t->device.device_id == device.id);
   if (!same)
     fail(KF_ERR_DEVICE_MISMATCH, name, ": expected a tensor on ",
-         c.device.kind == DeviceKind::CPU ? "cpu" : "cuda", " where the inputs are");
+         device.kind == DeviceKind::CPU ? "cpu" : "cuda", " where the inputs are");
   const Extents strides = t->strides ? Extents(t->strides, t->strides + v.rank)
                                      : cpu::compact_strides_inline(sizes);
   for (int64_t s : strides)
     if (s < 0) fail(KF_ERR_UNSUPPORTED, name, ": negative strides are not supported");
-  const int64_t n = numel(sizes);
-  if (n == 0) return;
+  const int64_t elem = dtype_size(v.dtype);
+  if (numel(sizes) == 0) return region_of(nullptr, sizes, strides, elem);  // nothing is written
   if (t->data == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL");
-  if (!no_self_overlap(sizes, strides)) check_no_self_overlap(sizes, strides, (std::ostringstream() << name).str());
-  const auto* data = reinterpret_cast<const std::byte*>(reinterpret_cast<uintptr_t>(t->data) + t->byte_offset);
-  auto out_range = byte_range(data, sizes, strides, dtype_size(v.dtype));
+  // Reach in int64 (as for inputs), then in the address space.
+  int64_t reach = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    int64_t step;
+    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) || __builtin_add_overflow(reach, step, &reach) ||
+        reach > (int64_t{1} << 62))
+      fail(KF_ERR_SHAPE_MISMATCH, name, ": strides reach beyond int64 offsets at dim ", d);
+  }
+  uintptr_t start, end;
+  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t->data), t->byte_offset, &start) ||
+      __builtin_add_overflow(start, static_cast<uintptr_t>(reach + 1) * static_cast<uintptr_t>(elem), &end))
+    fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,
+         ") and the strides reach past the end of the address space");
+  // Kernels store whole elements (vectors of them on the GPU): a split
+  // element is never addressable.
+  if (start % static_cast<uintptr_t>(elem) != 0)
+    fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,
+         ") is not aligned to ", elem, " bytes for ", dtype_name(v.dtype));
+  int64_t span = 0;
+  const int64_t d = self_overlap_dim(sizes, strides, &span);
+  if (d >= 0)
+    fail(KF_ERR_INVALID_ARGUMENT, name, ": strides make the tensor overlap itself (dim ", d, " has stride ",
+         strides[static_cast<size_t>(d)], ", inner dims span ", span, " elements)");
+  return region_of(reinterpret_cast<const std::byte*>(start), sizes, strides, elem);
+}
+
+void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const DLTensor* t,
+                  std::vector<MemoryRegion>* regions) {
+  const Fusion& f = *c.fusion;
+  const Output& o = f.outputs[index];
+  const TensorName name{nullptr, "output", index, o.value};
+  const MemoryRegion out = check_output_tensor(f.value(o.value), b.sizes[o.value], t, c.device, name);
   for (size_t i = 0; i < f.inputs.size(); ++i) {
     const Value& in = f.value(f.inputs[i]);
     const InputMeta& m = b.inputs[i];
-    if (in.is_scalar || static_cast<int64_t>(i) == o.alias_input || numel(m.sizes) == 0) continue;
-    auto in_range = byte_range(m.data, m.sizes, m.strides, dtype_size(in.dtype));
-    if (out_range.first < in_range.second && in_range.first < out_range.second)
-      fail(KF_ERR_INVALID_ARGUMENT, name, ": memory overlaps input ", i,
-           ", which it is not declared to alias");
+    if (in.is_scalar || !may_overlap_input(out, m, dtype_size(in.dtype))) continue;
+    // The input an output updates in place may be the output's own memory,
+    // element for element; any other sharing would read written elements.
+    if (static_cast<int64_t>(i) == o.alias_input) {
+      if (!same_view(out, region_of(m.data, m.sizes, m.strides, dtype_size(in.dtype))))
+        fail(KF_ERR_INVALID_ARGUMENT, name, ": memory overlaps input ", i,
+             ", which it updates in place, but not element for element (pass the input's own view, or memory "
+             "disjoint from it)");
+      continue;
+    }
+    fail(KF_ERR_INVALID_ARGUMENT, name, ": memory overlaps input ", i, ", which it is not declared to alias");
   }
+  check_disjoint_from(out, *regions, name);
+  regions->push_back(out);
+}
+
+void check_disjoint_from(const MemoryRegion& out, std::span<const MemoryRegion> earlier, const TensorName& name) {
+  for (size_t j = 0; j < earlier.size(); ++j)
+    if (may_overlap(out, earlier[j]))
+      fail(KF_ERR_INVALID_ARGUMENT, name, ": memory overlaps output ", j,
+           " (outputs must not share memory: one would overwrite the other)");
 }
 
 DLManagedTensor* allocate_output(const ConcreteFusion& c, const Binding& b, size_t index,
@@ -152,8 +139,8 @@ DLManagedTensor* allocate_output(const ConcreteFusion& c, const Binding& b, size
     t.device = inputs[o.alias_input]->device;
   } else {
     owned->strides = cpu::compact_strides(owned->shape, c.stride_orders[static_cast<size_t>(o.value)]);
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(numel(owned->shape), 1)) *
-                   static_cast<size_t>(dtype_size(v.dtype));
+    const size_t bytes = allocation_bytes(numel(owned->shape), dtype_size(v.dtype),
+                                          TensorName{nullptr, "output", index, o.value});
     Backend& backend = backend_for(c.device.kind);
     owned->memory = backend.allocate(bytes, c.device.id, options);
     owned->bytes = bytes;

@@ -6,19 +6,16 @@
 
 #include <vector>
 
-#include <dlpack/dlpack.h>
-
+#include "core/concretize/input_meta.h"
 #include "core/concretize/shape_inference.h"
 #include "core/ir/task.h"
 
 namespace kf {
 
-// inputs: one DLTensor per task.inputs entry (scalars: 0-dim CPU tensors).
-// Writes the sizes of the task's values into `sizes` (values outside the
-// task stay zero); reuses its storage.
-void task_sizes(const Fusion& fusion, const Task& task, const DLTensor* const* inputs, ValueSizes* sizes);
-
-// Value of a 0-dim CPU tensor holding a scalar of `dtype`, as double.
-double read_scalar(const DLTensor& t, DType dtype);
+// inputs: the checked metadata of one tensor per task.inputs entry
+// (read_tensor; scalars: 0-dim CPU tensors, their values read). Writes the
+// sizes of the task's values into `sizes` (values outside the task stay
+// zero); reuses its storage.
+void task_sizes(const Fusion& fusion, const Task& task, std::span<const InputMeta> inputs, ValueSizes* sizes);
 
 }  // namespace kf

@@ -4,11 +4,11 @@
 
 namespace kf::cpu {
 
-double EnvSizes::scalar_of(int64_t id) const {
+int64_t EnvSizes::shape_scalar(int64_t id) const {
   const Value& v = fusion_.value(id);
-  if (v.kind == ValueKind::Constant) return is_float(v.dtype) ? v.f64 : static_cast<double>(v.i64);
+  if (v.kind == ValueKind::Constant) return v.i64;
   const TensorView& t = env_.get(id);
-  return load_f64(t.dtype, t.data);
+  return load_i64(t.dtype, t.data);
 }
 
 Sizes output_sizes(const Fusion& fusion, const Expr& e, const Env& env) {

@@ -36,7 +36,7 @@ class EnvSizes final : public SizeContext {
  public:
   EnvSizes(const Fusion& fusion, const Env& env) : fusion_(fusion), env_(env) {}
   std::span<const int64_t> sizes_of(int64_t id) const override { return env_.get(id).sizes; }
-  double scalar_of(int64_t id) const override;
+  int64_t shape_scalar(int64_t id) const override;
 
  private:
   const Fusion& fusion_;

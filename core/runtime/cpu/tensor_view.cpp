@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/util/byte_count.h"
 #include "core/util/error.h"
 
 namespace kf::cpu {
@@ -29,7 +30,9 @@ TensorView allocate(DType dtype, const Sizes& sizes, const std::vector<int>& ord
   t.dtype = dtype;
   t.sizes = sizes;
   t.strides = compact_strides(sizes, order);
-  size_t bytes = static_cast<size_t>(std::max<int64_t>(t.numel(), 1)) * static_cast<size_t>(dtype_size(dtype));
+  // Element counts were checked against int64 when sizes were bound, but
+  // their bytes can still exceed the address space.
+  const size_t bytes = allocation_bytes(t.numel(), dtype_size(dtype), "cpu backend: a tensor");
   // 64-byte aligned, zeroed (deterministic contents for size-0 edge cases).
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (p == nullptr) fail(KF_ERR_OUT_OF_MEMORY, "out of host memory allocating ", bytes, " bytes");
