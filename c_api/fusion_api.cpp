@@ -62,6 +62,18 @@ KF_API kf_status kf_fusion_output(kf_fusion f, size_t index, kf_value_info* info
   });
 }
 
+KF_API kf_status kf_output_alias(kf_fusion f, size_t index, int64_t* alias_input) {
+  return guard([&] {
+    const char* fn = "kf_output_alias";
+    auto* fusion = kf::capi::fusion_of(f, fn);
+    kf::capi::require(alias_input, fn, "alias_input");
+    if (index >= fusion->outputs.size())
+      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", fusion->outputs.size(),
+               " outputs)");
+    *alias_input = fusion->outputs[index].alias_input;
+  });
+}
+
 KF_API kf_status kf_fusion_mesh(kf_fusion f, int64_t* num_ranks) {
   return guard([&] {
     auto* fusion = kf::capi::fusion_of(f, "kf_fusion_mesh");

@@ -341,12 +341,21 @@ double tolerance(kf_dtype dtype) {
 // runs once to see): outputs follow their inputs' layouts, e.g. x^T + z
 // writes column-major like torch's eager result, so kfuse bench and
 // bench_torch.py time the same layout. kf_execute_into then writes them.
+// An output that updates an input in place (kf_output_alias) is that
+// input's own tensor, as a framework's in-place op passes it.
 struct DeviceOutputs {
   std::vector<std::vector<int64_t>> shapes, strides;
   std::vector<size_t> bytes;  // span of each, from its strides
+  std::vector<int64_t> alias;  // per output: the input it updates, or -1
   std::vector<DLTensor> tensors;
   std::vector<DLTensor*> args;
 };
+
+std::vector<int64_t> output_aliases(const Fusion& f) {
+  std::vector<int64_t> alias(f.outputs().size(), -1);
+  for (size_t i = 0; i < alias.size(); ++i) check(kf_output_alias(f.get(), i, &alias[i]), "kf_output_alias");
+  return alias;
+}
 
 void allocate_outputs(CudaDriver& d, void* stream, DeviceBuffers& mem, const Fusion& f,
                       const std::vector<const DLTensor*>& in, DeviceOutputs* out) {
@@ -370,11 +379,13 @@ void allocate_outputs(CudaDriver& d, void* stream, DeviceBuffers& mem, const Fus
     for (int k = t.ndim - 1; k >= 0; --k)
       st[k] = t.strides ? t.strides[k] : (k + 1 < t.ndim ? st[k + 1] * t.shape[k + 1] : 1);
   }
+  out->alias = output_aliases(f);
   for (size_t i = 0; i < infos.size(); ++i) {  // the vectors above no longer move
     DLTensor t{nullptr, {kDLCUDA, 0}, infos[i].rank, dlpack_type(infos[i].dtype), out->shapes[i].data(),
                out->strides[i].data(), 0};
+    if (out->alias[i] >= 0) t = *in[static_cast<size_t>(out->alias[i])];
     out->bytes.push_back(span_bytes(t));
-    t.data = mem.allocate(out->bytes.back());
+    if (out->alias[i] < 0) t.data = mem.allocate(out->bytes.back());
     out->tensors.push_back(t);
   }
   for (DLTensor& t : out->tensors) out->args.push_back(&t);
@@ -404,8 +415,10 @@ std::string check_case(CudaDriver& d, void* stream, const Fusion& f, const Bench
   const std::vector<const DLTensor*> gpu_args = pointers(gpu_in);
   DeviceOutputs got;
   allocate_outputs(d, stream, mem, f, gpu_args, &got);
+  // Its kf_execute updated in-place inputs: start again from the same values.
+  for (size_t i = 0; i < host.size(); ++i) d.to_device(data[i], host[i].storage.data(), host[i].storage.size());
   for (size_t i = 0; i < got.tensors.size(); ++i)
-    d.fill_async(got.tensors[i].data, 0xff, got.bytes[i], stream);  // NaN where never written
+    if (got.alias[i] < 0) d.fill_async(got.tensors[i].data, 0xff, got.bytes[i], stream);  // NaN where never written
   const kf_exec_options opts{sizeof(kf_exec_options), stream, nullptr, nullptr};
   check(kf_execute_into(f.get(), gpu_args.data(), gpu_args.size(), got.args.data(), got.args.size(), &opts),
         "kf_execute_into (check shape)");
@@ -417,7 +430,8 @@ std::string check_case(CudaDriver& d, void* stream, const Fusion& f, const Bench
   std::vector<DLTensor> want_dl;
   std::vector<DLTensor*> want_args;
   for (size_t i = 0; i < outs.size(); ++i) want.push_back(zeros(outs[i].dtype, got.shapes[i]));
-  for (HostTensor& t : want) want_dl.push_back(t.dl());
+  for (size_t i = 0; i < outs.size(); ++i)  // in place on the CPU too
+    want_dl.push_back(got.alias[i] >= 0 ? cpu_in[static_cast<size_t>(got.alias[i])] : want[i].dl());
   for (DLTensor& t : want_dl) want_args.push_back(&t);
   check(kf_execute_into(f.get(), cpu_args.data(), cpu_args.size(), want_args.data(), want_args.size(), nullptr),
         "kf_execute_into (CPU backend)");

@@ -176,6 +176,13 @@ int run_command(const Options& options) {
     std::printf("backend: cpu\n");
   }
 
+  // The reference's inputs (the same logical values in float64), taken
+  // before the run: an output that updates an input in place overwrites it.
+  const Fusion reference(float64_text(file.text));
+  const std::vector<kf_value_info> ref_inputs = reference.inputs();
+  std::vector<HostTensor> ref_host;
+  for (size_t i = 0; i < inputs.size(); ++i) ref_host.push_back(convert(inputs[i], ref_inputs[i].dtype));
+
   Outputs result;
   result.tensors.assign(outs.size(), nullptr);
   const kf_status status =
@@ -194,10 +201,6 @@ int run_command(const Options& options) {
 
   // The reference: the same text in float64 on the CPU, with the same
   // logical input values (converted exactly to float64).
-  const Fusion reference(float64_text(file.text));
-  const std::vector<kf_value_info> ref_inputs = reference.inputs();
-  std::vector<HostTensor> ref_host;
-  for (size_t i = 0; i < inputs.size(); ++i) ref_host.push_back(convert(inputs[i], ref_inputs[i].dtype));
   std::vector<DLTensor> ref_dl;
   for (HostTensor& t : ref_host) ref_dl.push_back(t.dl());
   std::vector<const DLTensor*> ref_args;

@@ -1,5 +1,7 @@
 #include "core/segment/run_plan.h"
 
+#include <algorithm>
+
 #include "core/segment/segmentation.h"
 #include "core/util/error.h"
 
@@ -24,8 +26,16 @@ RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments) {
     const size_t id = static_cast<size_t>(o.value);
     if (placed[id]) continue;  // an input, or a repeated output: copied at the end
     if (o.alias_input >= 0) {
+      // Written into its input only where nothing reads the input after the
+      // write: no later segment, and within the producing segment only the
+      // thread that writes each element, before it does (in_place_inputs).
       const int64_t aliased = f.inputs[static_cast<size_t>(o.alias_input)];
-      if (last_read_segment[static_cast<size_t>(aliased)] >= producer_segment[id]) continue;
+      const int64_t last = last_read_segment[static_cast<size_t>(aliased)], producer = producer_segment[id];
+      if (last > producer || (last == producer && producer < 0)) continue;
+      if (last == producer) {
+        const std::vector<int64_t>& safe = segments[static_cast<size_t>(producer)].in_place_inputs;
+        if (std::find(safe.begin(), safe.end(), aliased) == safe.end()) continue;
+      }
     }
     where[id] = {TensorRef::Kind::Output, static_cast<uint32_t>(i)};
     placed[id] = true;

@@ -35,7 +35,9 @@ struct RunPlan {
 
 // Outputs are computed in place in the caller's tensors, except outputs that
 // are inputs, repeated outputs, and outputs aliasing an input that a later
-// segment still reads: those are copied at the end from final_values.
+// segment still reads, or that their own segment reads other than where it
+// writes (Segment::in_place_inputs): those are copied at the end from
+// final_values.
 RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments);
 
 }  // namespace kf

@@ -1,5 +1,6 @@
 #include "core/segment/segmentation.h"
 
+#include "core/schedule/in_place.h"
 #include "core/segment/grouping.h"
 
 #include <algorithm>
@@ -53,8 +54,10 @@ Segmentation segment_fusion(const ConcreteFusion& concrete, const Tuning& tuning
     s.task = task_of_group(f, consumers, g);
     s.scheduler = classify_task(f, s.task);
     s.schedule = schedule_segment(*c, s.task, tuning, &s.unscheduled_why).schedule;
-    if (s.schedule && s.scheduler != SchedulerKind::Library && s.scheduler != SchedulerKind::Communication)
+    if (s.schedule && s.scheduler != SchedulerKind::Library && s.scheduler != SchedulerKind::Communication) {
       s.scheduler = kind_of(*s.schedule);
+      s.in_place_inputs = inputs_read_where_written(*c, s.task, *s.schedule);
+    }
     if (s.scheduler == SchedulerKind::Library && s.task.exprs.size() > 1) {
       Task pattern = s.task;  // the whole segment is the pattern
       s.task.children.push_back(std::move(pattern));

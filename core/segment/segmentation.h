@@ -35,6 +35,9 @@ struct Segment {
   // Intermediates (outputs of earlier segments, not fusion outputs) whose
   // last reader is this segment.
   std::vector<int64_t> dead_after;
+  // Task inputs its kernel reads only where it writes (core/schedule/in_place.h):
+  // an output of this segment that updates one in place is written into it.
+  std::vector<int64_t> in_place_inputs;
 };
 
 // The segment stage's product. Points to the ConcreteFusion it was made

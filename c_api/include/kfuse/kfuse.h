@@ -351,6 +351,10 @@ KF_API kf_status kf_fusion_num_outputs(kf_fusion f, size_t* out);
 /* info->struct_size must be set by the caller. */
 KF_API kf_status kf_fusion_input(kf_fusion f, size_t index, kf_value_info* info);
 KF_API kf_status kf_fusion_output(kf_fusion f, size_t index, kf_value_info* info);
+/* *alias_input: the input index output `index` updates in place
+ * (kf_add_output's alias_input), or -1. A caller of kf_execute_into passes
+ * that input's own tensor as the output to update it in place. */
+KF_API kf_status kf_output_alias(kf_fusion f, size_t index, int64_t* alias_input);
 
 /* The mesh size (0: no mesh) and how output `index` is sharded: *dim is
  * the dim each rank holds a block of, or -1 when every rank holds it whole. */

@@ -1,0 +1,28 @@
+// Which task inputs a kernel may overwrite while it runs: those it reads
+// only at the element it writes, in the thread that writes it, before it
+// writes it. An output that updates such an input in place (alias_input)
+// is then written straight into the input's memory; for any other input
+// the run plan writes an intermediate and copies it at the end
+// (core/segment/run_plan.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/concretize/concrete_fusion.h"
+#include "core/ir/task.h"
+#include "core/schedule/kernel_schedule.h"
+
+namespace kf {
+
+// Task inputs (ids) of `task` that a kernel of `schedule` reads only where
+// it writes. So far the pointwise kernel of one loop qualifies: each thread
+// loads every operand of its elements before it stores any of them, and an
+// input read at the identity index of the loop's domain is read at exactly
+// the elements that thread stores. Inputs read at another index (a flip, a
+// permute, a broadcast, a slice) and every input of the other kernel
+// families (their blocks read elements other threads write) are left out.
+std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Task& task,
+                                               const KernelSchedule& schedule);
+
+}  // namespace kf

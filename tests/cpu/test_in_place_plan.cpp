@@ -1,0 +1,124 @@
+// In-place outputs in the run plan: an output that updates its input is
+// written straight into the input's memory where its segment's kernel reads
+// that input only at the element it writes (a pointwise kernel of one loop
+// reading the input at the identity index: optimizer steps, GEGLU backward);
+// everywhere else (the input read transposed, shifted, broadcast, by a row
+// reduction, by a later segment) it is written to an intermediate and
+// copied at the end. The plan is checked directly; the results too, on the
+// CPU backend (the GPU differential test runs the same fusions on a GPU).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/pipeline/plan.h"
+#include "core/text/text_parser.h"
+
+extern "C" {
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+}
+
+namespace {
+
+using Kind = kf::TensorRef::Kind;
+
+// The plan of `text` for float32 inputs of `shape` (all of one shape).
+std::shared_ptr<kf::Plan> plan_of(const std::string& text, std::vector<int64_t> shape, size_t num_inputs) {
+  auto f = kf::parse_fusion(text);
+  static std::vector<float> data(1 << 12);
+  std::vector<DLTensor> tensors(num_inputs);
+  std::vector<const DLTensor*> in(num_inputs);
+  for (size_t i = 0; i < num_inputs; ++i) {
+    tensors[i] = DLTensor{data.data(), {kDLCPU, 0}, static_cast<int32_t>(shape.size()), {kDLFloat, 32, 1},
+                          shape.data(), nullptr, 0};
+    in[i] = &tensors[i];
+  }
+  kf::Binding binding = kf::bind_inputs(*f, in.data(), num_inputs);
+  return kf::plan_for(*f, binding);
+}
+
+Kind final_kind(const kf::Plan& p, size_t output) {
+  return p.segmentation.run_plan.final_values.at(output).kind;
+}
+
+// An Adam-like step: both updated tensors are read only where they are
+// written, so both outputs are the caller's tensors (no intermediate).
+void test_pointwise_step_writes_in_place(void**) {
+  auto p = plan_of(
+      "input p: tensor<float32, 2>\ninput g: tensor<float32, 2>\ninput m: tensor<float32, 2>\n"
+      "const b1: float32 = 0.9\nconst lr: float32 = 0.001\n"
+      "m1 = mul(m, b1)\nm2 = add(m1, g)\nu = mul(m2, lr)\np2 = sub(p, u)\n"
+      "output p2 {alias=0}\noutput m2 {alias=2}\n",
+      {8, 16}, 3);
+  assert_int_equal(p->segmentation.segments.size(), 1);
+  assert_int_equal(p->segmentation.run_plan.intermediates.size(), 0);
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Output));
+  assert_int_equal(static_cast<int>(final_kind(*p, 1)), static_cast<int>(Kind::Output));
+  const std::vector<int64_t>& safe = p->segmentation.segments[0].in_place_inputs;
+  assert_int_equal(safe.size(), 3);  // p, g and m are all read at the identity index
+}
+
+// x + transpose(x) in place: the kernel reads x[j, i] where it writes
+// x[i, j], so the output must go through an intermediate.
+void test_transposed_read_is_deferred(void**) {
+  auto p = plan_of("input x: tensor<float32, 2>\nt = permute(x) {perm=[1, 0]}\ny = add(x, t)\noutput y {alias=0}\n",
+                   {16, 16}, 1);
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Intermediate));
+  for (const kf::Segment& s : p->segmentation.segments) assert_int_equal(s.in_place_inputs.size(), 0);
+}
+
+// x + (x shifted by one along the row, padded): another element of x is
+// read where each element is written.
+void test_shifted_read_is_deferred(void**) {
+  auto p = plan_of(
+      "input x: tensor<float32, 2>\nconst z: float32 = 0\n"
+      "s = slice(x) {dim=1, start=1}\nq = pad(s, z) {pads=[0, 0, 0, 1]}\ny = add(x, q)\noutput y {alias=0}\n",
+      {8, 16}, 1);
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Intermediate));
+}
+
+// A row reduction reads the whole row before any thread writes, in other
+// threads: the deferral stays for the row kernels (residual + norm).
+void test_row_kernel_is_deferred(void**) {
+  auto p = plan_of(
+      "input x: tensor<float32, 2>\nm = max(x) {axes=[1], keepdim=true}\ny = sub(x, m)\noutput y {alias=0}\n",
+      {8, 64}, 1);
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Intermediate));
+}
+
+// The input read again by a later segment: deferred as before.
+void test_later_reader_is_deferred(void**) {
+  auto p = plan_of(
+      "input x: tensor<float32, 2>\ny = neg(x)\nc = segment_set(x)\nz = exp(c)\noutput y {alias=0}\noutput z\n",
+      {8, 16}, 1);
+  // Values: x 0, y 1, c 2, z 3. Whatever order the two segments run in,
+  // y is written in place only if no segment after y's reads x.
+  const auto& segs = p->segmentation.segments;
+  assert_int_equal(segs.size(), 2);
+  size_t producer = 0, last_reader = 0;
+  for (size_t k = 0; k < segs.size(); ++k) {
+    for (int64_t o : segs[k].task.outputs)
+      if (o == 1) producer = k;
+    for (int64_t i : segs[k].task.inputs)
+      if (i == 0) last_reader = k;
+  }
+  const Kind want = last_reader > producer ? Kind::Intermediate : Kind::Output;
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(want));
+}
+
+}  // namespace
+
+int main() {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pointwise_step_writes_in_place),
+      cmocka_unit_test(test_transposed_read_is_deferred),
+      cmocka_unit_test(test_shifted_read_is_deferred),
+      cmocka_unit_test(test_row_kernel_is_deferred),
+      cmocka_unit_test(test_later_reader_is_deferred),
+  };
+  return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
