@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "core/ir/fp8.h"
 
@@ -207,7 +208,17 @@ HostTensor random_tensor(kf_dtype dtype, const std::vector<int64_t>& shape, Layo
   t.dtype = dtype;
   t.shape = shape;
   const size_t rank = shape.size();
-  int64_t elements = t.numel();
+  // Elements and bytes counted without overflow: a shape past 2^64 bytes
+  // is out of memory like any other too large for the host (2^62 float32
+  // elements wrapped to an empty buffer, which the loop below overran).
+  int64_t elements = std::count(shape.begin(), shape.end(), 0) > 0 ? 0 : 1;  // (0 x 2^62 x 2^62 is empty)
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(elements, s, &elements)) throw std::bad_alloc();
+  if (layout == Layout::Strided && __builtin_mul_overflow(elements, 2, &elements)) throw std::bad_alloc();
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(std::max<int64_t>(elements, 1)), dtype_bytes(dtype), &bytes) ||
+      bytes > t.storage.max_size())  // (past it, vector throws length_error)
+    throw std::bad_alloc();
   t.strides = compact_strides(shape);
   switch (layout) {
     case Layout::Contiguous: break;
@@ -218,19 +229,17 @@ HostTensor random_tensor(kf_dtype dtype, const std::vector<int64_t>& shape, Layo
       break;
     case Layout::Strided:
       for (auto& s : t.strides) s *= 2;
-      elements *= 2;
       break;
     case Layout::Broadcast:
       // Every index of dim 0 reads the same slice.
       if (rank >= 1 && shape[0] > 1) {
         t.strides[0] = 0;
-        elements /= shape[0];
+        bytes /= static_cast<size_t>(shape[0]);
       }
       break;
   }
   // At least one element, so that even an empty tensor has a data pointer.
-  t.storage.assign(static_cast<size_t>(std::max<int64_t>(elements, 1)) * dtype_bytes(dtype),
-                   std::byte{0});
+  t.storage.assign(std::max(bytes, static_cast<size_t>(dtype_bytes(dtype))), std::byte{0});
   const int64_t n = t.numel();
   for (int64_t i = 0; i < n; ++i) {
     double v;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "args.h"
@@ -13,12 +14,15 @@ namespace {
 constexpr const char* kUsage = R"USAGE(usage:
   kfuse run FILE [options]      execute FILE on random inputs and check it
                                 against a float64 evaluation on the CPU
+                                (inputs drawn from --seed: floats uniform
+                                in [-2, 2), integers 0 to 3, bools 0 or 1)
   kfuse explain FILE [options]  print the definition, its concretization and
                                 its segments (--cuda: their CUDA C++ too)
   kfuse bench [options]         time the benchmark suite on the GPU (kfuse
                                 bench --help lists its options; exit status
                                 3 when there is no GPU)
-  kfuse version                 print the library's API version
+  kfuse version, kfuse --version
+                                print the library's API version
   kfuse --help                  this text
 
 options:
@@ -35,7 +39,8 @@ options:
   --cuda                 explain: concretize for kDLCUDA tensors and print
                          each segment's generated CUDA C++
 
-exit status: 0 PASS (run) or success, 1 FAIL, 2 usage or input error
+exit status: 0 PASS (run) or success, 1 FAIL, 2 usage or input error (out
+of memory too: shapes too large for the host or the device)
 )USAGE";
 
 int usage_error(const std::string& message) {
@@ -112,6 +117,14 @@ int main(int argc, char** argv) {
   } catch (const kfcli::CliError& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "kfuse %s: %s: %s\n", options.command.c_str(), options.file.c_str(), e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // The CLI's own buffers (random inputs, the float64 reference): shapes
+    // too large for this host are an input error, said like the library's
+    // KF_ERR_OUT_OF_MEMORY, not a bare "std::bad_alloc" and a FAIL.
+    std::fflush(stdout);
+    std::fprintf(stderr, "kfuse %s: %s: KF_ERR_OUT_OF_MEMORY: out of host memory (the shapes are too large)\n",
+                 options.command.c_str(), options.file.c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);

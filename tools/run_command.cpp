@@ -192,6 +192,8 @@ int run_command(const Options& options) {
     if (driver && status == KF_ERR_UNSUPPORTED)
       std::printf("the CUDA backend does not support this fusion: %s\n"
                   "(--device cpu runs it on the CPU backend)\n", kf_last_error());
+    else if (status == KF_ERR_OUT_OF_MEMORY)  // too large for the machine: an input error, not a FAIL
+      throw CliError(status, std::string("kf_execute failed: ") + kf_status_name(status) + ": " + kf_last_error());
     else
       std::printf("kf_execute failed: %s: %s\n", kf_status_name(status), kf_last_error());
     std::printf("FAIL\n");

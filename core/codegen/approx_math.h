@@ -52,7 +52,8 @@ inline constexpr double kDivError = 0x1p-22;      // x * rn(1 / d)
 // DIV computing in float32 are ever set. Empty when KFUSE_APPROX_MATH=0.
 std::vector<bool> approximate_exprs(const Fusion& f);
 
-// False when the environment variable KFUSE_APPROX_MATH is 0 (read once).
+// False when the switch KFUSE_APPROX_MATH is off (read once; spellings:
+// core/util/env_switch.h).
 bool approx_math_enabled();
 
 }  // namespace kf

@@ -26,6 +26,15 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string dtype_name_list() {
+  std::string s;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (i > 0) s += i + 1 < kNumDTypes ? ", " : " or ";
+    s += kNames[i];
+  }
+  return s;
+}
+
 int dtype_size(DType t) { return kSizes[static_cast<int>(t)]; }
 
 int dtype_category(DType t) {

@@ -29,6 +29,9 @@ constexpr int kNumDTypes = KF_DTYPE_COUNT;
 
 std::string_view dtype_name(DType t);
 std::optional<DType> dtype_from_name(std::string_view name);
+// Every dtype's name in code order, for messages: "float64, float32, ...,
+// int8 or uint8" (from the table itself, so a new dtype cannot be missed).
+std::string dtype_name_list();
 int dtype_size(DType t);
 inline bool is_fp8(DType t) { return t == DType::F8E4M3 || t == DType::F8E5M2; }
 inline bool is_float(DType t) {

@@ -1,50 +1,60 @@
 #include "core/schedule/tuning.h"
 
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/util/env_switch.h"
 
 namespace kf {
 
-namespace {
-
-// The variable's value where it is a number >= least, else the fallback.
-int from_env(const char* name, int fallback, int least = 1) {
+int tuning_value(const char* name, int fallback, int least, int most) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  return *end == '\0' && n >= least && n <= 1 << 20 ? static_cast<int>(n) : fallback;
+  // from_chars: decimal digits with an optional '-' only, and the whole
+  // value (no spaces, no "4x", no overflow into a bound).
+  const char* end = v + std::strlen(v);
+  int n = 0;
+  const auto [stop, error] = std::from_chars(v, end, n);
+  if (error == std::errc() && stop == end && n >= least && n <= most) return n;
+  warn_ignored_env(name, v, "an integer from " + std::to_string(least) + " to " + std::to_string(most),
+                   std::to_string(fallback));
+  return fallback;
 }
-
-}  // namespace
 
 const Tuning& default_tuning() {
   static const Tuning t = [] {
     Tuning d;
-    d.pointwise_unroll = from_env("KFUSE_TUNE_POINTWISE_UNROLL", d.pointwise_unroll);
-    d.pointwise_min_blocks = from_env("KFUSE_TUNE_POINTWISE_MIN_BLOCKS", d.pointwise_min_blocks);
-    d.row_vectors = from_env("KFUSE_TUNE_ROW_VECTORS", d.row_vectors);
-    d.row_stream_single_pass = from_env("KFUSE_TUNE_ROW_STREAM_SINGLE_PASS", d.row_stream_single_pass, 0);
-    d.inner_outer_vectors = from_env("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors);
-    d.inner_outer_threads_per_sm = from_env("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm);
-    d.scatter_lanes = from_env("KFUSE_TUNE_SCATTER_LANES", d.scatter_lanes);
-    d.scatter_unroll = from_env("KFUSE_TUNE_SCATTER_UNROLL", d.scatter_unroll);
-    d.scatter_sorted_min_width = from_env("KFUSE_TUNE_SCATTER_SORTED_MIN_WIDTH", d.scatter_sorted_min_width, 0);
-    d.scatter_sorted_max_run = from_env("KFUSE_TUNE_SCATTER_SORTED_MAX_RUN", d.scatter_sorted_max_run);
-    d.scan_items = from_env("KFUSE_TUNE_SCAN_ITEMS", d.scan_items);
-    d.scan_vector_steps = from_env("KFUSE_TUNE_SCAN_VECTOR_STEPS", d.scan_vector_steps);
-    d.scan_line_steps = from_env("KFUSE_TUNE_SCAN_LINE_STEPS", d.scan_line_steps);
-    d.scan_pass_rows = from_env("KFUSE_TUNE_SCAN_PASS_ROWS", d.scan_pass_rows, 0);
-    d.scan_pass_block = from_env("KFUSE_TUNE_SCAN_PASS_BLOCK", d.scan_pass_block);
-    d.split_epilogue_reversed = from_env("KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED", d.split_epilogue_reversed);
-    d.row_cluster_max = from_env("KFUSE_TUNE_ROW_CLUSTER_MAX", d.row_cluster_max, 0);
-    d.row_cluster_block = from_env("KFUSE_TUNE_ROW_CLUSTER_BLOCK", d.row_cluster_block, 32);
-    d.row_cluster_stageable = from_env("KFUSE_TUNE_ROW_CLUSTER_STAGEABLE", d.row_cluster_stageable, 0);
-    d.column_epilogue_blocks = from_env("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks);
-    d.column_scalar_rows = from_env("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows);
-    d.column_any_rows = from_env("KFUSE_TUNE_COLUMN_ANY_ROWS", d.column_any_rows, 0);
-    d.tiled_block = from_env("KFUSE_TUNE_TILED_BLOCK", d.tiled_block);
-    d.tiled_order = from_env("KFUSE_TUNE_TILED_ORDER", d.tiled_order);
-    d.pointwise_vector_rule = from_env("KFUSE_TUNE_POINTWISE_VECTOR_RULE", d.pointwise_vector_rule);
+    // The ranges: tuning.h, above default_tuning.
+    d.pointwise_unroll = tuning_value("KFUSE_TUNE_POINTWISE_UNROLL", d.pointwise_unroll, 1, 16);
+    d.pointwise_vector_rule = tuning_value("KFUSE_TUNE_POINTWISE_VECTOR_RULE", d.pointwise_vector_rule, 1, 2);
+    d.pointwise_min_blocks = tuning_value("KFUSE_TUNE_POINTWISE_MIN_BLOCKS", d.pointwise_min_blocks, 0, 32);
+    d.row_vectors = tuning_value("KFUSE_TUNE_ROW_VECTORS", d.row_vectors, 1, 16);
+    d.row_stream_single_pass = tuning_value("KFUSE_TUNE_ROW_STREAM_SINGLE_PASS", d.row_stream_single_pass, 0, 1);
+    d.inner_outer_vectors = tuning_value("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors, 1, 16);
+    d.inner_outer_threads_per_sm =
+        tuning_value("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm, 32, 16384);
+    d.scatter_lanes = tuning_value("KFUSE_TUNE_SCATTER_LANES", d.scatter_lanes, 1, 16);
+    d.scatter_unroll = tuning_value("KFUSE_TUNE_SCATTER_UNROLL", d.scatter_unroll, 1, 16);
+    d.scatter_sorted_min_width =
+        tuning_value("KFUSE_TUNE_SCATTER_SORTED_MIN_WIDTH", d.scatter_sorted_min_width, 0, 1 << 30);
+    d.scatter_sorted_max_run = tuning_value("KFUSE_TUNE_SCATTER_SORTED_MAX_RUN", d.scatter_sorted_max_run, 1, 65536);
+    d.scan_items = tuning_value("KFUSE_TUNE_SCAN_ITEMS", d.scan_items, 1, 32);
+    d.scan_vector_steps = tuning_value("KFUSE_TUNE_SCAN_VECTOR_STEPS", d.scan_vector_steps, 1, 8);
+    d.scan_line_steps = tuning_value("KFUSE_TUNE_SCAN_LINE_STEPS", d.scan_line_steps, 1, 32);
+    d.scan_pass_rows = tuning_value("KFUSE_TUNE_SCAN_PASS_ROWS", d.scan_pass_rows, 0, 32);
+    d.scan_pass_block = tuning_value("KFUSE_TUNE_SCAN_PASS_BLOCK", d.scan_pass_block, 128, 1024);
+    // (0 was refused before: the forward walk could not be chosen.)
+    d.split_epilogue_reversed = tuning_value("KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED", d.split_epilogue_reversed, 0, 1);
+    d.row_cluster_max = tuning_value("KFUSE_TUNE_ROW_CLUSTER_MAX", d.row_cluster_max, 0, 8);
+    d.row_cluster_block = tuning_value("KFUSE_TUNE_ROW_CLUSTER_BLOCK", d.row_cluster_block, 32, 1024);
+    d.row_cluster_stageable = tuning_value("KFUSE_TUNE_ROW_CLUSTER_STAGEABLE", d.row_cluster_stageable, 0, 1);
+    d.column_epilogue_blocks = tuning_value("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks, 1, 32);
+    d.column_scalar_rows = tuning_value("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows, 1, 16);
+    d.column_any_rows = tuning_value("KFUSE_TUNE_COLUMN_ANY_ROWS", d.column_any_rows, 0, 16);
+    d.tiled_block = tuning_value("KFUSE_TUNE_TILED_BLOCK", d.tiled_block, 256, 512);
+    d.tiled_order = tuning_value("KFUSE_TUNE_TILED_ORDER", d.tiled_order, 1, 3);
     return d;
   }();
   return t;

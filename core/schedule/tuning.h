@@ -123,22 +123,44 @@ struct Tuning {
   int column_any_rows = 1;
 };
 
-// The process default: the fields above, overridden by
-// KFUSE_TUNE_POINTWISE_UNROLL, KFUSE_TUNE_POINTWISE_VECTOR_RULE,
-// KFUSE_TUNE_POINTWISE_MIN_BLOCKS, KFUSE_TUNE_ROW_VECTORS,
-// KFUSE_TUNE_ROW_STREAM_SINGLE_PASS (0 allowed),
-// KFUSE_TUNE_INNER_OUTER_VECTORS, KFUSE_TUNE_INNER_OUTER_THREADS,
-// KFUSE_TUNE_SCATTER_LANES, KFUSE_TUNE_SCATTER_UNROLL,
-// KFUSE_TUNE_SCATTER_SORTED_MIN_WIDTH (0 allowed),
-// KFUSE_TUNE_SCATTER_SORTED_MAX_RUN, KFUSE_TUNE_SCAN_ITEMS,
-// KFUSE_TUNE_SCAN_VECTOR_STEPS, KFUSE_TUNE_SCAN_LINE_STEPS,
-// KFUSE_TUNE_SCAN_PASS_ROWS (0 allowed), KFUSE_TUNE_SCAN_PASS_BLOCK,
-// KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED, KFUSE_TUNE_ROW_CLUSTER_MAX (0
-// allowed), KFUSE_TUNE_ROW_CLUSTER_BLOCK, KFUSE_TUNE_ROW_CLUSTER_STAGEABLE (0
-// allowed), KFUSE_TUNE_TILED_BLOCK,
-// KFUSE_TUNE_COLUMN_ANY_ROWS (0 allowed), KFUSE_TUNE_TILED_ORDER,
-// KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS and KFUSE_TUNE_COLUMN_SCALAR_ROWS
-// (positive integers unless noted) when set. Read on first use.
+// The process default: the fields above, each overridden by its variable
+// when set, with the values it accepts (a range wide enough to measure
+// around the default, and narrow enough that generating the kernels stays
+// cheap: KFUSE_TUNE_ROW_VECTORS=16384 once took 7.8 s and 0.6 GB to
+// generate one row kernel, 2^20 more than two minutes):
+//   KFUSE_TUNE_POINTWISE_UNROLL         1..16
+//   KFUSE_TUNE_POINTWISE_VECTOR_RULE    1..2
+//   KFUSE_TUNE_POINTWISE_MIN_BLOCKS     0..32 (blocks per SM)
+//   KFUSE_TUNE_ROW_VECTORS              1..16
+//   KFUSE_TUNE_ROW_STREAM_SINGLE_PASS   0..1
+//   KFUSE_TUNE_INNER_OUTER_VECTORS      1..16
+//   KFUSE_TUNE_INNER_OUTER_THREADS      32..16384 (threads per SM)
+//   KFUSE_TUNE_SCATTER_LANES            1..16
+//   KFUSE_TUNE_SCATTER_UNROLL           1..16
+//   KFUSE_TUNE_SCATTER_SORTED_MIN_WIDTH 0..2^30 (a slice width)
+//   KFUSE_TUNE_SCATTER_SORTED_MAX_RUN   1..65536
+//   KFUSE_TUNE_SCAN_ITEMS               1..32
+//   KFUSE_TUNE_SCAN_VECTOR_STEPS        1..8
+//   KFUSE_TUNE_SCAN_LINE_STEPS          1..32
+//   KFUSE_TUNE_SCAN_PASS_ROWS           0..32
+//   KFUSE_TUNE_SCAN_PASS_BLOCK          128..1024 (threads)
+//   KFUSE_TUNE_SPLIT_EPILOGUE_REVERSED  0..1
+//   KFUSE_TUNE_ROW_CLUSTER_MAX          0..8
+//   KFUSE_TUNE_ROW_CLUSTER_BLOCK        32..1024 (threads)
+//   KFUSE_TUNE_ROW_CLUSTER_STAGEABLE    0..1
+//   KFUSE_TUNE_TILED_BLOCK              256..512 (threads: 512, else 256)
+//   KFUSE_TUNE_TILED_ORDER              1..3
+//   KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS   1..32 (blocks per SM)
+//   KFUSE_TUNE_COLUMN_SCALAR_ROWS       1..16
+//   KFUSE_TUNE_COLUMN_ANY_ROWS          0..16
+// Read on first use.
 const Tuning& default_tuning();
+
+// The integer in the environment variable `name` when it is one from
+// `least` to `most`; else (unset or empty: silently) `fallback`. Any other
+// value (not a decimal integer, out of range) also prints one warning line
+// on stderr the first time, naming the variable, its value and the range
+// (core/util/env_switch.h): a typo must not pass for a measurement.
+int tuning_value(const char* name, int fallback, int least, int most);
 
 }  // namespace kf

@@ -35,9 +35,9 @@ namespace kf {
 // Fusion::finish. KFUSE_DEBUG=simplify (or all) logs each rewrite to stderr.
 size_t simplify(Fusion& fusion);
 
-// False when the environment variable KFUSE_SIMPLIFY is 0 (read once): the
-// definition cache then keeps fusions as defined (to compare, or to measure
-// the rewrites' effect).
+// False when the switch KFUSE_SIMPLIFY is off (read once; spellings:
+// core/util/env_switch.h): the definition cache then keeps fusions as
+// defined (to compare, or to measure the rewrites' effect).
 bool simplify_enabled();
 
 }  // namespace kf

@@ -1,14 +1,47 @@
 #include "core/util/env_switch.h"
 
+#include <strings.h>
+
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <mutex>
+#include <set>
 
 namespace kf {
+
+namespace {
+
+bool one_of(const char* v, std::initializer_list<const char*> words) {
+  for (const char* w : words)
+    if (strcasecmp(v, w) == 0) return true;
+  return false;
+}
+
+}  // namespace
 
 bool env_switch(const char* name, bool fallback) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return fallback;
-  return std::strcmp(v, "0") != 0;
+  if (one_of(v, {"0", "false", "off", "no"})) return false;
+  if (one_of(v, {"1", "true", "on", "yes"})) return true;
+  warn_ignored_env(name, v, "0, false, off or no, or 1, true, on or yes", fallback ? "on" : "off");
+  return fallback;
+}
+
+void warn_ignored_env(const char* name, const char* value, const std::string& accepted, const std::string& kept) {
+  // Never destroyed: a thread may still read a setting while the process exits.
+  static std::mutex* const mutex = new std::mutex;
+  static std::set<std::string>* const warned = new std::set<std::string>;
+  {
+    std::lock_guard<std::mutex> lock(*mutex);
+    if (!warned->insert(name).second) return;
+  }
+  std::string shown(value);
+  for (char& c : shown)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  const std::string line = std::string("kfuse: ignoring ") + name + "=" + shown + ": expected " + accepted +
+                           "; keeping the default (" + kept + ")\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);  // one write: lines of two threads do not interleave
 }
 
 }  // namespace kf

@@ -49,6 +49,29 @@ case $case_name in
     expect 2 "cannot broadcast dim 1" "$kfuse" explain add.kf --shapes "2x3, 4"
     expect 0 "PASS" "$kfuse" run add.kf --shapes "2x3, 3" --device cpu
     ;;
+  out_of_memory)
+    # Shapes too large for the host: the library's out-of-memory words and
+    # exit status 2 (an input error), not a bare std::bad_alloc and FAIL (1);
+    # 2^62 float32 elements (2^64 bytes) used to wrap to an empty buffer and
+    # crash.
+    printf 'input x: tensor<float32, 2>\ny = relu(x)\noutput y\n' > relu.kf
+    expect 2 "relu.kf: KF_ERR_OUT_OF_MEMORY: out of host memory (the shapes are too large)" \
+      "$kfuse" run relu.kf --shapes 1099511627776x64 --device cpu
+    expect 2 "KF_ERR_OUT_OF_MEMORY: out of host memory" "$kfuse" run relu.kf --shapes 4611686018427387904x1 --device cpu
+    expect 2 "KF_ERR_OUT_OF_MEMORY: out of host memory" \
+      "$kfuse" run relu.kf --shapes 4611686018427387904x4 --layout strided --device cpu
+    expect 0 "PASS" "$kfuse" run relu.kf --shapes 0x4611686018427387904 --device cpu
+    # The library's own KF_ERR_OUT_OF_MEMORY (an output of 2^48 bytes): the same.
+    printf 'input n: scalar<int64>\nconst one: float32 = 1\nr = full([n], one) {dtype=float32}\noutput r\n' > full.kf
+    expect 2 "kf_execute failed: KF_ERR_OUT_OF_MEMORY: out of host memory allocating 281474976710656 bytes" \
+      "$kfuse" run full.kf --scalars 70368744177664 --device cpu
+    ;;
+  help)
+    # --help names every command, --version included, and the input values.
+    expect 0 "kfuse version, kfuse --version" "$kfuse" --help
+    expect 0 "integers 0 to 3" "$kfuse" --help
+    expect 0 "library API version" "$kfuse" --version
+    ;;
   *)
     echo "unknown case '$case_name'"
     exit 1

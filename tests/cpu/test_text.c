@@ -523,7 +523,17 @@ static void test_syntax_errors(void** state) {
                "line 1, column 10: expected 'tensor' or 'scalar', got 'matrix'");
   expect_error("input x: tensor<float8, 1>\n", KF_ERR_PARSE,
                "line 1, column 17: expected a dtype (float64, float32, float16, bfloat16, int64, "
-               "int32 or bool), got 'float8'");
+               "int32, bool, float8_e4m3fn, float8_e5m2, int8 or uint8), got 'float8'");
+  /* The list names every dtype there is (it once stopped at bool). */
+  {
+    char list[512] = "(";
+    for (int d = 0; d < KF_DTYPE_COUNT; ++d) {
+      strcat(list, d == 0 ? "" : d + 1 < KF_DTYPE_COUNT ? ", " : " or ");
+      strcat(list, kf_dtype_name((kf_dtype)d));
+    }
+    strcat(list, ")");
+    if (strstr(kf_last_error(), list) == NULL) fail_msg("'%s' is not in: %s", list, kf_last_error());
+  }
   expect_error("const b: bool = 1\n", KF_ERR_PARSE,
                "line 1, column 17: expected true or false, got '1'");
   expect_error("const n: int64 = 1.5\n", KF_ERR_PARSE,

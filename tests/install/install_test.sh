@@ -31,6 +31,14 @@ for f in "$libdir/libkfuse.so" "$prefix/include/kfuse/kfuse.h" "$libdir/pkgconfi
   [ -e "$f" ] || { echo "FAIL: $f is not installed"; exit 1; }
 done
 
+step "the kfuse CLI, in bin, runs against the installed library"
+"$prefix/bin/kfuse" --version
+loaded=$(ldd "$prefix/bin/kfuse" | sed -n "s/.*libkfuse\.so\.$major => \(.*\) (.*/\1/p")
+echo "loads: $loaded"
+[ -n "$loaded" ] && [ "$(readlink -f "$loaded")" = "$(readlink -f "$lib")" ] ||
+  { echo "FAIL: $prefix/bin/kfuse does not load $lib"; exit 1; }
+"$prefix/bin/kfuse" run "$src/examples/fusions/layernorm.kf" --device cpu
+
 step "find_package(kfuse CONFIG) -> kfuse::kfuse"
 "$cmake" -S "$src/tests/install/consumer" -B "$work/consumer" -G "$generator" -DCMAKE_PREFIX_PATH="$prefix" \
   -DKFUSE_EXAMPLES="$src/examples/c" -DCMAKE_BUILD_TYPE=Release

@@ -1,7 +1,9 @@
 // The kernel cache without a GPU: SHA-256 vectors, keys, the disk format
 // (round trip, corrupt / truncated / foreign files are misses and get
-// rebuilt), concurrent writers in several processes, eviction under the
-// size limit, and directories that cannot be used (compiling still works).
+// rebuilt; a FIFO at an entry's path and a header claiming 2^40 bytes are
+// misses too), concurrent writers in several processes, eviction under the
+// size limit, KFUSE_CACHE_MAX_BYTES, and directories that cannot be used
+// (compiling still works).
 // Project headers first: cmocka defines a fail() macro.
 #include "core/runtime/cuda/disk_cache.h"
 #include "core/runtime/cuda/kernel_cache.h"
@@ -19,6 +21,8 @@ extern "C" {
 #include "nvrtc/nvrtc_skip.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +31,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -77,6 +82,40 @@ CachedImage random_image(size_t size, unsigned seed) {
 }
 
 Digest key_of(const std::string& s) { return sha256(s.data(), s.size()); }
+
+// Runs `body` in a child process that must exit 0 within `seconds` (a hang
+// is killed and fails the test instead of stalling the suite).
+void in_child_within(int seconds, const std::function<bool()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(static_cast<unsigned>(seconds));
+    _exit(body() ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (WIFSIGNALED(status))
+    fail_msg("the child was killed by signal %d%s", WTERMSIG(status), WTERMSIG(status) == SIGALRM ? " (it hung)" : "");
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+// What `body` writes on stderr.
+std::string stderr_of(const std::function<void()>& body) {
+  std::fflush(stderr);
+  FILE* capture = std::tmpfile();
+  assert_non_null(capture);
+  const int saved = dup(2);
+  dup2(fileno(capture), 2);
+  body();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::string text;
+  std::rewind(capture);
+  for (int c; (c = std::fgetc(capture)) != EOF;) text += static_cast<char>(c);
+  std::fclose(capture);
+  return text;
+}
 
 void test_sha256_vectors(void**) {
   assert_string_equal(to_hex(sha256("", 0)).c_str(),
@@ -200,6 +239,87 @@ void test_header_checks(void**) {
   remove_tree(dir);
 }
 
+// Something other than a regular file at an entry's path: a FIFO used to
+// block load() forever (it opened without O_NONBLOCK). A miss, promptly;
+// the next store replaces it.
+void test_not_a_regular_file(void**) {
+  std::string dir = make_temp_dir();
+  DiskCache cache(dir, kDefaultCacheMaxBytes);
+  const Digest fifo = key_of("fifo"), sub = key_of("directory");
+  assert_int_equal(mkfifo(cache.path_of(fifo).c_str(), 0644), 0);
+  assert_int_equal(mkdir(cache.path_of(sub).c_str(), 0755), 0);
+  in_child_within(10, [&] { return !cache.load(fifo).has_value() && !cache.load(sub).has_value(); });
+  const CachedImage im = random_image(3000, 7);
+  assert_true(cache.store(fifo, im));
+  assert_true(cache.load(fifo)->image == im.image);
+  remove_tree(dir);
+}
+
+// A header whose size matches the file, but the file is a sparse 2^40
+// bytes: load() used to allocate that much (std::bad_alloc escaped it).
+// Sizes above the largest image the cache keeps are misses, unallocated.
+void test_huge_claimed_size(void**) {
+  std::string dir = make_temp_dir();
+  const Digest key = key_of("huge");
+  auto forge = [&](const DiskCache& cache, uint64_t size) {
+    assert_true(cache.store(key, random_image(1000, 3)));
+    const std::string path = cache.path_of(key);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(16);
+    for (int i = 0; i < 8; ++i) f.put(static_cast<char>(size >> (8 * i)));
+    f.close();
+    return truncate(path.c_str(), static_cast<off_t>(64 + size)) == 0;
+  };
+  // A limit high enough that only the 256 MiB image cap stands in the way.
+  DiskCache unlimited(dir, 1ull << 50);
+  if (forge(unlimited, 1ull << 40)) {
+    in_child_within(20, [&] { return !unlimited.load(key).has_value(); });
+  } else {
+    std::fprintf(stderr, "(no sparse file of 2^40 bytes here: that case is skipped)\n");
+  }
+  assert_int_equal(unlimited.max_image_bytes(), kMaxCachedImageBytes);
+  // Under a small limit: the largest image is what fits in it.
+  DiskCache small(dir, 64 + 100000);
+  assert_int_equal(small.max_image_bytes(), 100000);
+  assert_true(forge(small, 100001));
+  assert_false(small.load(key).has_value());
+  assert_false(small.store(key, random_image(100001, 0)));
+  assert_true(small.store(key, random_image(100000, 0)));
+  assert_true(small.load(key).has_value());
+  remove_tree(dir);
+}
+
+// KFUSE_CACHE_MAX_BYTES: decimal digits only. "-1" used to be read as
+// 2^64 - 1 (no limit at all).
+void test_max_bytes_from_environment(void**) {
+  std::string dir = make_temp_dir();
+  setenv("KFUSE_CACHE_DIR", dir.c_str(), 1);
+  auto limit_for = [](const char* value, std::string* warnings) {
+    setenv("KFUSE_CACHE_MAX_BYTES", value, 1);
+    uint64_t limit = 0;
+    *warnings = stderr_of([&] { limit = DiskCache::from_environment().max_bytes(); });
+    return limit;
+  };
+  std::string w;
+  assert_int_equal(limit_for("-1", &w), kDefaultCacheMaxBytes);
+  assert_string_equal(w.c_str(),
+                      "kfuse: ignoring KFUSE_CACHE_MAX_BYTES=-1: expected a number of bytes, 0 or more (0 "
+                      "disables the cache); keeping the default (1073741824)\n");
+  // Once per process: the next bad values are quiet.
+  for (const char* bad : {"1G", " 5", "+5", "18446744073709551616", "5 "}) {
+    assert_int_equal(limit_for(bad, &w), kDefaultCacheMaxBytes);
+    assert_string_equal(w.c_str(), "");
+  }
+  assert_int_equal(limit_for("12345", &w), 12345);
+  assert_string_equal(w.c_str(), "");
+  assert_int_equal(limit_for("0", &w), 0);
+  assert_false(DiskCache::from_environment().enabled());
+  assert_int_equal(limit_for("", &w), kDefaultCacheMaxBytes);
+  unsetenv("KFUSE_CACHE_MAX_BYTES");
+  unsetenv("KFUSE_CACHE_DIR");
+  remove_tree(dir);
+}
+
 // Several processes store and load one key at once; a load returns nothing
 // or one of the written images, never a mix.
 void test_concurrent_writers(void**) {
@@ -300,6 +420,9 @@ int main() {
       cmocka_unit_test(test_default_dir),
       cmocka_unit_test(test_round_trip_and_rebuild),
       cmocka_unit_test(test_header_checks),
+      cmocka_unit_test(test_not_a_regular_file),
+      cmocka_unit_test(test_huge_claimed_size),
+      cmocka_unit_test(test_max_bytes_from_environment),
       cmocka_unit_test(test_concurrent_writers),
       cmocka_unit_test(test_eviction),
       cmocka_unit_test(test_unusable_directory_still_compiles),

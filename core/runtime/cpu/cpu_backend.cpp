@@ -1,7 +1,7 @@
 // The CPU backend: host memory, and segments run by the reference
 // interpreter (eval.h) one expr at a time.
 //
-// KFUSE_CPU_DRY_RUN=1 (read once) makes it dispatch segments and copies
+// KFUSE_CPU_DRY_RUN=1 (read once; spellings: core/util/env_switch.h) makes it dispatch segments and copies
 // without computing them: outputs keep their contents. It exists to measure
 // the shared host path (binding, concretization lookup, executor) without a
 // GPU: bench/host_latency_bench --dry-run and the instruction budget test.

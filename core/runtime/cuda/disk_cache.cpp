@@ -7,10 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <new>
 #include <tuple>
+
+#include "core/util/env_switch.h"
 
 namespace kf::cuda {
 
@@ -89,9 +93,15 @@ DiskCache::DiskCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir))
 DiskCache DiskCache::from_environment() {
   uint64_t limit = kDefaultCacheMaxBytes;
   if (std::string v = env("KFUSE_CACHE_MAX_BYTES"); !v.empty()) {
-    char* end = nullptr;
-    unsigned long long parsed = std::strtoull(v.c_str(), &end, 10);
-    if (end != v.c_str() && *end == '\0') limit = parsed;  // a malformed value keeps the default
+    // Digits only: strtoull read "-1" as 2^64 - 1 (no limit at all) and
+    // skipped leading spaces. Anything else keeps the default, with a warning.
+    uint64_t parsed = 0;
+    const auto [stop, error] = std::from_chars(v.data(), v.data() + v.size(), parsed);
+    if (error == std::errc() && stop == v.data() + v.size())
+      limit = parsed;
+    else
+      warn_ignored_env("KFUSE_CACHE_MAX_BYTES", v.c_str(), "a number of bytes, 0 or more (0 disables the cache)",
+                       std::to_string(kDefaultCacheMaxBytes));
   }
   return DiskCache(default_cache_dir(), limit);
 }
@@ -101,22 +111,31 @@ std::string DiskCache::path_of(const Digest& key) const { return dir_ + "/" + to
 std::optional<CachedImage> DiskCache::load(const Digest& key) const {
   if (!enabled()) return std::nullopt;
   const std::string path = path_of(key);
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO at the entry's path would otherwise wait for
+  // a writer forever. Only a regular file can be an entry (a FIFO, device or
+  // directory is a miss, and the next store renames a file over it).
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return std::nullopt;
   std::optional<CachedImage> out;
   struct stat st;
   uint8_t header[kHeaderSize];
-  if (fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(kHeaderSize) &&
+  // The size is checked against the file's real size and the largest entry
+  // store() writes before anything is allocated: a header claiming 2^40
+  // bytes over a sparse file made the allocation throw out of load().
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(kHeaderSize) &&
       read_all(fd, header, kHeaderSize) && std::memcmp(header, kMagic, 8) == 0 &&
       get_u32(header + 8) == kDiskFormatVersion && (get_u32(header + 12) & ~1u) == 0 &&
       get_u64(header + 16) == static_cast<uint64_t>(st.st_size) - kHeaderSize &&
-      std::memcmp(header + 32, key.data(), key.size()) == 0) {
-    CachedImage image;
-    image.is_ptx = (get_u32(header + 12) & 1u) != 0;
-    image.image.resize(get_u64(header + 16));
-    if (read_all(fd, image.image.data(), image.image.size()) &&
-        checksum(image.image.data(), image.image.size()) == get_u64(header + 24))
-      out = std::move(image);
+      get_u64(header + 16) <= max_image_bytes() && std::memcmp(header + 32, key.data(), key.size()) == 0) {
+    try {
+      CachedImage image;
+      image.is_ptx = (get_u32(header + 12) & 1u) != 0;
+      image.image.resize(get_u64(header + 16));
+      if (read_all(fd, image.image.data(), image.image.size()) &&
+          checksum(image.image.data(), image.image.size()) == get_u64(header + 24))
+        out = std::move(image);
+    } catch (const std::bad_alloc&) {  // a plausible size the host cannot hold now: compile instead
+    }
   }
   close(fd);
   // Reads count as uses for eviction; a read-only directory just keeps the old time.
@@ -124,8 +143,14 @@ std::optional<CachedImage> DiskCache::load(const Digest& key) const {
   return out;
 }
 
+uint64_t DiskCache::max_image_bytes() const {
+  return std::min(kMaxCachedImageBytes, max_bytes_ > kHeaderSize ? max_bytes_ - kHeaderSize : 0);
+}
+
 bool DiskCache::store(const Digest& key, const CachedImage& image) const {
-  if (!enabled()) return false;
+  // An image load() would refuse is not written (one above the limit would
+  // also evict every other file, then itself).
+  if (!enabled() || image.image.size() > max_image_bytes()) return false;
   uint8_t header[kHeaderSize] = {};
   std::memcpy(header, kMagic, 8);
   put_u32(header + 8, kDiskFormatVersion);

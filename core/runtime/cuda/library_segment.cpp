@@ -1,13 +1,12 @@
 #include "core/runtime/cuda/library_segment.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 
 #include "core/runtime/cuda/cublaslt.h"
 #include "core/runtime/gemm_layout.h"
 #include "core/segment/matmul_pattern.h"
+#include "core/util/env_switch.h"
 #include "core/util/error.h"
 
 namespace kf::cuda {
@@ -31,11 +30,9 @@ GemmTensor gemm_tensor(const DLTensor& t) {
 }
 
 // Whether $KFUSE_EPILOGUE_FALLBACK asks to run every matmul pattern unfused
-// (tests use it to reach the fallback).
-bool fallback_forced() {
-  const char* v = std::getenv("KFUSE_EPILOGUE_FALLBACK");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
+// (tests use it to reach the fallback). Spelled like every on/off switch
+// (env_switch.h), so that "true" means what it says.
+bool fallback_forced() { return env_switch("KFUSE_EPILOGUE_FALLBACK", false); }
 
 // Runs the library op of segment `index` into `out`: with the segment's
 // matmul pattern (bias, activation) unless `product_only`. Returns what

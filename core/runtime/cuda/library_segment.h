@@ -21,7 +21,7 @@ namespace kf::cuda {
 // the pattern's bias and activation in the same cuBLASLt call (epilogue).
 // Returns false, having written no output, when cuBLASLt cannot apply that
 // activation (no algorithm for the epilogue, a bias that must be filled
-// into D, K = 0), or for any pattern when $KFUSE_EPILOGUE_FALLBACK is 1:
+// into D, K = 0), or for any pattern when $KFUSE_EPILOGUE_FALLBACK is on:
 // the caller then runs run_library_product into a temporary and the rest of
 // the pattern as a generated kernel. The caller has made the device's
 // context current. `backend` (the CUDA backend) provides stream-ordered
