@@ -9,6 +9,7 @@
 #include "core/codegen/kernel_plan.h"
 #include "core/codegen/prelude.h"
 #include "core/codegen/reduction_scratch.h"
+#include "core/util/deep_stack.h"
 #include "core/util/error.h"
 
 namespace kf {
@@ -144,9 +145,20 @@ KernelPlan split_row_plan(const ConcreteFusion& c, const Task& task, const RowPa
   return plan;
 }
 
+KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const KernelSchedule& schedule);
+
 }  // namespace
 
+// KernelWriter's value-at-index evaluation recurses once per op of a
+// chain: a deep fusion is emitted on a stack sized for the deepest one
+// the builder accepts (core/util/deep_stack.h).
 KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSchedule& schedule) {
+  return on_deep_stack(c.fusion->depth, [&] { return emit_kernel_here(c, task, schedule); });
+}
+
+namespace {
+
+KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const KernelSchedule& schedule) {
   KernelWriter w(c, task);
   KernelPlan plan;
   plan.scheduler = kind_of(schedule);
@@ -426,6 +438,8 @@ KernelPlan emit_kernel(const ConcreteFusion& c, const Task& task, const KernelSc
            {kernel_text(launch.block, launch.row_items > 0, w.preamble() + w.body())}, {""});
   return plan;
 }
+
+}  // namespace
 
 const std::string& KernelPlan::scalar_of(const std::string& kernel) const {
   for (const ScalarTwin& t : scalar_twins)

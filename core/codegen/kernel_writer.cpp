@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <set>
 
 #include "core/codegen/approx_math.h"
@@ -48,6 +49,11 @@ KernelWriter::KernelWriter(const ConcreteFusion& c, const Task& task)
   fast_ = approximate_exprs(f_);
   scopes_.emplace_back();
   body_.emplace_back();
+  if (const char* mb = std::getenv("KFUSE_MAX_SOURCE_MB"); mb != nullptr && *mb != '\0') {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(mb, &end, 10);
+    if (*end == '\0' && n > 0 && n < (1ull << 20)) max_written_ = static_cast<size_t>(n) << 20;
+  }
 }
 
 int KernelWriter::slot(ArgSlot::Kind kind, int64_t value, int dim) {
@@ -101,6 +107,7 @@ std::string KernelWriter::hoist(const std::string& type, const std::string& pref
   const std::string name = prefix + std::to_string(counter_++);
   const bool is_pointer = type.back() == '*';
   preamble_ += "  " + (is_pointer ? type + " const " : "const " + type + " ") + name + " = " + expr + ";\n";
+  count_written(expr.size() + name.size() + type.size() + 12);
   hoisted_[key] = name;
   return name;
 }
@@ -157,6 +164,15 @@ void KernelWriter::line(const std::string& s) {
   text.append(static_cast<size_t>(2 * depth_), ' ');
   text += s;
   text += '\n';
+  count_written(s.size() + static_cast<size_t>(2 * depth_) + 1);
+}
+
+void KernelWriter::count_written(size_t bytes) {
+  written_ += bytes;
+  if (written_ > max_written_)
+    fail(KF_ERR_UNSUPPORTED, "codegen: the kernels of this segment would take more than ", max_written_ >> 20,
+         " MiB of CUDA source (values read at many different indices, e.g. a chain of cats of one value, are "
+         "computed once per index); split the definition");
 }
 
 KernelWriter::Section KernelWriter::reserve() {
@@ -324,7 +340,14 @@ void KernelWriter::divmod(const std::string& decl, const std::string& name, cons
 }
 
 std::vector<std::string> KernelWriter::offset_terms(int64_t value, const std::vector<std::string>& idx) {
-  if (views.contains(value) && idx.size() == rank(views.at(value))) return offset_terms(value, view_index(value, idx));
+  // A view output's index is its source's, mapped once through the
+  // reshape (once: a reshape that keeps the rank gives an index of the
+  // same length, which must not be mapped again).
+  if (views.contains(value) && idx.size() == rank(views.at(value))) return own_offset_terms(value, view_index(value, idx));
+  return own_offset_terms(value, idx);
+}
+
+std::vector<std::string> KernelWriter::own_offset_terms(int64_t value, const std::vector<std::string>& idx) {
   std::vector<std::string> terms;
   for (size_t d = 0; d < idx.size(); ++d)
     if (size_class(value, d) == SizeClass::Many && idx[d] != "0") terms.push_back(idx[d] + " * " + stride(value, d));

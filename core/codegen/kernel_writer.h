@@ -21,6 +21,15 @@
 
 namespace kf {
 
+// The most CUDA text one KernelWriter writes (every kernel of a segment's
+// source together): a backstop for emission that grows faster than the
+// fusion (value_at memoizes per value and index, so a value read at many
+// indices is written once per index). Legitimate sources are well under
+// 1 MB per hundred ops; beyond this NVRTC would take minutes. The
+// environment variable KFUSE_MAX_SOURCE_MB (read per segment) lowers or
+// raises it (tests use it to hit it cheaply).
+constexpr size_t kMaxKernelSourceBytes = size_t{32} << 20;
+
 class KernelWriter {
  public:
   KernelWriter(const ConcreteFusion& c, const Task& task);
@@ -211,6 +220,8 @@ class KernelWriter {
   std::string stored_result(int64_t value, const std::vector<std::string>& idx);
   // The index of a view output for index `idx` of the value it reshapes.
   std::vector<std::string> view_index(int64_t output, const std::vector<std::string>& idx);
+  // offset_terms of `value` at its own index idx.
+  std::vector<std::string> own_offset_terms(int64_t value, const std::vector<std::string>& idx);
   // An index of `from` as an index of `to` through a reshape's groups
   // (out_to_in: `from` is the reshape's output): per group, the linear
   // index over `from`'s dims unravelled over `to`'s.
@@ -244,6 +255,9 @@ class KernelWriter {
   std::vector<std::string> body_;  // text, with each Section one chunk of its own
   int depth_ = 1;
   int counter_ = 0;
+  size_t written_ = 0;  // bytes of text written, against max_written_
+  size_t max_written_ = kMaxKernelSourceBytes;
+  void count_written(size_t bytes);
   std::vector<std::map<std::string, std::string>> scopes_;
   struct Unrounded {
     std::string raw;          // the float before rounding

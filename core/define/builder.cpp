@@ -1,5 +1,6 @@
 #include "core/define/builder.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -23,6 +24,7 @@ Builder::Builder(bool communication) : draft_(std::make_shared<Fusion>()), commu
 int64_t Builder::add_value(Value v) {
   v.id = static_cast<int64_t>(draft_->values.size());
   draft_->values.push_back(v);
+  depth_.push_back(0);
   return v.id;
 }
 
@@ -100,6 +102,13 @@ std::vector<int64_t> Builder::op(Op op, std::vector<int64_t> args, std::vector<i
     fail(KF_ERR_INVALID_ARGUMENT, "kf_builder_op: op ", static_cast<int>(op),
          " is not a kf_op (expected 0..", KF_OP_COUNT - 1, ")");
   std::vector<OutputType> outs = infer_op(*draft_, op, args, attrs, communication_);
+  // The chain this op ends (infer_op checked the argument ids).
+  int64_t depth = 0;
+  for (int64_t a : args) depth = std::max(depth, depth_[static_cast<size_t>(a)]);
+  ++depth;
+  if (depth > kMaxGraphDepth)
+    fail(KF_ERR_INVALID_ARGUMENT, op_name(op), ": a chain of ", depth, " ops exceeds the limit of ", kMaxGraphDepth,
+         " (KF_MAX_GRAPH_DEPTH); split the definition into fusions of at most ", kMaxGraphDepth, " chained ops");
   Expr e{op, args, {}, attrs};
   const int64_t expr_index = static_cast<int64_t>(draft_->exprs.size());
   for (const OutputType& t : outs) {
@@ -110,7 +119,9 @@ std::vector<int64_t> Builder::op(Op op, std::vector<int64_t> args, std::vector<i
     v.is_scalar = t.is_scalar;
     v.producer = expr_index;
     e.outputs.push_back(add_value(v));
+    depth_.back() = depth;
   }
+  draft_->depth = std::max(draft_->depth, depth);
   draft_->records.push_back({RecordKind::Op, op, DType::F32, std::move(args), std::move(attrs)});
   draft_->exprs.push_back(e);
   return e.outputs;

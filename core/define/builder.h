@@ -35,6 +35,7 @@ class Builder : public kf_builder_s {
   int64_t add_value(Value v);
   int64_t constant(Record record, Value v);
   std::shared_ptr<Fusion> draft_;
+  std::vector<int64_t> depth_;  // per value id: the longest chain of ops ending at it
   bool communication_ = false;
 };
 

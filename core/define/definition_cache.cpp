@@ -3,6 +3,10 @@
 #include "core/shard/shard.h"
 #include "core/simplify/decompose.h"
 #include "core/simplify/simplify.h"
+#include "core/util/deep_stack.h"
+#include "core/util/error.h"
+
+#include <vector>
 
 namespace kf {
 
@@ -32,18 +36,44 @@ std::shared_ptr<Fusion> DefinitionCache::find_or_insert(const Fusion& draft) {
   }
   ++stats_.misses;
   auto fusion = std::make_shared<Fusion>(draft);
-  // Once per definition: the exprs every later stage sees (core/simplify);
-  // the records, which the trie is keyed by, stay as defined.
-  decompose(*fusion);  // ops defined by others (core/simplify/decompose.h), always
-  if (simplify_enabled()) simplify(*fusion);
-  shard(*fusion);  // a mesh's shardings and communication (core/shard)
-  fusion->finish();
+  try {
+    // Once per definition: the exprs every later stage sees (core/simplify);
+    // the records, which the trie is keyed by, stay as defined. The shard
+    // stage recurses along chains of ops: a deep definition runs these on
+    // a stack sized for it (core/util/deep_stack.h).
+    on_deep_stack(draft.depth, [&] {
+      decompose(*fusion);  // ops defined by others (core/simplify/decompose.h), always
+      if (simplify_enabled()) simplify(*fusion);
+      shard(*fusion);  // a mesh's shardings and communication (core/shard)
+      fusion->finish();
+    });
+    // The builder bounds the depth as defined; the rewrites may add levels.
+    if (fusion->depth > kMaxGraphDepth)
+      fail(KF_ERR_INVALID_ARGUMENT, "kf_builder_finalize: a chain of ", fusion->depth,
+           " ops (as the definition-time rewrites leave it: argmax decomposes into several ops, a mesh adds communication) exceeds the limit of ", kMaxGraphDepth,
+           " (KF_MAX_GRAPH_DEPTH); split the definition");
+  } catch (...) {
+    prune(node);  // the path only this draft made
+    throw;
+  }
   node->fusion = fusion;
   lru_.push_front(node);
   node->lru_pos = lru_.begin();
   ++stats_.fusions;
   while (lru_.size() > limit_) evict_one();
   return fusion;
+}
+
+DefinitionCache::Node::~Node() {
+  std::vector<std::unique_ptr<Node>> doomed;
+  for (auto& [record, child] : children) doomed.push_back(std::move(child));
+  children.clear();
+  while (!doomed.empty()) {
+    std::unique_ptr<Node> n = std::move(doomed.back());
+    doomed.pop_back();
+    for (auto& [record, child] : n->children) doomed.push_back(std::move(child));
+    n->children.clear();
+  }  // each node is destroyed childless
 }
 
 void DefinitionCache::evict_one() {

@@ -36,6 +36,13 @@ class DefinitionCache {
     std::unordered_map<Record, std::unique_ptr<Node>, RecordHash> children;
     std::shared_ptr<Fusion> fusion;
     std::list<Node*>::iterator lru_pos;
+    Node() = default;
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+    // Frees the subtree with a work list: the trie is as deep as a
+    // definition has records, which a recursive teardown would take as
+    // stack frames.
+    ~Node();
   };
   void evict_one();
   void prune(Node* node);

@@ -1,6 +1,7 @@
 #include "core/ir/fusion.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 
 namespace kf {
@@ -51,6 +52,16 @@ void Fusion::finish() {
   reshapes.clear();
   for (size_t k = 0; k < exprs.size(); ++k)
     if (exprs[k].op == Op::RESHAPE) reshapes.push_back(static_cast<int64_t>(k));
+
+  // Depth, over the exprs in order (each reads values made before it).
+  std::vector<int64_t> level(values.size(), 0);
+  depth = 0;
+  for (const Expr& e : exprs) {
+    int64_t l = 0;
+    for (int64_t in : e.inputs) l = std::max(l, level[static_cast<size_t>(in)]);
+    for (int64_t out : e.outputs) level[static_cast<size_t>(out)] = l + 1;
+    depth = std::max(depth, l + 1);
+  }
 
   size_offsets.resize(values.size());
   size_table_length = 0;
@@ -106,25 +117,44 @@ CommAttrs::CommAttrs(const Expr& e) {
   }
 }
 
+// Both walk the shape arithmetic below `id` with an explicit stack, each
+// value once: a chain of scalar ops must not recurse per op, and a DAG of
+// them (s = add(s, s) repeated) must not be walked once per path.
 bool is_shape_scalar(const Fusion& f, int64_t id) {
-  const Value& v = f.value(id);
-  if (!v.is_scalar || !is_integer(v.dtype)) return false;
-  if (v.kind != ValueKind::Computed) return v.kind == ValueKind::Constant || v.kind == ValueKind::ScalarInput;
-  const Expr& e = f.exprs[static_cast<size_t>(v.producer)];
-  if (e.op == Op::SIZE) return true;
-  if (!is_shape_arithmetic(e.op)) return false;
-  for (int64_t a : e.inputs)
-    if (!is_shape_scalar(f, a)) return false;
+  std::vector<int64_t> stack{id};
+  std::unordered_set<int64_t> seen;  // (sized by the walk, not the fusion)
+  while (!stack.empty()) {
+    const int64_t u = stack.back();
+    stack.pop_back();
+    if (!seen.insert(u).second) continue;
+    const Value& v = f.value(u);
+    if (!v.is_scalar || !is_integer(v.dtype)) return false;
+    if (v.kind != ValueKind::Computed) {
+      if (v.kind != ValueKind::Constant && v.kind != ValueKind::ScalarInput) return false;
+      continue;
+    }
+    const Expr& e = f.exprs[static_cast<size_t>(v.producer)];
+    if (e.op == Op::SIZE) continue;
+    if (!is_shape_arithmetic(e.op)) return false;
+    for (int64_t a : e.inputs) stack.push_back(a);
+  }
   return true;
 }
 
 void shape_scalar_inputs(const Fusion& f, int64_t id, std::vector<int64_t>* out) {
-  const Value& v = f.value(id);
-  if (v.kind == ValueKind::ScalarInput) out->push_back(id);
-  if (v.kind != ValueKind::Computed || v.producer < 0) return;
-  const Expr& e = f.exprs[static_cast<size_t>(v.producer)];
-  if (is_shape_arithmetic(e.op) && v.is_scalar)
-    for (int64_t a : e.inputs) shape_scalar_inputs(f, a, out);
+  std::vector<int64_t> stack{id};
+  std::unordered_set<int64_t> seen;  // (sized by the walk, not the fusion)
+  while (!stack.empty()) {
+    const int64_t u = stack.back();
+    stack.pop_back();
+    if (!seen.insert(u).second) continue;
+    const Value& v = f.value(u);
+    if (v.kind == ValueKind::ScalarInput) out->push_back(u);
+    if (v.kind != ValueKind::Computed || v.producer < 0) continue;
+    const Expr& e = f.exprs[static_cast<size_t>(v.producer)];
+    if (is_shape_arithmetic(e.op) && v.is_scalar)
+      for (int64_t a : e.inputs) stack.push_back(a);
+  }
 }
 
 }  // namespace kf

@@ -32,6 +32,12 @@ namespace kf {
 constexpr int kMaxRank = 16;
 // Largest device mesh (ranks) a definition may declare.
 constexpr int64_t kMaxMeshRanks = 1024;
+// Deepest chain of ops (the longest producer -> consumer path, counted in
+// exprs) a fusion may have, as defined and as its exprs stand after the
+// definition-time rewrites (decompositions add a few levels). The stages
+// that recurse per level run on a stack sized for it (core/util/deep_stack.h);
+// the builder refuses a deeper definition (docs/guarantees.md).
+constexpr int64_t kMaxGraphDepth = KF_MAX_GRAPH_DEPTH;
 
 enum class ValueKind : uint8_t { TensorInput, ScalarInput, Constant, Computed };
 
@@ -118,6 +124,9 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
   // sizes (ValueSizes); size_table_length is the table's length.
   std::vector<uint32_t> size_offsets;
   size_t size_table_length = 0;
+  // The longest chain of exprs (0: no exprs). Kept by the builder as ops
+  // are added; recomputed by finish over the rewritten exprs.
+  int64_t depth = 0;
 
   // Made by the pipeline (core/pipeline/plan.h) on the first call.
   Lazy<PlanCache> plan_cache;
@@ -130,7 +139,7 @@ class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
     return -1 - (first_extent_index[input_index] + dim);
   }
   // Fills the derived tables (last_use, liveness, extents, shape_scalars,
-  // size offsets) after the records were applied.
+  // size offsets, depth) after the records were applied.
   void finish();
 
   // New values for the stages that rewrite exprs before finish (simplify,

@@ -15,7 +15,27 @@ class Tracer {
       for (int64_t o : f_.exprs[static_cast<size_t>(ei)].outputs) produced_.insert(o);
   }
 
+  // Depth first from (v, map), operands in order, each (value, map) once:
+  // the order a recursive walk would record, by an explicit stack (a chain
+  // of ops as long as the definition allows must not recurse per op).
   void visit(int64_t v, const IndexMap& map) {
+    stack_.push_back({v, map});
+    std::vector<std::pair<int64_t, IndexMap>> next;
+    while (!stack_.empty()) {
+      const auto [u, m] = std::move(stack_.back());
+      stack_.pop_back();
+      next.clear();
+      step(u, m, &next);
+      for (size_t k = next.size(); k-- > 0;) stack_.push_back(std::move(next[k]));
+    }
+  }
+
+  AccessMap out;
+
+ private:
+  // Records (v, map) and appends the (operand, map) pairs it reads, in
+  // operand order.
+  void step(int64_t v, const IndexMap& map, std::vector<std::pair<int64_t, IndexMap>>* next) {
     const Value& val = f_.value(v);
     if (val.kind == ValueKind::Constant || val.is_scalar) return;
     if (!seen_.insert({v, map}).second) return;
@@ -29,11 +49,11 @@ class Tracer {
       case OpCategory::Binary:
       case OpCategory::Ternary:
       case OpCategory::Cast:
-        for (int64_t in : e.inputs) visit(in, right_aligned(in, map));
+        for (int64_t in : e.inputs) next->push_back({in, right_aligned(in, map)});
         return;
-      case OpCategory::Hint: visit(e.inputs[0], map); return;
-      case OpCategory::Shape: shape(e, map); return;
-      case OpCategory::Indexing: indexing(e, map); return;
+      case OpCategory::Hint: next->push_back({e.inputs[0], map}); return;
+      case OpCategory::Shape: shape(e, map, next); return;
+      case OpCategory::Indexing: indexing(e, map, next); return;
       case OpCategory::Reduction:  // read by the reduction's own loop
       case OpCategory::Creation:   // reads scalars only
       case OpCategory::Query:      // reads sizes only
@@ -44,9 +64,6 @@ class Tracer {
     }
   }
 
-  AccessMap out;
-
- private:
   size_t rank(int64_t v) const { return c_.size_classes[static_cast<size_t>(v)].size(); }
   bool one(int64_t v, size_t d) const { return c_.size_classes[static_cast<size_t>(v)][d] == SizeClass::One; }
   // Dim d of `in` reads index i (a size-1 dim reads 0).
@@ -65,7 +82,7 @@ class Tracer {
     return false;
   }
 
-  void shape(const Expr& e, const IndexMap& map) {
+  void shape(const Expr& e, const IndexMap& map, std::vector<std::pair<int64_t, IndexMap>>* next) {
     const int64_t in = e.inputs[0];
     const size_t ri = rank(in), r = map.size();
     IndexMap sub(ri, kZeroIndex);
@@ -135,30 +152,31 @@ class Tracer {
           for (size_t d = 0; d < r; ++d) s[d] = at(a, d, map[d]);
           // Inputs after the first read their part at an offset.
           if (k > 0 && c_.size_classes[static_cast<size_t>(a)][dim] == SizeClass::Many) s[dim] = kOpaqueIndex;
-          visit(a, s);
+          next->push_back({a, s});
         }
         return;
       }
       default: return;
     }
-    visit(in, sub);
+    next->push_back({in, sub});
   }
 
-  void indexing(const Expr& e, const IndexMap& map) {
+  void indexing(const Expr& e, const IndexMap& map, std::vector<std::pair<int64_t, IndexMap>>* next) {
     const int64_t in = e.inputs[0], index = e.inputs[1];
     const size_t dim = DimAttr(e).index();
-    if (e.op == Op::INDEX_SELECT) visit(index, {at(index, 0, map[dim])});
-    else visit(index, map);
+    if (e.op == Op::INDEX_SELECT) next->push_back({index, {at(index, 0, map[dim])}});
+    else next->push_back({index, map});
     IndexMap sub(map.size(), kZeroIndex);
     for (size_t d = 0; d < map.size(); ++d) sub[d] = at(in, d, map[d]);
     sub[dim] = c_.size_classes[static_cast<size_t>(in)][dim] == SizeClass::Many ? kOpaqueIndex : kZeroIndex;
-    visit(in, sub);
+    next->push_back({in, sub});
   }
 
   const ConcreteFusion& c_;
   const Fusion& f_;
   std::set<int64_t> produced_;
   std::set<std::pair<int64_t, IndexMap>> seen_;
+  std::vector<std::pair<int64_t, IndexMap>> stack_;
 };
 
 }  // namespace

@@ -154,6 +154,9 @@ std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& ta
     }
     for (int64_t o : e.outputs) level[o] = l;
   }
+  if (s.phases.size() > kMaxRowPhases)
+    return reject(why, std::to_string(s.phases.size()) + " chained reductions (phases), over the limit of " +
+                           std::to_string(kMaxRowPhases) + " per kernel");
 
   for (int64_t o : task.outputs) {
     if (sets.same_sizes(o, s.domain)) {

@@ -30,10 +30,20 @@ std::vector<bool> reduced_dims(const Expr& e, size_t rank);
 AccessMap row_accesses(const ConcreteFusion& c, const Task& task, const RowDomain& s,
                        const std::vector<int64_t>& domain_reads = {});
 
+// The most reduction phases one kernel runs (a reduction that reads another's
+// result starts a phase). Each phase re-evaluates the element expression
+// from the row's inputs (the row is held in registers or memory, not the
+// values between phases), so a kernel's work and source grow with the
+// square of its phases: N pairs of r = sum(y); y = sub(y, r) gave 4.3 MB
+// of CUDA at N = 50 and 240 MB at N = 400. Longer chains are split by the
+// segmenter into kernels of at most this many phases (each ~0.4 MB).
+constexpr size_t kMaxRowPhases = 8;
+
 // The task's rows, or nullopt with the reason in `why` (optional):
 // reductions over different domains, outputs the domain cannot produce,
-// or a reduction result read at an index other than its own row (which a
-// kernel holding one row's results cannot provide). The task must contain
+// a reduction result read at an index other than its own row (which a
+// kernel holding one row's results cannot provide), or more than
+// kMaxRowPhases phases. The task must contain
 // a reduction and no library op.
 // `domain_reads`: further values the kernel evaluates at every domain
 // index (an inner-outer kernel's outer reduction inputs).

@@ -22,13 +22,18 @@ constexpr int kCachedBlock = 1024;  // the most threads a row may need (the bloc
 // producers within the task back to the task inputs, stopping at
 // reduction results (row values).
 void domain_closure(const Fusion& f, const Task& task, int64_t v, std::set<int64_t>* out) {
-  if (!out->insert(v).second) return;
-  if (std::find(task.inputs.begin(), task.inputs.end(), v) != task.inputs.end()) return;
-  const Value& val = f.value(v);
-  if (val.producer < 0) return;
-  const Expr& e = f.exprs[static_cast<size_t>(val.producer)];
-  if (op_info(e.op).category == OpCategory::Reduction) return;
-  for (int64_t in : e.inputs) domain_closure(f, task, in, out);
+  std::vector<int64_t> stack{v};  // (no recursion: a chain may be as long as the definition allows)
+  while (!stack.empty()) {
+    const int64_t u = stack.back();
+    stack.pop_back();
+    if (!out->insert(u).second) continue;
+    if (std::find(task.inputs.begin(), task.inputs.end(), u) != task.inputs.end()) continue;
+    const Value& val = f.value(u);
+    if (val.producer < 0) continue;
+    const Expr& e = f.exprs[static_cast<size_t>(val.producer)];
+    if (op_info(e.op).category == OpCategory::Reduction) continue;
+    for (int64_t in : e.inputs) stack.push_back(in);
+  }
 }
 
 // How many values per element a cached row keeps live across block-wide

@@ -11,14 +11,15 @@ trap 'rm -rf "$dir"' EXIT
 cd "$dir" || exit 1
 
 # expect STATUS TEXT COMMAND...: COMMAND exits with STATUS and prints TEXT
-# (a fixed string) on stdout or stderr.
+# (a fixed string) on stdout or stderr. (Long outputs are shown by their
+# last lines.)
 expect() {
   want_status=$1
   want_text=$2
   shift 2
   out=$("$@" 2>&1)
   status=$?
-  printf '%s\n(exit status %s)\n' "$out" "$status"
+  printf '%s\n(exit status %s)\n' "$(printf '%s\n' "$out" | tail -n 5 | cut -c1-400)" "$status"
   if [ "$status" -ne "$want_status" ]; then
     echo "FAIL: expected exit status $want_status"
     exit 1
@@ -71,6 +72,24 @@ case $case_name in
     expect 0 "kfuse version, kfuse --version" "$kfuse" --help
     expect 0 "integers 0 to 3" "$kfuse" --help
     expect 0 "library API version" "$kfuse" --version
+    ;;
+  deep)
+    # Chains of ops as long as a file cares to make them: beyond
+    # KF_MAX_GRAPH_DEPTH (10000) an input error naming the limit, within it
+    # a result; never a signal. Run on a 1 MB stack (a JVM thread's) where
+    # the shell can set one: the stack no stage may depend on.
+    chain() {  # chain N FILE: x, then N alternating neg/abs ops
+      awk -v n="$1" 'BEGIN { print "#! shapes: 4x8"; print "input v0: tensor<float32, 2>";
+        for (i = 1; i <= n; i++) printf "v%d = %s(v%d)\n", i, (i % 2 ? "neg" : "abs"), i - 1;
+        printf "output v%d\n", n }' > "$2"
+    }
+    chain 100000 deep.kf
+    chain 3000 chain.kf
+    ulimit -s 1024 2>/dev/null || true
+    expect 2 "a chain of 10001 ops exceeds the limit of 10000" "$kfuse" run deep.kf --device cpu
+    expect 2 "line 10003, column 10: neg: a chain of 10001 ops exceeds the limit of 10000" "$kfuse" explain deep.kf
+    expect 0 "PASS" "$kfuse" run chain.kf --device cpu
+    expect 0 "__global__" "$kfuse" explain chain.kf --cuda
     ;;
   *)
     echo "unknown case '$case_name'"

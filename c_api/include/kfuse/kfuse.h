@@ -195,6 +195,14 @@ KF_API kf_status kf_define_scalar(kf_builder b, kf_dtype dtype, int64_t* out_id)
 KF_API kf_status kf_define_constant_f64(kf_builder b, double value, kf_dtype dtype, int64_t* out_id);
 KF_API kf_status kf_define_constant_i64(kf_builder b, int64_t value, kf_dtype dtype, int64_t* out_id);
 
+/* The deepest chain of ops a fusion may have: the longest path from an
+ * input or constant to a result, counted in ops (as defined, and as the
+ * definition's decompositions leave it). An op that would end a longer
+ * chain fails with KF_ERR_INVALID_ARGUMENT ("... a chain of N ops exceeds
+ * the limit of 10000 ..."): split such a definition into several fusions.
+ * docs/guarantees.md, "Deep definitions". */
+#define KF_MAX_GRAPH_DEPTH 10000
+
 /* Generic op record. `outs` must have room for kf_op_num_outputs(op) ids. */
 KF_API kf_status kf_builder_op(kf_builder b, kf_op op, const int64_t* args, size_t num_args,
                                const int64_t* attrs, size_t num_attrs, int64_t* outs,
