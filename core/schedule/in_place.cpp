@@ -1,26 +1,41 @@
 #include "core/schedule/in_place.h"
 
 #include "core/schedule/access_map.h"
+#include "core/schedule/row_domain.h"
 
 namespace kf {
 
 std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Task& task,
                                                const KernelSchedule& schedule) {
   std::vector<int64_t> out;
-  const auto* p = std::get_if<PointwiseParams>(&schedule);
-  // A second loop may read what the first wrote, in other threads.
-  if (p == nullptr || p->loops.size() != 1) return out;
-  const PointwiseLoop& loop = p->loops[0];
-  const int64_t dom = loop.outputs.at(0);
-  const IndexMap id = identity_map(c, dom);
-  std::vector<std::pair<int64_t, IndexMap>> roots;
-  for (int64_t o : loop.outputs) roots.push_back({o, id});
-  const AccessMap reads = trace_accesses(c, task, roots);
+  AccessMap reads;
+  IndexMap id;
+  if (const auto* p = std::get_if<PointwiseParams>(&schedule)) {
+    // A second loop may read what the first wrote, in other threads.
+    if (p->loops.size() != 1) return out;
+    const PointwiseLoop& loop = p->loops[0];
+    id = identity_map(c, loop.outputs.at(0));
+    std::vector<std::pair<int64_t, IndexMap>> roots;
+    for (int64_t o : loop.outputs) roots.push_back({o, id});
+    reads = trace_accesses(c, task, roots);
+  } else if (const auto* r = std::get_if<RowParams>(&schedule)) {
+    // Every phase reads the row before a barrier (of the block, of the
+    // cluster, or a kernel boundary for split rows), and the domain outputs
+    // are written in the last pass, each element by the thread that reads
+    // it there (from registers, shared memory or memory). Left out: outer
+    // reductions (norm backward's column sums read rows other blocks
+    // write) and outputs stored through a view (group norm).
+    if (r->has_outer() || !r->rows.views.empty()) return out;
+    id = identity_map(c, r->rows.domain);
+    reads = row_accesses(c, task, r->rows);
+  } else {
+    return out;
+  }
   for (int64_t in : task.inputs) {
     const Value& v = c.fusion->value(in);
     if (v.is_scalar) continue;
     const std::vector<IndexMap>* maps = reads.find(in);
-    if (maps == nullptr) continue;  // not read at all: nothing to protect, but nothing to gain either
+    if (maps == nullptr) continue;  // not read: an output aliasing it gains nothing here
     bool identity = true;
     for (const IndexMap& m : *maps) identity = identity && m == id;
     if (identity) out.push_back(in);

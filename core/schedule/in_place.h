@@ -16,12 +16,16 @@
 namespace kf {
 
 // Task inputs (ids) of `task` that a kernel of `schedule` reads only where
-// it writes. So far the pointwise kernel of one loop qualifies: each thread
-// loads every operand of its elements before it stores any of them, and an
-// input read at the identity index of the loop's domain is read at exactly
-// the elements that thread stores. Inputs read at another index (a flip, a
-// permute, a broadcast, a slice) and every input of the other kernel
-// families (their blocks read elements other threads write) are left out.
+// it writes. Two families qualify: the pointwise kernel of one loop (each
+// thread loads every operand of its elements before it stores any of them)
+// and the row kernels without outer reductions or reshaped outputs (every
+// phase reads the row before a barrier; the last pass reads and writes each
+// element in one thread). An input qualifies when every read of it is at
+// the identity index of the kernel's domain, so it is read at exactly the
+// elements the writing thread stores. Inputs read at another index (a
+// flip, a permute, a broadcast, a slice) and every input of the other
+// families (column, tiled, scatter and scan kernels: their blocks read
+// elements other threads write) are left out.
 std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Task& task,
                                                const KernelSchedule& schedule);
 

@@ -2,13 +2,16 @@
 // written straight into the input's memory where its segment's kernel reads
 // that input only at the element it writes (a pointwise kernel of one loop
 // reading the input at the identity index: optimizer steps, GEGLU backward);
-// everywhere else (the input read transposed, shifted, broadcast, by a row
-// reduction, by a later segment) it is written to an intermediate and
+// likewise for a row kernel (softmax, a fused residual add + RMSNorm);
+// everywhere else (the input read transposed, shifted, broadcast, by
+// norm backward's column sums, by a later segment) it is written to an intermediate and
 // copied at the end. The plan is checked directly; the results too, on the
 // CPU backend (the GPU differential test runs the same fusions on a GPU).
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <variant>
 
 #include "core/pipeline/plan.h"
 #include "core/text/text_parser.h"
@@ -81,12 +84,47 @@ void test_shifted_read_is_deferred(void**) {
   assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Intermediate));
 }
 
-// A row reduction reads the whole row before any thread writes, in other
-// threads: the deferral stays for the row kernels (residual + norm).
-void test_row_kernel_is_deferred(void**) {
+// A row kernel reads the row in every phase before a barrier and writes
+// each element in its last pass, in the thread that reads it there: a
+// softmax-like row (and a fused residual add + RMSNorm) updates in place.
+void test_row_kernel_writes_in_place(void**) {
   auto p = plan_of(
       "input x: tensor<float32, 2>\nm = max(x) {axes=[1], keepdim=true}\ny = sub(x, m)\noutput y {alias=0}\n",
       {8, 64}, 1);
+  assert_int_equal(p->segmentation.segments.size(), 1);
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Output));
+  auto q = plan_of(
+      "input x: tensor<float32, 2>\ninput r: tensor<float32, 2>\nconst eps: float32 = 1e-6\n"
+      "s = add(x, r)\nsq = mul(s, s)\nms = mean(sq) {axes=[1], keepdim=true}\nme = add(ms, eps)\n"
+      "inv = rsqrt(me)\ny = mul(s, inv)\noutput y {alias=0}\noutput s {alias=1}\n",
+      {8, 64}, 2);
+  assert_int_equal(q->segmentation.run_plan.intermediates.size(), 0);
+  assert_int_equal(static_cast<int>(final_kind(*q, 0)), static_cast<int>(Kind::Output));
+  assert_int_equal(static_cast<int>(final_kind(*q, 1)), static_cast<int>(Kind::Output));
+}
+
+// A row kernel reading its input shifted along the row: deferred.
+void test_row_kernel_shifted_read_is_deferred(void**) {
+  auto p = plan_of(
+      "input x: tensor<float32, 2>\nconst z: float32 = 0\nm = max(x) {axes=[1], keepdim=true}\n"
+      "s = slice(x) {dim=1, start=1}\nq = pad(s, z) {pads=[0, 0, 0, 1]}\ny = sub(q, m)\noutput y {alias=0}\n",
+      {8, 64}, 1);
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Intermediate));
+}
+
+// Norm backward's column sums (an inner-outer row kernel) read rows that
+// other blocks write: deferred.
+void test_inner_outer_is_deferred(void**) {
+  auto p = plan_of(
+      "input dy: tensor<float32, 2>\ninput x: tensor<float32, 2>\n"
+      "p = mul(dy, x)\nrs = sum(p) {axes=[1], keepdim=true}\ndx = sub(dy, rs)\ncs = sum(p) {axes=[0]}\n"
+      "output dx {alias=0}\noutput cs\n",
+      {64, 256}, 2);
+  bool inner_outer = false;
+  for (const kf::Segment& s : p->segmentation.segments)
+    if (s.schedule && std::holds_alternative<kf::RowParams>(*s.schedule))
+      inner_outer = inner_outer || std::get<kf::RowParams>(*s.schedule).has_outer();
+  assert_true(inner_outer);
   assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Intermediate));
 }
 
@@ -117,7 +155,9 @@ int main() {
       cmocka_unit_test(test_pointwise_step_writes_in_place),
       cmocka_unit_test(test_transposed_read_is_deferred),
       cmocka_unit_test(test_shifted_read_is_deferred),
-      cmocka_unit_test(test_row_kernel_is_deferred),
+      cmocka_unit_test(test_row_kernel_writes_in_place),
+      cmocka_unit_test(test_row_kernel_shifted_read_is_deferred),
+      cmocka_unit_test(test_inner_outer_is_deferred),
       cmocka_unit_test(test_later_reader_is_deferred),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
