@@ -52,6 +52,9 @@ options (lists are comma-separated; every combination runs):
                       fusions)
   --cases-dir DIR     where the case lists and the NAME.kf files are
                       (default )USAGE" KFUSE_BENCH_CASES_DIR R"USAGE()
+  --out-layout L      kfuse (default): each output in the layout kfuse
+                      chooses (kf_execute's); row-major: compact row-major
+                      outputs, as a framework allocates them
   --dry-run           no GPU needed: parse, concretize for kDLCUDA and
                       segment every configuration; print the table without
                       timings (CI runs this for every dtype)
@@ -75,6 +78,10 @@ struct BenchOptions {
   std::string cases_dir = KFUSE_BENCH_CASES_DIR;
   std::string suite = "suite";
   bool dry_run = false;
+  // --out-layout row-major: the outputs are compact row-major tensors (what
+  // a framework's torch.empty(shape) gives), whatever layout kfuse would
+  // choose; the default gives each output kfuse's own layout.
+  bool row_major_outputs = false;
 };
 
 struct BenchCase {
@@ -358,7 +365,7 @@ std::vector<int64_t> output_aliases(const Fusion& f) {
 }
 
 void allocate_outputs(CudaDriver& d, void* stream, DeviceBuffers& mem, const Fusion& f,
-                      const std::vector<const DLTensor*>& in, DeviceOutputs* out) {
+                      const std::vector<const DLTensor*>& in, DeviceOutputs* out, bool row_major) {
   const std::vector<kf_value_info> infos = f.outputs();
   std::vector<DLManagedTensor*> produced(infos.size(), nullptr);
   struct Release {
@@ -377,7 +384,7 @@ void allocate_outputs(CudaDriver& d, void* stream, DeviceBuffers& mem, const Fus
     out->strides.emplace_back(static_cast<size_t>(t.ndim), 1);
     auto& st = out->strides.back();
     for (int k = t.ndim - 1; k >= 0; --k)
-      st[k] = t.strides ? t.strides[k] : (k + 1 < t.ndim ? st[k + 1] * t.shape[k + 1] : 1);
+      st[k] = t.strides && !row_major ? t.strides[k] : (k + 1 < t.ndim ? st[k + 1] * std::max<int64_t>(t.shape[k + 1], 1) : 1);
   }
   out->alias = output_aliases(f);
   for (size_t i = 0; i < infos.size(); ++i) {  // the vectors above no longer move
@@ -394,7 +401,7 @@ void allocate_outputs(CudaDriver& d, void* stream, DeviceBuffers& mem, const Fus
 // The GPU result against the CPU backend's on `rows` x N (the same inputs,
 // uniform in [-2, 2)): "ok" or "MISMATCH <max error in tolerances>".
 std::string check_case(CudaDriver& d, void* stream, const Fusion& f, const BenchCase& c, int64_t rows,
-                       int64_t cols, bool* mismatch) {
+                       int64_t cols, bool row_major, bool* mismatch) {
   std::vector<std::vector<int64_t>> shapes = input_shapes(c, rows, cols);
   const std::vector<kf_value_info> infos = f.inputs();
   Rng rng(0);
@@ -414,7 +421,7 @@ std::string check_case(CudaDriver& d, void* stream, const Fusion& f, const Bench
   const std::vector<DLTensor> gpu_in = device_tensors(f, shapes, data);
   const std::vector<const DLTensor*> gpu_args = pointers(gpu_in);
   DeviceOutputs got;
-  allocate_outputs(d, stream, mem, f, gpu_args, &got);
+  allocate_outputs(d, stream, mem, f, gpu_args, &got, row_major);
   // Its kf_execute updated in-place inputs: start again from the same values.
   for (size_t i = 0; i < host.size(); ++i) d.to_device(data[i], host[i].storage.data(), host[i].storage.size());
   for (size_t i = 0; i < got.tensors.size(); ++i)
@@ -501,10 +508,10 @@ void run_config(CudaDriver* d, void* stream, const BenchOptions& o, const BenchC
   if (d == nullptr) return;
 
   if (o.check_rows > 0)
-    row->check = check_case(*d, stream, f, c, std::min(o.check_rows, m), n, &row->mismatch);
+    row->check = check_case(*d, stream, f, c, std::min(o.check_rows, m), n, o.row_major_outputs, &row->mismatch);
 
   DeviceOutputs out;
-  allocate_outputs(*d, stream, *mem, f, args, &out);  // the first call compiles (or loads the kernel cache)
+  allocate_outputs(*d, stream, *mem, f, args, &out, o.row_major_outputs);  // the first call compiles (or loads the kernel cache)
   const kf_exec_options opts{sizeof(kf_exec_options), stream, nullptr, nullptr};
   auto launch = [&] {
     check(kf_execute_into(f.get(), args.data(), args.size(), out.args.data(), out.args.size(), &opts),
@@ -577,6 +584,11 @@ BenchOptions parse_bench_options(int argc, char** argv, bool* help) {
     else if (arg == "--out") o.out = next();
     else if (arg == "--cases-dir") o.cases_dir = next();
     else if (arg == "--suite") o.suite = next();
+    else if (arg == "--out-layout") {
+      const std::string v = next();
+      if (v != "kfuse" && v != "row-major") throw std::string("--out-layout: expected kfuse or row-major, got '" + v + "'");
+      o.row_major_outputs = v == "row-major";
+    }
     else if (arg == "--dry-run" && !args.has_value()) o.dry_run = true;
     else if (arg == "--help" || arg == "-h") *help = true;
     else throw std::string("unexpected argument '" + args.raw() + "'");
@@ -649,6 +661,8 @@ int bench_command(int argc, char** argv) {
       std::snprintf(line, sizeof line, "check: GPU against the CPU backend on %lld rows x N",
                     static_cast<long long>(o.check_rows));
       header.push_back(o.check_rows > 0 ? line : "check: off (--check-rows 0)");
+      header.push_back(o.row_major_outputs ? "outputs: compact row-major (--out-layout row-major)"
+                                           : "outputs: in kfuse's own layout (kf_execute's)");
     } else {
       header.push_back("dry run: no GPU used (scheduler from segmenting for kDLCUDA inputs)");
     }

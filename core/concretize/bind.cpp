@@ -13,9 +13,10 @@ namespace {
 
 constexpr int64_t kIndex32Limit = int64_t{1} << 31;
 
-uint64_t hash_words(const std::vector<int64_t>& words) {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t w : words) {
+// FNV-1a-like over the words from `from` on, continuing from `h`.
+uint64_t hash_words(const std::vector<int64_t>& words, size_t from = 0, uint64_t h = 1469598103934665603ull) {
+  for (size_t k = from; k < words.size(); ++k) {
+    const int64_t w = words[k];
     h ^= static_cast<uint64_t>(w);
     h *= 1099511628211ull;
     h ^= h >> 29;
@@ -63,6 +64,7 @@ void check_in_place_outputs(const Fusion& fusion, const Binding& b) {
 void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs,
                  Binding* binding, bool with_key) {
   Binding& b = *binding;
+  b.output_orders.clear();  // kfuse lays the outputs out unless bind_output_layouts says otherwise
   read_inputs(fusion, inputs, num_inputs, &b.inputs, &b.device);
   b.sizes.reset(fusion);
   for (size_t i = 0; i < fusion.inputs.size(); ++i) {
@@ -108,6 +110,26 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
     }
     b.key.hash = hash_words(w);
   }
+}
+
+void bind_output_layouts(const Fusion& fusion, const DLTensor* const* outputs, size_t num_outputs, Binding* binding) {
+  Binding& b = *binding;
+  b.output_orders.clear();
+  if (outputs == nullptr || num_outputs != fusion.outputs.size()) return;  // the count check reports it
+  constexpr uint64_t kRowMajor = 0xfedcba9876543210ull;  // decodes to 0, 1, 2, ... for any rank <= 16
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const DLTensor* t = outputs[i];
+    const Value& v = fusion.value(fusion.outputs[i].value);
+    uint64_t code = kRowMajor;
+    if (t != nullptr && t->ndim == v.rank && t->strides != nullptr && v.rank > 1)
+      code = encode_order(b.sizes[v.id], std::span<const int64_t>(t->strides, static_cast<size_t>(v.rank)));
+    b.output_orders.push_back(code & (v.rank >= 16 ? ~uint64_t{0} : (uint64_t{1} << (4 * v.rank)) - 1));
+  }
+  std::vector<int64_t>& w = b.key.words;
+  const size_t from = w.size();
+  w.push_back(-1);  // separates the outputs' words from the inputs'
+  for (uint64_t code : b.output_orders) w.push_back(static_cast<int64_t>(code));
+  b.key.hash = hash_words(w, from, b.key.hash);
 }
 
 Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs) {

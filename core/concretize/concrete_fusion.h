@@ -50,6 +50,10 @@ struct Binding {
   Device device;
   bool index32 = true;
   ConcreteKey key;  // filled when bind_inputs is asked for it
+  // Per output, the stride order code (encode_order) of the caller's tensor
+  // of kf_execute_into (bind_output_layouts); empty where kfuse lays the
+  // outputs out itself (kf_execute).
+  std::vector<uint64_t> output_orders;
 };
 
 // Built once per concretization key (by the pipeline, core/pipeline) and
@@ -65,6 +69,9 @@ class ConcreteFusion {
   std::vector<InputLayout> input_layouts;             // per input
   std::vector<std::vector<SizeClass>> size_classes;   // per value id
   std::vector<std::vector<int>> stride_orders;        // per value id: layout it is produced in
+  // Per output: the stride order of the caller's tensor it is written into
+  // (kf_execute_into); empty where kfuse chose the outputs' layouts.
+  std::vector<std::vector<int>> caller_output_orders;
   // Per value id: the ids its extents depend on (input extents < 0, shape
   // scalars >= 0), sorted and unique.
   std::vector<std::vector<int64_t>> extent_deps;
@@ -85,6 +92,14 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
                  Binding* b, bool with_key = true);
 // The same into a new Binding (tools and tests).
 Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num_inputs);
+
+// After bind_inputs: the layouts of the caller's outputs (kf_execute_into)
+// join the binding and its key, so that the plan is made for the memory
+// the kernels write (a row-major output of a transposed input gets a tiled
+// kernel). Reads only their metadata and never fails: a missing or
+// malformed output counts as row-major here and is reported by the output
+// checks.
+void bind_output_layouts(const Fusion& fusion, const DLTensor* const* outputs, size_t num_outputs, Binding* b);
 
 // The concretize stage: the ConcreteFusion of `binding`'s class (layouts,
 // size classes, extent dependencies, extent sets). Not cached here: the

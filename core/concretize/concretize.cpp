@@ -19,6 +19,9 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
     const Expr& e = fusion.exprs[static_cast<size_t>(ei)];
     c->reshapes[ei] = reshape_groups(b.sizes[e.inputs[0]], b.sizes[e.outputs[0]]);
   }
+  for (size_t i = 0; i < b.output_orders.size(); ++i)
+    c->caller_output_orders.push_back(
+        decode_order(b.output_orders[i], static_cast<size_t>(fusion.value(fusion.outputs[i].value).rank)));
   propagate_layouts(*c);
   propagate_extent_deps(*c);
   auto sets = std::make_shared<ExtentSets>(*c);  // reads the fields above

@@ -8,28 +8,43 @@
 
 namespace kf {
 
-LayoutCode encode_layout(const InputMeta& input) {
-  const size_t r = input.sizes.size();
+uint64_t encode_order(std::span<const int64_t> sizes, std::span<const int64_t> strides) {
+  const size_t r = sizes.size();
   // Dims of size <= 1 have meaningless strides: they keep their place, and
   // the others are sorted by stride (largest first, ties by index).
   std::array<int, 16> order{}, positions{}, dims{};
   size_t n = 0;
   for (size_t d = 0; d < r; ++d) {
     order[d] = static_cast<int>(d);
-    if (input.sizes[d] > 1) positions[n] = dims[n] = static_cast<int>(d), ++n;
+    if (sizes[d] > 1) positions[n] = dims[n] = static_cast<int>(d), ++n;
   }
   // Insertion sort: stable, and unlike std::stable_sort it never asks the
   // heap for a buffer (this runs on every execute).
   for (size_t k = 1; k < n; ++k) {
     const int d = dims[k];
     size_t j = k;
-    for (; j > 0 && input.strides[static_cast<size_t>(dims[j - 1])] < input.strides[static_cast<size_t>(d)]; --j)
+    for (; j > 0 && strides[static_cast<size_t>(dims[j - 1])] < strides[static_cast<size_t>(d)]; --j)
       dims[j] = dims[j - 1];
     dims[j] = d;
   }
   for (size_t k = 0; k < n; ++k) order[static_cast<size_t>(positions[k])] = dims[k];
+  uint64_t code = 0;
+  for (size_t d = 0; d < r; ++d) code |= static_cast<uint64_t>(order[d]) << (4 * d);
+  return code;
+}
+
+std::vector<int> decode_order(uint64_t code, size_t rank) {
+  std::vector<int> order(rank);
+  for (size_t d = 0; d < rank; ++d) order[d] = static_cast<int>((code >> (4 * d)) & 0xf);
+  return order;
+}
+
+LayoutCode encode_layout(const InputMeta& input) {
+  const size_t r = input.sizes.size();
   LayoutCode code;
-  for (size_t d = 0; d < r; ++d) code.order |= static_cast<uint64_t>(order[d]) << (4 * d);
+  code.order = encode_order(input.sizes, input.strides);
+  std::array<int, 16> order{};
+  for (size_t d = 0; d < r; ++d) order[d] = static_cast<int>((code.order >> (4 * d)) & 0xf);
   int64_t expected = 1;
   for (size_t k = r; k > 0; --k) {
     size_t d = static_cast<size_t>(order[k - 1]);
@@ -46,10 +61,8 @@ InputLayout analyze_layout(const InputMeta& input) {
   const LayoutCode code = encode_layout(input);
   InputLayout l;
   l.alignment = input.alignment;
-  for (size_t d = 0; d < r; ++d) {
-    l.stride_order.push_back(static_cast<int>((code.order >> (4 * d)) & 0xf));
-    l.contiguous.push_back((code.contiguous >> d) & 1u);
-  }
+  l.stride_order = decode_order(code.order, r);
+  for (size_t d = 0; d < r; ++d) l.contiguous.push_back((code.contiguous >> d) & 1u);
   return l;
 }
 
@@ -189,6 +202,19 @@ void propagate_layouts(ConcreteFusion& c) {
   for (const Output& o : f.outputs)
     if (!o.stride_order.empty())
       c.stride_orders[static_cast<size_t>(o.value)].assign(o.stride_order.begin(), o.stride_order.end());
+  // The caller's own outputs (kf_execute_into) are written where they are:
+  // their layout decides, over the propagated and the pinned one. Values
+  // that are inputs keep theirs (an output that is an input is a copy),
+  // and a value given twice is written into its first output.
+  if (c.caller_output_orders.empty()) return;
+  std::vector<bool> set(f.values.size(), false);
+  for (const int64_t in : f.inputs) set[static_cast<size_t>(in)] = true;
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    const size_t v = static_cast<size_t>(f.outputs[i].value);
+    if (set[v]) continue;
+    set[v] = true;
+    c.stride_orders[v] = c.caller_output_orders[i];
+  }
 }
 
 void propagate_extent_deps(ConcreteFusion& c) {

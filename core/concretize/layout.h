@@ -3,6 +3,7 @@
 // transposed input gives a transposed output where accesses stay coalesced.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "core/concretize/concrete_fusion.h"
@@ -16,6 +17,12 @@ struct LayoutCode {
   uint32_t contiguous = 0;
 };
 LayoutCode encode_layout(const InputMeta& input);
+// The order part alone, for any tensor's sizes and strides (a caller's
+// output of kf_execute_into): dims of size <= 1 keep their place, the
+// others sorted by stride, largest first, ties by index.
+uint64_t encode_order(std::span<const int64_t> sizes, std::span<const int64_t> strides);
+// The stride order (outermost dim first) of an order code of `rank` dims.
+std::vector<int> decode_order(uint64_t code, size_t rank);
 
 InputLayout analyze_layout(const InputMeta& input);
 

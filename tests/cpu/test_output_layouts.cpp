@@ -1,0 +1,102 @@
+// The caller's output layouts are part of concretization (issue 42): with
+// kf_execute_into the plan is made for the memory the kernels write, so a
+// row-major output of a transposed input gets a tiled kernel (not strided
+// stores), a transposed output of row-major inputs too, and an output in
+// the inputs' own order the plain pointwise kernel. kf_execute keeps
+// choosing the layout itself. Checked on the plans here; results through
+// the C API in test_output_layouts_api.c.
+#include <cstring>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/pipeline/plan.h"
+#include "core/text/text_parser.h"
+
+extern "C" {
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+}
+
+namespace {
+
+constexpr const char* kAdd =
+    "input x: tensor<float32, 2>\ninput z: tensor<float32, 2>\ny = add(x, z)\noutput y\n";
+
+struct Call {
+  std::vector<int64_t> shape{64, 48};
+  std::vector<int64_t> row_major{48, 1}, col_major{1, 64};
+  std::vector<float> a = std::vector<float>(64 * 48), b = std::vector<float>(64 * 48), out = std::vector<float>(64 * 48);
+  DLTensor tensor(float* data, std::vector<int64_t>& strides) {
+    return DLTensor{data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape.data(), strides.data(), 0};
+  }
+};
+
+// The plan for input x of `x_strides` and z of `z_strides` (row-major
+// unless given), and (unless NULL) an output of `out_strides`.
+std::shared_ptr<kf::Plan> plan_for(const kf::Fusion& f, Call& c, std::vector<int64_t>& x_strides,
+                                   std::vector<int64_t>* out_strides, kf::Binding* b,
+                                   std::vector<int64_t>* z_strides = nullptr) {
+  DLTensor x = c.tensor(c.a.data(), x_strides), z = c.tensor(c.b.data(), z_strides ? *z_strides : c.row_major);
+  const DLTensor* in[2] = {&x, &z};
+  kf::bind_inputs(f, in, 2, b);
+  if (out_strides != nullptr) {
+    DLTensor y = c.tensor(c.out.data(), *out_strides);
+    DLTensor* outs[1] = {&y};
+    kf::bind_output_layouts(f, outs, 1, b);
+  }
+  return kf::plan_for(f, *b);
+}
+
+bool tiled(const kf::Plan& p) {
+  const kf::Segment& s = p.segmentation.segments.at(0);
+  return s.schedule && std::holds_alternative<kf::TiledParams>(*s.schedule);
+}
+
+void test_output_order_joins_the_plan(void**) {
+  auto f = kf::parse_fusion(kAdd);
+  Call c;
+  kf::Binding own, row, col;
+  // kf_execute: row-major inputs give a row-major output, pointwise.
+  auto p_own = plan_for(*f, c, c.row_major, nullptr, &own);
+  assert_false(tiled(*p_own));
+  // kf_execute_into, row-major output: the same kernel family.
+  auto p_row = plan_for(*f, c, c.row_major, &c.row_major, &row);
+  assert_false(tiled(*p_row));
+  assert_true(p_row->concrete->stride_orders.at(2) == (std::vector<int>{0, 1}));
+  // A column-major output: its own plan, tiled.
+  auto p_col = plan_for(*f, c, c.row_major, &c.col_major, &col);
+  assert_true(p_col->concrete->stride_orders.at(2) == (std::vector<int>{1, 0}));
+  assert_true(tiled(*p_col));
+  assert_false(row.key == col.key);
+  assert_true(p_col != p_row);
+}
+
+void test_transposed_inputs_into_row_major_output(void**) {
+  auto f = kf::parse_fusion(kAdd);
+  Call c;
+  kf::Binding own, row;
+  // x and z column-major (a transposed view each): kfuse's own choice
+  // follows them (a column-major output), plain pointwise; the caller's
+  // row-major output (torch.empty(shape)) needs tiles, not strided stores.
+  auto p_own = plan_for(*f, c, c.col_major, nullptr, &own, &c.col_major);
+  assert_true(p_own->concrete->stride_orders.at(2) == (std::vector<int>{1, 0}));
+  assert_false(tiled(*p_own));
+  auto p_row = plan_for(*f, c, c.col_major, &c.row_major, &row, &c.col_major);
+  assert_true(p_row->concrete->stride_orders.at(2) == (std::vector<int>{0, 1}));
+  assert_true(tiled(*p_row));
+}
+
+}  // namespace
+
+int main() {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_output_order_joins_the_plan),
+      cmocka_unit_test(test_transposed_inputs_into_row_major_output),
+  };
+  return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
