@@ -122,10 +122,14 @@ void execute_into(kf_fusion f, const DLTensor* const* inputs, const uint64_t* in
   kf::Scratch<kf::Binding> b;
   kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
   kf::bind_inputs(*fusion, inputs, num_inputs, b.get());
-  // The plan is made for the outputs' memory order too (a row-major output
-  // of a transposed input gets a tiled kernel).
-  kf::bind_output_layouts(*fusion, outputs, num_outputs, b.get());
   auto p = kf::plan_for(*fusion, *b);
+  // The plan is made for the outputs' memory order too (a row-major output
+  // of a transposed input gets a tiled kernel): where the caller's outputs
+  // are not laid out as kfuse would lay them out, they join the key.
+  if (!kf::outputs_in_plan_layout(*fusion, *p->concrete, outputs, num_outputs, *b)) {
+    kf::bind_output_layouts(*fusion, outputs, num_outputs, b.get());
+    p = kf::plan_for(*fusion, *b);
+  }
   check_output_count(p->fusion(), num_outputs, fn);
   if (num_outputs > 0) require(outputs, fn, "outputs");
   for (size_t i = 0; i < num_outputs; ++i)

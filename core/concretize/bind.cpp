@@ -112,18 +112,37 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
   }
 }
 
+namespace {
+
+// The order code of the caller's tensor for output value `v` (row-major
+// where its metadata is missing or malformed: the output checks report it).
+uint64_t caller_order_code(const Value& v, std::span<const int64_t> sizes, const DLTensor* t) {
+  constexpr uint64_t kRowMajor = 0xfedcba9876543210ull;  // decodes to 0, 1, 2, ... for any rank <= 16
+  uint64_t code = kRowMajor;
+  if (t != nullptr && t->ndim == v.rank && t->strides != nullptr && v.rank > 1)
+    code = encode_order(sizes, std::span<const int64_t>(t->strides, static_cast<size_t>(v.rank)));
+  return code & (v.rank >= 16 ? ~uint64_t{0} : (uint64_t{1} << (4 * v.rank)) - 1);
+}
+
+}  // namespace
+
+bool outputs_in_plan_layout(const Fusion& fusion, const ConcreteFusion& c, const DLTensor* const* outputs,
+                            size_t num_outputs, const Binding& b) {
+  if (outputs == nullptr || num_outputs != fusion.outputs.size()) return true;  // the count check reports it
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const Value& v = fusion.value(fusion.outputs[i].value);
+    if (caller_order_code(v, b.sizes[v.id], outputs[i]) != c.output_order_codes[i]) return false;
+  }
+  return true;
+}
+
 void bind_output_layouts(const Fusion& fusion, const DLTensor* const* outputs, size_t num_outputs, Binding* binding) {
   Binding& b = *binding;
   b.output_orders.clear();
   if (outputs == nullptr || num_outputs != fusion.outputs.size()) return;  // the count check reports it
-  constexpr uint64_t kRowMajor = 0xfedcba9876543210ull;  // decodes to 0, 1, 2, ... for any rank <= 16
   for (size_t i = 0; i < num_outputs; ++i) {
-    const DLTensor* t = outputs[i];
     const Value& v = fusion.value(fusion.outputs[i].value);
-    uint64_t code = kRowMajor;
-    if (t != nullptr && t->ndim == v.rank && t->strides != nullptr && v.rank > 1)
-      code = encode_order(b.sizes[v.id], std::span<const int64_t>(t->strides, static_cast<size_t>(v.rank)));
-    b.output_orders.push_back(code & (v.rank >= 16 ? ~uint64_t{0} : (uint64_t{1} << (4 * v.rank)) - 1));
+    b.output_orders.push_back(caller_order_code(v, b.sizes[v.id], outputs[i]));
   }
   std::vector<int64_t>& w = b.key.words;
   const size_t from = w.size();

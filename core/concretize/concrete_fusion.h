@@ -72,6 +72,10 @@ class ConcreteFusion {
   // Per output: the stride order of the caller's tensor it is written into
   // (kf_execute_into); empty where kfuse chose the outputs' layouts.
   std::vector<std::vector<int>> caller_output_orders;
+  // Per output: the order code (encode_order) of the layout the plan
+  // writes it in, so kf_execute_into can tell whether a caller's outputs
+  // already match a plan made without them (outputs_in_plan_layout).
+  std::vector<uint64_t> output_order_codes;
   // Per value id: the ids its extents depend on (input extents < 0, shape
   // scalars >= 0), sorted and unique.
   std::vector<std::vector<int64_t>> extent_deps;
@@ -100,6 +104,13 @@ Binding bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t 
 // malformed output counts as row-major here and is reported by the output
 // checks.
 void bind_output_layouts(const Fusion& fusion, const DLTensor* const* outputs, size_t num_outputs, Binding* b);
+// Whether the caller's outputs are laid out as `c` (a plan bound without
+// them) writes them anyway: then kf_execute_into uses that plan rather than
+// binding the outputs into a key of their own (no second plan, no second
+// compile, for the common case). Counts that disagree count as a match
+// (the output checks report them).
+bool outputs_in_plan_layout(const Fusion& fusion, const ConcreteFusion& c, const DLTensor* const* outputs,
+                            size_t num_outputs, const Binding& b);
 
 // The concretize stage: the ConcreteFusion of `binding`'s class (layouts,
 // size classes, extent dependencies, extent sets). Not cached here: the

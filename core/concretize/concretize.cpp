@@ -3,6 +3,8 @@
 #include "core/concretize/extent_sets.h"
 #include "core/concretize/layout.h"
 
+#include <algorithm>
+
 namespace kf {
 
 std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Binding& b) {
@@ -23,6 +25,21 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
     c->caller_output_orders.push_back(
         decode_order(b.output_orders[i], static_cast<size_t>(fusion.value(fusion.outputs[i].value).rank)));
   propagate_layouts(*c);
+  for (const Output& o : fusion.outputs) {
+    // The code of a compact tensor in the plan's order, as a caller's
+    // tensor in that order would encode (size-1 dims keep their place).
+    const std::span<const int64_t> sizes = b.sizes[o.value];
+    const std::vector<int>& order = c->stride_orders[static_cast<size_t>(o.value)];
+    Extents strides(sizes.size(), 1);
+    int64_t s = 1;
+    for (size_t k = order.size(); k > 0; --k) {
+      const size_t d = static_cast<size_t>(order[k - 1]);
+      strides[d] = s;
+      s *= std::max<int64_t>(sizes[d], 1);  // at most the element count: <= 2^62
+    }
+    const size_t r = sizes.size();
+    c->output_order_codes.push_back(encode_order(sizes, strides) & (r >= 16 ? ~uint64_t{0} : (uint64_t{1} << (4 * r)) - 1));
+  }
   propagate_extent_deps(*c);
   auto sets = std::make_shared<ExtentSets>(*c);  // reads the fields above
   sets->freeze();

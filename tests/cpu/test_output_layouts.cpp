@@ -91,12 +91,44 @@ void test_transposed_inputs_into_row_major_output(void**) {
   assert_true(tiled(*p_row));
 }
 
+// kf_execute_into reuses the plan kfuse made for the inputs alone where
+// the caller's outputs are laid out as that plan writes them (no second
+// plan and compile), and binds them into a key of their own otherwise.
+void test_matching_outputs_reuse_the_plan(void**) {
+  auto f = kf::parse_fusion(kAdd);
+  Call c;
+  kf::Binding b;
+  for (std::vector<int64_t>* inputs : {&c.row_major, &c.col_major}) {
+    auto p = plan_for(*f, c, *inputs, nullptr, &b, inputs);
+    const bool row_inputs = inputs == &c.row_major;
+    DLTensor row = c.tensor(c.out.data(), c.row_major), col = c.tensor(c.out.data(), c.col_major);
+    DLTensor* outs_row[1] = {&row};
+    DLTensor* outs_col[1] = {&col};
+    assert_true(kf::outputs_in_plan_layout(*f, *p->concrete, outs_row, 1, b) == row_inputs);
+    assert_true(kf::outputs_in_plan_layout(*f, *p->concrete, outs_col, 1, b) == !row_inputs);
+    // NULL strides mean row-major; a count that disagrees is left to the checks.
+    row.strides = nullptr;
+    assert_true(kf::outputs_in_plan_layout(*f, *p->concrete, outs_row, 1, b) == row_inputs);
+    assert_true(kf::outputs_in_plan_layout(*f, *p->concrete, outs_row, 0, b));
+  }
+  // A size-1 dim's stride says nothing: [1, N] row-major and "column-major" match.
+  Call one;
+  one.shape = {1, 48};
+  std::vector<int64_t> wide{48, 1}, odd{1, 1};
+  kf::Binding b1;
+  auto p1 = plan_for(*f, one, wide, nullptr, &b1, &wide);
+  DLTensor y = one.tensor(one.out.data(), odd);
+  DLTensor* outs[1] = {&y};
+  assert_true(kf::outputs_in_plan_layout(*f, *p1->concrete, outs, 1, b1));
+}
+
 }  // namespace
 
 int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_output_order_joins_the_plan),
       cmocka_unit_test(test_transposed_inputs_into_row_major_output),
+      cmocka_unit_test(test_matching_outputs_reuse_the_plan),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
