@@ -121,9 +121,11 @@ void read_tensor(const Value& v, const DLTensor* t, const TensorName& name, Inpu
   // not be offset as a pointer.
   // The address range the tensor reaches must not wrap around the address
   // space (a byte_offset near 2^64 is a negative offset in disguise).
-  uintptr_t start, end;
+  uintptr_t start, bytes, end;
   if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t->data), t->byte_offset, &start) ||
-      (count > 0 && __builtin_add_overflow(start, static_cast<uintptr_t>(m.max_offset + 1) * static_cast<uintptr_t>(dtype_size(v.dtype)), &end)))
+      (count > 0 && (__builtin_mul_overflow(static_cast<uintptr_t>(m.max_offset + 1),
+                                            static_cast<uintptr_t>(dtype_size(v.dtype)), &bytes) ||
+                     __builtin_add_overflow(start, bytes, &end))))
     fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,
          ") and the strides reach past the end of the address space");
   m.data = reinterpret_cast<std::byte*>(start);

@@ -73,9 +73,10 @@ MemoryRegion check_output_tensor(const Value& v, std::span<const int64_t> sizes,
         reach > (int64_t{1} << 62))
       fail(KF_ERR_SHAPE_MISMATCH, name, ": strides reach beyond int64 offsets at dim ", d);
   }
-  uintptr_t start, end;
+  uintptr_t start, bytes, end;
   if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t->data), t->byte_offset, &start) ||
-      __builtin_add_overflow(start, static_cast<uintptr_t>(reach + 1) * static_cast<uintptr_t>(elem), &end))
+      __builtin_mul_overflow(static_cast<uintptr_t>(reach + 1), static_cast<uintptr_t>(elem), &bytes) ||
+      __builtin_add_overflow(start, bytes, &end))
     fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,
          ") and the strides reach past the end of the address space");
   // Kernels store whole elements (vectors of them on the GPU): a split

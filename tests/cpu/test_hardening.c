@@ -247,6 +247,14 @@ static void test_output_misaligned_or_wrapping(void** state) {
   tx.byte_offset = (uint64_t)0 - 4;
   KF_EXPECT_ERROR(kf_execute_into(f, in, 1, outs, 1, NULL), KF_ERR_INVALID_ARGUMENT,
                   "input 0 (value 0): data pointer + byte_offset");
+  /* A reach within int64 offsets (2^62 elements) whose bytes pass 2^64:
+   * the byte count itself must not wrap. */
+  tx.byte_offset = 0;
+  int64_t huge[1] = {((int64_t)1 << 61) + 1}, two[1] = {2};
+  tx.shape = huge;
+  tx.strides = two;
+  KF_EXPECT_ERROR(kf_execute_into(f, in, 1, outs, 1, NULL), KF_ERR_INVALID_ARGUMENT,
+                  "input 0 (value 0): data pointer + byte_offset (");
   kf_fusion_release(f);
 }
 
