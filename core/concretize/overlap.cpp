@@ -8,8 +8,8 @@ namespace {
 
 // The window of byte residues modulo `period` that r's bytes fall in:
 // [start, start + length) mod period. Dims whose byte stride is a multiple
-// of the period add nothing; the others add their whole reach. nullopt
-// where the window covers every residue.
+// of the period add nothing; the others add their whole reach. `all`
+// where the window covers every residue (the period proves nothing).
 struct Window {
   uint64_t start, length;
   bool all;
