@@ -17,7 +17,12 @@ namespace kf::cpu {
 struct Env {
   std::vector<TensorView> values;
   std::vector<bool> ready;
+  Env() = default;
   explicit Env(size_t n) : values(n), ready(n, false) {}
+  void unset(int64_t id) {
+    values[static_cast<size_t>(id)] = TensorView{};
+    ready[static_cast<size_t>(id)] = false;
+  }
   void set(int64_t id, TensorView t) {
     values[static_cast<size_t>(id)] = std::move(t);
     ready[static_cast<size_t>(id)] = true;
