@@ -434,6 +434,36 @@ static void test_builder_counts_and_flags(void** state) {
   kf_builder_destroy(b);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Many segments                                                            */
+
+/* 4000 segments in a chain (neg, cut, neg, cut, ...), run twice: the CPU
+ * backend's per-thread environment is reused across segments and calls,
+ * so what one segment set must not leak into the next (once each segment
+ * built an environment over every value: quadratic in the segments). */
+static void test_many_segments(void** state) {
+  (void)state;
+  enum { N = 4000 };
+  size_t cap = 64 + (size_t)N * 48;
+  char* text = malloc(cap);
+  size_t len = (size_t)snprintf(text, cap, "input v0: tensor<float32, 1>\n");
+  for (int i = 0; i < N; ++i)
+    len += (size_t)snprintf(text + len, cap - len, "a%d = neg(v%d)\nv%d = segment_set(a%d)\n", i, i, i + 1, i);
+  snprintf(text + len, cap - len, "output v%d\n", N);
+  kf_fusion f = parse(text);
+  free(text);
+  for (int call = 0; call < 2; ++call) {
+    float x[3] = {1.5f, -2.0f, (float)call};
+    int64_t shape[1] = {3};
+    DLTensor tx = kf_test_tensor(x, kf_test_f32(), 1, shape, NULL);
+    const DLTensor* in[1] = {&tx};
+    DLManagedTensor* out = NULL;
+    KF_CHECK(kf_execute(f, in, 1, &out, 1, NULL));
+    kf_test_expect_f32(out, x, 3); /* an even number of negations */
+  }
+  kf_fusion_release(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_in_place_output_larger_than_its_input),
@@ -449,6 +479,7 @@ int main(void) {
       cmocka_unit_test(test_interleaved_views_of_one_buffer),
       cmocka_unit_test(test_execute_segment_checks_inputs),
       cmocka_unit_test(test_builder_counts_and_flags),
+      cmocka_unit_test(test_many_segments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
