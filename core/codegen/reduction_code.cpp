@@ -109,7 +109,10 @@ std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t
         continue;
       }
     }
-    Accumulator a{w.fresh("acc"), accumulator_dtype(f.value(e.inputs[0]).dtype), &e, ""};
+    Accumulator a;
+    a.name = w.fresh("acc");
+    a.acc = accumulator_dtype(f.value(e.inputs[0]).dtype);
+    a.expr = &e;
     for (const auto& [mi, si] : online) {
       if (si != ei) continue;
       // The max is declared first: it comes first in the phase.
