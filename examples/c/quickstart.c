@@ -3,6 +3,10 @@
  *
  *   quickstart [path/to/libkfuse.so]
  *
+ * Without an argument it loads the library built beside it (the build
+ * tree's, KFUSE_BUILT_LIBRARY), else the installed libkfuse.so.0 from the
+ * loader's search path.
+ *
  * dlopen() keeps this program free of a link-time dependency: the same
  * binary runs against any libkfuse with a matching API version. */
 #include <dlfcn.h>
@@ -42,8 +46,13 @@ static void check(kf_status status, const char* call) {
 }
 
 int main(int argc, char** argv) {
-  const char* path = argc > 1 ? argv[1] : "libkfuse.so";
+#ifdef KFUSE_BUILT_LIBRARY
+  const char* path = argc > 1 ? argv[1] : KFUSE_BUILT_LIBRARY;
+#else
+  const char* path = argc > 1 ? argv[1] : "libkfuse.so.0";
+#endif
   void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL && argc <= 1) lib = dlopen(path = "libkfuse.so.0", RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     fprintf(stderr, "quickstart: cannot load %s: %s\n", path, dlerror());
     return 1;
