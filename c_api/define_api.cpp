@@ -278,7 +278,8 @@ KF_API kf_status kf_gather(kf_builder b, int64_t a, int64_t dim, int64_t index, 
 
 // Scatter attrs [dim, reduce, include_self, deterministic] from the C
 // API's reduce code and flags.
-std::vector<int64_t> scatter_attrs(int64_t dim, kf_scatter_reduce reduce, uint32_t flags, const char* fn) {
+// `reduce` by reference: a copy would load an out-of-range enum value (UB).
+std::vector<int64_t> scatter_attrs(int64_t dim, const kf_scatter_reduce& reduce, uint32_t flags, const char* fn) {
   const int r = code(reduce);
   if (r < KF_SCATTER_NONE || r > KF_SCATTER_AMIN)
     kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": reduce ", r, " is not a kf_scatter_reduce (expected 0..", KF_SCATTER_AMIN, ")");
