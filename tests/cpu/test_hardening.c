@@ -430,6 +430,14 @@ static void test_builder_counts_and_flags(void** state) {
                   "kf_reduce: argument 'axes' has 18446744073709551615 entries, more than the limit of");
   KF_EXPECT_ERROR(kf_builder_op(b, KF_OP_ADD, axes, SIZE_MAX, NULL, 0, &y, 1), KF_ERR_INVALID_ARGUMENT,
                   "kf_builder_op: argument 'args' has");
+  /* An enum argument outside its enum: checked through its bytes. */
+  int64_t idx, src;
+  KF_CHECK(kf_define_tensor(b, 2, KF_INT64, &idx));
+  KF_CHECK(kf_define_tensor(b, 2, KF_FLOAT32, &src));
+  KF_EXPECT_ERROR(kf_scatter(b, x, 1, idx, src, (kf_scatter_reduce)100, 0, &y), KF_ERR_INVALID_ARGUMENT,
+                  "kf_scatter: reduce 100 is not a kf_scatter_reduce");
+  KF_EXPECT_ERROR(kf_index_reduce(b, x, 1, idx, src, (kf_scatter_reduce)-1, 0, &y), KF_ERR_INVALID_ARGUMENT,
+                  "kf_index_reduce: reduce -1 is not a kf_scatter_reduce");
   KF_CHECK(kf_reduce(b, KF_OP_SUM, x, axes, 1, 1, &y));
   kf_builder_destroy(b);
 }
