@@ -3,8 +3,6 @@
 #include "core/concretize/extent_sets.h"
 #include "core/concretize/layout.h"
 
-#include <algorithm>
-
 namespace kf {
 
 std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Binding& b) {
@@ -26,17 +24,15 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
         decode_order(b.output_orders[i], static_cast<size_t>(fusion.value(fusion.outputs[i].value).rank)));
   propagate_layouts(*c);
   for (const Output& o : fusion.outputs) {
-    // The code of a compact tensor in the plan's order, as a caller's
-    // tensor in that order would encode (size-1 dims keep their place).
+    // The code a caller's tensor in the plan's order would encode (size-1
+    // dims keep their place): only the strides' order matters, so each dim
+    // gets its position, outermost largest (compact strides could
+    // overflow: an empty tensor's other dims may be huge).
     const std::span<const int64_t> sizes = b.sizes[o.value];
     const std::vector<int>& order = c->stride_orders[static_cast<size_t>(o.value)];
-    Extents strides(sizes.size(), 1);
-    int64_t s = 1;
-    for (size_t k = order.size(); k > 0; --k) {
-      const size_t d = static_cast<size_t>(order[k - 1]);
-      strides[d] = s;
-      s *= std::max<int64_t>(sizes[d], 1);  // at most the element count: <= 2^62
-    }
+    Extents strides(sizes.size(), 0);
+    for (size_t k = 0; k < order.size(); ++k)
+      strides[static_cast<size_t>(order[k])] = static_cast<int64_t>(order.size() - k);
     const size_t r = sizes.size();
     c->output_order_codes.push_back(encode_order(sizes, strides) & (r >= 16 ? ~uint64_t{0} : (uint64_t{1} << (4 * r)) - 1));
   }

@@ -90,6 +90,27 @@ static void test_broadcast_count_overflow(void** state) {
   kf_fusion_release(f);
 }
 
+/* An empty tensor whose other dims multiply past int64 ([0, 2^40, 2^40]):
+ * the plan's output layout code was computed from compact strides that
+ * overflowed (found by fuzz_concretize under UBSan). */
+static void test_empty_with_dims_whose_product_overflows(void** state) {
+  (void)state;
+  kf_fusion f = NULL;
+  KF_CHECK(kf_fusion_from_text("input x: tensor<float32, 3>\ny = relu(x)\noutput y\n", &f));
+  float data[4] = {0};
+  int64_t shape[3] = {0, INT64_C(1) << 40, INT64_C(1) << 40};
+  DLTensor x = kf_test_tensor(data, kf_test_f32(), 3, shape, NULL);
+  const DLTensor* in[1] = {&x};
+  kf_concrete c;
+  KF_CHECK(kf_concretize(f, in, 1, &c));
+  kf_concrete_release(c);
+  DLManagedTensor* out = NULL;
+  KF_CHECK(kf_execute(f, in, 1, &out, 1, NULL));
+  assert_int_equal(out->dl_tensor.shape[0], 0);
+  out->deleter(out);
+  kf_fusion_release(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_type_outside_enum),
@@ -97,6 +118,7 @@ int main(void) {
       cmocka_unit_test(test_huge_strides),
       cmocka_unit_test(test_empty_with_huge_dims),
       cmocka_unit_test(test_broadcast_count_overflow),
+      cmocka_unit_test(test_empty_with_dims_whose_product_overflows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
