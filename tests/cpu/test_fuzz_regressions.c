@@ -111,6 +111,59 @@ static void test_empty_with_dims_whose_product_overflows(void** state) {
   kf_fusion_release(f);
 }
 
+/* fuzz_execute: an empty tensor with huge dims ([2, 0, INT64_MAX]) is
+ * valid, but the compact strides the CPU backend gave it (its output here)
+ * overflowed int64 (UB); they now saturate as the input's do. So do the
+ * strides its shape ops derive (unsqueeze, slice, reshape's layout test),
+ * which overflowed on such tensors and on size-1 dims with huge strides. */
+static void test_execute_empty_with_huge_dims(void** state) {
+  (void)state;
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text("input x: tensor<float32, 3>\ny = neg(x)\noutput y\n", &f));
+  float data[1] = {0};
+  int64_t shape[3] = {2, 0, INT64_MAX};
+  DLTensor x = kf_test_tensor(data, kf_test_f32(), 3, shape, NULL);
+  const DLTensor* in[1] = {&x};
+  DLManagedTensor* y = NULL;
+  KF_CHECK(kf_execute(f, in, 1, &y, 1, NULL));
+  assert_int_equal(y->dl_tensor.shape[1], 0);
+  assert_int_equal(y->dl_tensor.shape[2], INT64_MAX);
+  y->deleter(y);
+  kf_fusion_release(f);
+
+  /* Views of [3, 0, INT64_MAX]: unsqueeze multiplies the (saturated) stride
+   * of dim 0 by 3, slice the stride of dim 1 by its step. */
+  KF_CHECK(kf_fusion_from_text("input x: tensor<float32, 3>\nu = unsqueeze(x) {dim=0}\n"
+                               "s = slice(u) {dim=1, start=0, stop=end, step=2}\ny = neg(s)\noutput y\n",
+                               &f));
+  int64_t empty[3] = {3, 0, INT64_MAX};
+  x = kf_test_tensor(data, kf_test_f32(), 3, empty, NULL);
+  KF_CHECK(kf_execute(f, in, 1, &y, 1, NULL));
+  assert_int_equal(y->dl_tensor.shape[1], 2);
+  y->deleter(y);
+  /* One element whose size-1 dim 0 has stride INT64_MAX: slice's step 2
+   * doubles it. */
+  float one[1] = {1.5f};
+  int64_t ones[3] = {1, 1, 1}, strides[3] = {INT64_MAX, 1, 1};
+  x = kf_test_tensor(one, kf_test_f32(), 3, ones, strides);
+  KF_CHECK(kf_execute(f, in, 1, &y, 1, NULL));
+  assert_true(((float*)y->dl_tensor.data)[0] == -1.5f);
+  y->deleter(y);
+  kf_fusion_release(f);
+
+  /* reshape's row-major test on [0, INT64_MAX, 2]. */
+  KF_CHECK(kf_fusion_from_text("input x: tensor<float32, 3>\nconst z: int64 = 0\nconst two: int64 = 2\n"
+                               "const big: int64 = 9223372036854775807\nr = reshape(x, [two, z, big])\n"
+                               "y = neg(r)\noutput y\n",
+                               &f));
+  int64_t wide[3] = {0, INT64_MAX, 2};
+  x = kf_test_tensor(data, kf_test_f32(), 3, wide, NULL);
+  KF_CHECK(kf_execute(f, in, 1, &y, 1, NULL));
+  assert_int_equal(y->dl_tensor.shape[2], INT64_MAX);
+  y->deleter(y);
+  kf_fusion_release(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_type_outside_enum),
@@ -119,6 +172,7 @@ int main(void) {
       cmocka_unit_test(test_empty_with_huge_dims),
       cmocka_unit_test(test_broadcast_count_overflow),
       cmocka_unit_test(test_empty_with_dims_whose_product_overflows),
+      cmocka_unit_test(test_execute_empty_with_huge_dims),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,14 @@ namespace kf::cpu {
 
 namespace {
 
+// Strides derived from others (sizes, strides and steps are >= 0) saturate:
+// they overflow only where no second element is addressed through them (an
+// empty tensor with huge dims, a size-1 dim), and there any value is valid.
+int64_t mul_saturating(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 TensorView broadcast_in_dim(const TensorView& a, const Sizes& sizes,
                             std::span<const int64_t> dims) {
   TensorView v = a;
@@ -28,7 +36,7 @@ bool is_row_major(const TensorView& a) {
   for (size_t d = a.sizes.size(); d > 0; --d) {
     if (a.sizes[d - 1] == 1) continue;
     if (a.strides[d - 1] != expected) return false;
-    expected *= a.sizes[d - 1];
+    expected = mul_saturating(expected, a.sizes[d - 1]);
   }
   return true;
 }
@@ -67,7 +75,7 @@ TensorView unsqueeze(const TensorView& a, int64_t dim) {
   TensorView v = a;
   const size_t d = static_cast<size_t>(dim);
   // Any stride is valid for a size-1 dim; this one keeps compact views compact.
-  const int64_t stride = d < a.sizes.size() ? a.strides[d] * a.sizes[d] : 1;
+  const int64_t stride = d < a.sizes.size() ? mul_saturating(a.strides[d], a.sizes[d]) : 1;
   v.sizes.insert(v.sizes.begin() + dim, 1);
   v.strides.insert(v.strides.begin() + dim, stride);
   return v;
@@ -79,7 +87,7 @@ TensorView slice(const TensorView& a, const SliceAttrs& attrs) {
   TensorView v = a;
   v.sizes[d] = r.length;
   if (r.length > 0) v.data += r.start * a.strides[d] * dtype_size(a.dtype);
-  v.strides[d] = a.strides[d] * attrs.step;
+  v.strides[d] = mul_saturating(a.strides[d], attrs.step);
   return v;
 }
 

@@ -16,7 +16,9 @@ Extents compact_strides_inline(std::span<const int64_t> sizes, std::span<const i
   for (size_t k = r; k > 0; --k) {
     const size_t d = order.empty() ? k - 1 : static_cast<size_t>(order[k - 1]);
     strides[d] = s;
-    s *= std::max<int64_t>(sizes[d], 1);
+    // Saturates as read_tensor does: only an empty tensor (never addressed)
+    // can overflow here, e.g. [2, 0, INT64_MAX].
+    if (__builtin_mul_overflow(s, std::max<int64_t>(sizes[d], 1), &s)) s = INT64_MAX;
   }
   return strides;
 }
