@@ -1,5 +1,6 @@
 /* Inputs found by the libFuzzer targets (fuzz/) that once hit undefined
- * behaviour in concretization; each must now fail cleanly or succeed. */
+ * behaviour in concretization or execution; each must now fail cleanly or
+ * succeed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -164,6 +165,48 @@ static void test_execute_empty_with_huge_dims(void** state) {
   kf_fusion_release(f);
 }
 
+/* fuzz_execute: a tensor whose element offsets stay within kfuse's int64
+ * limit (2^62) but whose bytes reach past the end of the address space.
+ * (max_offset + 1) * element size was multiplied in uintptr_t and wrapped
+ * to a few bytes, so the check that the address range does not wrap
+ * passed: [1, 2] float32 with strides [1, 2^62] has its element [0, 1]
+ * 2^64 bytes after the first, and [2^62] int64 elements (compact) span
+ * 2^65 bytes. The CPU backend then computed the wrapped address. Inputs
+ * (kf_concretize, kf_execute) and outputs (kf_execute_into) are checked. */
+static void test_reach_wraps_address_space(void** state) {
+  (void)state;
+  kf_fusion f = add_relu();
+  float data[4] = {0}, out[4] = {0};
+  int64_t shape[2] = {1, 2}, wrap[2] = {1, INT64_C(1) << 62};
+  DLTensor x = kf_test_tensor(data, kf_test_f32(), 2, shape, wrap);
+  DLTensor b = kf_test_tensor(data, kf_test_f32(), 2, shape, NULL);
+  const DLTensor* in[2] = {&x, &b};
+  kf_concrete c;
+  KF_EXPECT_ERROR(kf_concretize(f, in, 2, &c), KF_ERR_INVALID_ARGUMENT, "past the end of the address space");
+  DLManagedTensor* y = NULL;
+  KF_EXPECT_ERROR(kf_execute(f, in, 2, &y, 1, NULL), KF_ERR_INVALID_ARGUMENT, "input 0");
+  assert_null(y);
+
+  /* The same strides on an output. */
+  DLTensor ok = kf_test_tensor(data, kf_test_f32(), 2, shape, NULL);
+  const DLTensor* good[2] = {&ok, &b};
+  DLTensor o = kf_test_tensor(out, kf_test_f32(), 2, shape, wrap);
+  DLTensor* outs[1] = {&o};
+  KF_EXPECT_ERROR(kf_execute_into(f, good, 2, outs, 1, NULL), KF_ERR_INVALID_ARGUMENT,
+                  "past the end of the address space");
+  kf_fusion_release(f);
+
+  /* 2^62 compact int64 elements: within the element limit, 2^65 bytes. */
+  kf_fusion g;
+  KF_CHECK(kf_fusion_from_text("input x: tensor<int64, 1>\ny = neg(x)\noutput y\n", &g));
+  int64_t n[1] = {INT64_C(1) << 62};
+  int64_t words[1] = {0};
+  DLTensor big = kf_test_tensor(words, kf_test_i64(), 1, n, NULL);
+  const DLTensor* gin[1] = {&big};
+  KF_EXPECT_ERROR(kf_concretize(g, gin, 1, &c), KF_ERR_INVALID_ARGUMENT, "past the end of the address space");
+  kf_fusion_release(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_type_outside_enum),
@@ -173,6 +216,7 @@ int main(void) {
       cmocka_unit_test(test_broadcast_count_overflow),
       cmocka_unit_test(test_empty_with_dims_whose_product_overflows),
       cmocka_unit_test(test_execute_empty_with_huge_dims),
+      cmocka_unit_test(test_reach_wraps_address_space),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
