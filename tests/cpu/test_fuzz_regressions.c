@@ -207,6 +207,35 @@ static void test_reach_wraps_address_space(void** state) {
   kf_fusion_release(g);
 }
 
+/* fuzz_execute: empty tensors with NULL data and a byte_offset pass the
+ * checks (nothing is addressed), and so does an empty output whose offset
+ * wraps around the address space, but the CPU backend applied the offset
+ * to the pointer (UB: an offset to a null pointer, a pointer overflow) when
+ * it ran them: inputs of kf_execute and outputs of kf_execute_into. */
+static void test_execute_empty_with_odd_offsets(void** state) {
+  (void)state;
+  kf_fusion f = add_relu();
+  int64_t shape[2] = {0, 3};
+  DLTensor x = kf_test_tensor(NULL, kf_test_f32(), 2, shape, NULL);
+  x.byte_offset = 5;
+  DLTensor b = x;
+  b.byte_offset = 4;
+  const DLTensor* in[2] = {&x, &b};
+  DLManagedTensor* y = NULL;
+  KF_CHECK(kf_execute(f, in, 2, &y, 1, NULL));
+  assert_int_equal(y->dl_tensor.shape[0], 0);
+  y->deleter(y);
+  DLTensor o = kf_test_tensor(NULL, kf_test_f32(), 2, shape, NULL);
+  o.byte_offset = 1;
+  DLTensor* outs[1] = {&o};
+  KF_CHECK(kf_execute_into(f, in, 2, outs, 1, NULL));
+  float data[4] = {0};
+  o.data = data;
+  o.byte_offset = UINT64_MAX - 3;
+  KF_CHECK(kf_execute_into(f, in, 2, outs, 1, NULL));
+  kf_fusion_release(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_type_outside_enum),
@@ -217,6 +246,7 @@ int main(void) {
       cmocka_unit_test(test_empty_with_dims_whose_product_overflows),
       cmocka_unit_test(test_execute_empty_with_huge_dims),
       cmocka_unit_test(test_reach_wraps_address_space),
+      cmocka_unit_test(test_execute_empty_with_odd_offsets),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
 // without computing them: outputs keep their contents. It exists to measure
 // the shared host path (binding, concretization lookup, executor) without a
 // GPU: bench/host_latency_bench --dry-run and the instruction budget test.
+#include <cstdint>
 #include <cstdlib>
 
 #include "core/runtime/backend.h"
@@ -28,7 +29,10 @@ cpu::TensorView view_of(const DLTensor& t, DType dtype) {
   v.sizes.assign(t.shape, t.shape + t.ndim);
   v.strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim)
                         : cpu::compact_strides(v.sizes);
-  v.data = static_cast<std::byte*>(t.data) + t.byte_offset;
+  // In integer arithmetic, as the checks compute it: an empty tensor (never
+  // addressed) may have NULL data or an offset that wraps around (2^64 - 4
+  // on an empty output), which pointer arithmetic may not express.
+  v.data = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(t.data) + t.byte_offset);
   return v;
 }
 
