@@ -1,6 +1,7 @@
 #include "core/runtime/executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/runtime/backend.h"
@@ -31,6 +32,9 @@ struct RunState {
   std::vector<Intermediate> intermediates;  // per RunPlan slot
   std::vector<const DLTensor*> ins;
   std::vector<DLTensor*> outs;
+  // Per input: a copy of each scalar input, over its bytes in scalar_bits.
+  std::vector<DLTensor> scalars;
+  std::vector<uint64_t> scalar_bits;
 };
 
 // "intermediate value 5", streamed only when a message is built.
@@ -89,9 +93,31 @@ void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLT
   Scratch<RunState> state;
   state->intermediates.assign(plan.intermediates.size(), Intermediate{});
   IntermediateGuard guard(backend, c.device, options, state->intermediates);
+  // Scalar inputs are values, read when the call binds them, and outputs may
+  // share their memory (check_output skips scalars): a segment that runs
+  // after one wrote such an output must still see the bound value (a shape
+  // scalar read again would size the segment's results differently). Each
+  // segment reads a copy taken before any runs.
+  bool has_scalars = false;
+  for (int64_t id : f.inputs) has_scalars = has_scalars || f.value(id).is_scalar;
+  if (has_scalars) {
+    state->scalars.assign(f.inputs.size(), DLTensor{});  // data NULL: not a scalar
+    state->scalar_bits.assign(f.inputs.size(), 0);
+    for (size_t i = 0; i < f.inputs.size(); ++i) {
+      const Value& v = f.value(f.inputs[i]);
+      if (!v.is_scalar) continue;
+      DLTensor& t = state->scalars[i];
+      t = *inputs[i];
+      std::memcpy(&state->scalar_bits[i], b.inputs[i].data, static_cast<size_t>(dtype_size(v.dtype)));
+      t.data = &state->scalar_bits[i];
+      t.byte_offset = 0;
+    }
+  }
   auto tensor = [&](TensorRef r) -> DLTensor* {
     switch (r.kind) {
-      case TensorRef::Kind::Input: return const_cast<DLTensor*>(inputs[r.index]);
+      case TensorRef::Kind::Input:
+        if (has_scalars && state->scalars[r.index].data != nullptr) return &state->scalars[r.index];
+        return const_cast<DLTensor*>(inputs[r.index]);
       case TensorRef::Kind::Output: return outputs[r.index];
       case TensorRef::Kind::Intermediate: break;
     }

@@ -236,6 +236,42 @@ static void test_execute_empty_with_odd_offsets(void** state) {
   kf_fusion_release(f);
 }
 
+/* fuzz_execute: outputs may share memory with scalar inputs (they are
+ * values, read when the call binds them), but the CPU backend read each
+ * scalar from memory again in every segment: after the first segment wrote
+ * output a1 over v (or n), the second read the output's elements instead,
+ * giving b = 8 + 8 instead of 8 + 7, or sizing full([n]) 8 long against a
+ * bound 3 (a shape error; with other bytes, allocations of gigabytes). */
+static void test_output_over_scalar_input(void** state) {
+  (void)state;
+  static const char* const texts[2] = {
+      "input n: scalar<int64>\ninput v: scalar<int64>\nconst one: int64 = 1\n"
+      "a = full([n], v) {dtype=int64}\na1 = add(a, one)\noutput a1\ns = segment_set(a1)\n"
+      "b = add(s, v)\noutput b\n",
+      "input n: scalar<int64>\ninput v: scalar<int64>\nconst one: int64 = 1\n"
+      "a = full([n], v) {dtype=int64}\na1 = add(a, one)\noutput a1\ns = segment_set(a1)\n"
+      "f = full([n], v) {dtype=int64}\nb = add(f, s)\noutput b\n"};
+  for (int k = 0; k < 2; ++k) {
+    kf_fusion f;
+    KF_CHECK(kf_fusion_from_text(texts[k], &f));
+    int64_t mem[4] = {3, 7, 0, 0}, b_out[3] = {0};
+    int64_t shape[1] = {3};
+    DLTensor n = kf_test_tensor(&mem[0], kf_test_i64(), 0, NULL, NULL);
+    DLTensor v = kf_test_tensor(&mem[1], kf_test_i64(), 0, NULL, NULL);
+    const DLTensor* in[2] = {&n, &v};
+    /* a1 over v (case 0) or over n (case 1); b elsewhere. */
+    DLTensor a1 = kf_test_tensor(&mem[k == 0 ? 1 : 0], kf_test_i64(), 1, shape, NULL);
+    DLTensor b = kf_test_tensor(b_out, kf_test_i64(), 1, shape, NULL);
+    DLTensor* outs[2] = {&a1, &b};
+    KF_CHECK(kf_execute_into(f, in, 2, outs, 2, NULL));
+    for (int i = 0; i < 3; ++i) {
+      assert_int_equal(((int64_t*)a1.data)[i], 8);
+      assert_int_equal(b_out[i], 15); /* 8 + 7 */
+    }
+    kf_fusion_release(f);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_type_outside_enum),
@@ -247,6 +283,7 @@ int main(void) {
       cmocka_unit_test(test_execute_empty_with_huge_dims),
       cmocka_unit_test(test_reach_wraps_address_space),
       cmocka_unit_test(test_execute_empty_with_odd_offsets),
+      cmocka_unit_test(test_output_over_scalar_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
