@@ -1,6 +1,7 @@
 /* Inputs found by the libFuzzer targets (fuzz/) that once hit undefined
  * behaviour in concretization or execution; each must now fail cleanly or
  * succeed. */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -272,6 +273,30 @@ static void test_output_over_scalar_input(void** state) {
   }
 }
 
+/* fuzz_execute: a sum over a dim of size 0 with NULL data (valid: the
+ * input is empty) has kept positions; the CPU backend formed a pointer to
+ * each position's reduced elements, an offset to a null pointer (UB),
+ * although it reads none of them. */
+static void test_reduce_empty_null_input(void** state) {
+  (void)state;
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text("input x: tensor<float32, 2>\nm = sum(x) {axes=[0], keepdim=false}\n"
+                               "v, u = var_mean(x) {axes=[0], keepdim=true}\noutput m\noutput u\n",
+                               &f));
+  int64_t shape[2] = {0, 2};
+  DLTensor x = kf_test_tensor(NULL, kf_test_f32(), 2, shape, NULL);
+  const DLTensor* in[1] = {&x};
+  DLManagedTensor* out[2] = {NULL, NULL};
+  KF_CHECK(kf_execute(f, in, 1, out, 2, NULL));
+  const float* m = (const float*)out[0]->dl_tensor.data;
+  assert_true(m[0] == 0.0f && m[1] == 0.0f);
+  const float* u = (const float*)out[1]->dl_tensor.data;
+  assert_true(isnan(u[0]) && isnan(u[1])); /* mean of nothing */
+  out[0]->deleter(out[0]);
+  out[1]->deleter(out[1]);
+  kf_fusion_release(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_type_outside_enum),
@@ -284,6 +309,7 @@ int main(void) {
       cmocka_unit_test(test_reach_wraps_address_space),
       cmocka_unit_test(test_execute_empty_with_odd_offsets),
       cmocka_unit_test(test_output_over_scalar_input),
+      cmocka_unit_test(test_reduce_empty_null_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,8 +120,11 @@ void eval_reduction(const Fusion& fusion, const Expr& e, Env& env) {
   // Output elements in row-major order match kept positions in row-major order.
   int64_t k = 0;
   const int out_size = dtype_size(outs[0].dtype);
+  // An empty input with kept positions (sum over a dim of size 0) is never
+  // read, and its data may be NULL: no pointer into it is formed.
+  const bool empty = a.numel() == 0;
   for_each_index(s.kept.sizes, [&](const int64_t* idx) {
-    const std::byte* base = s.kept.at(idx);
+    const std::byte* base = empty ? nullptr : s.kept.at(idx);
     std::byte* p = outs[0].data + k * out_size;
     if (is_var) {
       const Moments m = moments(s, base, attrs.correction);
