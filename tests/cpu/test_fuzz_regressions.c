@@ -297,6 +297,25 @@ static void test_reduce_empty_null_input(void** state) {
   kf_fusion_release(f);
 }
 
+/* fuzz_execute: a scan along an empty dim of [0, INT64_MAX] (an empty
+ * tensor) visited each of its 2^63 - 1 lines to do nothing in each: a hang. */
+static void test_scan_along_empty_dim(void** state) {
+  (void)state;
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text("input x: tensor<int32, 2>\nc = cumsum(x) {dim=0}\n"
+                               "m = cummax(x) {dim=0, exclusive=true}\noutput c\noutput m\n",
+                               &f));
+  int64_t shape[2] = {0, INT64_MAX};
+  DLTensor x = kf_test_tensor(NULL, kf_test_i32(), 2, shape, NULL);
+  const DLTensor* in[1] = {&x};
+  DLManagedTensor* out[2] = {NULL, NULL};
+  KF_CHECK(kf_execute(f, in, 1, out, 2, NULL));
+  assert_int_equal(out[0]->dl_tensor.shape[1], INT64_MAX);
+  out[0]->deleter(out[0]);
+  out[1]->deleter(out[1]);
+  kf_fusion_release(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_type_outside_enum),
@@ -310,6 +329,7 @@ int main(void) {
       cmocka_unit_test(test_execute_empty_with_odd_offsets),
       cmocka_unit_test(test_output_over_scalar_input),
       cmocka_unit_test(test_reduce_empty_null_input),
+      cmocka_unit_test(test_scan_along_empty_dim),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

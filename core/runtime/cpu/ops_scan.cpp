@@ -35,6 +35,9 @@ void eval_scan(const Fusion& fusion, const Expr& e, Env& env) {
   Sizes lines = a.sizes;
   const int64_t n = lines[dim];
   lines[dim] = 1;
+  // An empty scan dim leaves nothing to write: its lines ([0, 2^63 - 1]
+  // along dim 0 has 2^63 - 1 of them) are not visited.
+  if (n == 0) lines.assign(lines.size(), 0);
   std::vector<int64_t> idx(a.sizes.size());
   for_each_index(lines, [&](const int64_t* line) {
     std::copy(line, line + idx.size(), idx.begin());
