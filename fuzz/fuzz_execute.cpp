@@ -2,23 +2,26 @@
 // fusion (one of a fixed list of texts, or a few builder calls), makes
 // DLTensors for its inputs (ranks, shapes, strides, offsets, dtypes and
 // devices from the bytes, sometimes wrong) over one shared 1 MiB buffer, and
-// calls kf_output_shape, kf_execute, kf_execute_into and, sometimes,
-// kf_concretize + kf_segment + kf_execute_segment on segment 0. Every call
-// must give KF_OK or a clean error (never KF_ERR_INTERNAL, a crash, a
-// sanitizer report, a leak or a hang), and:
+// calls kf_output_shape, kf_value_shape, kf_execute, kf_execute_into and,
+// sometimes, kf_concretize + kf_segment + kf_execute_segment on segment 0.
+// Every call must give KF_OK or a clean error (never KF_ERR_INTERNAL, a
+// crash, a sanitizer report, a leak or a hang), and:
 //  - a tensor whose metadata any correct check rejects (negative sizes or
 //    strides, element counts or offsets beyond kfuse's limits, an address
 //    range that wraps, NULL data or a misaligned pointer with elements, a
 //    wrong rank, dtype or lanes, an unknown device) must fail the call;
 //  - the results of a few fusions with exactly known values (add + relu,
-//    int32 add, an in-place add) must equal a reference computed here.
+//    int32 add, an in-place add) must equal a reference computed here;
+//  - without in-place outputs, kf_execute and kf_execute_into (the
+//    caller's layouts) must give the same elements.
 // kfuse cannot know buffer sizes, so the target never passes a tensor that
 // reaches beyond the buffer yet is valid by its metadata: such tensors are
 // shrunk first. Huge stride-0 broadcasts stay in the buffer and are passed;
 // the target only executes fusions whose values all have at most 2^16
 // elements, or whose first large output cannot be allocated (more than 2^62
 // bytes: kfuse fails before computing anything). Tensors on kDLCUDA only go
-// with a CPU tensor, so that the call fails on devices before any driver.
+// with a CPU tensor or a tensor kfuse must reject, so that the call fails
+// while binding, before any driver is loaded (CI machines have GPUs).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -617,6 +620,37 @@ void check_result(const Expected& e, const DLTensor& out, const char* call) {
     }
 }
 
+// The element bytes of two tensors of one shape (from kf_execute and
+// kf_execute_into) must be equal: the same fusion on the same inputs,
+// written through different layouts.
+void check_same(const DLTensor& a, const DLTensor& b, int esize, size_t output) {
+  if (a.ndim != b.ndim) std::abort();
+  const int r = a.ndim;
+  for (int d = 0; d < r; ++d)
+    if (a.shape[d] != b.shape[d] || a.shape[d] == 0) return;  // (shapes were checked by kfuse)
+  std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+  auto offset = [&](const DLTensor& t) {
+    int64_t off = 0, compact = 1;
+    for (int d = r - 1; d >= 0; --d) {
+      off += idx[static_cast<size_t>(d)] * (t.strides ? t.strides[d] : compact);
+      compact *= t.shape[d];
+    }
+    return static_cast<const uint8_t*>(t.data) + t.byte_offset + off * esize;
+  };
+  while (true) {
+    if (std::memcmp(offset(a), offset(b), static_cast<size_t>(esize)) != 0) {
+      fprintf(stderr, "output %zu: kf_execute and kf_execute_into differ at a flat index\n", output);
+      std::abort();
+    }
+    int d = r - 1;
+    for (; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < a.shape[d]) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
 int64_t numel(const int64_t* s, int r, bool* overflow) {
   int64_t n = 1;
   for (int d = 0; d < r; ++d)
@@ -898,7 +932,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                    run.max_count <= kMaxWork;
   if (checkable && fusion_index == 2 && !disjoint(run.ts[0], run.ts[1])) checkable = false;
 
-  // kf_execute: outputs allocated by kfuse.
+  // kf_execute: outputs allocated by kfuse, kept to compare with
+  // kf_execute_into's when no output updates an input.
+  bool in_place = false;
+  for (int64_t a : run.alias) in_place = in_place || a >= 0;
+  std::vector<DLManagedTensor*> made;
   if (can_run && in.byte() % 4 != 3) {
     if (checkable) expect(fusion_index, run.ts, run.out_shapes[0].data(), e);
     std::vector<DLManagedTensor*> outs(n_outputs + 1, nullptr);
@@ -910,7 +948,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (checkable) check_result(e, outs[0]->dl_tensor, "kf_execute");
       for (size_t o = 0; o < n_outputs; ++o) {
         if (outs[o] == nullptr || outs[o]->deleter == nullptr) std::abort();
-        outs[o]->deleter(outs[o]);
+        made.push_back(outs[o]);
       }
     } else {
       for (auto* m : outs)
@@ -952,8 +990,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (s == KF_OK) {
       if (run.must_fail || reject) accepted("kf_execute_into");
       if (checkable) check_result(e, *out_ptrs[0], "kf_execute_into");
+      if (!in_place && made.size() == n_outputs)
+        for (size_t o = 0; o < n_outputs; ++o)
+          check_same(made[o]->dl_tensor, *out_ptrs[o], dtype_bytes(run.out_info[o].dtype), o);
     }
   }
+  for (DLManagedTensor* m : made) m->deleter(m);
 
   // Concretize, segment, and run segment 0 on its own.
   if (in.one_in(3)) run_segment(in, run, inputs);
