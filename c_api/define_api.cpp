@@ -1,8 +1,11 @@
 // Builder calls of the C API: thin wrappers that check pointers and forward
 // to kf::Builder (core/define).
+#include <memory>
 #include <vector>
 
 #include "c_api/api_guard.h"
+#include "c_api/handles.h"
+#include "core/util/handle_registry.h"
 #include "core/define/builder.h"
 
 using kf::capi::code;
@@ -67,11 +70,17 @@ extern "C" {
 KF_API kf_status kf_builder_create(kf_builder* out) {
   return guard([&] {
     require(out, "kf_builder_create", "out");
-    *out = new kf::Builder();
+    auto builder = std::make_unique<kf::Builder>();
+    kf::handles::hold_locked(static_cast<kf_builder>(builder.get()));
+    *out = builder.release();
   });
 }
 
-KF_API void kf_builder_destroy(kf_builder b) { delete static_cast<kf::Builder*>(b); }
+KF_API void kf_builder_destroy(kf_builder b) {
+  if (b == nullptr) return;
+  if (!kf::handles::drop_locked(b)) return kf::capi::report_not_held("kf_builder_destroy", "b", b);
+  delete static_cast<kf::Builder*>(b);
+}
 
 KF_API kf_status kf_define_tensor(kf_builder b, int rank, kf_dtype dtype, int64_t* out_id) {
   return guard([&] {

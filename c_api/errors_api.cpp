@@ -1,4 +1,6 @@
 // Status names, the thread-local error message, versions, dtype/op names.
+#include <atomic>
+#include <cstdio>
 #include <string>
 
 #include "c_api/api_guard.h"
@@ -18,6 +20,17 @@ void set_error(kf_status status, const std::string& message) {
   }
 }
 void clear_error() { t_message.clear(); }
+
+void report_not_held(const char* function, const char* argument, const void* handle) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%s: argument '%s' (%p) is not a handle the caller holds: released or destroyed "
+                "already, or never created; nothing was done",
+                function, argument, handle);
+  set_error(KF_ERR_INVALID_ARGUMENT, line);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) std::fprintf(stderr, "kfuse: %s\n", line);
+}
 }  // namespace kf::capi
 
 extern "C" {

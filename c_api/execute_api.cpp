@@ -8,6 +8,7 @@
 
 #include "c_api/api_guard.h"
 #include "c_api/handles.h"
+#include "core/util/handle_registry.h"
 #include "core/codegen/kernel_plan.h"
 #include "core/concretize/input_meta.h"
 #include "core/runtime/comm/communicator.h"
@@ -234,7 +235,8 @@ KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_
 }
 
 KF_API void kf_concrete_release(kf_concrete c) {
-  if (c != nullptr) static_cast<kf::Plan*>(c)->release_external();
+  if (c != nullptr && !kf::Plan::release_external(c))
+    kf::capi::report_not_held("kf_concrete_release", "c", c);
 }
 
 KF_API kf_status kf_concrete_describe(kf_concrete c, char** out) {
@@ -256,11 +258,16 @@ KF_API kf_status kf_segment(kf_concrete c, kf_segmentation* out) {
     handle->plan = plan->shared_from_this();
     handle->concrete = plan->concrete.get();
     handle->segmentation = &plan->segmentation;
+    kf::handles::hold_locked(handle.get());
     *out = handle.release();
   });
 }
 
-KF_API void kf_segmentation_release(kf_segmentation s) { delete s; }
+KF_API void kf_segmentation_release(kf_segmentation s) {
+  if (s == nullptr) return;
+  if (!kf::handles::drop_locked(s)) return kf::capi::report_not_held("kf_segmentation_release", "s", s);
+  delete s;
+}
 
 KF_API kf_status kf_segmentation_count(kf_segmentation s, size_t* out) {
   return guard([&] {

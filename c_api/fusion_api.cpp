@@ -14,7 +14,8 @@ KF_API kf_status kf_fusion_retain(kf_fusion f) {
 }
 
 KF_API void kf_fusion_release(kf_fusion f) {
-  if (f != nullptr) static_cast<kf::Fusion*>(f)->release_external();
+  if (f != nullptr && !kf::Fusion::release_external(f))
+    kf::capi::report_not_held("kf_fusion_release", "fusion", f);
 }
 
 KF_API kf_status kf_fusion_num_inputs(kf_fusion f, size_t* out) {

@@ -19,6 +19,13 @@ struct kf_segmentation_s {
 
 namespace kf::capi {
 
+// A release or destroy of a handle the caller does not hold (a second
+// release, or a pointer that never was a handle): nothing is touched; the
+// thread's kf_last_error() says so with KF_ERR_INVALID_ARGUMENT, and the
+// first such call in the process also prints one line on stderr, since the
+// release functions return no status for a caller to check.
+void report_not_held(const char* function, const char* argument, const void* handle);
+
 inline Fusion* fusion_of(kf_fusion f, const char* fn) {
   return static_cast<Fusion*>(require(f, fn, "fusion"));
 }

@@ -92,7 +92,7 @@ struct Output {
 
 struct PlanCache;  // core/pipeline: LRU of plans by concretization key
 
-class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion> {
+class Fusion : public kf_fusion_s, public ExternallyHeld<Fusion, kf_fusion_s> {
  public:
   std::vector<Record> records;
   std::vector<Value> values;

@@ -42,7 +42,7 @@ struct KernelSlot {
   std::atomic<const LoadedKernel*> ready{nullptr};
 };
 
-class Plan : public kf_concrete_s, public ExternallyHeld<Plan> {
+class Plan : public kf_concrete_s, public ExternallyHeld<Plan, kf_concrete_s> {
  public:
   std::shared_ptr<const ConcreteFusion> concrete;
   Segmentation segmentation;  // points into *concrete

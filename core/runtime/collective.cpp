@@ -7,6 +7,7 @@
 #include "core/concretize/input_meta.h"
 #include "core/runtime/comm/communicator.h"
 #include "core/util/error.h"
+#include "core/util/dl_layout.h"
 
 namespace kf {
 
@@ -28,31 +29,23 @@ struct View {
 
 std::array<int64_t, kMaxRank + 1> strides_of(const DLTensor& t) {
   std::array<int64_t, kMaxRank + 1> s{};
-  int64_t step = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    s[static_cast<size_t>(d)] = t.strides != nullptr ? t.strides[d] : step;
-    step *= t.shape[d];
-  }
+  for (int d = 0; d < t.ndim; ++d) s[static_cast<size_t>(d)] = dl_stride(t, d);
   return s;
 }
 
-int64_t numel_of(const DLTensor& t) {
-  int64_t n = 1;
-  for (int d = 0; d < t.ndim; ++d) n *= t.shape[d];
-  return n;
-}
+int64_t numel_of(const DLTensor& t) { return dl_numel(t); }
 
 bool is_compact(const DLTensor& t) {
   const auto s = strides_of(t);
   int64_t step = 1;
   for (int d = t.ndim - 1; d >= 0; --d) {
     if (t.shape[d] != 1 && s[static_cast<size_t>(d)] != step) return false;
-    step *= t.shape[d];
+    step = mul_saturating(step, t.shape[d]);
   }
   return true;
 }
 
-void* data_of(const DLTensor& t) { return static_cast<char*>(t.data) + t.byte_offset; }
+void* data_of(const DLTensor& t) { return reinterpret_cast<void*>(dl_address(t)); }
 
 // `t` with dim `dim` split into (ranks, block) and the ranks moved to the
 // front: element (r, ..., i, ...) is t's (..., r * block + i, ...).

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -443,6 +444,62 @@ static void test_builder_counts_and_flags(void** state) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Handles released more often than held                                    */
+
+static void expect_not_held(const char* function) {
+  const char* message = kf_last_error();
+  assert_non_null(strstr(message, function));
+  assert_non_null(strstr(message, "is not a handle the caller holds"));
+}
+
+/* A second release used to be ignored silently (a fusion or a concrete
+ * fusion: their count was already 0) or to free the object twice (a
+ * segmentation, a builder). Now nothing is touched and the caller is told;
+ * the handle a second holder still has keeps working. */
+static void test_handles_released_twice(void** state) {
+  (void)state;
+  const char* text = "input a: tensor<float32, 1>\nb = neg(a)\noutput b\n";
+  kf_fusion f = parse(text), g = parse(text);
+  assert_ptr_equal(f, g); /* the definition cache hands out one fusion */
+  kf_fusion_release(f);
+  kf_fusion_release(g);
+  kf_fusion_release(f); /* one more than held: no count goes below 0 */
+  expect_not_held("kf_fusion_release");
+
+  kf_fusion h = parse(text);
+  float x[2] = {1.0f, -2.0f};
+  int64_t shape[1] = {2};
+  DLTensor tx = kf_test_tensor(x, kf_test_f32(), 1, shape, NULL);
+  const DLTensor* in[1] = {&tx};
+  kf_concrete c = NULL;
+  KF_CHECK(kf_concretize(h, in, 1, &c));
+  kf_segmentation s = NULL;
+  KF_CHECK(kf_segment(c, &s));
+  kf_segmentation_release(s);
+  kf_segmentation_release(s); /* once a double free */
+  expect_not_held("kf_segmentation_release");
+  kf_concrete_release(c);
+  kf_concrete_release(c);
+  expect_not_held("kf_concrete_release");
+
+  /* The fusion still runs: the extra releases took nothing from it. */
+  DLManagedTensor* out = NULL;
+  KF_CHECK(kf_execute(h, in, 1, &out, 1, NULL));
+  float want[2] = {-1.0f, 2.0f};
+  kf_test_expect_f32(out, want, 2);
+  kf_fusion_release(h);
+
+  kf_builder b = NULL;
+  KF_CHECK(kf_builder_create(&b));
+  kf_builder_destroy(b);
+  kf_builder_destroy(b); /* once a double free */
+  expect_not_held("kf_builder_destroy");
+  int never_a_handle = 0;
+  kf_fusion_release((kf_fusion)&never_a_handle);
+  expect_not_held("kf_fusion_release");
+}
+
+/* ------------------------------------------------------------------------ */
 /* Many segments                                                            */
 
 /* 4000 segments in a chain (neg, cut, neg, cut, ...), run twice: the CPU
@@ -488,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_execute_segment_checks_inputs),
       cmocka_unit_test(test_builder_counts_and_flags),
       cmocka_unit_test(test_many_segments),
+      cmocka_unit_test(test_handles_released_twice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,19 +5,14 @@
 #include "core/runtime/cpu/eval.h"
 #include "core/util/error.h"
 #include "core/ir/op_attrs.h"
+#include "core/util/dl_layout.h"
 
 namespace kf::cpu {
 
 namespace {
 
-// Strides derived from others (sizes, strides and steps are >= 0) saturate:
-// they overflow only where no second element is addressed through them (an
-// empty tensor with huge dims, a size-1 dim), and there any value is valid.
-int64_t mul_saturating(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
-}
-
+// Strides derived from others (sizes, strides and steps are >= 0) saturate
+// (mul_saturating, core/util/dl_layout.h).
 TensorView broadcast_in_dim(const TensorView& a, const Sizes& sizes,
                             std::span<const int64_t> dims) {
   TensorView v = a;

@@ -21,6 +21,7 @@
 #include "core/util/error.h"
 #include "core/runtime/cuda/step_launch.h"
 #include "core/util/scratch.h"
+#include "core/util/dl_layout.h"
 
 
 namespace kf {
@@ -35,11 +36,7 @@ CUstream stream_of(const ExecOptions& o) { return static_cast<CUstream>(o.stream
 
 std::vector<int64_t> strides_of(const DLTensor& t) {
   std::vector<int64_t> s(static_cast<size_t>(t.ndim));
-  int64_t step = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    s[static_cast<size_t>(d)] = t.strides ? t.strides[d] : step;
-    step *= t.shape[d];
-  }
+  for (int d = 0; d < t.ndim; ++d) s[static_cast<size_t>(d)] = dl_stride(t, d);
   return s;
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/util/error.h"
+#include "core/util/dl_layout.h"
 
 namespace kf::cuda {
 
@@ -43,13 +44,6 @@ int64_t read_scalar_slot(const DLTensor& t, DType dtype) {
 bool device_accessible(const DLTensor& t) {
   return t.device.device_type == kDLCUDA || t.device.device_type == kDLCUDAManaged ||
          t.device.device_type == kDLCUDAHost;
-}
-
-int64_t stride_of(const DLTensor& t, int dim) {
-  if (t.strides) return t.strides[dim];
-  int64_t s = 1;
-  for (int d = t.ndim - 1; d > dim; --d) s *= t.shape[d];
-  return s;
 }
 
 }  // namespace
@@ -115,10 +109,10 @@ void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
         if (!device_accessible(*t))
           fail(KF_ERR_DEVICE_MISMATCH, "value ", slot.value,
                ": a GPU kernel reads it, but it is in host memory (only 0-dim scalar inputs may be)");
-        args[k] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t->data) + t->byte_offset);
+        args[k] = static_cast<int64_t>(dl_address(*t));
         break;
       case ArgSlot::Kind::Stride:
-        args[k] = stride_of(*t, slot.dim);
+        args[k] = dl_stride(*t, slot.dim);
         break;
       case ArgSlot::Kind::Extent:
         args[k] = sizes[src.value][static_cast<size_t>(slot.dim)];

@@ -8,24 +8,18 @@
 #include "core/segment/matmul_pattern.h"
 #include "core/util/env_switch.h"
 #include "core/util/error.h"
+#include "core/util/dl_layout.h"
 
 namespace kf::cuda {
 
 namespace {
 
-int64_t stride_of(const DLTensor& t, int d) {
-  if (t.strides) return t.strides[d];
-  int64_t s = 1;
-  for (int k = t.ndim - 1; k > d; --k) s *= t.shape[k];
-  return s;
-}
-
 // What the planner needs of a tensor (NULL strides made explicit).
 GemmTensor gemm_tensor(const DLTensor& t) {
   GemmTensor g;
-  g.address = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  g.address = dl_address(t);
   g.sizes.assign(t.shape, t.shape + t.ndim);
-  for (int d = 0; d < t.ndim; ++d) g.strides.push_back(stride_of(t, d));
+  for (int d = 0; d < t.ndim; ++d) g.strides.push_back(dl_stride(t, d));
   return g;
 }
 
