@@ -7,6 +7,25 @@
 using kf::capi::guard;
 using kf::capi::require;
 
+namespace {
+
+// Index checks shared by the per-input and per-output queries.
+const kf::Output& output_at(const kf::Fusion& fusion, size_t index, const char* fn) {
+  if (index >= fusion.outputs.size())
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", fusion.outputs.size(),
+             " outputs)");
+  return fusion.outputs[index];
+}
+
+int64_t input_at(const kf::Fusion& fusion, size_t index, const char* fn) {
+  if (index >= fusion.inputs.size())
+    kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", fusion.inputs.size(),
+             " inputs)");
+  return fusion.inputs[index];
+}
+
+}  // namespace
+
 extern "C" {
 
 KF_API kf_status kf_fusion_retain(kf_fusion f) {
@@ -44,10 +63,7 @@ KF_API kf_status kf_fusion_input(kf_fusion f, size_t index, kf_value_info* info)
     const char* fn = "kf_fusion_input";
     auto* fusion = kf::capi::fusion_of(f, fn);
     kf::capi::require_struct(info, sizeof(kf_value_info), fn, "info");
-    if (index >= fusion->inputs.size())
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (",
-               fusion->inputs.size(), " inputs)");
-    fill_info(fusion->value(fusion->inputs[index]), info);
+    fill_info(fusion->value(input_at(*fusion, index, fn)), info);
   });
 }
 
@@ -56,10 +72,7 @@ KF_API kf_status kf_fusion_output(kf_fusion f, size_t index, kf_value_info* info
     const char* fn = "kf_fusion_output";
     auto* fusion = kf::capi::fusion_of(f, fn);
     kf::capi::require_struct(info, sizeof(kf_value_info), fn, "info");
-    if (index >= fusion->outputs.size())
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (",
-               fusion->outputs.size(), " outputs)");
-    fill_info(fusion->value(fusion->outputs[index].value), info);
+    fill_info(fusion->value(output_at(*fusion, index, fn).value), info);
   });
 }
 
@@ -68,10 +81,7 @@ KF_API kf_status kf_output_alias(kf_fusion f, size_t index, int64_t* alias_input
     const char* fn = "kf_output_alias";
     auto* fusion = kf::capi::fusion_of(f, fn);
     kf::capi::require(alias_input, fn, "alias_input");
-    if (index >= fusion->outputs.size())
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", fusion->outputs.size(),
-               " outputs)");
-    *alias_input = fusion->outputs[index].alias_input;
+    *alias_input = output_at(*fusion, index, fn).alias_input;
   });
 }
 
@@ -88,10 +98,7 @@ KF_API kf_status kf_output_sharding(kf_fusion f, size_t index, int64_t* dim) {
     const char* fn = "kf_output_sharding";
     auto* fusion = kf::capi::fusion_of(f, fn);
     kf::capi::require(dim, fn, "dim");
-    if (index >= fusion->outputs.size())
-      kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": index ", index, " is out of range (", fusion->outputs.size(),
-               " outputs)");
-    *dim = fusion->outputs[index].sharding.dim;
+    *dim = output_at(*fusion, index, fn).sharding.dim;
   });
 }
 

@@ -120,7 +120,16 @@ CommAttrs::CommAttrs(const Expr& e) {
 // Both walk the shape arithmetic below `id` with an explicit stack, each
 // value once: a chain of scalar ops must not recurse per op, and a DAG of
 // them (s = add(s, s) repeated) must not be walked once per path.
-bool is_shape_scalar(const Fusion& f, int64_t id) {
+namespace {
+
+// How a walk of shape arithmetic goes on from a value.
+enum class Walk { Descend, Leaf, Abort };
+
+// Visits each value below `id` once, iteratively (chains of shape
+// arithmetic may be deep): `visit(id, value)` says whether to go into the
+// value's producer's inputs, stop there, or end the walk (false).
+template <typename Visit>
+bool walk_shape_arithmetic(const Fusion& f, int64_t id, Visit&& visit) {
   std::vector<int64_t> stack{id};
   std::unordered_set<int64_t> seen;  // (sized by the walk, not the fusion)
   while (!stack.empty()) {
@@ -128,33 +137,34 @@ bool is_shape_scalar(const Fusion& f, int64_t id) {
     stack.pop_back();
     if (!seen.insert(u).second) continue;
     const Value& v = f.value(u);
-    if (!v.is_scalar || !is_integer(v.dtype)) return false;
-    if (v.kind != ValueKind::Computed) {
-      if (v.kind != ValueKind::Constant && v.kind != ValueKind::ScalarInput) return false;
-      continue;
-    }
-    const Expr& e = f.exprs[static_cast<size_t>(v.producer)];
-    if (e.op == Op::SIZE) continue;
-    if (!is_shape_arithmetic(e.op)) return false;
-    for (int64_t a : e.inputs) stack.push_back(a);
+    const Walk next = visit(u, v);
+    if (next == Walk::Abort) return false;
+    if (next == Walk::Leaf) continue;
+    for (int64_t a : f.exprs[static_cast<size_t>(v.producer)].inputs) stack.push_back(a);
   }
   return true;
 }
 
+}  // namespace
+
+bool is_shape_scalar(const Fusion& f, int64_t id) {
+  return walk_shape_arithmetic(f, id, [&](int64_t, const Value& v) {
+    if (!v.is_scalar || !is_integer(v.dtype)) return Walk::Abort;
+    if (v.kind != ValueKind::Computed)
+      return v.kind == ValueKind::Constant || v.kind == ValueKind::ScalarInput ? Walk::Leaf : Walk::Abort;
+    const Op op = f.exprs[static_cast<size_t>(v.producer)].op;
+    if (op == Op::SIZE) return Walk::Leaf;
+    return is_shape_arithmetic(op) ? Walk::Descend : Walk::Abort;
+  });
+}
+
 void shape_scalar_inputs(const Fusion& f, int64_t id, std::vector<int64_t>* out) {
-  std::vector<int64_t> stack{id};
-  std::unordered_set<int64_t> seen;  // (sized by the walk, not the fusion)
-  while (!stack.empty()) {
-    const int64_t u = stack.back();
-    stack.pop_back();
-    if (!seen.insert(u).second) continue;
-    const Value& v = f.value(u);
+  walk_shape_arithmetic(f, id, [&](int64_t u, const Value& v) {
     if (v.kind == ValueKind::ScalarInput) out->push_back(u);
-    if (v.kind != ValueKind::Computed || v.producer < 0) continue;
-    const Expr& e = f.exprs[static_cast<size_t>(v.producer)];
-    if (is_shape_arithmetic(e.op) && v.is_scalar)
-      for (int64_t a : e.inputs) stack.push_back(a);
-  }
+    if (v.kind != ValueKind::Computed || v.producer < 0) return Walk::Leaf;
+    return v.is_scalar && is_shape_arithmetic(f.exprs[static_cast<size_t>(v.producer)].op) ? Walk::Descend
+                                                                                          : Walk::Leaf;
+  });
 }
 
 }  // namespace kf

@@ -9,6 +9,8 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+
+#include "stderr_capture.h"
 #include <thread>
 #include <vector>
 
@@ -24,24 +26,6 @@ extern "C" {
 namespace {
 
 constexpr const char* kName = "KFUSE_TEST_ENV_SWITCH";
-
-// What `body` writes on stderr.
-std::string stderr_of(const std::function<void()>& body) {
-  std::fflush(stderr);
-  FILE* capture = std::tmpfile();
-  assert_non_null(capture);
-  const int saved = dup(2);
-  dup2(fileno(capture), 2);
-  body();
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::string text;
-  std::rewind(capture);
-  for (int c; (c = std::fgetc(capture)) != EOF;) text += static_cast<char>(c);
-  std::fclose(capture);
-  return text;
-}
 
 size_t lines_in(const std::string& s) {
   size_t n = 0;

@@ -11,6 +11,8 @@
 #include <functional>
 #include <string>
 
+#include "stderr_capture.h"
+
 // cmocka last: it defines a fail() macro.
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,24 +23,6 @@ extern "C" {
 }
 
 namespace {
-
-// What `body` writes on stderr.
-std::string stderr_of(const std::function<void()>& body) {
-  std::fflush(stderr);
-  FILE* capture = std::tmpfile();
-  assert_non_null(capture);
-  const int saved = dup(2);
-  dup2(fileno(capture), 2);
-  body();
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::string text;
-  std::rewind(capture);
-  for (int c; (c = std::fgetc(capture)) != EOF;) text += static_cast<char>(c);
-  std::fclose(capture);
-  return text;
-}
 
 // tuning_value(name, 7, 1, 16) with the variable set to `value` (nullptr:
 // unset), and what it wrote on stderr.

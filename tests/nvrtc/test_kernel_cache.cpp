@@ -34,6 +34,8 @@ extern "C" {
 #include <functional>
 #include <random>
 #include <string>
+
+#include "stderr_capture.h"
 #include <vector>
 
 using namespace kf::cuda;
@@ -97,24 +99,6 @@ void in_child_within(int seconds, const std::function<bool()>& body) {
     fail_msg("the child was killed by signal %d%s", WTERMSIG(status), WTERMSIG(status) == SIGALRM ? " (it hung)" : "");
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
-}
-
-// What `body` writes on stderr.
-std::string stderr_of(const std::function<void()>& body) {
-  std::fflush(stderr);
-  FILE* capture = std::tmpfile();
-  assert_non_null(capture);
-  const int saved = dup(2);
-  dup2(fileno(capture), 2);
-  body();
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::string text;
-  std::rewind(capture);
-  for (int c; (c = std::fgetc(capture)) != EOF;) text += static_cast<char>(c);
-  std::fclose(capture);
-  return text;
 }
 
 void test_sha256_vectors(void**) {
