@@ -115,32 +115,41 @@ void execute_allocating(kf_fusion f, const DLTensor* const* inputs, const uint64
   for (size_t i = 0; i < num_outputs; ++i) outputs[i] = made[i];
 }
 
+// The plan for caller-allocated outputs (kf_execute_into, kf_concretize_into),
+// with the outputs checked against it. The plan is made for the outputs'
+// memory order too (a row-major output of a transposed input gets a tiled
+// kernel): where the caller's outputs are not laid out as kfuse would lay
+// them out, their orders join the key.
+std::shared_ptr<kf::Plan> plan_into(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                    DLTensor* const* outputs, size_t num_outputs, const char* fn,
+                                    kf::Binding& b) {
+  kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
+  kf::bind_inputs(*fusion, inputs, num_inputs, &b);
+  check_output_count(*fusion, num_outputs, fn);
+  if (num_outputs > 0) require(outputs, fn, "outputs");
+  auto p = kf::plan_for(*fusion, b);
+  if (!kf::outputs_in_plan_layout(*fusion, *p->concrete, outputs, num_outputs, b)) {
+    kf::bind_output_layouts(*fusion, outputs, num_outputs, &b);
+    p = kf::plan_for(*fusion, b);
+  }
+  kf::Scratch<std::vector<kf::MemoryRegion>> regions;
+  regions->clear();
+  for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, b, i, outputs[i], regions.get());
+  return p;
+}
+
 // kf_execute_into and kf_execute_into_flagged.
 void execute_into(kf_fusion f, const DLTensor* const* inputs, const uint64_t* input_flags,
                   size_t num_inputs, DLTensor* const* outputs, const uint64_t* output_flags,
                   size_t num_outputs, const kf_exec_options* options, const char* fn) {
   kf::ExecOptions opts = options_of(options, fn);
   kf::Scratch<kf::Binding> b;
-  kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
-  kf::bind_inputs(*fusion, inputs, num_inputs, b.get());
-  auto p = kf::plan_for(*fusion, *b);
-  // The plan is made for the outputs' memory order too (a row-major output
-  // of a transposed input gets a tiled kernel): where the caller's outputs
-  // are not laid out as kfuse would lay them out, they join the key.
-  if (!kf::outputs_in_plan_layout(*fusion, *p->concrete, outputs, num_outputs, *b)) {
-    kf::bind_output_layouts(*fusion, outputs, num_outputs, b.get());
-    p = kf::plan_for(*fusion, *b);
-  }
-  check_output_count(p->fusion(), num_outputs, fn);
-  if (num_outputs > 0) require(outputs, fn, "outputs");
+  auto p = plan_into(f, inputs, num_inputs, outputs, num_outputs, fn, *b);
   for (size_t i = 0; i < num_outputs; ++i)
     if (read_only(output_flags, i))
       kf::fail(KF_ERR_INVALID_ARGUMENT, fn, ": output ", i, " (value ", p->fusion().outputs[i].value,
                ") is read-only (DLPACK_FLAG_BITMASK_READ_ONLY)");
   check_read_only_aliases(p->fusion(), input_flags, fn);
-  kf::Scratch<std::vector<kf::MemoryRegion>> regions;
-  regions->clear();
-  for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, *b, i, outputs[i], regions.get());
   kf::execute(*p, *b, inputs, outputs, opts);
 }
 
@@ -229,6 +238,17 @@ KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_
     require(out, "kf_concretize", "out");
     kf::Scratch<kf::Binding> b;
     auto c = bind(f, inputs, num_inputs, "kf_concretize", *b);
+    c->retain_external();
+    *out = c.get();
+  });
+}
+
+KF_API kf_status kf_concretize_into(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                    DLTensor* const* outputs, size_t num_outputs, kf_concrete* out) {
+  return guard([&] {
+    require(out, "kf_concretize_into", "out");
+    kf::Scratch<kf::Binding> b;
+    auto c = plan_into(f, inputs, num_inputs, outputs, num_outputs, "kf_concretize_into", *b);
     c->retain_external();
     *out = c.get();
   });

@@ -358,12 +358,6 @@ struct DeviceOutputs {
   std::vector<DLTensor*> args;
 };
 
-std::vector<int64_t> output_aliases(const Fusion& f) {
-  std::vector<int64_t> alias(f.outputs().size(), -1);
-  for (size_t i = 0; i < alias.size(); ++i) check(kf_output_alias(f.get(), i, &alias[i]), "kf_output_alias");
-  return alias;
-}
-
 void allocate_outputs(CudaDriver& d, void* stream, DeviceBuffers& mem, const Fusion& f,
                       const std::vector<const DLTensor*>& in, DeviceOutputs* out, bool row_major) {
   const std::vector<kf_value_info> infos = f.outputs();

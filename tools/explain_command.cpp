@@ -55,10 +55,23 @@ int explain_command(const Options& options) {
   std::vector<const DLTensor*> args;
   for (const DLTensor& t : dl) args.push_back(&t);
 
-  std::printf("\n== concretization (%s; layout %s; %s tensors) ==\n", description.c_str(),
-              layout_name(options.layout), options.cuda ? "kDLCUDA" : "kDLCPU");
+  std::printf("\n== concretization (%s; layout %s; outputs %s; %s tensors) ==\n", description.c_str(),
+              layout_name(options.layout), out_layout_name(options.out_layout),
+              options.cuda ? "kDLCUDA" : "kDLCPU");
   Concrete concrete;
-  check(kf_concretize(fusion.get(), args.data(), args.size(), &concrete.c), "kf_concretize");
+  if (options.out_layout == OutLayout::Kfuse) {
+    check(kf_concretize(fusion.get(), args.data(), args.size(), &concrete.c), "kf_concretize");
+  } else {
+    // The plan kf_execute_into makes for outputs the caller allocated in
+    // that order (host buffers stand in for GPU ones, as for the inputs).
+    std::vector<HostTensor> own = caller_outputs(fusion, args, options.out_layout);
+    const DLDevice device = options.cuda ? DLDevice{kDLCUDA, 0} : DLDevice{kDLCPU, 0};
+    std::vector<DLTensor> outs = output_tensors(fusion, own, args, device);
+    std::vector<DLTensor*> out_args;
+    for (DLTensor& t : outs) out_args.push_back(&t);
+    check(kf_concretize_into(fusion.get(), args.data(), args.size(), out_args.data(), out_args.size(), &concrete.c),
+          "kf_concretize_into");
+  }
   OwnedString described;
   check(kf_concrete_describe(concrete.c, &described.s), "kf_concrete_describe");
   print_indented(described.s);

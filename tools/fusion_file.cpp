@@ -246,4 +246,43 @@ std::map<int64_t, std::string> value_names(const Fusion& fusion) {
   return names;
 }
 
+std::vector<int64_t> output_aliases(const Fusion& fusion) {
+  std::vector<int64_t> alias(fusion.outputs().size(), -1);
+  for (size_t i = 0; i < alias.size(); ++i) check(kf_output_alias(fusion.get(), i, &alias[i]), "kf_output_alias");
+  return alias;
+}
+
+std::vector<HostTensor> caller_outputs(const Fusion& fusion, const std::vector<const DLTensor*>& inputs,
+                                       OutLayout layout) {
+  const std::vector<kf_value_info> infos = fusion.outputs();
+  const std::vector<int64_t> alias = output_aliases(fusion);
+  std::vector<HostTensor> out;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (alias[i] >= 0) {
+      out.emplace_back();
+      continue;
+    }
+    std::vector<int64_t> shape(static_cast<size_t>(infos[i].rank));
+    check(kf_output_shape(fusion.get(), inputs.data(), inputs.size(), i, shape.data(), shape.size()),
+          "kf_output_shape");
+    out.push_back(zeros(infos[i].dtype, shape, layout == OutLayout::Transposed));
+  }
+  return out;
+}
+
+std::vector<DLTensor> output_tensors(const Fusion& fusion, std::vector<HostTensor>& own,
+                                     const std::vector<const DLTensor*>& inputs, DLDevice device) {
+  const std::vector<int64_t> alias = output_aliases(fusion);
+  std::vector<DLTensor> out;
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (alias[i] >= 0) {
+      out.push_back(*inputs[static_cast<size_t>(alias[i])]);
+      continue;
+    }
+    out.push_back(own[i].dl());
+    out.back().device = device;
+  }
+  return out;
+}
+
 }  // namespace kfcli

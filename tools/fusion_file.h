@@ -21,6 +21,9 @@ struct Options {
   std::optional<std::string> shapes;   // overrides `#! shapes:`
   std::optional<std::string> scalars;  // overrides `#! scalars:`
   Layout layout = Layout::Contiguous;
+  // --out-layout: the outputs kfuse allocates itself (kf_execute), or
+  // outputs the caller allocates (kf_execute_into) row-major or transposed.
+  OutLayout out_layout = OutLayout::Kfuse;
   uint64_t seed = 0;
   std::string device = "auto";  // auto | cpu | cuda
   bool cuda = false;            // explain --cuda
@@ -98,5 +101,18 @@ std::vector<HostTensor> make_inputs(const Fusion& fusion, const FusionFile& file
 // "t0", "v5", ... (the names of kf_fusion_to_text) for value ids >= 0, and
 // "t0.size(1)" for the negative ids of input extents.
 std::map<int64_t, std::string> value_names(const Fusion& fusion);
+
+// Per output: the input it updates in place (kf_output_alias), or -1.
+std::vector<int64_t> output_aliases(const Fusion& fusion);
+
+// Zero-filled host outputs in `layout` (not OutLayout::Kfuse) for these
+// inputs, one per output: an output written in place (alias=k) gets no
+// tensor of its own (empty shape and storage): callers pass input k there.
+std::vector<HostTensor> caller_outputs(const Fusion& fusion, const std::vector<const DLTensor*>& inputs,
+                                       OutLayout layout);
+// The output DLTensors for kf_execute_into and kf_concretize_into: `own[i]`
+// (placed on `device`), or input k's tensor for an output aliasing input k.
+std::vector<DLTensor> output_tensors(const Fusion& fusion, std::vector<HostTensor>& own,
+                                     const std::vector<const DLTensor*>& inputs, DLDevice device);
 
 }  // namespace kfcli

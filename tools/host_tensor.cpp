@@ -85,6 +85,23 @@ const char* layout_name(Layout layout) {
   return "?";
 }
 
+bool parse_out_layout(const std::string& name, OutLayout* out) {
+  if (name == "kfuse") *out = OutLayout::Kfuse;
+  else if (name == "row-major") *out = OutLayout::RowMajor;
+  else if (name == "transposed") *out = OutLayout::Transposed;
+  else return false;
+  return true;
+}
+
+const char* out_layout_name(OutLayout layout) {
+  switch (layout) {
+    case OutLayout::Kfuse: return "kfuse";
+    case OutLayout::RowMajor: return "row-major";
+    case OutLayout::Transposed: return "transposed";
+  }
+  return "?";
+}
+
 int dtype_bytes(kf_dtype dtype) {
   switch (dtype) {
     case KF_FLOAT64:
@@ -251,11 +268,14 @@ HostTensor random_tensor(kf_dtype dtype, const std::vector<int64_t>& shape, Layo
   return t;
 }
 
-HostTensor zeros(kf_dtype dtype, const std::vector<int64_t>& shape) {
+HostTensor zeros(kf_dtype dtype, const std::vector<int64_t>& shape, bool transposed) {
   HostTensor t;
   t.dtype = dtype;
   t.shape = shape;
   t.strides = compact_strides(shape);
+  if (transposed)
+    for (size_t d = 0, s = 1; d < shape.size(); s *= static_cast<size_t>(shape[d]), ++d)
+      t.strides[d] = static_cast<int64_t>(s);
   t.storage.assign(static_cast<size_t>(std::max<int64_t>(t.numel(), 1)) * dtype_bytes(dtype), std::byte{0});
   return t;
 }

@@ -17,6 +17,13 @@ enum class Layout { Contiguous, Transposed, Strided, Broadcast };
 bool parse_layout(const std::string& name, Layout* out);
 const char* layout_name(Layout layout);
 
+// Outputs: kfuse's own layout (kf_execute allocates them), or allocated by
+// the caller (kf_execute_into) row-major or with reversed memory order.
+enum class OutLayout { Kfuse, RowMajor, Transposed };
+
+bool parse_out_layout(const std::string& name, OutLayout* out);
+const char* out_layout_name(OutLayout layout);
+
 int dtype_bytes(kf_dtype dtype);
 bool is_floating(kf_dtype dtype);
 DLDataType dlpack_type(kf_dtype dtype);
@@ -60,8 +67,10 @@ struct HostTensor {
 // integers in [0, 4) (valid as small indices), bools 0/1.
 HostTensor random_tensor(kf_dtype dtype, const std::vector<int64_t>& shape, Layout layout,
                          Rng& rng);
-// A compact row-major tensor of zeros.
-HostTensor zeros(kf_dtype dtype, const std::vector<int64_t>& shape);
+// A compact row-major tensor of zeros; `transposed`: its dims in reversed
+// memory order (column-major strides), as a caller allocates an output in
+// another memory order.
+HostTensor zeros(kf_dtype dtype, const std::vector<int64_t>& shape, bool transposed = false);
 // A 0-dim tensor holding `value`.
 HostTensor scalar_tensor(kf_dtype dtype, double value);
 // The same logical values, compact row-major, stored as `dtype`.

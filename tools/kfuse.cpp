@@ -33,6 +33,12 @@ options:
   --layout L             contiguous | transposed (reversed memory order) |
                          strided (every other element) | broadcast (stride 0
                          in dim 0 where its size is > 1); default contiguous
+  --out-layout L         kfuse (default: kf_execute allocates the outputs in
+                         the layout kfuse picks) | row-major | transposed
+                         (reversed memory order): outputs the caller
+                         allocates in that order (kf_execute_into; explain:
+                         kf_concretize_into); in-place outputs stay their
+                         inputs
   --seed N               seed of the random inputs (default 0)
   --device D             run: auto | cpu | cuda (default auto: the GPU when
                          the CUDA driver finds one, else the CPU)
@@ -91,6 +97,10 @@ int main(int argc, char** argv) {
         const std::string v = next();
         if (!kfcli::parse_layout(v, &options.layout))
           return usage_error("unknown layout '" + v + "' (contiguous, transposed, strided, broadcast)");
+      } else if (arg == "--out-layout") {
+        const std::string v = next();
+        if (!kfcli::parse_out_layout(v, &options.out_layout))
+          return usage_error("unknown output layout '" + v + "' (kfuse, row-major, transposed)");
       } else if (arg == "--device") {
         options.device = next();
         if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")

@@ -150,8 +150,8 @@ int run_command(const Options& options) {
   std::vector<HostTensor> inputs = make_inputs(fusion, file, options, &description);
   const std::vector<kf_value_info> outs = fusion.outputs();
   std::printf("fusion: %s (inputs: %zu, outputs: %zu)\n", file.path.c_str(), inputs.size(), outs.size());
-  std::printf("inputs: %s; layout %s, seed %llu\n", description.c_str(), layout_name(options.layout),
-              static_cast<unsigned long long>(options.seed));
+  std::printf("inputs: %s; layout %s, seed %llu; outputs %s\n", description.c_str(), layout_name(options.layout),
+              static_cast<unsigned long long>(options.seed), out_layout_name(options.out_layout));
   check_input_shapes(fusion, inputs, outs);
 
   // Pick the device. auto uses a GPU when the driver finds one and says so.
@@ -183,19 +183,41 @@ int run_command(const Options& options) {
   std::vector<HostTensor> ref_host;
   for (size_t i = 0; i < inputs.size(); ++i) ref_host.push_back(convert(inputs[i], ref_inputs[i].dtype));
 
+  // The outputs: kfuse's own (kf_execute), or the caller's in the order
+  // --out-layout asks for (kf_execute_into); `got` points at them either way.
   Outputs result;
   result.tensors.assign(outs.size(), nullptr);
-  const kf_status status =
-      kf_execute(fusion.get(), args.data(), args.size(), result.tensors.data(), outs.size(), nullptr);
+  std::vector<HostTensor> own;
+  std::vector<DLTensor> caller;
+  DeviceInputs caller_device;  // device buffers of `caller`, released at exit
+  caller_device.driver = driver.get();
+  kf_status status;
+  if (options.out_layout == OutLayout::Kfuse) {
+    status = kf_execute(fusion.get(), args.data(), args.size(), result.tensors.data(), outs.size(), nullptr);
+  } else {
+    own = caller_outputs(fusion, args, options.out_layout);
+    caller = output_tensors(fusion, own, args, driver ? DLDevice{kDLCUDA, 0} : DLDevice{kDLCPU, 0});
+    const std::vector<int64_t> alias = output_aliases(fusion);
+    std::vector<DLTensor*> out_args;
+    for (size_t i = 0; i < caller.size(); ++i) {
+      if (driver && alias[i] < 0) {
+        caller_device.buffers.push_back(driver->allocate(std::max<size_t>(span_bytes(caller[i]), 1)));
+        caller[i].data = caller_device.buffers.back();
+      }
+      out_args.push_back(&caller[i]);
+    }
+    status = kf_execute_into(fusion.get(), args.data(), args.size(), out_args.data(), out_args.size(), nullptr);
+  }
   if (status != KF_OK) {
     // Never fall back to the CPU behind the caller's back: say what failed.
     if (driver && status == KF_ERR_UNSUPPORTED)
       std::printf("the CUDA backend does not support this fusion: %s\n"
                   "(--device cpu runs it on the CPU backend)\n", kf_last_error());
     else if (status == KF_ERR_OUT_OF_MEMORY)  // too large for the machine: an input error, not a FAIL
-      throw CliError(status, std::string("kf_execute failed: ") + kf_status_name(status) + ": " + kf_last_error());
+      throw CliError(status, std::string(options.out_layout == OutLayout::Kfuse ? "kf_execute" : "kf_execute_into") + " failed: " + kf_status_name(status) + ": " + kf_last_error());
     else
-      std::printf("kf_execute failed: %s: %s\n", kf_status_name(status), kf_last_error());
+      std::printf("%s failed: %s: %s\n", options.out_layout == OutLayout::Kfuse ? "kf_execute" : "kf_execute_into",
+                  kf_status_name(status), kf_last_error());
     std::printf("FAIL\n");
     return 1;
   }
@@ -216,7 +238,7 @@ int run_command(const Options& options) {
   bool pass = true;
   const auto names = value_names(fusion);
   for (size_t i = 0; i < outs.size(); ++i) {
-    const DLTensor& got = result.tensors[i]->dl_tensor;
+    const DLTensor& got = caller.empty() ? result.tensors[i]->dl_tensor : caller[i];
     const DLTensor& want = expected.tensors[i]->dl_tensor;
     std::printf("output %zu (%s): %s %s, strides %s\n", i, names.at(outs[i].id).c_str(),
                 kf_dtype_name(outs[i].dtype), shape_string(got.shape, got.ndim).c_str(),

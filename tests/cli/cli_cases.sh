@@ -67,6 +67,18 @@ case $case_name in
     expect 2 "kf_execute failed: KF_ERR_OUT_OF_MEMORY: out of host memory allocating 281474976710656 bytes" \
       "$kfuse" run full.kf --scalars 70368744177664 --device cpu
     ;;
+  out_layout)
+    # Outputs the caller allocates (kf_execute_into) in another memory order
+    # than kfuse's: checked against the reference like kfuse's own; in-place
+    # outputs stay their inputs; an unknown order is a usage error.
+    printf '#! shapes: 64x48, 48x64\ninput x: tensor<float32, 2>\ninput z: tensor<float32, 2>\nxt = permute(x) {perm=[1, 0]}\ny = add(xt, z)\noutput y\n' > tadd.kf
+    expect 0 "outputs row-major" "$kfuse" run tadd.kf --out-layout row-major --device cpu
+    expect 0 "PASS" "$kfuse" run tadd.kf --out-layout transposed --device cpu
+    printf '#! shapes: 8x16, 8x16\ninput x: tensor<float32, 2>\ninput r: tensor<float32, 2>\ns = add(x, r)\ny = relu(s)\noutput y\noutput s {alias=1}\n' > inplace.kf
+    expect 0 "PASS" "$kfuse" run inplace.kf --out-layout transposed --device cpu
+    expect 0 "outputs row-major" "$kfuse" explain tadd.kf --out-layout row-major
+    expect 2 "unknown output layout 'columns' (kfuse, row-major, transposed)" "$kfuse" run tadd.kf --out-layout columns
+    ;;
   help)
     # --help names every command, --version included, and the input values.
     expect 0 "kfuse version, kfuse --version" "$kfuse" --help

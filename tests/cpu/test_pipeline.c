@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
@@ -307,6 +308,51 @@ static void test_pinned_output_order(void** state) {
   kf_fusion_release(f);
 }
 
+/* kf_concretize_into: the plan kf_execute_into makes for caller-allocated
+ * outputs. x^T + z with y allocated row-major: y's order is the caller's,
+ * not x's, so the plan differs from kf_concretize's; outputs laid out as
+ * kfuse would lay them out give kf_concretize's own plan. */
+static void test_concretize_into_caller_output_order(void** state) {
+  (void)state;
+  kf_fusion f = NULL;
+  KF_CHECK(kf_fusion_from_text(
+      "input x: tensor<float32, 2>\ninput z: tensor<float32, 2>\nxt = permute(x) {perm=[1, 0]}\n"
+      "y = add(xt, z)\noutput y\n", &f));
+  float x[6] = {0}, z[6] = {0}, y[6] = {0};
+  int64_t xs[2] = {3, 2}, zs[2] = {2, 3}, row_major[2] = {3, 1}, column_major[2] = {1, 2};
+  DLTensor xt = kf_test_tensor(x, kf_test_f32(), 2, xs, NULL);
+  DLTensor zt = kf_test_tensor(z, kf_test_f32(), 2, zs, NULL);
+  const DLTensor* in[2] = {&xt, &zt};
+  kf_concrete own = NULL, rows = NULL, same = NULL;
+  KF_CHECK(kf_concretize(f, in, 2, &own));
+  DLTensor yt = kf_test_tensor(y, kf_test_f32(), 2, zs, row_major);
+  DLTensor* out[1] = {&yt};
+  KF_CHECK(kf_concretize_into(f, in, 2, out, 1, &rows));
+  assert_ptr_not_equal(own, rows);
+  char* text = NULL;
+  KF_CHECK(kf_concrete_describe(rows, &text));
+  assert_non_null(strstr(text, "value 3 = add: tensor<float32, 2>, sizes [>1, >1], order [0, 1]"));
+  kf_string_free(text);
+  /* y column-major, as x^T is: kfuse's own layout, kfuse's own plan. */
+  DLTensor yc = kf_test_tensor(y, kf_test_f32(), 2, zs, column_major);
+  out[0] = &yc;
+  KF_CHECK(kf_concretize_into(f, in, 2, out, 1, &same));
+  assert_ptr_equal(own, same);
+  /* Outputs are checked as kf_execute_into checks them. */
+  kf_concrete bad = NULL;
+  KF_EXPECT_ERROR(kf_concretize_into(f, in, 2, out, 0, &bad), KF_ERR_INVALID_ARGUMENT,
+                  "kf_concretize_into: expected 1 outputs, got 0");
+  int64_t wrong[2] = {3, 2};
+  DLTensor yw = kf_test_tensor(y, kf_test_f32(), 2, wrong, NULL);
+  out[0] = &yw;
+  assert_int_equal(kf_concretize_into(f, in, 2, out, 1, &bad), KF_ERR_SHAPE_MISMATCH);
+  assert_null(bad);
+  kf_concrete_release(same);
+  kf_concrete_release(rows);
+  kf_concrete_release(own);
+  kf_fusion_release(f);
+}
+
 /* s = sum(x, axis 1, keepdim) [M,1]; z = s + y with y [M,N] another input:
  * the reduction's epilogue reads y, whose extents the schedulers cannot prove
  * equal to x's, so it becomes its own pointwise segment. Ids: x=0, y=1,
@@ -375,6 +421,7 @@ int main(void) {
       cmocka_unit_test(test_shape_scalar_joins_key),
       cmocka_unit_test(test_size_zero_input),
       cmocka_unit_test(test_pinned_output_order),
+      cmocka_unit_test(test_concretize_into_caller_output_order),
       cmocka_unit_test(test_reduction_epilogue_segment_ids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -421,6 +421,14 @@ typedef struct kf_concrete_s* kf_concrete;
  * compiled at the first execution on a GPU). */
 KF_API kf_status kf_concretize(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
                                kf_concrete* out);
+/* kf_concretize for outputs the caller allocates: the plan kf_execute_into
+ * runs with these inputs and outputs. Where an output's memory order differs
+ * from the one kfuse would choose (a row-major output of a transposed
+ * input), the outputs' orders join the key and the schedulers plan for them.
+ * outputs: borrowed, in output order, checked as kf_execute_into checks them
+ * (shapes, alignment, overlap); their data is not read or written. */
+KF_API kf_status kf_concretize_into(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                    DLTensor* const* outputs, size_t num_outputs, kf_concrete* out);
 KF_API void kf_concrete_release(kf_concrete c);
 /* Readable key and concrete types. *out: free with kf_string_free. */
 KF_API kf_status kf_concrete_describe(kf_concrete c, char** out);
