@@ -192,10 +192,36 @@ def check_outputs(entry, got, expected):
     return ok, worst, "; ".join(msgs)
 
 
-def run_entry(entry, args, kf, timer, parse, schedulers, ceiling):
+def cpu_check(tiny, args, kf):
+    """The fusion's tiny twin (same text but for sizes, same layouts) on the
+    device and on kfuse's CPU backend, same values: (ok, message)."""
+    try:
+        shapes = [o["shape"] for o in tiny["outputs"]]
+        dtypes = [tensors.torch_dtype(o["dtype"]) for o in tiny["outputs"]]
+        fusion = kf.fusion(tiny["text"])
+        got = {}
+        for device in ("cpu", args.device):
+            ins = tensors.make_inputs(tiny, device, args.seed, value_device="cpu")
+            outs = tensors.make_outputs(tiny, ins, shapes, dtypes, device)
+            stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else None
+            kf.bind(fusion, ins, outs, stream)()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            got[device] = [o.cpu() for o in outs]
+        ok, _, msg = check_outputs(tiny, got[args.device], got["cpu"])
+        return ok, msg
+    except Exception as e:  # noqa: BLE001
+        return False, f"ERROR: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+
+
+def run_entry(entry, args, kf, timer, parse, schedulers, ceiling, tiny=None):
     row = {"name": entry["name"], "class": entry["class"], "text": entry["text"], "bytes": entry["bytes"],
            "memory_bound": entry["sol"] and entry["bytes"] >= 64 * MiB, "inputs": entry["inputs"],
            "outputs": entry["outputs"]}
+    if tiny is not None:
+        row["cpu_ok"], msg = cpu_check(tiny, args, kf)
+        if msg:
+            row["cpu_msg"] = msg
     stage = "inputs"
     try:
         device = args.device
@@ -275,11 +301,25 @@ def describe(row):
 
 
 def check_text(row):
+    """The check against the CPU backend (tiny twin), then against torch."""
+    if "cpu_ok" not in row:
+        cpu = "-"
+    elif row["cpu_ok"]:
+        cpu = "ok"
+    else:
+        msg = row.get("cpu_msg", "")
+        cpu = msg if msg.startswith("ERROR") else "MISMATCH: " + msg
     if "error" in row:
-        return "ERROR: " + row["error"].replace("|", "/")
-    if row.get("ok"):
-        return "ok"
-    return "MISMATCH: " + row.get("check_msg", "").replace("|", "/")
+        t = "ERROR: " + row["error"]
+    elif row.get("ok"):
+        t = "ok"
+    else:
+        t = "MISMATCH: " + row.get("check_msg", "")
+    return f"{cpu} / {t}".replace("|", "/")
+
+
+def passed(row):
+    return bool(row.get("ok")) and "speedup" in row and row.get("cpu_ok", True)
 
 
 def percentile(xs, p):
@@ -304,6 +344,8 @@ def report(rows, args, ceiling, device_name):
              f"speedup = {what} ms / kfuse ms; layouts: c contiguous, pNNN permuted (memory order), padN padded "
              "rows, offN storage offset, bNN stride-0 dims, aK in place into input K; * = not memory-bound "
              "(moves < 64 MiB, or its bytes count a buffer it touches sparsely): left out of the % SOL figures",
+             "check: the tiny twin (same text up to sizes, same layouts) against kfuse's CPU backend / the fusion "
+             "against torch (kf_torch)",
              "", f"| fusion | class | shapes | dtype | layouts | scheduler | kfuse ms | {what} ms | speedup | GB/s "
                  "| % SOL | check |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -319,8 +361,10 @@ def report(rows, args, ceiling, device_name):
     sol = [r["sol"] for r in ok if r["memory_bound"]]
     n_err = sum(1 for r in rows if "error" in r)
     n_bad = sum(1 for r in rows if "error" not in r and not r.get("ok"))
+    n_cpu = sum(1 for r in rows if not r.get("cpu_ok", True))
     lines += ["", "## Distribution", "",
-              f"{len(rows)} fusions: {len(rows) - n_err - n_bad} checked ok, {n_bad} mismatches, {n_err} errors; "
+              f"{len(rows)} fusions: {len(rows) - n_err - n_bad} checked ok against torch, {n_bad} mismatches, "
+              f"{n_err} errors; {n_cpu} failed the CPU-backend check (tiny twins); "
               f"{len(sp)} timed against {what} (ok only), {len(sol)} of them memory-bound", "",
               "| | geomean | P10 | median | P90 | n |", "| --- | --- | --- | --- | --- | --- |",
               f"| speedup ({what} / kfuse) | {geomean(sp):.3f} | {percentile(sp, 10):.3f} | {percentile(sp, 50):.3f} "
@@ -359,6 +403,7 @@ def main():
     p.add_argument("--scale", default="full", choices=["full", "tiny"], help="tiny: for testing this script")
     p.add_argument("--reference", default="kf_torch", help="module with parse(text) (default: bench/kf_torch.py)")
     p.add_argument("--no-compile", action="store_true", help="time torch eager instead of torch.compile")
+    p.add_argument("--no-cpu-check", action="store_true", help="skip the tiny twins on kfuse's CPU backend")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
     if args.seed is None:
@@ -378,11 +423,13 @@ def main():
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     schedulers = scheduler_names(args.lib)
     corpus = generate.generate(args.seed, args.count, args.scale, classes or None)
+    twins = [None] * len(corpus) if args.no_cpu_check else generate.generate(args.seed, args.count, "tiny",
+                                                                                classes or None)
     print(f"corpus_bench.py: seed {args.seed}, {len(corpus)} fusions, copy ceiling {ceiling:.0f} GB/s",
           file=sys.stderr, flush=True)
     rows = []
-    for entry in corpus:
-        rows.append(run_entry(entry, args, kf, timer, parse, schedulers, ceiling))
+    for entry, tiny in zip(corpus, twins):
+        rows.append(run_entry(entry, args, kf, timer, parse, schedulers, ceiling, tiny))
         r = rows[-1]
         print(f"  {r['name']}: {check_text(r)}" + (f", kfuse {r['kfuse_ms']:.3f} ms" if "kfuse_ms" in r else "")
               + (f", speedup {r['speedup']:.2f}" if "speedup" in r else ""), file=sys.stderr, flush=True)
@@ -397,7 +444,7 @@ def main():
             "seed": args.seed, "count": args.count, "classes": classes, "scale": args.scale, "device": device_name,
             "torch": torch.__version__, "ceiling_gbs": ceiling, "iters": args.iters, "warmup": args.warmup,
             "rows": rows}, indent=1) + "\n")
-    sys.exit(0 if all(r.get("ok") and "speedup" in r for r in rows) else 1)
+    sys.exit(0 if all(passed(r) for r in rows) else 1)
 
 
 if __name__ == "__main__":

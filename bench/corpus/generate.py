@@ -147,12 +147,12 @@ class Fusion:
 
     # -- sizes ------------------------------------------------------------
     def d(self, n, mult=1):
-        """Size n as emitted: n itself, or with scale="tiny" a small number
-        that depends on n only (2 to 8; 1 stays 1), rounded up to `mult`."""
-        if not self.tiny or n <= 1:
-            return n
-        t = 2 + (n * 2654435761 % 4294967296) % 7
-        return -(-t // mult) * mult
+        """Size n as emitted, rounded up to `mult`: n itself, or with
+        scale="tiny" a small number that depends on n only (2 to 8; 1
+        stays 1)."""
+        if self.tiny and n > 1:
+            n = 2 + (n * 2654435761 % 4294967296) % 7
+        return -(-n // mult) * mult
 
     def fit(self, cands, nbytes):
         """The first candidate, in random order, whose nbytes(c) lies in this
@@ -262,6 +262,8 @@ class Fusion:
             kind = self.pick({"contiguous": 75, "offset": 20, "broadcast": 5})
             if kind == "broadcast" and inp["_broadcast"] is None:
                 inp["_broadcast"] = True  # a 1-d weight given as an expanded scalar
+        elif inp["_broadcast"]:  # an operand that frameworks often pass expanded
+            kind = self.pick(dict(INPUT_LAYOUTS, broadcast=40))
         else:
             kind = self.pick(INPUT_LAYOUTS)
         if kind == "broadcast" and (not inp["_broadcast"] or not big):
@@ -318,6 +320,30 @@ def unique_elements(inp):
     shape = inp["shape"]
     dims = inp["layout"].get("dims", []) if inp["layout"]["kind"] == "broadcast" else []
     return _prod(s for d, s in enumerate(shape) if d not in dims)
+
+
+def input_strides(inp):
+    """(strides in elements, storage offset) of an input in its layout."""
+    shape, lay = inp["shape"], inp["layout"]
+
+    def row_major(dims):
+        st, acc = [0] * len(dims), 1
+        for d in range(len(dims) - 1, -1, -1):
+            st[d], acc = acc, acc * dims[d]
+        return st
+    kind = lay["kind"]
+    if kind == "permuted":
+        mem = row_major([shape[d] for d in lay["order"]])
+        st = [0] * len(shape)
+        for j, d in enumerate(lay["order"]):
+            st[d] = mem[j]
+        return st, 0
+    if kind == "padded":
+        return row_major(shape[:-1] + [shape[-1] + lay["pad"]]), 0
+    if kind == "broadcast":
+        st = row_major([1 if d in lay["dims"] else n for d, n in enumerate(shape)])
+        return [0 if d in lay["dims"] else x for d, x in enumerate(st)], 0
+    return row_major(shape), lay.get("offset", 0)
 
 
 def bytes_moved(inputs, outputs):
@@ -525,7 +551,7 @@ def pointwise(g):
                     t = g.op("t", f"minimum({v}, {g.const(20.0, name='cap')})")
                     v = g.op("e", f"exp({t})")
                 else:
-                    v = g.op(u[:3], f"{u}({v})")
+                    v = g.op(f"{u}_{k + 1}", f"{u}({v})")  # torch.fx's names
                 continue
             o = g.pick(["add", "mul", "sub", "maximum"] if e != "const" else ["add", "mul", "div"])
             used.append(o)
@@ -561,7 +587,7 @@ def pointwise(g):
         W = g.d(width)
         q = g.input("q", qdt, lead + [W])
         sshape = {"token": lead + [1], "channel": [W], "tensor": []}[gran]
-        s = g.input("scale", "float32", sshape, values="nonnegative")
+        s = g.input("scale", "float32", sshape, values="nonnegative", broadcast=gran == "token")
         y = g.op("deq", f"mul({g.f32(q)}, {s})")
         if then == "silu":
             y = g.op("act", f"silu({y})")
@@ -728,7 +754,7 @@ def reduction(g):
         corr = g.pick([0, 1])
         r = g.op("var", f"var({v}) {{axes={_list(axes)}, keepdim={'true' if keep else 'false'}, correction={corr}}}")
     else:
-        r = g.op(red, f"{red}({v}) {reduce_axes_attr(axes, keep)}")
+        r = g.op(f"{red}_1", f"{red}({v}) {reduce_axes_attr(axes, keep)}")
     nonneg = pro in ("abs", "square", "exp") or red == "var"
     epi = g.pick({"none": 3, "scale": 1, "sqrt": 2 if nonneg else 0, "rsqrt_eps": 1 if nonneg else 0, "cast": 2})
     out_dt = "float32"

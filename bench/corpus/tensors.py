@@ -40,14 +40,16 @@ def values(spec, shape, device, gen):
     return t.to(dtype)
 
 
-def make_input(spec, device, gen):
-    """The input in its layout (a strided view of its own storage)."""
+def make_input(spec, device, gen, value_device=None):
+    """The input in its layout (a strided view of its own storage); the values
+    drawn on value_device (default: device) with generator gen."""
     shape, lay, dtype = spec["shape"], spec["layout"], torch_dtype(spec["dtype"])
     kind = lay["kind"]
+    vdev = value_device or device
     if kind == "broadcast":
         base_shape = [1 if d in lay["dims"] else s for d, s in enumerate(shape)]
-        return values(spec, base_shape, device, gen).expand(shape)
-    val = values(spec, shape, device, gen)
+        return values(spec, base_shape, vdev, gen).to(device).expand(shape)
+    val = values(spec, shape, vdev, gen).to(device)
     if kind == "contiguous":
         return val
     if kind == "permuted":
@@ -67,10 +69,12 @@ def make_input(spec, device, gen):
     return view
 
 
-def make_inputs(entry, device, seed=0):
-    gen = torch.Generator(device=device)
+def make_inputs(entry, device, seed=0, value_device=None):
+    """The entry's inputs; the same values on every device for one
+    value_device (the generators of the CPU and the GPU differ)."""
+    gen = torch.Generator(device=value_device or device)
     gen.manual_seed(seed)
-    return [make_input(spec, device, gen) for spec in entry["inputs"]]
+    return [make_input(spec, device, gen, value_device) for spec in entry["inputs"]]
 
 
 def make_output(spec, shape, dtype, device):

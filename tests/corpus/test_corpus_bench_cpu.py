@@ -46,15 +46,18 @@ def main():
                 problems.append(f"{len(rows)} rows, expected 60")
             for r in rows:
                 fp8 = any(x["dtype"].startswith("float8") for x in r["inputs"] + r["outputs"])
+                no_fp8 = fp8 and not hasattr(torch, "float8_e4m3fn")
                 if not (r.get("ok") and "speedup" in r and "kfuse_ms" in r and "sol" in r) and not (
-                        fp8 and "error" in r and not hasattr(torch, "float8_e4m3fn")):
+                        no_fp8 and "error" in r):
                     problems.append(f"{r['name']}: {r.get('error') or r.get('check_msg') or 'not timed'}")
+                if not r.get("cpu_ok") and not no_fp8:
+                    problems.append(f"{r['name']}: CPU-backend check: {r.get('cpu_msg')}")
             text = md.read_text()
             for part in ("| fusion | class | shapes |", "## Distribution", "| speedup (", "| % SOL (memory-bound) |",
                          "below 0.9x:", "## The 10 worst by speedup", "```"):
                 if part not in text:
                     problems.append(f"report lacks {part!r}")
-            if p.returncode != (0 if all(r.get("ok") for r in rows) else 1):
+            if p.returncode != (0 if all(r.get("ok") and r.get("cpu_ok") for r in rows) else 1):
                 problems.append(f"exit status {p.returncode} does not match the rows")
     for msg in problems:
         print("FAIL:", msg)

@@ -20,7 +20,9 @@ torch 1.13 has no float8 dtypes: float8 tensors travel as uint8 storage
 relabelled through DLPack (random codes of positive finite values).
 With --reference (bench/kf_torch.py importable) each result is also
 compared with the torch interpretation of the text, at the tolerance of
-bench_torch.py. Exits 77 (skipped) without torch.
+bench_torch.py. The full-size fusions are also concretized, segmented and
+given CUDA source for kDLCUDA inputs in their layouts (metadata only: no
+GPU, no memory). Exits 77 (skipped) without torch.
 """
 import argparse
 import ctypes
@@ -118,10 +120,6 @@ def dtype_name(kt):
 
 def run_entry(entry, seed, reference):
     fusion = kfuse.Fusion.from_text(entry["text"])
-    # kDLCUDA segmentation and CUDA source, from the shapes alone
-    for seg in fusion.segments(*[tuple(i["shape"]) for i in entry["inputs"]], cuda=True):
-        if seg.cuda is None:
-            raise RuntimeError(f"segment {seg.index} ({seg.scheduler}): no CUDA source: {seg.cuda_error}")
     # 1. outputs allocated by kfuse
     ins_a = make_inputs(entry, seed)
     res = fusion(*ins_a)
@@ -167,6 +165,39 @@ def check_reference(entry, seed, parse, got):
         ok, err, tol = tensors.compare(o, r)
         if not ok:
             raise RuntimeError(f"output {k}: kfuse differs from kf_torch by {err:.3g} (tolerance {tol:.3g})")
+
+
+class CudaMetadata:
+    """Stands for a CUDA tensor of an entry's input, in its layout, for
+    concretization and segmentation, which read no data: a DLPack capsule
+    with a made-up device address (never dereferenced)."""
+    CODES = {"float64": (2, 64), "float32": (2, 32), "float16": (2, 16), "bfloat16": (4, 16),
+             "float8_e4m3fn": (10, 8), "float8_e5m2": (12, 8), "int64": (0, 64), "int32": (0, 32),
+             "int8": (0, 8), "uint8": (1, 8), "bool": (6, 8)}
+
+    def __init__(self, spec):
+        from kfuse import _dlpack as dl
+        self.dl = dl
+        code, bits = self.CODES[spec["dtype"]]
+        strides, offset = generate.input_strides(spec)
+        self.described = dl._Described(0x7f0000000000 + offset * bits // 8, (dl.kDLCUDA, 0), code, bits,
+                                       spec["shape"], strides)
+
+    def __dlpack_device__(self):
+        return (self.dl.kDLCUDA, 0)
+
+    def __dlpack__(self, stream=None, max_version=None, **kwargs):
+        return self.dl.export_capsule(self.described, self.described.tensor, False)
+
+
+def segment_full(entry):
+    """The full-size fusion concretized and segmented for kDLCUDA inputs in
+    their layouts, with each segment's CUDA source."""
+    fusion = kfuse.Fusion.from_text(entry["text"])
+    for seg in fusion.segments(*[CudaMetadata(i) for i in entry["inputs"]], cuda=True):
+        if seg.cuda is None:
+            raise RuntimeError(f"segment {seg.index} ({seg.scheduler}): {seg.cuda_error}")
+    return fusion
 
 
 def structure(text):
@@ -217,6 +248,17 @@ def main():
     for msg in problems:
         print("GENERATOR:", msg)
     failures, n, by_class = [], 0, {}
+    n_full = 0
+    for seed in seeds:  # full sizes, in their layouts: concretized and segmented for the GPU
+        for entry in generate.generate(seed, a.count, "full", [c for c in a.classes.split(",") if c] or None):
+            n_full += 1
+            try:
+                segment_full(entry)
+            except Exception as e:  # noqa: BLE001
+                failures.append((seed, entry, e))
+                print(f"FAIL seed {seed} {entry['name']} (full size, kDLCUDA segmentation): {type(e).__name__}: {e}")
+                print("  inputs:", json.dumps([(i["dtype"], i["shape"], i["layout"]) for i in entry["inputs"]]))
+                print("  " + entry["text"].replace("\n", "\n  "))
     for seed in seeds:
         for entry in generate.generate(seed, a.count, "tiny", [c for c in a.classes.split(",") if c] or None):
             n += 1
@@ -233,7 +275,8 @@ def main():
                 print("  " + entry["text"].replace("\n", "\n  "))
                 if a.verbose:
                     traceback.print_exc()
-    print(f"test_corpus_cpu: {n - len(failures)} of {n} tiny fusions ok (seeds {a.seeds}, by class "
+    print(f"test_corpus_cpu: {n_full} full-size fusions segmented for the GPU, {n} tiny fusions run; "
+          f"{len(failures)} failures (seeds {a.seeds}, by class "
           f"{dict(sorted(by_class.items()))}), generator checks: {len(problems)} problems, {time.time() - t0:.1f} s")
     sys.exit(1 if failures or problems else 0)
 
