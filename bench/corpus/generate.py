@@ -9,7 +9,12 @@ seed (all randomness comes from `random.Random(seed)`), each a dict:
     {"name": "c0007_rmsnorm_fwd", "class": "norm_fwd", "text": "<kfuse text>",
      "inputs": [{"name", "dtype", "shape", "layout", "values"}],
      "outputs": [{"name", "dtype", "shape", "layout", "alias"}],
-     "model": "llama3-8b", "bytes": <bytes moved, estimated>}
+     "model": "llama3-8b", "bytes": <bytes moved>, "memory": <device bytes needed>,
+     "sol": <False where the bytes count a buffer the fusion touches sparsely>}
+
+"bytes" counts each input read once (stride-0 dims once) and each output
+written once (an in-place output too; its input counts as read), the rule
+of the benchmark's GB/s.
 
 Input layouts ("layout"): {"kind": "contiguous"}; {"kind": "permuted",
 "order": [...]} (memory order, outermost logical dim first); {"kind":

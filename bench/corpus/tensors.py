@@ -57,11 +57,11 @@ def make_input(spec, device, gen, value_device=None):
         base = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
         view = base.permute([order.index(d) for d in range(len(shape))])
     elif kind == "padded":
-        base = torch.zeros(shape[:-1] + [shape[-1] + lay["pad"]], dtype=dtype, device=device)
+        base = torch.empty(shape[:-1] + [shape[-1] + lay["pad"]], dtype=dtype, device=device)  # pads unread
         view = base[..., :shape[-1]]
     elif kind == "offset":
         off = lay["offset"]
-        base = torch.zeros(val.numel() + off, dtype=dtype, device=device)
+        base = torch.empty(val.numel() + off, dtype=dtype, device=device)
         view = base.as_strided(shape, val.stride(), off)
     else:
         raise ValueError(f"unknown layout {lay}")
