@@ -9,12 +9,50 @@
 # Those options go to both programs. Environment: BUILD (the build folder,
 # default build), OUT (default bench-results), PYTHON (default python3).
 # Writes $OUT/kfuse_bench.md, $OUT/torch.md and $OUT/combined.md.
+#
+#   bench/run_all.sh --suite corpus [--seed S] [--count N] [--iters K] [--warmup W] [--classes a,b]
+#
+# runs the generated corpus instead (bench/corpus/generate.py, a new seed
+# each measurement; without --seed one is drawn from the clock and printed):
+# corpus_bench.py checks each fusion against torch and times kfuse against
+# torch.compile and the copy ceiling, and writes $OUT/corpus.md (table,
+# distribution, the 10 worst) and $OUT/corpus.json (raw results).
 set -u
 HERE=$(dirname "$0")
 BUILD=${BUILD:-build}
 OUT=${OUT:-bench-results}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
+
+suite=
+prev=
+for arg in "$@"; do
+  [ "$prev" = "--suite" ] && suite=$arg
+  case $arg in --suite=*) suite=${arg#--suite=} ;; esac
+  prev=$arg
+done
+if [ "$suite" = "corpus" ]; then
+  # Only the options corpus_bench.py knows; --suite corpus itself is dropped.
+  set -- "$@" --end-of-options
+  while [ "$1" != "--end-of-options" ]; do
+    case $1 in
+      --suite) shift 2; continue ;;
+      --suite=*) shift; continue ;;
+      --seed|--count|--iters|--warmup|--classes)
+        [ $# -ge 3 ] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }
+        set -- "$@" "$1" "$2"; shift 2; continue ;;
+      --seed=*|--count=*|--iters=*|--warmup=*|--classes=*) set -- "$@" "$1"; shift; continue ;;
+      *) echo "run_all.sh: --suite corpus takes --seed, --count, --iters, --warmup, --classes; not '$1'" >&2
+         exit 2 ;;
+    esac
+  done
+  shift
+  "$PYTHON" "$HERE/corpus_bench.py" --lib "$BUILD/libkfuse.so" "$@" --out "$OUT/corpus.md" --json "$OUT/corpus.json"
+  status=$?
+  echo
+  echo "run_all.sh: wrote $OUT/corpus.md and $OUT/corpus.json (corpus_bench.py status $status)"
+  exit "$status"
+fi
 
 "$BUILD/tools/kfuse" bench "$@" --out "$OUT/kfuse_bench.md"
 kfuse_status=$?

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""bench/corpus_bench.py's logic on the CPU: a tiny corpus through the
+harness with --device cpu, the reference replaced by stub_kf_torch.py (kfuse's
+own CPU backend: this checks the harness, not kfuse). Every fusion must be
+checked ok and timed, except those that this torch cannot make (float8 in
+torch 1.13); the report must carry the table, the distribution and the
+worst fusions; the raw results must be complete. Exits 77 without torch.
+
+    KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python \\
+        /usr/bin/python3 tests/corpus/test_corpus_bench_cpu.py
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+try:
+    import torch  # noqa: F401
+except ImportError:
+    print("test_corpus_bench_cpu: skipped: no torch for this Python", sys.executable)
+    sys.exit(77)
+
+
+def main():
+    lib = os.environ.get("KFUSE_LIBRARY", str(ROOT / "build" / "libkfuse.so"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT / "bindings" / "python"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    with tempfile.TemporaryDirectory() as d:
+        md, js = pathlib.Path(d) / "corpus.md", pathlib.Path(d) / "corpus.json"
+        cmd = [sys.executable, str(ROOT / "bench" / "corpus_bench.py"), "--lib", lib, "--device", "cpu",
+               "--scale", "tiny", "--seed", "7", "--count", "60", "--iters", "3", "--warmup", "1",
+               "--reference", "stub_kf_torch", "--out", str(md), "--json", str(js)]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        problems = []
+        if p.returncode not in (0, 1):
+            problems.append(f"exit status {p.returncode}:\n{p.stderr[-3000:]}")
+        else:
+            res = json.loads(js.read_text())
+            rows = res["rows"]
+            if len(rows) != 60:
+                problems.append(f"{len(rows)} rows, expected 60")
+            for r in rows:
+                fp8 = any(x["dtype"].startswith("float8") for x in r["inputs"] + r["outputs"])
+                no_fp8 = fp8 and not hasattr(torch, "float8_e4m3fn")
+                if not (r.get("ok") and "speedup" in r and "kfuse_ms" in r and "sol" in r) and not (
+                        no_fp8 and "error" in r):
+                    problems.append(f"{r['name']}: {r.get('error') or r.get('check_msg') or 'not timed'}")
+                if not r.get("cpu_ok") and not no_fp8:
+                    problems.append(f"{r['name']}: CPU-backend check: {r.get('cpu_msg')}")
+            text = md.read_text()
+            for part in ("| fusion | class | shapes |", "## Distribution", "| speedup (", "| % SOL (memory-bound) |",
+                         "below 0.9x:", "## The 10 worst by speedup", "```"):
+                if part not in text:
+                    problems.append(f"report lacks {part!r}")
+            if p.returncode != (0 if all(r.get("ok") and r.get("cpu_ok") for r in rows) else 1):
+                problems.append(f"exit status {p.returncode} does not match the rows")
+    for msg in problems:
+        print("FAIL:", msg)
+    print(f"test_corpus_bench_cpu: {'ok' if not problems else f'{len(problems)} problems'}")
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
