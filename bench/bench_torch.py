@@ -14,7 +14,9 @@ measured by this script on the same GPU.
     python3 bench/bench_torch.py --lib build/libkfuse.so --suite training
 
 The case texts and input shapes come from bench/cases/ (bench/kfuse_cases.py),
-the same files `kfuse bench` runs. With --kfuse-table FILE (a `kfuse bench
+the same files `kfuse bench` runs. A case without a hand-written torch
+function below (torch_fn) is checked and timed with bench/kf_torch.py's
+interpreter of its fusion text instead (eager, and torch.compile of it). With --kfuse-table FILE (a `kfuse bench
 --out` table) it also writes one table of both: bench/run_all.sh does that.
 """
 import argparse
@@ -27,6 +29,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+import kf_torch
 from kfuse_cases import case_text, input_dtypes, input_shapes, nonnegative_inputs, suite
 
 # ---------------------------------------------------------------------------
@@ -270,6 +273,23 @@ def torch_fn(name, storage=torch.bfloat16):
     raise ValueError(name)
 
 
+def reference_fn(name, storage=torch.bfloat16):
+    """The case's torch reference and where it comes from: the hand-written
+    torch_fn when there is one ("torch_fn"), else kf_torch's interpreter of
+    the case's text in that storage dtype ("kf_torch"), which computes the
+    same outputs for any fusion text (a tuple, in the case's output order)."""
+    try:
+        return torch_fn(name, storage), "torch_fn"
+    except ValueError:
+        pass
+    program = kf_torch.parse(case_text(name, STORAGE[storage]))
+
+    def interpreted(*inputs):
+        return program(*inputs)
+    interpreted.__name__ = interpreted.__qualname__ = f"kf_torch_{name}"
+    return interpreted, "kf_torch"
+
+
 def gelu_tanh_grad(h):
     """d gelu(h, approximate='tanh') / dh as aten's gelu_backward computes it."""
     beta, kappa = math.sqrt(2 / math.pi), 0.044715
@@ -277,8 +297,9 @@ def gelu_tanh_grad(h):
     return 0.5 * (t + 1) + 0.5 * h * (1 - t * t) * (beta * (h * h * 0.134145 + 1))
 
 
-TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
-                "float8_e4m3fn": torch.float8_e4m3fn}
+TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+if hasattr(torch, "float8_e4m3fn"):  # torch >= 2.1 (this module also loads under older torch: tests)
+    TORCH_DTYPES["float8_e4m3fn"] = torch.float8_e4m3fn
 
 
 def make_inputs(name, m, n, dtype):
@@ -337,7 +358,7 @@ def tolerance(dtype):
 
 def run_case(kf, name, m, n, dtype, iters, ceiling):
     inputs = make_inputs(name, m, n, dtype)
-    fn = torch_fn(name, dtype)
+    fn, reference = reference_fn(name, dtype)
     expected = fn(*inputs)
     expected = list(expected) if isinstance(expected, tuple) else [expected]
     outs = [torch.empty_like(e) for e in expected]
@@ -372,7 +393,7 @@ def run_case(kf, name, m, n, dtype, iters, ceiling):
         "case": name, "shape": f"{m}x{n}", "dtype": STORAGE[dtype], "ok": ok, "err": err,
         "kf_ms": kf_ms, "kf_gbs": gbs(kf_ms), "sol": gbs(kf_ms) / ceiling * 100,
         "eager_gbs": gbs(eager_ms), "compile_gbs": gbs(compiled_ms), "compile_ms": compiled_ms,
-        "speedup": compiled_ms / kf_ms, "compile_s": compile_s,
+        "speedup": compiled_ms / kf_ms, "compile_s": compile_s, "reference": reference,
     }
 
 
@@ -390,6 +411,9 @@ def table_text(rows, ceiling):
     speedups = [r["speedup"] for r in rows if "speedup" in r]
     if speedups:
         lines += ["", f"geometric mean kfuse/torch.compile speedup: {geomean(speedups):.3f} over {len(speedups)} cases"]
+    interpreted = sorted({r["case"] for r in rows if r.get("reference") == "kf_torch"})
+    if interpreted:
+        lines += ["", "torch reference from bench/kf_torch.py (no hand-written torch_fn): " + ", ".join(interpreted)]
     return "\n".join(lines)
 
 
