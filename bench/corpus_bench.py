@@ -407,6 +407,8 @@ def main():
     p.add_argument("--reference", default="kf_torch", help="module with parse(text) (default: bench/kf_torch.py)")
     p.add_argument("--no-compile", action="store_true", help="time torch eager instead of torch.compile")
     p.add_argument("--no-cpu-check", action="store_true", help="skip the tiny twins on kfuse's CPU backend")
+    p.add_argument("--time-budget", type=float, default=0,
+                   help="seconds: start no new fusion after this (the report covers those run; 0: no limit)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
     if args.seed is None:
@@ -431,11 +433,17 @@ def main():
     print(f"corpus_bench.py: seed {args.seed}, {len(corpus)} fusions, copy ceiling {ceiling:.0f} GB/s",
           file=sys.stderr, flush=True)
     rows = []
+    started = time.perf_counter()
     for entry, tiny in zip(corpus, twins):
+        if args.time_budget and time.perf_counter() - started > args.time_budget:
+            print(f"corpus_bench.py: time budget of {args.time_budget:.0f} s spent: {len(rows)} of {len(corpus)} "
+                  "fusions run", file=sys.stderr, flush=True)
+            break
         rows.append(run_entry(entry, args, kf, timer, parse, schedulers, ceiling, tiny))
         r = rows[-1]
         print(f"  {r['name']}: {check_text(r)}" + (f", kfuse {r['kfuse_ms']:.3f} ms" if "kfuse_ms" in r else "")
-              + (f", speedup {r['speedup']:.2f}" if "speedup" in r else ""), file=sys.stderr, flush=True)
+              + (f", speedup {r['speedup']:.2f}" if "speedup" in r else "")
+              + (f", compile {r['compile_s']:.1f} s" if "compile_s" in r else ""), file=sys.stderr, flush=True)
         if args.device == "cuda":
             torch.cuda.empty_cache()
     text = report(rows, args, ceiling, device_name)
