@@ -248,16 +248,25 @@ void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const s
   open_vector_steps(w, V, row_len, edges);
   std::vector<std::string> idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));
   // The cluster row kernel copies without registers (cp.async): every
-  // vector of its part in flight at once, few instructions per vector.
-  const bool async = !w.part_begin.empty() && edges == nullptr;
+  // vector of its part in flight at once, few instructions per vector. A
+  // vector is V elements of the input's own dtype: 16 bytes where that
+  // dtype is the narrowest, fewer where a narrower one set V (a bf16 input
+  // of a float32 output: 8), and cp.async cannot copy 1 or 2 bytes.
+  const bool cluster = !w.part_begin.empty() && edges == nullptr;
+  bool waits = false;
   for (const auto& [in, row] : stage.rows) {
     const std::string vt = vector_type(w, in, V);
     const std::string from = w.address(in, input_index(p.vectors.inputs.at(in), idx));
-    if (async) w.line("kf_copy_async16(" + row + " + " + at + ", " + from + ");");
-    else w.line("*(" + vt + "*)(" + row + " + " + at + ") = *(const " + vt + "*)(" + from + ");");
+    const int bytes = V * dtype_size(w.fusion().value(in).dtype);
+    if (cluster && (bytes == 4 || bytes == 8 || bytes == 16)) {
+      w.line("kf_copy_async<" + std::to_string(bytes) + ">(" + row + " + " + at + ", " + from + ");");
+      waits = true;
+    } else {
+      w.line("*(" + vt + "*)(" + row + " + " + at + ") = *(const " + vt + "*)(" + from + ");");
+    }
   }
   w.close();
-  if (async) w.line("kf_copy_async_wait();");
+  if (waits) w.line("kf_copy_async_wait();");
   if (edges != nullptr) {
     open_edge_steps(w, V, *edges);
     idx = full_index(w, red, unravel(w, p.rows.domain, red, "j"));

@@ -460,12 +460,18 @@ template <class T, class Op> KF_DEV T kf_block_reduce(T v, Op op) {
   return scratch[32];
 }
 
-// 16 bytes from global to shared memory without registers (cp.async,
-// sm_80), and the wait for this thread's copies.
-KF_DEV void kf_copy_async16(void* to, const void* from) {
+// N bytes (4, 8 or 16: one vector of a staged input) from global to
+// shared memory without registers (cp.async, sm_80; .cg, which skips L1,
+// takes 16 bytes only), and the wait for this thread's copies.
+template <int N>
+KF_DEV void kf_copy_async(void* to, const void* from) {
+  static_assert(N == 4 || N == 8 || N == 16, "cp.async copies 4, 8 or 16 bytes");
   unsigned long long s;
   asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"((unsigned long long)to));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)s), "l"(from) : "memory");
+  if constexpr (N == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)s), "l"(from) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"((unsigned)s), "l"(from), "n"(N) : "memory");
 }
 KF_DEV void kf_copy_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
