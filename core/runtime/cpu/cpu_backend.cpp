@@ -10,6 +10,7 @@
 
 #include "core/runtime/backend.h"
 #include "core/runtime/cpu/eval.h"
+#include "core/runtime/cpu/host_memory.h"
 #include "core/util/env_switch.h"
 #include "core/util/error.h"
 #include "core/util/scratch.h"
@@ -38,13 +39,10 @@ cpu::TensorView view_of(const DLTensor& t, DType dtype) {
 
 class CpuBackend final : public Backend {
  public:
-  void* allocate(size_t bytes, int, const ExecOptions&) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (p == nullptr) fail(KF_ERR_OUT_OF_MEMORY, "out of host memory allocating ", bytes, " bytes");
-    return p;
-  }
-  void release(void* ptr, size_t, int, const ExecOptions&) override { std::free(ptr); }
+  // Counted against the host memory limit (host_memory.h), as the
+  // backend's own tensors are.
+  void* allocate(size_t bytes, int, const ExecOptions&) override { return cpu::host_allocate(bytes); }
+  void release(void* ptr, size_t bytes, int, const ExecOptions&) override { cpu::host_release(ptr, bytes); }
 
   void run_segment(const Plan& plan, size_t index, const ValueSizes&, const DLTensor* const* inputs,
                    DLTensor* const* outputs, const ExecOptions&) override {

@@ -22,10 +22,9 @@ TensorView constant_view(const Value& v) {
   return t;
 }
 
-void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
-  for (int64_t id : e.inputs)
-    if (!env.ready[static_cast<size_t>(id)])
-      fail(KF_ERR_INTERNAL, "cpu backend: value ", id, " is not ready for ", op_name(e.op));
+namespace {
+
+void dispatch(const Fusion& fusion, const Expr& e, Env& env) {
   switch (op_info(e.op).category) {
     case OpCategory::Unary:
     case OpCategory::Binary:
@@ -47,6 +46,20 @@ void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
       env.set(e.outputs[0], std::move(out));
       return;
     }
+  }
+}
+
+}  // namespace
+
+void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
+  for (int64_t id : e.inputs)
+    if (!env.ready[static_cast<size_t>(id)])
+      fail(KF_ERR_INTERNAL, "cpu backend: value ", id, " is not ready for ", op_name(e.op));
+  try {
+    dispatch(fusion, e, env);
+  } catch (const Error& err) {
+    if (err.status() != KF_ERR_OUT_OF_MEMORY) throw;
+    fail(KF_ERR_OUT_OF_MEMORY, op_name(e.op), " (value ", e.outputs[0], "): ", err.what());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/runtime/cpu/host_memory.h"
 #include "core/util/byte_count.h"
 #include "core/util/error.h"
 
@@ -33,13 +34,13 @@ TensorView allocate(DType dtype, const Sizes& sizes, const std::vector<int>& ord
   t.sizes = sizes;
   t.strides = compact_strides(sizes, order);
   // Element counts were checked against int64 when sizes were bound, but
-  // their bytes can still exceed the address space.
+  // their bytes can still exceed the address space; then the host memory
+  // limit is checked (host_memory.h), both before anything is touched.
   const size_t bytes = allocation_bytes(t.numel(), dtype_size(dtype), "cpu backend: a tensor");
+  void* p = host_allocate(bytes);
   // 64-byte aligned, zeroed (deterministic contents for size-0 edge cases).
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (p == nullptr) fail(KF_ERR_OUT_OF_MEMORY, "out of host memory allocating ", bytes, " bytes");
   std::memset(p, 0, (bytes + 63) / 64 * 64);
-  t.storage = std::shared_ptr<void>(p, std::free);
+  t.storage = std::shared_ptr<void>(p, [bytes](void* q) { host_release(q, bytes); });
   t.data = static_cast<std::byte*>(p);
   return t;
 }
