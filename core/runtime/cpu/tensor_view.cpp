@@ -130,11 +130,38 @@ TensorView broadcast_to(const TensorView& t, const Sizes& sizes) {
 
 void copy_into(const TensorView& src, const TensorView& dst) {
   const bool as_int = !is_float(src.dtype) && !is_float(dst.dtype);
+  ElementBuffer buf;
   for_each_index(dst.sizes, [&](const int64_t* idx) {
-    if (as_int) store_i64(dst.dtype, dst.at(idx), load_i64(src.dtype, src.at(idx)));
-    else if (src.dtype == DType::I64) store_f64(dst.dtype, dst.at(idx), static_cast<double>(load_i64(src.dtype, src.at(idx))));
-    else store_f64(dst.dtype, dst.at(idx), load_f64(src.dtype, src.at(idx)));
+    const std::byte* s = src.read(idx, buf);
+    if (as_int) store_i64(dst.dtype, dst.at(idx), load_i64(src.dtype, s));
+    else if (src.dtype == DType::I64) store_f64(dst.dtype, dst.at(idx), static_cast<double>(load_i64(src.dtype, s)));
+    else store_f64(dst.dtype, dst.at(idx), load_f64(src.dtype, s));
   });
+}
+
+Sizes distinct_sizes(const Sizes& sizes, const std::vector<int64_t>& strides) {
+  Sizes out = sizes;
+  for (size_t d = 0; d < out.size(); ++d)
+    if (strides[d] == 0 && out[d] > 1) out[d] = 1;
+  return out;
+}
+
+TensorView materialize(const TensorView& t) { return t.deferred() ? own_copy(t) : t; }
+
+TensorView own_copy(const TensorView& t) {
+  TensorView out = allocate(t.dtype, distinct_sizes(t.sizes, t.strides));
+  const size_t size = static_cast<size_t>(dtype_size(t.dtype));
+  ElementBuffer buf;
+  for_each_index(out.sizes, [&](const int64_t* idx) { std::memcpy(out.at(idx), t.read(idx, buf), size); });
+  return broadcast_to(out, t.sizes);
+}
+
+void unravel(int64_t offset, const Sizes& sizes, int64_t* index) {
+  for (size_t d = sizes.size(); d > 1; --d) {
+    index[d - 1] = offset % sizes[d - 1];
+    offset /= sizes[d - 1];
+  }
+  if (!sizes.empty()) index[0] = offset;
 }
 
 }  // namespace kf::cpu
