@@ -57,7 +57,12 @@ class IntermediateGuard {
     t.shape.assign(sizes.begin(), sizes.end());
     t.strides = cpu::compact_strides_inline(sizes, order);
     t.bytes = allocation_bytes(numel(sizes), dtype_size(dtype), IntermediateName{value});
-    t.tensor.data = backend_.allocate(t.bytes, device_.id, options_);
+    try {
+      t.tensor.data = backend_.allocate(t.bytes, device_.id, options_);
+    } catch (const Error& e) {
+      if (e.status() != KF_ERR_OUT_OF_MEMORY) throw;
+      fail(KF_ERR_OUT_OF_MEMORY, IntermediateName{value}, ": ", e.what());
+    }
     t.live = true;
     t.tensor.device = device_.kind == DeviceKind::CPU ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, device_.id};
     t.tensor.ndim = static_cast<int>(sizes.size());

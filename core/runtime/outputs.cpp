@@ -140,10 +140,15 @@ DLManagedTensor* allocate_output(const ConcreteFusion& c, const Binding& b, size
     t.device = inputs[o.alias_input]->device;
   } else {
     owned->strides = cpu::compact_strides(owned->shape, c.stride_orders[static_cast<size_t>(o.value)]);
-    const size_t bytes = allocation_bytes(numel(owned->shape), dtype_size(v.dtype),
-                                          TensorName{nullptr, "output", index, o.value});
+    const TensorName name{nullptr, "output", index, o.value};
+    const size_t bytes = allocation_bytes(numel(owned->shape), dtype_size(v.dtype), name);
     Backend& backend = backend_for(c.device.kind);
-    owned->memory = backend.allocate(bytes, c.device.id, options);
+    try {
+      owned->memory = backend.allocate(bytes, c.device.id, options);
+    } catch (const Error& e) {
+      if (e.status() != KF_ERR_OUT_OF_MEMORY) throw;
+      fail(KF_ERR_OUT_OF_MEMORY, name, ": ", e.what());
+    }
     owned->bytes = bytes;
     owned->device = c.device.id;
     owned->options = options;

@@ -2,8 +2,10 @@
 
 #include <strings.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 
@@ -26,6 +28,18 @@ bool env_switch(const char* name, bool fallback) {
   if (one_of(v, {"1", "true", "on", "yes"})) return true;
   warn_ignored_env(name, v, "0, false, off or no, or 1, true, on or yes", fallback ? "on" : "off");
   return fallback;
+}
+
+std::optional<uint64_t> env_bytes(const char* name, uint64_t least, const std::string& kept) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  // from_chars: digits only (strtoull would read "-1" as 2^64 - 1 and skip spaces).
+  const char* end = v + std::strlen(v);
+  uint64_t n = 0;
+  const auto [stop, error] = std::from_chars(v, end, n);
+  if (error == std::errc() && stop == end && n >= least) return n;
+  warn_ignored_env(name, v, "a number of bytes, " + std::to_string(least) + " or more", kept);
+  return std::nullopt;
 }
 
 void warn_ignored_env(const char* name, const char* value, const std::string& accepted, const std::string& kept) {

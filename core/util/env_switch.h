@@ -8,6 +8,8 @@
 // the computation and still say PASS.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace kf {
@@ -15,6 +17,12 @@ namespace kf {
 // The switch `name`'s value now. Callers that read it once per process
 // keep the answer in a function-local static.
 bool env_switch(const char* name, bool fallback);
+
+// A byte count from the environment (KFUSE_CPU_MEMORY_LIMIT...): decimal
+// digits only, at least `least`. Unset or empty: nullopt; anything else
+// unreadable ("-1", "4G", " 5") warns once (warn_ignored_env, saying the
+// default `kept` stays) and is nullopt too.
+std::optional<uint64_t> env_bytes(const char* name, uint64_t least, const std::string& kept);
 
 // Writes one line on stderr, "kfuse: ignoring NAME=VALUE: expected
 // ACCEPTED; keeping the default (KEPT)", the first time it is called for

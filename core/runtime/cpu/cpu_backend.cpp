@@ -10,6 +10,7 @@
 
 #include "core/runtime/backend.h"
 #include "core/runtime/cpu/eval.h"
+#include "core/runtime/cpu/host_memory.h"
 #include "core/util/env_switch.h"
 #include "core/util/error.h"
 #include "core/util/scratch.h"
@@ -38,13 +39,10 @@ cpu::TensorView view_of(const DLTensor& t, DType dtype) {
 
 class CpuBackend final : public Backend {
  public:
-  void* allocate(size_t bytes, int, const ExecOptions&) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (p == nullptr) fail(KF_ERR_OUT_OF_MEMORY, "out of host memory allocating ", bytes, " bytes");
-    return p;
-  }
-  void release(void* ptr, size_t, int, const ExecOptions&) override { std::free(ptr); }
+  // Counted against the host memory limit (host_memory.h), as the
+  // backend's own tensors are.
+  void* allocate(size_t bytes, int, const ExecOptions&) override { return cpu::host_allocate(bytes); }
+  void release(void* ptr, size_t bytes, int, const ExecOptions&) override { cpu::host_release(ptr, bytes); }
 
   void run_segment(const Plan& plan, size_t index, const ValueSizes&, const DLTensor* const* inputs,
                    DLTensor* const* outputs, const ExecOptions&) override {
@@ -56,22 +54,32 @@ class CpuBackend final : public Backend {
     // costs its own size, not the fusion's (32,000 segments once took 3.7 s).
     Scratch<cpu::Env> scratch;
     cpu::Env& env = *scratch;
+    if (env.values.size() < f.values.size()) {
+      env.values.resize(f.values.size());
+      env.ready.resize(f.values.size(), false);
+      env.reads.resize(f.values.size(), 0);
+    }
     struct Clear {
       cpu::Env& env;
       const Segment& seg;
       const Fusion& f;
+      void unset(int64_t id) {
+        env.unset(id);
+        env.reads[static_cast<size_t>(id)] = 0;
+      }
       ~Clear() {
-        for (int64_t id : seg.task.inputs) env.unset(id);
+        for (int64_t id : seg.task.inputs) unset(id);
         for (int64_t ei : seg.task.exprs)
-          for (int64_t id : f.exprs[static_cast<size_t>(ei)].inputs) env.unset(id);  // constants
+          for (int64_t id : f.exprs[static_cast<size_t>(ei)].inputs) unset(id);  // constants
         for (int64_t ei : seg.task.exprs)
-          for (int64_t id : f.exprs[static_cast<size_t>(ei)].outputs) env.unset(id);
+          for (int64_t id : f.exprs[static_cast<size_t>(ei)].outputs) unset(id);
       }
     } clear{env, seg, f};
-    if (env.values.size() < f.values.size()) {
-      env.values.resize(f.values.size());
-      env.ready.resize(f.values.size(), false);
-    }
+    // Each value's reads in this segment: what may be deferred, and when
+    // each value is released (eval.h).
+    for (int64_t ei : seg.task.exprs)
+      for (int64_t id : f.exprs[static_cast<size_t>(ei)].inputs) ++env.reads[static_cast<size_t>(id)];
+    for (int64_t id : seg.task.outputs) env.reads[static_cast<size_t>(id)] += cpu::Env::kResult;
     for (size_t k = 0; k < seg.task.inputs.size(); ++k) {
       int64_t id = seg.task.inputs[k];
       env.set(id, view_of(*inputs[k], f.value(id).dtype));
@@ -87,12 +95,7 @@ class CpuBackend final : public Backend {
     std::vector<cpu::TensorView> results;
     for (int64_t out : seg.task.outputs) {
       cpu::TensorView r = env.get(out);
-      if (!r.storage) {
-        cpu::TensorView owned = cpu::allocate(r.dtype, r.sizes);
-        cpu::copy_into(r, owned);
-        r = owned;
-      }
-      results.push_back(r);
+      results.push_back(r.storage ? r : cpu::own_copy(r));
     }
     for (size_t k = 0; k < results.size(); ++k) {
       cpu::TensorView dst = view_of(*outputs[k], results[k].dtype);
@@ -108,9 +111,7 @@ class CpuBackend final : public Backend {
     auto s = from_dlpack(src.dtype).value_or(DType::Bool);
     auto d = from_dlpack(dst.dtype).value_or(DType::Bool);
     cpu::TensorView sv = view_of(src, s);
-    cpu::TensorView owned = cpu::allocate(s, sv.sizes);  // src and dst may overlap
-    cpu::copy_into(sv, owned);
-    cpu::copy_into(owned, view_of(dst, d));
+    cpu::copy_into(cpu::own_copy(sv), view_of(dst, d));  // src and dst may overlap
   }
 };
 

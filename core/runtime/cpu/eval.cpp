@@ -1,14 +1,22 @@
 #include "core/runtime/cpu/eval.h"
 
+#include "core/util/env_switch.h"
 #include "core/util/error.h"
 
 namespace kf::cpu {
+
+uint64_t stream_bytes() {
+  static const uint64_t bytes =
+      env_bytes("KFUSE_CPU_STREAM_BYTES", 0, "67108864").value_or(uint64_t{64} << 20);
+  return bytes;
+}
 
 int64_t EnvSizes::shape_scalar(int64_t id) const {
   const Value& v = fusion_.value(id);
   if (v.kind == ValueKind::Constant) return v.i64;
   const TensorView& t = env_.get(id);
-  return load_i64(t.dtype, t.data);
+  ElementBuffer buf;
+  return load_i64(t.dtype, t.element(0, buf));
 }
 
 Sizes output_sizes(const Fusion& fusion, const Expr& e, const Env& env) {
@@ -22,10 +30,25 @@ TensorView constant_view(const Value& v) {
   return t;
 }
 
-void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
-  for (int64_t id : e.inputs)
-    if (!env.ready[static_cast<size_t>(id)])
-      fail(KF_ERR_INTERNAL, "cpu backend: value ", id, " is not ready for ", op_name(e.op));
+namespace {
+
+// Ops that read deferred operands element by element (ops_pointwise,
+// ops_reduction, ops_shape: through TensorView::read and copy_into).
+bool reads_deferred(OpCategory c) {
+  switch (c) {
+    case OpCategory::Unary:
+    case OpCategory::Binary:
+    case OpCategory::Ternary:
+    case OpCategory::Cast:
+    case OpCategory::Reduction:
+    case OpCategory::Shape:
+    case OpCategory::Hint:
+    case OpCategory::Query: return true;
+    default: return false;
+  }
+}
+
+void dispatch(const Fusion& fusion, const Expr& e, Env& env) {
   switch (op_info(e.op).category) {
     case OpCategory::Unary:
     case OpCategory::Binary:
@@ -47,6 +70,31 @@ void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
       env.set(e.outputs[0], std::move(out));
       return;
     }
+  }
+}
+
+}  // namespace
+
+void eval_expr(const Fusion& fusion, const Expr& e, Env& env) {
+  for (int64_t id : e.inputs)
+    if (!env.ready[static_cast<size_t>(id)])
+      fail(KF_ERR_INTERNAL, "cpu backend: value ", id, " is not ready for ", op_name(e.op));
+  try {
+    if (!reads_deferred(op_info(e.op).category))
+      for (int64_t id : e.inputs)
+        if (env.get(id).deferred()) env.set(id, materialize(env.get(id)));
+    dispatch(fusion, e, env);
+    // A view of a deferred value that more than one op reads (or a result).
+    for (int64_t id : e.outputs)
+      if (env.get(id).deferred() && !env.read_once(id)) env.set(id, materialize(env.get(id)));
+  } catch (const Error& err) {
+    if (err.status() != KF_ERR_OUT_OF_MEMORY) throw;
+    fail(KF_ERR_OUT_OF_MEMORY, op_name(e.op), " (value ", e.outputs[0], "): ", err.what());
+  }
+  // Release what no later expr of the segment reads.
+  for (int64_t id : e.inputs) {
+    const size_t i = static_cast<size_t>(id);
+    if (i < env.reads.size() && env.reads[i] > 0 && --env.reads[i] == 0) env.unset(id);
   }
 }
 

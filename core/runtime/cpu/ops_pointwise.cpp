@@ -4,6 +4,7 @@
 // tensor is rounded to float16). Floats are then computed in double and
 // rounded once to the output dtype; integers and bools are computed exactly
 // in int64 and wrap to the output width on store.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -252,55 +253,97 @@ int64_t ternary_int(Op op, int64_t a, int64_t b, int64_t c) {
   }
 }
 
-void eval_cast(const TensorView& in, const TensorView& out) {
-  const bool as_int = !is_float(in.dtype) && !is_float(out.dtype);
-  for_each_index(out.sizes, [&](const int64_t* idx) {
-    if (as_int) store_i64(out.dtype, out.at(idx), load_i64(in.dtype, in.at(idx)));
-    else store_f64(out.dtype, out.at(idx), load_f64(in.dtype, in.at(idx)));
-  });
-}
+// One pointwise op over its operands, already broadcast to the sizes it is
+// computed at: computes any element into its output dtype's bytes.
+struct Pointwise {
+  Op op;
+  DType compute;  // compute dtype
+  DType out;      // output dtype
+  int64_t out_id; // for messages
+  std::vector<TensorView> in;
 
-void eval_float(Op op, DType t, const std::vector<TensorView>& in, const TensorView& out) {
-  double x[3] = {0, 0, 0};
-  for_each_index(out.sizes, [&](const int64_t* idx) {
-    for (size_t k = 0; k < in.size(); ++k) x[k] = round_to(t, load_f64(in[k].dtype, in[k].at(idx)));
-    double r;
-    switch (in.size()) {
-      case 1: r = unary_float(op, x[0]); break;
-      case 2: r = binary_float(op, x[0], x[1]); break;
-      default: r = ternary_float(op, x[0], x[1], x[2]); break;
+  void element(const int64_t* idx, std::byte* dst) const {
+    ElementBuffer buf[3];
+    const std::byte* p[3] = {nullptr, nullptr, nullptr};
+    for (size_t k = 0; k < in.size(); ++k) p[k] = in[k].read(idx, buf[k]);
+    if (op == Op::CAST) {
+      if (!is_float(in[0].dtype) && !is_float(out)) store_i64(out, dst, load_i64(in[0].dtype, p[0]));
+      else store_f64(out, dst, load_f64(in[0].dtype, p[0]));
+    } else if (is_float(compute)) {
+      double x[3] = {0, 0, 0};
+      for (size_t k = 0; k < in.size(); ++k) x[k] = round_to(compute, load_f64(in[k].dtype, p[k]));
+      double r;
+      switch (in.size()) {
+        case 1: r = unary_float(op, x[0]); break;
+        case 2: r = binary_float(op, x[0], x[1]); break;
+        default: r = ternary_float(op, x[0], x[1], x[2]); break;
+      }
+      store_f64(out, dst, r);
+    } else {
+      int64_t x[3] = {0, 0, 0};
+      for (size_t k = 0; k < in.size(); ++k) x[k] = load_i64(in[k].dtype, p[k]);
+      int64_t r;
+      switch (in.size()) {
+        case 1: r = unary_int(op, x[0], compute); break;
+        case 2: r = binary_int({op, out_id, compute}, x[0], x[1]); break;
+        default: r = ternary_int(op, x[0], x[1], x[2]); break;
+      }
+      store_i64(out, dst, r);
     }
-    store_f64(out.dtype, out.at(idx), r);
-  });
-}
+  }
 
-void eval_int(const IntContext& c, const std::vector<TensorView>& in, const TensorView& out) {
-  int64_t x[3] = {0, 0, 0};
-  for_each_index(out.sizes, [&](const int64_t* idx) {
-    for (size_t k = 0; k < in.size(); ++k) x[k] = load_i64(in[k].dtype, in[k].at(idx));
-    int64_t r;
-    switch (in.size()) {
-      case 1: r = unary_int(c.op, x[0], c.dtype); break;
-      case 2: r = binary_int(c, x[0], x[1]); break;
-      default: r = ternary_int(c.op, x[0], x[1], x[2]); break;
-    }
-    store_i64(out.dtype, out.at(idx), r);
-  });
-}
+  // Integer division and powers can raise an error: they run when the op
+  // runs, never later as some other op reads them.
+  bool can_fail() const {
+    return !is_float(compute) && (op == Op::FMOD || op == Op::REMAINDER || op == Op::POW);
+  }
+};
+
+// A deferred pointwise result: each element computed when read.
+class PointwiseSource final : public Source {
+ public:
+  PointwiseSource(Pointwise p, Sizes sizes, int depth) : Source(p.out, std::move(sizes), depth), p_(std::move(p)) {}
+  void load(int64_t offset, std::byte* out) const override {
+    int64_t idx[kMaxRank];
+    unravel(offset, sizes, idx);
+    p_.element(idx, out);
+  }
+
+ private:
+  Pointwise p_;
+};
 
 }  // namespace
 
 void eval_pointwise(const Fusion& fusion, const Expr& e, Env& env) {
   const Sizes sizes = output_sizes(fusion, e, env);
   const int64_t out_id = e.outputs[0];
-  TensorView out = allocate(fusion.value(out_id).dtype, sizes);
-  std::vector<TensorView> in;
-  for (int64_t id : e.inputs) in.push_back(broadcast_to(env.get(id), sizes));
-  const DType t = compute_dtype(fusion, e);
-  if (e.op == Op::CAST) eval_cast(in[0], out);
-  else if (is_float(t)) eval_float(e.op, t, in, out);
-  else eval_int({e.op, out_id, t}, in, out);
-  env.set(out_id, std::move(out));
+  Pointwise p{e.op, compute_dtype(fusion, e), fusion.value(out_id).dtype, out_id, {}};
+  // Along a dim where every operand is broadcast (stride 0) every line
+  // computes the same elements: the result is computed at size 1 there and
+  // broadcast (a broadcast stays as small as its source).
+  Sizes distinct = sizes;
+  for (int64_t id : e.inputs) p.in.push_back(broadcast_to(env.get(id), sizes));
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    bool constant = true;
+    for (const TensorView& t : p.in) constant = constant && t.strides[d] == 0;
+    if (constant && sizes[d] > 1) distinct[d] = 1;
+  }
+  for (TensorView& t : p.in) t.sizes = distinct;
+  const uint64_t bytes = static_cast<uint64_t>(numel(distinct)) * static_cast<uint64_t>(dtype_size(p.out));
+  int depth = 1;  // a read's recursion (stack) stays bounded: Source::kMaxDepth
+  for (const TensorView& t : p.in) depth = std::max(depth, t.depth() + 1);
+  TensorView out;
+  if (!distinct.empty() && !p.can_fail() && depth <= Source::kMaxDepth && env.defers(out_id, bytes)) {
+    out.dtype = p.out;
+    out.sizes = distinct;
+    out.strides = compact_strides(distinct);
+    out.source = std::make_shared<PointwiseSource>(std::move(p), distinct, depth);
+  } else {
+    out = allocate(p.out, distinct);
+    for_each_index(distinct, [&](const int64_t* idx) { p.element(idx, out.at(idx)); });
+  }
+  env.set(out_id, broadcast_to(out, sizes));
 }
 
 }  // namespace kf::cpu

@@ -12,45 +12,46 @@ namespace kf::cpu {
 
 namespace {
 
-// The input split into kept dims (one output element each) and reduced dims.
+// The input split into kept dims (one output element each) and reduced
+// dims. Elements are addressed by their offset from the input's first
+// (TensorView::element), so a deferred input is read like a stored one and
+// no pointer into an empty input is ever formed.
 struct Split {
-  TensorView kept;     // sizes/strides of the kept dims (a view of the input)
-  Sizes reduced_sizes;
-  std::vector<int64_t> reduced_strides;
+  TensorView in;
+  Sizes kept_sizes, reduced_sizes;
+  std::vector<int64_t> kept_strides, reduced_strides;
 };
 
 Split split_axes(const TensorView& a, const ReduceAttrs& attrs) {
-  std::vector<bool> reduced(a.sizes.size(), false);
-  for (int64_t axis : attrs.axes) reduced[static_cast<size_t>(axis)] = true;
+  const std::vector<bool> reduced = attrs.reduced(a.sizes.size());
   Split s;
-  s.kept.dtype = a.dtype;
-  s.kept.data = a.data;
-  s.kept.storage = a.storage;
+  s.in = a;
   for (size_t d = 0; d < a.sizes.size(); ++d) {
     if (reduced[d]) {
       s.reduced_sizes.push_back(a.sizes[d]);
       s.reduced_strides.push_back(a.strides[d]);
     } else {
-      s.kept.sizes.push_back(a.sizes[d]);
-      s.kept.strides.push_back(a.strides[d]);
+      s.kept_sizes.push_back(a.sizes[d]);
+      s.kept_strides.push_back(a.strides[d]);
     }
   }
   return s;
 }
 
-// Calls fn(pointer) for each reduced element under one kept position.
+// Calls fn(element bytes) for each reduced element under the kept position
+// at offset `base`.
 template <typename Fn>
-void for_each_reduced(const Split& s, const std::byte* base, Fn&& fn) {
-  const int size = dtype_size(s.kept.dtype);
+void for_each_reduced(const Split& s, int64_t base, Fn&& fn) {
+  ElementBuffer buf;
   for_each_index(s.reduced_sizes, [&](const int64_t* idx) {
-    int64_t off = 0;
+    int64_t off = base;
     for (size_t d = 0; d < s.reduced_sizes.size(); ++d) off += idx[d] * s.reduced_strides[d];
-    fn(base + off * size);
+    fn(s.in.element(off, buf));
   });
 }
 
-double reduce_float(Op op, const Split& s, const std::byte* base) {
-  const DType t = s.kept.dtype;
+double reduce_float(Op op, const Split& s, int64_t base) {
+  const DType t = s.in.dtype;
   double acc = op == Op::PROD ? 1.0 : 0.0;
   bool first = true;
   for_each_reduced(s, base, [&](const std::byte* p) {
@@ -68,8 +69,8 @@ double reduce_float(Op op, const Split& s, const std::byte* base) {
   return acc;
 }
 
-int64_t reduce_int(Op op, const Split& s, const std::byte* base) {
-  const DType t = s.kept.dtype;
+int64_t reduce_int(Op op, const Split& s, int64_t base) {
+  const DType t = s.in.dtype;
   uint64_t acc = op == Op::PROD ? 1 : 0;  // wraps like torch's int64 sum
   int64_t best = 0;
   bool first = true;
@@ -84,7 +85,7 @@ int64_t reduce_int(Op op, const Split& s, const std::byte* base) {
 }
 
 // Empty: 0/0 = NaN, as torch.
-double mean_of(const Split& s, const std::byte* base) {
+double mean_of(const Split& s, int64_t base) {
   return reduce_float(Op::SUM, s, base) / static_cast<double>(numel(s.reduced_sizes));
 }
 
@@ -94,8 +95,8 @@ struct Moments {
 
 // Two passes (mean, then squared deviations); var divides by
 // max(0, N - correction), giving inf/NaN where that is 0, as torch.
-Moments moments(const Split& s, const std::byte* base, int64_t correction) {
-  const DType t = s.kept.dtype;
+Moments moments(const Split& s, int64_t base, int64_t correction) {
+  const DType t = s.in.dtype;
   const int64_t n = numel(s.reduced_sizes);
   const double mean = mean_of(s, base);
   double sq = 0;
@@ -114,17 +115,32 @@ void eval_reduction(const Fusion& fusion, const Expr& e, Env& env) {
   const TensorView& a = env.get(e.inputs[0]);
   const bool is_var = e.op == Op::VAR || e.op == Op::VAR_MEAN;
   const ReduceAttrs attrs(e);
-  const Split s = split_axes(a, attrs);
+  Split s = split_axes(a, attrs);
+  // Kept dims along which the input is broadcast (stride 0) give equal
+  // results: each is computed once and broadcast. `distinct` is the output
+  // at those sizes (its kept dims in order, keepdim's 1s where reduced).
+  Sizes distinct = sizes;
+  const std::vector<bool> reduced_dims = attrs.reduced(a.sizes.size());
+  for (size_t d = 0, j = 0, o = 0; d < a.sizes.size(); ++d) {
+    const bool reduced = reduced_dims[d];
+    if (!reduced) {
+      if (s.kept_strides[j] == 0 && s.kept_sizes[j] > 1) s.kept_sizes[j] = distinct[o] = 1;
+      ++j;
+    }
+    if (!reduced || attrs.keepdim) ++o;
+  }
   std::vector<TensorView> outs;
-  for (int64_t id : e.outputs) outs.push_back(allocate(fusion.value(id).dtype, sizes));
+  for (int64_t id : e.outputs) outs.push_back(allocate(fusion.value(id).dtype, distinct));
   // Output elements in row-major order match kept positions in row-major order.
   int64_t k = 0;
   const int out_size = dtype_size(outs[0].dtype);
   // An empty input with kept positions (sum over a dim of size 0) is never
-  // read, and its data may be NULL: no pointer into it is formed.
+  // read; its offsets are not even computed.
   const bool empty = a.numel() == 0;
-  for_each_index(s.kept.sizes, [&](const int64_t* idx) {
-    const std::byte* base = empty ? nullptr : s.kept.at(idx);
+  for_each_index(s.kept_sizes, [&](const int64_t* idx) {
+    int64_t base = 0;
+    if (!empty)
+      for (size_t d = 0; d < s.kept_sizes.size(); ++d) base += idx[d] * s.kept_strides[d];
     std::byte* p = outs[0].data + k * out_size;
     if (is_var) {
       const Moments m = moments(s, base, attrs.correction);
@@ -139,7 +155,7 @@ void eval_reduction(const Fusion& fusion, const Expr& e, Env& env) {
     }
     ++k;
   });
-  for (size_t i = 0; i < outs.size(); ++i) env.set(e.outputs[i], std::move(outs[i]));
+  for (size_t i = 0; i < outs.size(); ++i) env.set(e.outputs[i], broadcast_to(outs[i], sizes));
 }
 
 }  // namespace kf::cpu

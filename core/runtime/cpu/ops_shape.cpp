@@ -1,7 +1,10 @@
 // Shape ops on the CPU. Results that torch returns as views are views here
-// too (they share the input's storage): broadcast_in_dim, expand, permute,
-// squeeze, unsqueeze, slice, and reshape of a row-major compact input. A
-// reshape of any other layout, pad and cat copy.
+// too (they share the input's storage, or a deferred input's source):
+// broadcast_in_dim, expand, permute, squeeze, unsqueeze, slice, and reshape
+// where torch's view would succeed (a compact input; merged dims laid out as
+// one, such as broadcast dims). Any other reshape, pad and cat copy.
+#include <optional>
+
 #include "core/runtime/cpu/eval.h"
 #include "core/util/error.h"
 #include "core/ir/op_attrs.h"
@@ -25,25 +28,52 @@ TensorView broadcast_in_dim(const TensorView& a, const Sizes& sizes,
   return v;
 }
 
-// Row-major compact, ignoring the strides of size-1 dims.
-bool is_row_major(const TensorView& a) {
-  int64_t expected = 1;
-  for (size_t d = a.sizes.size(); d > 0; --d) {
-    if (a.sizes[d - 1] == 1) continue;
-    if (a.strides[d - 1] != expected) return false;
-    expected = mul_saturating(expected, a.sizes[d - 1]);
+// The strides that let a view of `a` have `sizes` (same element count), or
+// nullopt where none can: torch's rule (ATen's computeStride), which views a
+// compact input and any input whose merged dims are laid out as one, stride 0
+// included (a broadcast [m, n] flattens to [m * n] with stride 0).
+std::optional<std::vector<int64_t>> view_strides(const TensorView& a, const Sizes& sizes) {
+  std::vector<int64_t> out(sizes.size(), 0);
+  if (a.numel() <= 1 || a.sizes.empty()) {  // one element or none: any strides address it
+    out = compact_strides(sizes);
+    return out;
   }
-  return true;
+  int64_t view_d = static_cast<int64_t>(sizes.size()) - 1;
+  int64_t chunk_base_stride = a.strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t tensor_d = static_cast<int64_t>(a.sizes.size()) - 1; tensor_d >= 0; --tensor_d) {
+    const size_t t = static_cast<size_t>(tensor_d);
+    tensor_numel *= a.sizes[t];
+    // The end of a chunk of dims laid out as one: the view's dims must cover it.
+    if (tensor_d == 0 ||
+        (a.sizes[t - 1] != 1 && a.strides[t - 1] != mul_saturating(tensor_numel, chunk_base_stride))) {
+      while (view_d >= 0 && (view_numel < tensor_numel || sizes[static_cast<size_t>(view_d)] == 1)) {
+        out[static_cast<size_t>(view_d)] = mul_saturating(view_numel, chunk_base_stride);
+        view_numel *= sizes[static_cast<size_t>(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (tensor_d > 0) {
+        chunk_base_stride = a.strides[t - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
 }
 
 TensorView reshape(const TensorView& a, const Sizes& sizes) {
   TensorView v = a;
-  if (!is_row_major(a)) {
+  if (auto strides = view_strides(a, sizes)) {
+    v.strides = std::move(*strides);
+  } else {
     v = allocate(a.dtype, a.sizes);
     copy_into(a, v);
+    v.strides = compact_strides(sizes);
   }
   v.sizes = sizes;
-  v.strides = compact_strides(sizes);
   return v;
 }
 
@@ -81,7 +111,7 @@ TensorView slice(const TensorView& a, const SliceAttrs& attrs) {
   const SliceRange r = slice_range(a.sizes[d], attrs.start, attrs.stop, attrs.step);
   TensorView v = a;
   v.sizes[d] = r.length;
-  if (r.length > 0) v.data += r.start * a.strides[d] * dtype_size(a.dtype);
+  if (r.length > 0) v.advance(r.start * a.strides[d]);
   v.strides[d] = mul_saturating(a.strides[d], attrs.step);
   return v;
 }

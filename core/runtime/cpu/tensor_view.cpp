@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/runtime/cpu/host_memory.h"
 #include "core/util/byte_count.h"
 #include "core/util/error.h"
 
@@ -33,13 +34,13 @@ TensorView allocate(DType dtype, const Sizes& sizes, const std::vector<int>& ord
   t.sizes = sizes;
   t.strides = compact_strides(sizes, order);
   // Element counts were checked against int64 when sizes were bound, but
-  // their bytes can still exceed the address space.
+  // their bytes can still exceed the address space; then the host memory
+  // limit is checked (host_memory.h), both before anything is touched.
   const size_t bytes = allocation_bytes(t.numel(), dtype_size(dtype), "cpu backend: a tensor");
+  void* p = host_allocate(bytes);
   // 64-byte aligned, zeroed (deterministic contents for size-0 edge cases).
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (p == nullptr) fail(KF_ERR_OUT_OF_MEMORY, "out of host memory allocating ", bytes, " bytes");
   std::memset(p, 0, (bytes + 63) / 64 * 64);
-  t.storage = std::shared_ptr<void>(p, std::free);
+  t.storage = std::shared_ptr<void>(p, [bytes](void* q) { host_release(q, bytes); });
   t.data = static_cast<std::byte*>(p);
   return t;
 }
@@ -129,11 +130,38 @@ TensorView broadcast_to(const TensorView& t, const Sizes& sizes) {
 
 void copy_into(const TensorView& src, const TensorView& dst) {
   const bool as_int = !is_float(src.dtype) && !is_float(dst.dtype);
+  ElementBuffer buf;
   for_each_index(dst.sizes, [&](const int64_t* idx) {
-    if (as_int) store_i64(dst.dtype, dst.at(idx), load_i64(src.dtype, src.at(idx)));
-    else if (src.dtype == DType::I64) store_f64(dst.dtype, dst.at(idx), static_cast<double>(load_i64(src.dtype, src.at(idx))));
-    else store_f64(dst.dtype, dst.at(idx), load_f64(src.dtype, src.at(idx)));
+    const std::byte* s = src.read(idx, buf);
+    if (as_int) store_i64(dst.dtype, dst.at(idx), load_i64(src.dtype, s));
+    else if (src.dtype == DType::I64) store_f64(dst.dtype, dst.at(idx), static_cast<double>(load_i64(src.dtype, s)));
+    else store_f64(dst.dtype, dst.at(idx), load_f64(src.dtype, s));
   });
+}
+
+Sizes distinct_sizes(const Sizes& sizes, const std::vector<int64_t>& strides) {
+  Sizes out = sizes;
+  for (size_t d = 0; d < out.size(); ++d)
+    if (strides[d] == 0 && out[d] > 1) out[d] = 1;
+  return out;
+}
+
+TensorView materialize(const TensorView& t) { return t.deferred() ? own_copy(t) : t; }
+
+TensorView own_copy(const TensorView& t) {
+  TensorView out = allocate(t.dtype, distinct_sizes(t.sizes, t.strides));
+  const size_t size = static_cast<size_t>(dtype_size(t.dtype));
+  ElementBuffer buf;
+  for_each_index(out.sizes, [&](const int64_t* idx) { std::memcpy(out.at(idx), t.read(idx, buf), size); });
+  return broadcast_to(out, t.sizes);
+}
+
+void unravel(int64_t offset, const Sizes& sizes, int64_t* index) {
+  for (size_t d = sizes.size(); d > 1; --d) {
+    index[d - 1] = offset % sizes[d - 1];
+    offset /= sizes[d - 1];
+  }
+  if (!sizes.empty()) index[0] = offset;
 }
 
 }  // namespace kf::cpu
