@@ -397,6 +397,8 @@ def main():
     p.add_argument("--lib", default="build/libkfuse.so")
     p.add_argument("--seed", type=int, default=None, help="corpus seed (default: from the clock, printed)")
     p.add_argument("--count", type=int, default=100)
+    p.add_argument("--start", type=int, default=0,
+                   help="skip the corpus's first fusions (a sample is the same whatever the count: resume a run)")
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--classes", default="", help="comma list of classes (default: all)")
@@ -427,9 +429,9 @@ def main():
     ceiling = timer.copy_ceiling_gbs(args.device)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     schedulers = scheduler_names(args.lib)
-    corpus = generate.generate(args.seed, args.count, args.scale, classes or None)
+    corpus = generate.generate(args.seed, args.count, args.scale, classes or None)[args.start:]
     twins = [None] * len(corpus) if args.no_cpu_check else generate.generate(args.seed, args.count, "tiny",
-                                                                                classes or None)
+                                                                                classes or None)[args.start:]
     print(f"corpus_bench.py: seed {args.seed}, {len(corpus)} fusions, copy ceiling {ceiling:.0f} GB/s",
           file=sys.stderr, flush=True)
     rows = []

@@ -38,11 +38,11 @@ if [ "$suite" = "corpus" ]; then
     case $1 in
       --suite) shift 2; continue ;;
       --suite=*) shift; continue ;;
-      --seed|--count|--iters|--warmup|--classes|--time-budget)
+      --seed|--count|--start|--iters|--warmup|--classes|--time-budget)
         [ $# -ge 3 ] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }
         set -- "$@" "$1" "$2"; shift 2; continue ;;
-      --seed=*|--count=*|--iters=*|--warmup=*|--classes=*|--time-budget=*) set -- "$@" "$1"; shift; continue ;;
-      *) echo "run_all.sh: --suite corpus takes --seed, --count, --iters, --warmup, --classes, --time-budget; not '$1'" >&2
+      --seed=*|--count=*|--start=*|--iters=*|--warmup=*|--classes=*|--time-budget=*) set -- "$@" "$1"; shift; continue ;;
+      *) echo "run_all.sh: --suite corpus takes --seed, --count, --start, --iters, --warmup, --classes, --time-budget; not '$1'" >&2
          exit 2 ;;
     esac
   done
