@@ -308,6 +308,24 @@ void test_launch_dims(void**) {
   d = launch_dims(col, Sizes{100, 8192}, 1 << 30, 132);
   assert_int_equal(d.grid_y, 1);
   assert_int_equal(d.epilogue_grid_y, 3);
+  // More tiles than max_blocks (65535 x 32): one block per tile still (the
+  // kernels have no grid-stride loop over tiles; this once gave grid 0, a
+  // call that wrote nothing and succeeded); the finish kernel, which
+  // strides, stays capped. Past the device's grid limit: an error.
+  LaunchRule moe = col;
+  moe.reduced_dims = {false, true, false};
+  moe.tile_cols = 64;
+  d = launch_dims(moe, Sizes{32768, 2, 4096}, 2147483647, 132);
+  assert_int_equal(d.grid, 2097152);
+  assert_true(d.finish_grid <= 65535u * 32);
+  assert_true(d.finish_grid > 0);
+  bool refused = false;
+  try {
+    launch_dims(moe, Sizes{32768, 2, 4096}, 65535, 132);
+  } catch (const kf::Error& e) {
+    refused = e.status() == KF_ERR_UNSUPPORTED;
+  }
+  assert_true(refused);
   // Rows split over blocks: only for rows too long for the registers and
   // fewer than two per multiprocessor; about 1024 partials blocks of at
   // least 4 vectors per thread, an epilogue of about 4096.

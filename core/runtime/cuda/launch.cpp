@@ -170,7 +170,15 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? rows : cols) *= domain[d];
     const int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
     const int64_t tiles = (cols + rule.tile_cols - 1) / rule.tile_cols;
-    if (tiles == 0 || tiles > cap) return dims;  // grid 0: nothing (or too wide: the caller rejects)
+    if (tiles == 0) return dims;  // grid 0: nothing to do
+    // The partials and epilogue kernels take one tile per block (no
+    // grid-stride loop), so every tile gets a block: the device's grid
+    // limit, not max_blocks (a 32768 x 2 x 4096 MoE combine has 2^21 tiles
+    // of 64 columns; capped at 65535 x 32 blocks it once launched nothing
+    // and returned KF_OK).
+    if (tiles > max_grid_x)
+      fail(KF_ERR_UNSUPPORTED, "a column reduction over ", cols, " columns needs ", tiles,
+           " blocks, more than the device's grid limit of ", max_grid_x);
     // About 1024 blocks in all (several waves on any current GPU), each
     // reducing at least 128 rows (16 per row group).
     constexpr int64_t kTargetBlocks = 1024, kMinRows = 128;
