@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""The plan kfuse makes for corpus fusions on the GPU, on any machine: each
+fusion's text, its inputs' layouts, and its segments' schedulers and
+schedules, for kDLCUDA tensors in the entry's input layouts (outputs in
+kfuse's own layout). What the session 27 analysis of the corpus used
+(docs/PERF.md):
+
+    KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python \
+        python3 bench/corpus/plan.py --seed 333280337 126 33 155
+"""
+import argparse
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import generate  # noqa: E402
+import kfuse  # noqa: E402
+from metadata import CudaMetadata  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("index", type=int, nargs="+", help="fusion numbers in the sample (c0126: 126)")
+    args = p.parse_args()
+    corpus = generate.generate(args.seed, max(args.index) + 1)
+    for n in args.index:
+        e = corpus[n]
+        print("=" * 100)
+        print(e["text"])
+        print("inputs:", [(i["name"], i["shape"], i["layout"]) for i in e["inputs"]])
+        print("outputs:", [o["layout"] for o in e["outputs"]], "bytes", e["bytes"])
+        fusion = kfuse.Fusion.from_text(e["text"])
+        for seg in fusion.segments(*[CudaMetadata(i) for i in e["inputs"]], cuda=False):
+            print(f"  segment {seg.index}: {seg.scheduler}: {getattr(seg, 'schedule', '')}")
+
+
+if __name__ == "__main__":
+    main()
