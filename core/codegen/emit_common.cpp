@@ -135,7 +135,8 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
       checks->push_back({ArgCheck::Kind::Multiple, {w.word(K::Stride, v, static_cast<int>(d))}, 0, width});
     } else {
       text([&] {
-        return "(" + w.stride(v, d) + " - " + w.stride(ref->value, static_cast<size_t>(j)) + ") % " + std::to_string(width) + " == 0";
+        const std::string s = w.stride(v, d);  // (hoisted in this order on every compiler)
+        return "(" + s + " - " + w.stride(ref->value, static_cast<size_t>(j)) + ") % " + std::to_string(width) + " == 0";
       });
       checks->push_back({ArgCheck::Kind::Congruent, {w.word(K::Stride, v, static_cast<int>(d)), w.word(K::Stride, ref->value, j)},
                          0, width});
@@ -145,7 +146,10 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
     if (dims[d] < 0) continue;
     if (w.size_class(v, d) == SizeClass::Many && !sets.same(v, static_cast<int>(d), dom, dims[d])) {
       const size_t dd = static_cast<size_t>(dims[d]);
-      text([&] { return w.extent(v, d) + " == " + w.extent(dom, dd); });
+      text([&] {
+        const std::string e = w.extent(v, d);  // (hoisted in this order on every compiler)
+        return e + " == " + w.extent(dom, dd);
+      });
       ArgCheck same{ArgCheck::Kind::Equal, {w.word(K::Extent, v, static_cast<int>(d))}};
       w.add_extent(&same, dom, dd);  // a second word, or the constant it must equal
       checks->push_back(same);
@@ -180,8 +184,10 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
       std::vector<std::string> last(w.rank(v), "0");
       for (size_t d = 0; d < last.size(); ++d)
         if (w.size_class(v, d) == SizeClass::Many) last[d] = "(" + w.extent(v, d) + " - 1)";
-      const std::string end = w.hoist("const void*", "pend", w.pointer(v) + " + " + w.offset(v, last) + " + 1");
-      load = "kf_vload_any<" + vt + ">(" + w.address(v, vr.base) + ", " + w.any_left + ", " + w.pointer(v) + ", " + end + ")";
+      const std::string p = w.pointer(v);
+      const std::string end = w.hoist("const void*", "pend", p + " + " + w.offset(v, last) + " + 1");
+      const std::string at = w.address(v, vr.base);
+      load = "kf_vload_any<" + vt + ">(" + at + ", " + w.any_left + ", " + p + ", " + end + ")";
     }
     std::string ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(vr.ok_group)];
     if (!vr.guard.empty()) ok = ok.empty() ? vr.guard : ok + " && " + vr.guard;

@@ -118,8 +118,10 @@ std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const Poin
       const size_t d = loop.order[k];
       if (w.size_class(dom, d) != SizeClass::Many) continue;
       const size_t j = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(d)) - dims.begin());
-      if (!sets.same(v, static_cast<int>(j), dom, static_cast<int>(d)))
-        conds.push_back(w.extent(v, j) + " == " + w.extent(dom, d));
+      if (!sets.same(v, static_cast<int>(j), dom, static_cast<int>(d))) {
+        const std::string e = w.extent(v, j);  // (hoisted in this order on every compiler)
+        conds.push_back(e + " == " + w.extent(dom, d));
+      }
       conds.push_back("(long long)" + w.stride(v, j) + " == " + dense);
       dense = dense == "1" ? "(long long)" + w.extent(dom, d) : dense + " * " + w.extent(dom, d);
     }

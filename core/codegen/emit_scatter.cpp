@@ -252,7 +252,7 @@ void emit_scatter_mean(KernelWriter& w, const ScatterParams& p) {
   w.line("const int cnt = " + scratch_words("int") + "[q];");
   w.open("if (cnt > 0)");
   const std::vector<std::string> idx = unravel(w, o.out, all_dims(o.rank), "q");
-  const std::string at = w.pointer(o.out) + "[" + w.offset(o.out, idx) + "]";
+  const std::string at = w.element(o.out, idx);
   const DType t = o.dtype;
   const std::string cur = "(" + std::string(reg_type(t)) + ")" + load_form(t, at);
   const std::string count = "(cnt + " + std::string(p.include_self ? "1" : "0") + ")";

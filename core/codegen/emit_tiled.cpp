@@ -40,7 +40,7 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     const int64_t v = p.inputs[q].value;
     w.line(n.shared[q] + "[k][lx] = " +
-           load_form(f.value(v).dtype, w.pointer(v) + "[" + w.offset(v, tile_index(p.inputs[q].dims, idx)) + "]") + ";");
+           load_form(f.value(v).dtype, w.element(v, tile_index(p.inputs[q].dims, idx))) + ";");
   }
   w.close();
   w.close();

@@ -360,14 +360,21 @@ std::string KernelWriter::offset(int64_t value, const std::vector<std::string>& 
 }
 
 std::string KernelWriter::address(int64_t value, const std::vector<std::string>& idx) {
+  const std::string p = pointer(value);
   const std::vector<std::string> terms = offset_terms(value, idx);
-  if (terms.size() <= 2) return pointer(value) + " + " + (terms.empty() ? "0" : join(terms, " + "));
-  return pointer(value) + " + " + terms[0] + " + (" + join(std::vector<std::string>(terms.begin() + 1, terms.end()), " + ") + ")";
+  if (terms.size() <= 2) return p + " + " + (terms.empty() ? "0" : join(terms, " + "));
+  return p + " + " + terms[0] + " + (" + join(std::vector<std::string>(terms.begin() + 1, terms.end()), " + ") + ")";
+}
+
+std::string KernelWriter::element(int64_t value, const std::vector<std::string>& idx) {
+  const std::string p = pointer(value);
+  return p + "[" + offset(value, idx) + "]";
 }
 
 void KernelWriter::store(int64_t value, const std::vector<std::string>& idx, const std::string& reg) {
   const DType t = f_.value(value).dtype;
-  line(pointer(value) + "[" + offset(value, idx) + "] = " + stored(t, reg) + ";");
+  const std::string at = element(value, idx);
+  line(at + " = " + stored(t, reg) + ";");
 }
 
 std::string KernelWriter::value_at(int64_t value, const std::vector<std::string>& idx) {
@@ -423,7 +430,7 @@ std::string KernelWriter::load_input(int64_t value, const std::vector<std::strin
                                     : load_form(t, it->second.reg + ".v[" + std::to_string(lane) + "]"));
     }
   }
-  const std::string load = load_form(t, pointer(value) + "[" + offset(value, idx) + "]");
+  const std::string load = load_form(t, element(value, idx));
   if (lane >= 0 && !lane_limit.empty() && lane_dim < lane_index.size() && lane_dim < lane_base.size()) {
     // (an index that names the lanes' base varies with the lane)
     bool varies = false;

@@ -83,6 +83,11 @@ class KernelWriter {
   // the pointer (summing it in too cost the row kernels 10%: docs/PERF.md,
   // session 10).
   std::string address(int64_t value, const std::vector<std::string>& idx);
+  // `pointer[offset]`: the element of `value` at `idx`. Pointer first, then
+  // the strides, always in that order: each may hoist a local and take an
+  // argument slot, and within one `+` expression C++ leaves the order to
+  // the compiler (g++ and clang++ emitted different kernels and cache keys).
+  std::string element(int64_t value, const std::vector<std::string>& idx);
   std::vector<std::string> offset_terms(int64_t value, const std::vector<std::string>& idx);
   void store(int64_t value, const std::vector<std::string>& idx, const std::string& reg);
   // The storage form of register `reg` of dtype t (store_form, from the
