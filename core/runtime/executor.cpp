@@ -6,7 +6,7 @@
 
 #include "core/runtime/backend.h"
 #include "core/runtime/collective.h"
-#include "core/runtime/cpu/tensor_view.h"
+#include "core/runtime/compact_strides.h"
 #include "core/runtime/outputs.h"
 #include "core/concretize/overlap.h"
 #include "core/segment/task_sizes.h"
@@ -55,7 +55,7 @@ class IntermediateGuard {
   DLTensor* make(Intermediate& t, int64_t value, DType dtype, std::span<const int64_t> sizes,
                  const std::vector<int>& order) {
     t.shape.assign(sizes.begin(), sizes.end());
-    t.strides = cpu::compact_strides_inline(sizes, order);
+    t.strides = compact_strides_inline(sizes, order);
     t.bytes = allocation_bytes(numel(sizes), dtype_size(dtype), IntermediateName{value});
     try {
       t.tensor.data = backend_.allocate(t.bytes, device_.id, options_);

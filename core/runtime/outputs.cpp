@@ -6,7 +6,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "core/runtime/cpu/tensor_view.h"
+#include "core/runtime/compact_strides.h"
 #include "core/runtime/backend.h"
 #include "core/concretize/overlap.h"
 #include "core/util/byte_count.h"
@@ -59,7 +59,7 @@ MemoryRegion check_output_tensor(const Value& v, std::span<const int64_t> sizes,
     fail(KF_ERR_DEVICE_MISMATCH, name, ": expected a tensor on ",
          device.kind == DeviceKind::CPU ? "cpu" : "cuda", " where the inputs are");
   const Extents strides = t->strides ? Extents(t->strides, t->strides + v.rank)
-                                     : cpu::compact_strides_inline(sizes);
+                                     : compact_strides_inline(sizes);
   for (int64_t s : strides)
     if (s < 0) fail(KF_ERR_UNSUPPORTED, name, ": negative strides are not supported");
   const int64_t elem = dtype_size(v.dtype);
@@ -139,7 +139,7 @@ DLManagedTensor* allocate_output(const ConcreteFusion& c, const Binding& b, size
     t.byte_offset = inputs[o.alias_input]->byte_offset;
     t.device = inputs[o.alias_input]->device;
   } else {
-    owned->strides = cpu::compact_strides(owned->shape, c.stride_orders[static_cast<size_t>(o.value)]);
+    owned->strides = compact_strides(owned->shape, c.stride_orders[static_cast<size_t>(o.value)]);
     const TensorName name{nullptr, "output", index, o.value};
     const size_t bytes = allocation_bytes(numel(owned->shape), dtype_size(v.dtype), name);
     Backend& backend = backend_for(c.device.kind);

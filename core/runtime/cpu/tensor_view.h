@@ -18,6 +18,7 @@
 
 #include "core/concretize/shape_inference.h"
 #include "core/ir/dtype.h"
+#include "core/runtime/compact_strides.h"
 
 namespace kf::cpu {
 
@@ -80,10 +81,9 @@ struct TensorView {
 
 // A fresh compact tensor; `order` lists dims outermost first (empty: row-major).
 TensorView allocate(DType dtype, const Sizes& sizes, const std::vector<int>& order = {});
-std::vector<int64_t> compact_strides(std::span<const int64_t> sizes, std::span<const int> order = {});
-// The same strides held inline (no allocation: the executor and the output
-// checks use it on every call).
-Extents compact_strides_inline(std::span<const int64_t> sizes, std::span<const int> order = {});
+// (compact_strides, compact_strides_inline: core/runtime/compact_strides.h)
+using kf::compact_strides;
+using kf::compact_strides_inline;
 
 // Element access through double / int64 for any dtype (bool as 0/1).
 double load_f64(DType t, const std::byte* p);
