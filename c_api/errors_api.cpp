@@ -77,6 +77,30 @@ KF_API const char* kf_op_name(kf_op op) {
   return kf::op_name(static_cast<kf::Op>(c)).data();
 }
 
+static_assert(static_cast<int>(kf::OpCategory::Unary) == KF_OP_CATEGORY_UNARY &&
+                  static_cast<int>(kf::OpCategory::Cast) == KF_OP_CATEGORY_CAST &&
+                  static_cast<int>(kf::OpCategory::Reduction) == KF_OP_CATEGORY_REDUCTION &&
+                  static_cast<int>(kf::OpCategory::Query) == KF_OP_CATEGORY_QUERY &&
+                  static_cast<int>(kf::OpCategory::Communication) == KF_OP_CATEGORY_COMMUNICATION &&
+                  static_cast<int>(kf::OpCategory::Scatter) == KF_OP_CATEGORY_SCATTER &&
+                  static_cast<int>(kf::OpCategory::Scan) == KF_OP_CATEGORY_SCAN,
+              "kf_op_category follows kf::OpCategory (core/ir/op_table.h)");
+
+KF_API kf_status kf_op_get_info(kf_op op, kf_op_info* info) {
+  return kf::capi::guard([&] {
+    kf::capi::require_struct(info, sizeof(kf_op_info), "kf_op_get_info", "info");
+    const int c = kf::capi::code(op);
+    if (!kf::is_valid_op(c))
+      kf::fail(KF_ERR_INVALID_ARGUMENT, "kf_op_get_info: ", c, " is not an op (0 to ", static_cast<int>(kf::Op::COUNT) - 1,
+               ")");
+    const kf::OpInfo& o = kf::op_info(static_cast<kf::Op>(c));
+    info->name = o.name.data();
+    info->category = static_cast<kf_op_category>(o.category);
+    info->num_inputs = o.num_inputs;
+    info->num_outputs = o.num_outputs;
+  });
+}
+
 KF_API int kf_op_num_outputs(kf_op op) {
   const int c = kf::capi::code(op);
   if (!kf::is_valid_op(c)) return 0;

@@ -30,6 +30,7 @@ BINDINGS = ("rust", "java", "go", "python")
 # Python mirror -> C struct (every ctypes.Structure subclass of the package
 # must be listed: a new mirror must be checked too).
 MIRRORS = {
+    "_lib.OpInfo": "kf_op_info",
     "_lib.ValueInfo": "kf_value_info",
     "_lib.SegmentInfo": "kf_segment_info",
     "_lib.TaskInfo": "kf_task_info",

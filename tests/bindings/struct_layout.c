@@ -28,6 +28,13 @@ static void field(const char* name, size_t offset, size_t size) {
 #define END() printf("}}")
 
 int main(void) {
+  BEGIN(kf_op_info);
+  FIELD(kf_op_info, struct_size);
+  FIELD(kf_op_info, name);
+  FIELD(kf_op_info, category);
+  FIELD(kf_op_info, num_inputs);
+  FIELD(kf_op_info, num_outputs);
+  END();
   BEGIN(kf_value_info);
   FIELD(kf_value_info, struct_size);
   FIELD(kf_value_info, id);

@@ -718,6 +718,40 @@ static void test_version_limits_text(void** state) {
 }
 
 /* Runs last: the file keeps its promise of at least 50 expected failures. */
+/* kf_op_get_info: every op's category and arity from the library's table,
+ * so bindings never read them from the enum's order (issue 45). */
+static void test_op_info(void** state) {
+  (void)state;
+  kf_op_info info;
+  for (int op = 0; op < KF_OP_COUNT; ++op) {
+    info.struct_size = sizeof info;
+    KF_CHECK(kf_op_get_info((kf_op)op, &info));
+    assert_string_equal(info.name, kf_op_name((kf_op)op));
+    assert_true(info.num_outputs == 1 || (op == KF_OP_VAR_MEAN && info.num_outputs == 2));
+  }
+  struct {
+    kf_op op;
+    kf_op_category category;
+    int inputs;
+  } want[] = {{KF_OP_NEG, KF_OP_CATEGORY_UNARY, 1},        {KF_OP_ADD, KF_OP_CATEGORY_BINARY, 2},
+              {KF_OP_WHERE, KF_OP_CATEGORY_TERNARY, 3},    {KF_OP_CAST, KF_OP_CATEGORY_CAST, 1},
+              {KF_OP_ARGMAX, KF_OP_CATEGORY_REDUCTION, 1}, {KF_OP_CAT, KF_OP_CATEGORY_SHAPE, -1},
+              {KF_OP_SCATTER, KF_OP_CATEGORY_SCATTER, 3},  {KF_OP_CUMSUM, KF_OP_CATEGORY_SCAN, 1},
+              {KF_OP_SIZE, KF_OP_CATEGORY_QUERY, 1}};
+  for (size_t k = 0; k < sizeof want / sizeof want[0]; ++k) {
+    info.struct_size = sizeof info;
+    KF_CHECK(kf_op_get_info(want[k].op, &info));
+    assert_int_equal(info.category, want[k].category);
+    assert_int_equal(info.num_inputs, want[k].inputs);
+  }
+  info.struct_size = sizeof info;
+  KF_EXPECT_ERROR(kf_op_get_info(KF_OP_COUNT, &info), KF_ERR_INVALID_ARGUMENT, "kf_op_get_info:");
+  KF_EXPECT_ERROR(kf_op_get_info((kf_op)-1, &info), KF_ERR_INVALID_ARGUMENT, "is not an op");
+  info.struct_size = 4;
+  KF_EXPECT_ERROR(kf_op_get_info(KF_OP_NEG, &info), KF_ERR_INVALID_ARGUMENT, "info->struct_size is 4");
+  KF_EXPECT_ERROR(kf_op_get_info(KF_OP_NEG, NULL), KF_ERR_INVALID_ARGUMENT, "argument 'info' is NULL");
+}
+
 static void test_case_count(void** state) {
   (void)state;
   if (g_cases < 50) fail_msg("only %d expected-failure cases ran", g_cases);
@@ -738,6 +772,7 @@ int main(void) {
       cmocka_unit_test(test_struct_size),
       cmocka_unit_test(test_version_limits_text),
       cmocka_unit_test(test_case_count),
+      cmocka_unit_test(test_op_info),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

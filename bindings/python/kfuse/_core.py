@@ -5,6 +5,7 @@ import sys
 
 from . import _dlpack as dl
 from . import _ext
+from . import _lib
 from ._lib import ExecOptions, KfuseError, NcclId, SegmentInfo, TaskInfo, ValueInfo, lib
 
 INT64_MAX = (1 << 63) - 1
@@ -74,23 +75,25 @@ def _dtype_of_dl(code, bits):
 
 
 # ---------------------------------------------------------------------------
-# ops (from the library's own table: kf_op_name over the enum)
+# ops (from the library's own table: kf_op_get_info over the codes)
 
 class _Ops:
     def __init__(self):
+        # Categories come from the library (kf_op_get_info), never from the
+        # enum's order: new ops are appended wherever their category is.
         L = lib()
-        names = []
+        names, category = [], {}
         while True:
-            n = L.kf_op_name(len(names)).decode()
-            if n == "invalid":
+            info = _lib.OpInfo(ctypes.sizeof(_lib.OpInfo))
+            if L.kf_op_get_info(len(names), ctypes.byref(info)) != 0:
                 break
-            names.append(n)
+            names.append(info.name.decode())
+            category[names[-1]] = info.category
         self.names = names
         self.code = {n: i for i, n in enumerate(names)}
-        idx = self.code
-        self.unary = set(names[idx["neg"]:idx["add"]])
-        self.binary = set(names[idx["add"]:idx["where"]])
-        self.ternary = set(names[idx["where"]:idx["cast"]])
+        self.unary = {n for n in names if category[n] == _lib.OP_CATEGORY_UNARY}
+        self.binary = {n for n in names if category[n] == _lib.OP_CATEGORY_BINARY}
+        self.ternary = {n for n in names if category[n] == _lib.OP_CATEGORY_TERNARY}
 
 
 _ops = None

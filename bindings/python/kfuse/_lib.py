@@ -78,8 +78,8 @@ class _Library:
         self._fn("kf_version", ctypes.c_uint32)
         self._fn("kf_check_version", S, ctypes.c_uint32)
         self._fn("kf_dtype_name", cp, S)
-        self._fn("kf_op_name", cp, S)
         self._fn("kf_op_num_outputs", S, S)
+        self._fn("kf_op_get_info", S, S, ctypes.POINTER(OpInfo))
         self._fn("kf_builder_create", S, c_void_pp)
         self._fn("kf_builder_destroy", None, P)
         self._fn("kf_define_tensor", S, P, S, S, c_int64_p)
@@ -141,6 +141,15 @@ class _Library:
             return ctypes.string_at(ptr).decode("utf-8", "replace")
         finally:
             self.kf_string_free(ptr)
+
+
+class OpInfo(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("name", ctypes.c_char_p), ("category", ctypes.c_int),
+                ("num_inputs", ctypes.c_int), ("num_outputs", ctypes.c_int)]
+
+
+# kf_op_category
+OP_CATEGORY_UNARY, OP_CATEGORY_BINARY, OP_CATEGORY_TERNARY = 0, 1, 2
 
 
 class ValueInfo(ctypes.Structure):

@@ -177,6 +177,29 @@ typedef enum kf_op {
 /* Static lower-case name of an op ("gelu_tanh"), or "invalid". */
 KF_API const char* kf_op_name(kf_op op);
 
+/* What an op is, from the library's own op table. New ops are appended to
+ * kf_op (never inserted), so no caller should read categories or arities
+ * from the enum's order: ask here. */
+typedef enum kf_op_category {
+  KF_OP_CATEGORY_UNARY, KF_OP_CATEGORY_BINARY, KF_OP_CATEGORY_TERNARY, KF_OP_CATEGORY_CAST,
+  KF_OP_CATEGORY_REDUCTION, KF_OP_CATEGORY_SHAPE, KF_OP_CATEGORY_INDEXING, KF_OP_CATEGORY_CREATION,
+  KF_OP_CATEGORY_LIBRARY, KF_OP_CATEGORY_HINT, KF_OP_CATEGORY_QUERY, KF_OP_CATEGORY_COMMUNICATION,
+  KF_OP_CATEGORY_SCATTER, KF_OP_CATEGORY_SCAN,
+  KF_OP_CATEGORY_MAX_ENUM = 0x7fffffff
+} kf_op_category;
+
+typedef struct kf_op_info {
+  size_t struct_size;       /* sizeof(kf_op_info), set by the caller */
+  const char* name;         /* static, as kf_op_name */
+  kf_op_category category;
+  int num_inputs;           /* value arguments; -1: any number (cat, shape sizes, ...) */
+  int num_outputs;          /* 2 for var_mean, else 1 */
+} kf_op_info;
+
+/* Fills *info for `op`; KF_ERR_INVALID_ARGUMENT for a code that is not an
+ * op (loop from 0 until then to list every op the library knows). */
+KF_API kf_status kf_op_get_info(kf_op op, kf_op_info* info);
+
 /* ------------------------------------------------------------------------ */
 /* Define: a builder records ops; finalize returns a fusion from the
  * process-wide definition cache (a trie of records). Defining the same
