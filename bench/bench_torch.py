@@ -20,7 +20,6 @@ interpreter of its fusion text instead (eager, and torch.compile of it). With --
 --out` table) it also writes one table of both: bench/run_all.sh does that.
 """
 import argparse
-import ctypes
 import math
 import statistics
 import sys
@@ -30,55 +29,8 @@ import torch
 import torch.nn.functional as F
 
 import kf_torch
+from kfuse_ctypes import Kfuse
 from kfuse_cases import case_text, input_dtypes, input_shapes, nonnegative_inputs, suite
-
-# ---------------------------------------------------------------------------
-# libkfuse through ctypes
-
-
-class ExecOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("stream", ctypes.c_void_p),
-                ("allocator", ctypes.c_void_p)]
-
-
-class Kfuse:
-    def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        L = self.lib
-        L.kf_last_error.restype = ctypes.c_char_p
-        L.kf_fusion_from_text.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
-        L.kf_execute_into.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                      ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ExecOptions)]
-        L.kf_fusion_release.argtypes = [ctypes.c_void_p]
-        self.get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-        self.get_pointer.restype = ctypes.c_void_p
-        self.get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-    def check(self, status, what):
-        if status != 0:
-            raise RuntimeError(f"{what}: status {status}: {self.lib.kf_last_error().decode()}")
-
-    def fusion(self, text):
-        f = ctypes.c_void_p()
-        self.check(self.lib.kf_fusion_from_text(text.encode(), ctypes.byref(f)), "kf_fusion_from_text")
-        return f
-
-    def bind(self, fusion, inputs, outputs):
-        """A callable that runs `fusion` on these tensors (DLPack capsules kept alive)."""
-        caps = [torch.utils.dlpack.to_dlpack(t) for t in inputs + outputs]
-        ptrs = [self.get_pointer(c, b"dltensor") for c in caps]  # DLTensor is the first member
-        ins = (ctypes.c_void_p * len(inputs))(*ptrs[:len(inputs)])
-        outs = (ctypes.c_void_p * len(outputs))(*ptrs[len(inputs):])
-        opts = ExecOptions(ctypes.sizeof(ExecOptions), torch.cuda.current_stream().cuda_stream, None)
-        lib, n_in, n_out = self.lib, len(inputs), len(outputs)
-
-        def run():
-            status = lib.kf_execute_into(fusion, ins, n_in, outs, n_out, ctypes.byref(opts))
-            if status != 0:
-                raise RuntimeError(f"kf_execute_into: {lib.kf_last_error().decode()}")
-        run.keep_alive = (caps, ins, outs, opts)
-        return run
-
 
 # ---------------------------------------------------------------------------
 # The cases: kfuse text and input shapes from bench/cases/ (shared with
@@ -363,7 +315,7 @@ def run_case(kf, name, m, n, dtype, iters, ceiling):
     expected = list(expected) if isinstance(expected, tuple) else [expected]
     outs = [torch.empty_like(e) for e in expected]
     fusion = kf.fusion(case_text(name, STORAGE[dtype]))
-    run = kf.bind(fusion, inputs, outs)
+    run = kf.bind(fusion, inputs, outs, torch.cuda.current_stream().cuda_stream)
     run()
     torch.cuda.synchronize()
     # Sums over many rows or columns round differently in every order.

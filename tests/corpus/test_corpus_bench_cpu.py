@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/corpus_bench.py's logic on the CPU: a tiny corpus through the
-harness with --device cpu, the reference replaced by stub_kf_torch.py (kfuse's
-own CPU backend: this checks the harness, not kfuse). Every fusion must be
+harness with --device cpu against the real reference, bench/kf_torch.py
+(torch eager of the same text, timed as the harness times torch.compile:
+this torch 1.13 has none). Every fusion must be
 checked ok and timed, except those that this torch cannot make (float8 in
 torch 1.13); the report must carry the table, the distribution and the
 worst fusions; the raw results must be complete. Exits 77 without torch.
@@ -28,13 +29,13 @@ except ImportError:
 
 def main():
     lib = os.environ.get("KFUSE_LIBRARY", str(ROOT / "build" / "libkfuse.so"))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT / "bindings" / "python"),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "bindings" / "python"),
                                                        os.environ.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory() as d:
         md, js = pathlib.Path(d) / "corpus.md", pathlib.Path(d) / "corpus.json"
         cmd = [sys.executable, str(ROOT / "bench" / "corpus_bench.py"), "--lib", lib, "--device", "cpu",
                "--scale", "tiny", "--seed", "7", "--count", "60", "--iters", "3", "--warmup", "1",
-               "--reference", "stub_kf_torch", "--out", str(md), "--json", str(js)]
+               "--out", str(md), "--json", str(js)]
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         problems = []
         if p.returncode not in (0, 1):
