@@ -348,6 +348,8 @@ def main():
     p.add_argument("--count", type=int, default=100)
     p.add_argument("--start", type=int, default=0,
                    help="skip the corpus's first fusions (a sample is the same whatever the count: resume a run)")
+    p.add_argument("--only", default="",
+                   help="comma list of fusion numbers to run (c0126: 126; the sample of --count is drawn as usual)")
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--classes", default="", help="comma list of classes (default: all)")
@@ -381,6 +383,16 @@ def main():
     corpus = generate.generate(args.seed, args.count, args.scale, classes or None)[args.start:]
     twins = [None] * len(corpus) if args.no_cpu_check else generate.generate(args.seed, args.count, "tiny",
                                                                                 classes or None)[args.start:]
+    if args.only:
+        try:
+            keep = {int(n) for n in args.only.split(",")}
+        except ValueError:
+            p.error(f"--only: expected comma-separated fusion numbers, got {args.only!r}")
+        if max(keep) >= args.count:
+            p.error(f"--only: fusion {max(keep)} is outside the sample of --count {args.count}")
+        number = lambda e: int(e["name"][1:5])  # noqa: E731: "c0126_..." is fusion 126
+        twins = [t for e, t in zip(corpus, twins) if number(e) in keep]
+        corpus = [e for e in corpus if number(e) in keep]
     print(f"corpus_bench.py: seed {args.seed}, {len(corpus)} fusions, copy ceiling {ceiling:.0f} GB/s",
           file=sys.stderr, flush=True)
     rows = []
