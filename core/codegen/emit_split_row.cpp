@@ -18,7 +18,10 @@
 
 namespace kf {
 
-bool has_split_row_kernels(const RowParams& p) { return p.vectors.width > 0 && !p.has_outer(); }
+// Rows without a vector plan (an input at an odd offset or in another
+// memory order) split too, on the element loop alone: one block reading a
+// whole float32 tensor of 724 MB took 282 ms (docs/PERF.md, session 28).
+bool has_split_row_kernels(const RowParams& p) { return !p.has_outer(); }
 
 ColumnParams split_row_finish(const RowParams& p) {
   ColumnParams c;
@@ -47,7 +50,8 @@ void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase) {
   w.views = s.views;
   use_vectors(w, p.vectors);
   if (phase > 0) use_stored_results(w, s, phase, rows);
-  const int V = p.vectors.width;
+  const bool vectors = p.vectors.width > 0;
+  const int V = vectors ? p.vectors.width : 1;
   const std::string Vs = std::to_string(V);
   // The row, and this block's slab of it (a multiple of V long, so that
   // vectors never straddle two blocks).
@@ -86,45 +90,55 @@ void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase) {
   const KernelWriter::Section cond = w.reserve();
   const std::string vec = w.fresh("kfvec");
   // Vectors: thread t's vectors at q0 + (t + k * blockDim.x) * V.
-  w.open("if (" + vec + ")");
-  w.begin_result_loads();
-  const int U = kRowsInFlight;
-  w.open("for (long long q = q0 + (long long)threadIdx.x * " + Vs + "; q < q1; q += (long long)blockDim.x * " +
-         std::to_string(V * U) + ")");
-  std::vector<std::string> oks;
-  std::vector<std::vector<std::string>> bases;
-  for (int g = 0; g < U; ++g) {
-    const std::string qg = w.fresh("q"), ok = w.fresh("ok");
-    w.line("const long long " + qg + " = q + (long long)blockDim.x * " + std::to_string(V * g) + ";");
-    w.line("const bool " + ok + " = " + qg + " < q1;");
-    oks.push_back(ok);
-    bases.push_back(full(unravel(w, dom, red, "(" + ok + " ? " + qg + " : q)", "_g" + std::to_string(g), true)));
-  }
-  const KernelWriter::Section loads = w.reserve();
-  for (int g = 0; g < U; ++g) {
-    w.open("if (" + oks[static_cast<size_t>(g)] + ")");
-    w.group = g;
-    w.section = 0;
-    vector_group(w, store_plan, outs, bases[static_cast<size_t>(g)], [&](int) { step(w.lane_index); });
+  auto vector_walk = [&] {
+    w.begin_result_loads();
+    const int U = kRowsInFlight;
+    w.open("for (long long q = q0 + (long long)threadIdx.x * " + Vs + "; q < q1; q += (long long)blockDim.x * " +
+           std::to_string(V * U) + ")");
+    std::vector<std::string> oks;
+    std::vector<std::vector<std::string>> bases;
+    for (int g = 0; g < U; ++g) {
+      const std::string qg = w.fresh("q"), ok = w.fresh("ok");
+      w.line("const long long " + qg + " = q + (long long)blockDim.x * " + std::to_string(V * g) + ";");
+      w.line("const bool " + ok + " = " + qg + " < q1;");
+      oks.push_back(ok);
+      bases.push_back(full(unravel(w, dom, red, "(" + ok + " ? " + qg + " : q)", "_g" + std::to_string(g), true)));
+    }
+    const KernelWriter::Section loads = w.reserve();
+    for (int g = 0; g < U; ++g) {
+      w.open("if (" + oks[static_cast<size_t>(g)] + ")");
+      w.group = g;
+      w.section = 0;
+      vector_group(w, store_plan, outs, bases[static_cast<size_t>(g)], [&](int) { step(w.lane_index); });
+      w.close();
+    }
+    w.group = 0;
+    w.fill(loads, vector_loads(w, V, 0, oks));
     w.close();
+    w.end_result_loads();
+  };
+  // Elements: without a vector plan, or where its conditions fail.
+  auto element_walk = [&] {
+    w.begin_result_loads();
+    w.open("for (long long q = q0 + threadIdx.x; q < q1; q += blockDim.x)");
+    const std::vector<std::string> idx = full(unravel(w, dom, red, "q"));
+    step(idx);
+    for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
+    w.close();
+    w.end_result_loads();
+  };
+  if (vectors) {
+    w.open("if (" + vec + ")");
+    vector_walk();
+    w.close_open("else");
+    element_walk();
+    w.close();
+    std::vector<std::string> conds = {rlen + " % " + Vs + " == 0", w.extent(dom, last) + " % " + Vs + " == 0"};
+    used_vector_conditions(w, sets, p.vectors, dom, true, &conds);
+    w.fill(cond, {"const bool " + vec + " = " + all_of(conds) + ";"});
+  } else {
+    element_walk();
   }
-  w.group = 0;
-  w.fill(loads, vector_loads(w, V, 0, oks));
-  w.close();
-  w.end_result_loads();
-  // Elements, where the vector conditions fail.
-  w.close_open("else");
-  w.begin_result_loads();
-  w.open("for (long long q = q0 + threadIdx.x; q < q1; q += blockDim.x)");
-  const std::vector<std::string> idx = full(unravel(w, dom, red, "q"));
-  step(idx);
-  for (int64_t o : outs) w.store(o, idx, w.value_at(o, idx));
-  w.close();
-  w.end_result_loads();
-  w.close();
-  std::vector<std::string> conds = {rlen + " % " + Vs + " == 0", w.extent(dom, last) + " % " + Vs + " == 0"};
-  used_vector_conditions(w, sets, p.vectors, dom, true, &conds);
-  w.fill(cond, {"const bool " + vec + " = " + all_of(conds) + ";"});
   // One partial per accumulator: the block's combined value.
   for (size_t a = 0; a < exprs.size(); ++a) {
     const std::string v = w.fresh("red");

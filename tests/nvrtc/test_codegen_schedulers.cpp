@@ -7,6 +7,7 @@
 // activation, when cuBLASLt has no algorithm for the epilogue).
 #include "core/define/builder.h"
 #include "core/codegen/kernel_plan.h"
+#include "core/runtime/cuda/launch.h"
 #include "core/text/text_parser.h"
 #include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
@@ -365,6 +366,27 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(split.later.size(), 1);
     assert_true(split.later[0].grid == KernelPlan::LaterKernel::Grid::Epilogue);
     assert_true(contains(split.source, "kf_block_reduce"));
+    batch().add(split);
+  }
+  {  // a whole-tensor mean of x * x at an odd element offset: no vectors,
+     // yet split-row kernels (element loop only), so that one row is not one block
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 257, 11007}, {}, 12));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(3, DType::F32);
+      const int64_t sq = b.op(Op::MUL, {x, x}, {})[0];
+      b.output(b.op(Op::MEAN, {sq}, {1, 0, 1, 2})[0], {}, -1);
+    }, in);
+    assert_int_equal(g.plan.launch.row_items, 0);
+    assert_int_equal(g.plan.split_rows.size(), 1);
+    const KernelPlan& split = g.plan.split_rows[0];
+    assert_false(contains(split.source, "kfvec"));  // no vector branch to take
+    assert_true(contains(split.source, "q += blockDim.x"));
+    // One row of 181 M elements: the split kernels, whatever the block.
+    const std::vector<int64_t> domain = {64, 257, 11007};
+    assert_true(kf::cuda::prefer_split_rows(g.plan.launch, domain, 132));
+    const std::vector<int64_t> short_row = {1, 1, 2048};
+    assert_false(kf::cuda::prefer_split_rows(g.plan.launch, short_row, 132));
     batch().add(split);
   }
   {  // softmax over dim 0: a column normalization in two phases

@@ -389,10 +389,16 @@ int cluster_blocks(const LaunchRule& rule, std::span<const int64_t> domain, int 
 }
 
 bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {
-  if (rule.kind != LaunchRule::Kind::PerRow || rule.row_items <= 0) return false;
+  if (rule.kind != LaunchRule::Kind::PerRow) return false;
   int64_t rows = 1, row = 1;
   for (size_t d = 0; d < domain.size(); ++d) (d < rule.reduced_dims.size() && rule.reduced_dims[d] ? row : rows) *= domain[d];
-  return rows > 0 && rows < 2 * int64_t{std::max(multiprocessors, 1)} && row > int64_t{rule.block} * rule.row_items;
+  // A row without a register plan is streamed by one block whatever its
+  // length: split it once each thread of that block would load more than
+  // 16 elements (a block reads 4096 elements in a few microseconds; the
+  // split kernels cost two launches more).
+  constexpr int64_t kStreamedItems = 16;
+  const int64_t items = rule.row_items > 0 ? rule.row_items : kStreamedItems;
+  return rows > 0 && rows < 2 * int64_t{std::max(multiprocessors, 1)} && row > int64_t{rule.block} * items;
 }
 
 }  // namespace kf::cuda

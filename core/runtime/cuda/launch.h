@@ -101,8 +101,9 @@ bool takes_wide_rows(const LaunchRule& per_row, std::span<const int64_t> domain,
 
 // Whether a PerRow plan's split-row kernels (KernelPlan::split_rows)
 // should run this call instead: rows too long for the block's registers
-// and fewer than two per multiprocessor, so one block per row would leave
-// the device mostly idle (docs/PERF.md: group norm).
+// (or, without a register plan, longer than 16 elements per thread) and
+// fewer than two per multiprocessor, so one block per row would leave the
+// device mostly idle (docs/PERF.md: group norm; a whole-tensor mean).
 bool prefer_split_rows(const LaunchRule& per_row, std::span<const int64_t> domain, int multiprocessors);
 
 }  // namespace kf::cuda
