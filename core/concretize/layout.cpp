@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -11,7 +12,15 @@ namespace kf {
 uint64_t encode_order(std::span<const int64_t> sizes, std::span<const int64_t> strides) {
   const size_t r = sizes.size();
   // Dims of size <= 1 have meaningless strides: they keep their place, and
-  // the others are sorted by stride (largest first, ties by index).
+  // the others are sorted by stride (largest first, ties by index). A
+  // stride-0 dim (an expanded operand) moves no memory: it sorts outermost,
+  // so that it is never taken for the innermost dim (an attention mask
+  // [B, 1, 1, S] expanded along B once sent a pointwise add through 64 x 64
+  // tiles over B = 4: 10.5 ms against 0.5; docs/PERF.md, session 28).
+  auto key = [&](int d) {
+    const int64_t s = strides[static_cast<size_t>(d)];
+    return s == 0 ? std::numeric_limits<int64_t>::max() : s;
+  };
   std::array<int, 16> order{}, positions{}, dims{};
   size_t n = 0;
   for (size_t d = 0; d < r; ++d) {
@@ -23,7 +32,7 @@ uint64_t encode_order(std::span<const int64_t> sizes, std::span<const int64_t> s
   for (size_t k = 1; k < n; ++k) {
     const int d = dims[k];
     size_t j = k;
-    for (; j > 0 && strides[static_cast<size_t>(dims[j - 1])] < strides[static_cast<size_t>(d)]; --j)
+    for (; j > 0 && key(dims[j - 1]) < key(d); --j)
       dims[j] = dims[j - 1];
     dims[j] = d;
   }

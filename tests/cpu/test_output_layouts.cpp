@@ -91,6 +91,24 @@ void test_transposed_inputs_into_row_major_output(void**) {
   assert_true(tiled(*p_row));
 }
 
+// An operand expanded along a dim (stride 0) moves no memory along it: the
+// dim sorts outermost, so it is never the operand's "innermost" dim that
+// sent a plain add through transpose tiles (an attention mask [4, 1, 1, S]
+// expanded along the batch: 10.5 ms against 0.5).
+void test_expanded_operand_is_not_transposed(void**) {
+  auto f = kf::parse_fusion(kAdd);
+  Call c;
+  std::vector<int64_t> expanded{0, 1};
+  kf::Binding b;
+  auto p = plan_for(*f, c, c.row_major, nullptr, &b, &expanded);
+  assert_false(tiled(*p));
+  const kf::InputLayout& z = p->concrete->input_layouts.at(1);
+  assert_true(z.stride_order == (std::vector<int>{0, 1}));
+  assert_true(z.contiguous.at(1));  // its rows are still read as vectors
+  assert_false(z.contiguous.at(0));
+  assert_true(p->concrete->stride_orders.at(2) == (std::vector<int>{0, 1}));
+}
+
 // kf_execute_into reuses the plan kfuse made for the inputs alone where
 // the caller's outputs are laid out as that plan writes them (no second
 // plan and compile), and binds them into a key of their own otherwise.
@@ -129,6 +147,7 @@ int main() {
       cmocka_unit_test(test_output_order_joins_the_plan),
       cmocka_unit_test(test_transposed_inputs_into_row_major_output),
       cmocka_unit_test(test_matching_outputs_reuse_the_plan),
+      cmocka_unit_test(test_expanded_operand_is_not_transposed),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
