@@ -270,6 +270,7 @@ struct KernelPlan {
   static constexpr int kScatterSortedChunk = 128;
   struct ScatterKernels {
     int64_t index = -1, output = -1;
+    int64_t self = -1;  // the tensor scattered into (the expr's first input)
     size_t dim = 0;
     size_t index_dim = 0;  // slices: the index's dim holding a slice's position (ScatterParams)
     bool slices = false, counts = false;  // counts: int per result element in scratch (atomic mean)

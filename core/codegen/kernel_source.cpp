@@ -215,6 +215,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     KernelPlan::ScatterKernels& k = plan.scatter;
     k.index = e.inputs[1];
     k.output = e.outputs[0];
+    k.self = e.inputs[0];
     k.dim = ScatterAttrs(e).index();
     k.slices = sc->slices;
     k.index_dim = static_cast<size_t>(sc->index_dim);

@@ -4,7 +4,8 @@
  * where it writes: optimizer steps, softmax-like rows, a residual add +
  * RMSNorm) and where it must not (the input read transposed or shifted):
  * a rule too loose would let threads overwrite elements other threads
- * still read, and these fusions would then differ. Shapes with an odd width take the scalar kernels,
+ * still read, and these fusions would then differ. Scatters updated in
+ * place skip their copy (test_scatters). Shapes with an odd width take the scalar kernels,
  * multiples of 4 the vector kernels. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,6 +73,72 @@ static void check_in_place(const char* text, int64_t rows, int64_t cols, size_t 
   }
   free(got);
   kf_fusion_release(f);
+}
+
+/* Scatters updated in place (an embedding gradient's index_add_, a KV-cache
+ * write): kf_execute_into with the scattered tensor as the result leaves
+ * out the copy of the tensor onto itself. x [rows, cols] float32, an index
+ * of n rows with repeats (and none of some rows), src [n, cols]: the GPU
+ * result in place against the CPU backend's out of place. */
+static void check_scatter_in_place(const char* attrs, int64_t rows, int64_t cols, int64_t n) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "input x: tensor<float32, 2>\ninput i: tensor<int64, 1>\ninput s: tensor<float32, 2>\n"
+           "y = index_reduce(x, i, s) {dim=0, %s}\noutput y {alias=0}\n", attrs);
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  const size_t nx = (size_t)(rows * cols), ns = (size_t)(n * cols);
+  float* x = malloc(nx * sizeof(float));
+  float* src = malloc(ns * sizeof(float));
+  float* got = malloc(nx * sizeof(float));
+  int64_t* idx = malloc((size_t)n * sizeof(int64_t));
+  for (size_t k = 0; k < nx; ++k) x[k] = (float)((int)((k * 7) % 19) - 9) / 8.0f;
+  for (size_t k = 0; k < ns; ++k) src[k] = (float)((int)((k * 5) % 17) - 8) / 4.0f;
+  for (int64_t k = 0; k < n; ++k) idx[k] = (k * 3) % (rows > 3 ? rows - 3 : rows); /* repeats; last rows untouched */
+  int64_t xs[2] = {rows, cols}, is[1] = {n}, ss[2] = {n, cols};
+  DLTensor cpu_t[3] = {kf_test_tensor(x, kf_test_f32(), 2, xs, NULL), kf_test_tensor(idx, kf_test_i64(), 1, is, NULL),
+                       kf_test_tensor(src, kf_test_f32(), 2, ss, NULL)};
+  const DLTensor* cpu_in[3] = {&cpu_t[0], &cpu_t[1], &cpu_t[2]};
+  DLManagedTensor* want;
+  KF_CHECK(kf_execute(f, cpu_in, 3, &want, 1, NULL)); /* out of place: x is kept */
+  const size_t bytes[3] = {nx * sizeof(float), (size_t)n * sizeof(int64_t), ns * sizeof(float)};
+  void* dev[3];
+  DLTensor gpu_t[3];
+  const DLTensor* gpu_in[3];
+  for (int k = 0; k < 3; ++k) {
+    dev[k] = gpu_alloc(bytes[k]);
+    gpu_to_device(dev[k], cpu_t[k].data, bytes[k]);
+    gpu_t[k] = cpu_t[k];
+    gpu_t[k].data = dev[k];
+    gpu_t[k].device.device_type = kDLCUDA;
+    gpu_in[k] = &gpu_t[k];
+  }
+  DLTensor* into[1] = {&gpu_t[0]};
+  KF_CHECK(kf_execute_into(f, gpu_in, 3, into, 1, NULL));
+  GPU_CHECK(gpu.ctx_sync());
+  gpu_to_host(got, dev[0], bytes[0]);
+  const float* w = want->dl_tensor.data;
+  for (size_t k = 0; k < nx; ++k)
+    if (!(fabsf(got[k] - w[k]) <= 1e-4f * (1.0f + fabsf(w[k])))) /* (sums in another order) */
+      fail_msg("%s\nelement %zu (%lldx%lld, %lld updates): gpu %g, cpu %g", text, k, (long long)rows, (long long)cols,
+               (long long)n, (double)got[k], (double)w[k]);
+  want->deleter(want);
+  for (int k = 0; k < 3; ++k) gpu_free(dev[k]);
+  free(x);
+  free(src);
+  free(got);
+  free(idx);
+  kf_fusion_release(f);
+}
+
+static void test_scatters(void** state) {
+  (void)state;
+  const char* const attrs[] = {"reduce=sum", "reduce=sum, deterministic=true", "reduce=mean",
+                               "reduce=mean, include_self=false", "reduce=amax", "reduce=none, deterministic=true"};
+  for (size_t a = 0; a < sizeof attrs / sizeof attrs[0]; ++a) {
+    check_scatter_in_place(attrs[a], 1000, 256, 300);  /* slices wide enough for the sorted path */
+    check_scatter_in_place(attrs[a], 999, 7, 4000);    /* narrow slices, many repeats: the atomic path */
+  }
 }
 
 static const char* const kAdam =
@@ -149,6 +216,7 @@ int main(void) {
       cmocka_unit_test(test_shifted_read),
       cmocka_unit_test(test_row_kernels),
       cmocka_unit_test(test_row_kernel_shifted_read),
+      cmocka_unit_test(test_scatters),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -247,13 +247,30 @@ class CudaBackend final : public Backend {
            stream_of(options), args.data());
   }
 
+  // Whether a scatter's result is the tensor it scatters into: the same
+  // address and strides (an in-place update the caller asked for).
+  static bool scatters_in_place(const LoadedKernel& k, const DLTensor* const* inputs, DLTensor* const* outputs) {
+    const DLTensor *self = nullptr, *result = nullptr;
+    for (const SlotSource& s : k.sources) {
+      if (s.from == SlotSource::From::Input && s.value == k.plan.scatter.self) self = inputs[s.index];
+      if (s.from == SlotSource::From::Output && s.value == k.plan.scatter.output) result = outputs[s.index];
+    }
+    if (self == nullptr || result == nullptr || dl_address(*self) != dl_address(*result) || self->ndim != result->ndim)
+      return false;
+    for (int d = 0; d < self->ndim; ++d)
+      if (self->shape[d] != result->shape[d] || (self->shape[d] > 1 && dl_stride(*self, d) != dl_stride(*result, d)))
+        return false;
+    return true;
+  }
+
   // A scatter's or segmented scan's kernels in the order step_launch.h
   // gives, with their scratch allocated in stream order behind them.
   void run_steps(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes, const DLTensor* const* inputs,
                  DLTensor* const* outputs, const ExecOptions& options, ScopedContext& context) {
     const int sms = context.info().multiprocessors, max_grid = context.info().max_grid_x;
-    const StepLaunch l = k.plan.launch.kind == LaunchRule::Kind::Scatter ? scatter_launch(k.plan, sizes, sms, max_grid)
-                                                                          : scan_launch(k.plan, sizes, sms, max_grid);
+    const StepLaunch l = k.plan.launch.kind == LaunchRule::Kind::Scatter
+                             ? scatter_launch(k.plan, sizes, sms, max_grid, scatters_in_place(k, inputs, outputs))
+                             : scan_launch(k.plan, sizes, sms, max_grid);
     if (l.steps.empty()) return;
     Scratch<std::vector<int64_t>> arg_block;
     std::vector<int64_t>& args = *arg_block;

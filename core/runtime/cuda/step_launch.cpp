@@ -46,7 +46,8 @@ bool scatter_takes_sorted(const KernelPlan& plan, const ValueSizes& sizes) {
   return width >= k.sorted_min_width && units <= int64_t{k.sorted_max_run} * sizes[k.output][k.dim];
 }
 
-StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x) {
+StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x,
+                          bool in_place) {
   const KernelPlan::ScatterKernels& k = plan.scatter;
   const int block = plan.launch.block;
   StepLaunch l;
@@ -57,7 +58,12 @@ StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int m
     const int bl = b > 0 ? b : block;
     l.steps.push_back({&kernel, grid_for(work, bl, multiprocessors, max_grid_x), static_cast<uint32_t>(bl)});
   };
-  step(plan.name, (n_out + 3) / 4);  // 4 elements per thread and step
+  // The copy of the input into the result: 4 elements per thread and step.
+  // In place it would copy every element onto itself (an embedding
+  // gradient [50257, 1600] updated at 2048 rows: 168 of 310 us; ncu,
+  // docs/PERF.md session 28); the atomic mean's counts it also zeroes are
+  // then zeroed by the memset.
+  if (!in_place) step(plan.name, (n_out + 3) / 4);
   const auto [units, width] = scatter_units(k, sizes);
   if (units == 0 || width == 0) return l;  // no updates (an index of extent 0 along another dim)
   if (scatter_takes_sorted(plan, sizes)) {
@@ -98,6 +104,7 @@ StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int m
     return l;
   }
   if (k.counts) l.scratch_bytes = static_cast<uint64_t>(n_out) * 4;
+  if (k.counts && in_place) l.zero_bytes = l.scratch_bytes;
   if (!k.clear.empty()) step(k.clear, units * width);
   step(k.update, units * width);
   if (!k.mean.empty()) step(k.mean, n_out);

@@ -33,7 +33,11 @@ struct StepLaunch {
   uint64_t zero_bytes = 0;
 };
 
-StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x);
+// in_place: the result is the scattered tensor itself (same memory and
+// strides: an in-place update such as an embedding gradient's index_add_
+// or a KV-cache write), so the first kernel's copy is left out.
+StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int multiprocessors, int max_grid_x,
+                          bool in_place = false);
 // Whether a scatter call with `sizes` takes the sorted path: the plan's
 // only path, or (sorted for speed, ScatterKernels::sorted_min_width) its
 // slices are wide enough and its runs short enough.
