@@ -1,5 +1,7 @@
 #include "core/schedule/in_place.h"
 
+#include <algorithm>
+
 #include "core/schedule/access_map.h"
 #include "core/schedule/row_domain.h"
 
@@ -28,6 +30,15 @@ std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Ta
     if (r->has_outer() || !r->rows.views.empty()) return out;
     id = identity_map(c, r->rows.domain);
     reads = row_accesses(c, task, r->rows);
+  } else if (const auto* s = std::get_if<ScatterParams>(&schedule)) {
+    // The tensor scattered into is read by the copy kernel at the element
+    // it writes, and by the sorted path's apply at each run's target,
+    // where the same thread stores the run's result or leaves a partial
+    // (the combine reads partials only); the atomic kernels read the
+    // result alone. In place, the copy is left out (step_launch.h).
+    const int64_t self = c.fusion->exprs[static_cast<size_t>(s->expr)].inputs[0];
+    if (std::find(task.inputs.begin(), task.inputs.end(), self) != task.inputs.end()) out.push_back(self);
+    return out;
   } else {
     return out;
   }

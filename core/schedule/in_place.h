@@ -24,8 +24,9 @@ namespace kf {
 // the identity index of the kernel's domain, so it is read at exactly the
 // elements the writing thread stores. Inputs read at another index (a
 // flip, a permute, a broadcast, a slice) and every input of the other
-// families (column, tiled, scatter and scan kernels: their blocks read
-// elements other threads write) are left out.
+// families (column, tiled and scan kernels: their blocks read elements
+// other threads write) are left out. A scatter's kernels read the tensor
+// they scatter into only where they write it (in_place.cpp): it qualifies.
 std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Task& task,
                                                const KernelSchedule& schedule);
 

@@ -148,6 +148,32 @@ void test_later_reader_is_deferred(void**) {
   assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(want));
 }
 
+// index_add_ into an embedding gradient: the scatter's kernels read the
+// tensor they scatter into only where they write it, so the result is the
+// caller's tensor (and the GPU leaves out the copy onto itself;
+// gpu_test_gpu_in_place checks the values).
+void test_scatter_writes_in_place(void**) {
+  auto f = kf::parse_fusion(
+      "input x: tensor<float32, 2>\ninput i: tensor<int64, 1>\ninput s: tensor<float32, 2>\n"
+      "y = index_reduce(x, i, s) {dim=0, reduce=sum}\noutput y {alias=0}\n");
+  std::vector<float> x(8 * 4), src(3 * 4);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k);
+  for (size_t k = 0; k < src.size(); ++k) src[k] = 100.0f * static_cast<float>(k + 1);
+  std::vector<int64_t> idx = {5, 1, 5}, xs = {8, 4}, is = {3}, ss = {3, 4};
+  DLTensor t[3] = {{x.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, xs.data(), nullptr, 0},
+                   {idx.data(), {kDLCPU, 0}, 1, {kDLInt, 64, 1}, is.data(), nullptr, 0},
+                   {src.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ss.data(), nullptr, 0}};
+  const DLTensor* in[3] = {&t[0], &t[1], &t[2]};
+  kf::Binding binding = kf::bind_inputs(*f, in, 3);
+  auto p = kf::plan_for(*f, binding);
+  assert_int_equal(p->segmentation.segments.size(), 1);
+  assert_int_equal(p->segmentation.run_plan.intermediates.size(), 0);
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Output));
+  const std::vector<int64_t>& safe = p->segmentation.segments[0].in_place_inputs;
+  assert_int_equal(safe.size(), 1);
+  assert_int_equal(safe[0], 0);  // x, not the index or the updates
+}
+
 }  // namespace
 
 int main() {
@@ -159,6 +185,7 @@ int main() {
       cmocka_unit_test(test_row_kernel_shifted_read_is_deferred),
       cmocka_unit_test(test_inner_outer_is_deferred),
       cmocka_unit_test(test_later_reader_is_deferred),
+      cmocka_unit_test(test_scatter_writes_in_place),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
