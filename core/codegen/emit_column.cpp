@@ -25,8 +25,11 @@ namespace kf {
 
 namespace {
 
+// Kept and reduced dims in memory order (RowDomain::order): columns and
+// rows are walked as laid out, the lanes' dim (innermost) last in `kept`.
 void split_dims(const RowDomain& s, std::vector<size_t>* kept, std::vector<size_t>* red) {
-  for (size_t d = 0; d < s.reduced.size(); ++d) (s.reduced[d] ? red : kept)->push_back(d);
+  *kept = s.dims_in_order(false);
+  *red = s.dims_in_order(true);
 }
 
 }  // namespace
@@ -52,6 +55,7 @@ void use_stored_results(KernelWriter& w, const RowDomain& rows, size_t phase, co
   const std::string words = std::to_string(column_partial_words(f, rows));
   size_t k = 0;
   w.result_domain = rows.domain;
+  w.result_order = rows.dims_in_order(false);
   // Written where used (a kernel uses some of the arrays; the compiler
   // shares the address arithmetic).
   for (size_t ph = 0; ph < rows.phases.size(); ++ph)
@@ -131,7 +135,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
   std::vector<int64_t> outs;
   if (epilogue || (phase == 0 && !column_epilogue(p))) outs = s.domain_outputs;
   const int64_t dom = s.domain;
-  const size_t r = w.rank(dom), last = r - 1;
+  const size_t r = w.rank(dom), last = p.vectors.width > 0 ? p.vectors.dim : r - 1;  // the lanes' dim
   std::vector<size_t> kept, red;
   split_dims(s, &kept, &red);
   const std::string cols = extent_product(w, dom, kept, "1LL"), rlen = extent_product(w, dom, red, "1LL");
@@ -566,7 +570,7 @@ void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {
     finish_results(w, expr_of(s), acc_of(s), "kf_online_sum(" + v + ")", rlen);
     keep(expr_of(s));
   }
-  if (last_phase) store_row_outputs(w, s, kept);
+  if (last_phase) store_row_outputs(w, s);
   w.close();
   w.line("__syncthreads();  // the shared values are consumed");
   w.close();

@@ -26,8 +26,9 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   const ExtentSets& sets = extent_sets_of(w.concrete());
   const int64_t dom = s.domain;
   const size_t r = w.rank(dom);
-  std::vector<size_t> kept, red;
-  for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
+  // Rows and their elements walked in memory order (RowDomain::order):
+  // consecutive threads read consecutive addresses, the lanes' dim last.
+  const std::vector<size_t> kept = s.dims_in_order(false), red = s.dims_in_order(true);
   const std::string rows = extent_product(w, dom, kept, "1");
   const std::string row_len = extent_product(w, dom, red, "1");
   const bool edges = which == RowKernel::Edges || which == RowKernel::LongEdges;
@@ -137,7 +138,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     // The Edges kernel's host checks (`checks`) are these conditions; the
     // long-row kernel has none (it is launched whatever they say).
     std::vector<std::string> conds;
-    if (!edges) conds.push_back(w.extent(dom, r - 1) + " % " + std::to_string(p.vectors.width) + " == 0");
+    if (!edges) conds.push_back(w.extent(dom, p.vectors.dim) + " % " + std::to_string(p.vectors.width) + " == 0");
     std::vector<ArgCheck>* host = edges ? checks : nullptr;
     const VectorRef* shifted = edges ? &ref : nullptr;
     std::vector<std::pair<int64_t, std::vector<int>>> seen;
@@ -163,7 +164,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   w.fill(cond, cond_lines);
   if (!s.row_outputs.empty()) {
     w.open(cluster ? "if (threadIdx.x == 0 && kf_cr == 0)" : "if (threadIdx.x == 0)");
-    store_row_outputs(w, s, kept);
+    store_row_outputs(w, s);
     w.close();
   }
   w.close();

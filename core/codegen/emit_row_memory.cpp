@@ -49,7 +49,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
       return;
     }
     const int V = p.vectors.width;
-    const size_t last = w.rank(dom) - 1;
+    const size_t last = p.vectors.dim;  // (the lanes' dim: innermost in memory, last in `red`)
     const RowEdges* edges = steps->edges;
     // Where element j of the row sits in its stage.
     const std::string at = edges != nullptr ? "(j + " + edges->shift + ")" : stage_at(w, "j");
@@ -217,7 +217,7 @@ std::string declare_stage(KernelWriter& w, const RowParams& p, const OuterAccs& 
   std::vector<std::string> conds;
   std::string row = w.part_most.empty() ? row_len : w.part_most;
   if (ref == nullptr)
-    conds.push_back(w.extent(dom, w.rank(dom) - 1) + " % " + std::to_string(V) + " == 0");
+    conds.push_back(w.extent(dom, p.vectors.dim) + " % " + std::to_string(V) + " == 0");
   else
     row = w.hoist("long long", "srow", "(" + row_len + " + " + std::to_string(2 * V - 2) + ") / " + std::to_string(V) + " * " + std::to_string(V));
   lines->push_back("extern __shared__ __align__(16) unsigned char kf_stage[];");

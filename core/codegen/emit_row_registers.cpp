@@ -31,7 +31,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
   const RowDomain& s = p.rows;
   const VectorPlan& vp = p.vectors;
   const int64_t dom = s.domain;
-  const size_t last = w.rank(dom) - 1;
+  const size_t last = vp.dim;  // (the lanes' dim: innermost in memory, last in `red`)
   const int V = vp.width, K = p.vectors_per_thread;
   const std::string& t = w.index_type();
   std::vector<std::string> ok(static_cast<size_t>(K)), first(static_cast<size_t>(K));

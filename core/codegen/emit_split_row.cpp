@@ -42,9 +42,10 @@ void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase) {
   std::vector<int64_t> outs;  // as in the column kernels: the epilogue's, else phase 0's
   if (epilogue || (phase == 0 && !s.normalizes)) outs = s.domain_outputs;
   const int64_t dom = s.domain;
-  const size_t r = w.rank(dom), last = r - 1;
-  std::vector<size_t> kept, red;
-  for (size_t d = 0; d < r; ++d) (s.reduced[d] ? red : kept).push_back(d);
+  const size_t r = w.rank(dom), last = p.vectors.dim;
+  // In memory order, as the row kernels and emit_column_finish (which
+  // reads the partials by row) walk them.
+  const std::vector<size_t> kept = s.dims_in_order(false), red = s.dims_in_order(true);
   const std::string rows = extent_product(w, dom, kept, "1LL"), rlen = extent_product(w, dom, red, "1LL");
   w.reduced = s.reduced;
   w.views = s.views;

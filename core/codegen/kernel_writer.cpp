@@ -231,6 +231,7 @@ std::string KernelWriter::take_kernel() {
   tile_reads.clear();
   row_results.clear();
   result_arrays.clear();
+  result_order.clear();
   views.clear();
   result_section_.reset();
   result_lines_.clear();
@@ -562,11 +563,15 @@ std::string KernelWriter::stored_result(int64_t value, const std::vector<std::st
     kept_idx.push_back(idx.size() == r ? idx[d] : k < idx.size() ? idx[k] : "0");
     ++k;
   }
+  std::vector<size_t> kept_dims;  // domain dim of each kept_idx entry
+  for (size_t d = 0; d < r; ++d)
+    if (!reduced[d]) kept_dims.push_back(d);
+  std::vector<size_t> order = result_order;
+  if (order.size() != kept_dims.size()) order = kept_dims;
   std::string col;
-  size_t k = 0;
-  for (size_t d = 0; d < r; ++d) {
-    if (reduced[d]) continue;
-    const std::string e = extent(result_domain, d), i = kept_idx[k++];
+  for (size_t d : order) {
+    const size_t k = static_cast<size_t>(std::find(kept_dims.begin(), kept_dims.end(), d) - kept_dims.begin());
+    const std::string e = extent(result_domain, d), i = kept_idx.at(k);
     if (e == "1") continue;
     col = col.empty() ? i : "(" + col + ") * " + e + " + " + i;
   }

@@ -121,6 +121,10 @@ class KernelWriter {
   // the output's index.
   std::map<int64_t, int64_t> views;
   int64_t result_domain = -1;
+  // The kept dims of `result_domain` over which the column index is
+  // ravelled, outermost first (RowDomain::dims_in_order: the order the
+  // column kernels walk and store them); empty: the logical order.
+  std::vector<size_t> result_order;
   void begin_result_loads();
   void end_result_loads();
   // float registers fixed over the row -> their kf_rcp_for_div (divisions

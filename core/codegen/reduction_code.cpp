@@ -193,14 +193,15 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
   }
 }
 
-void store_row_outputs(KernelWriter& w, const RowDomain& s, const std::vector<size_t>& kept) {
+void store_row_outputs(KernelWriter& w, const RowDomain& s) {
   const size_t r = s.reduced.size();
   for (int64_t o : s.row_outputs) {
     std::vector<std::string> idx;
     if (w.rank(o) == r) {
       for (size_t d = 0; d < r; ++d) idx.push_back(s.reduced[d] ? "0" : w.row_index[d]);
-    } else {
-      for (size_t d : kept) idx.push_back(w.row_index[d]);
+    } else {  // (the output's dims are the kept ones in logical order, whatever order `kept` walks)
+      for (size_t d = 0; d < r; ++d)
+        if (!s.reduced[d]) idx.push_back(w.row_index[d]);
     }
     w.store(o, idx, w.value_at(o, idx));
   }

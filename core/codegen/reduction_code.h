@@ -47,7 +47,7 @@ std::vector<Accumulator> declare_accs(KernelWriter& w, const std::vector<int64_t
 // Combines the accumulators over the block and finishes their results.
 void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const std::string& row_len);
 // Writes each row-shaped output once per row (keepdim: reduced dims at 0)
-// at w.row_index; `kept`: the domain's kept dims.
-void store_row_outputs(KernelWriter& w, const RowDomain& s, const std::vector<size_t>& kept);
+// at w.row_index.
+void store_row_outputs(KernelWriter& w, const RowDomain& s);
 
 }  // namespace kf

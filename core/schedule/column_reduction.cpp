@@ -1,5 +1,6 @@
 // The column scheduler: reductions over outer dims with the innermost dim
-// kept (sum over rows of a row-major matrix). Rows are strided in memory,
+// in memory kept (sum over rows of a row-major matrix, over the columns of
+// a transposed one; RowDomain::order). Rows are strided in memory,
 // so one block per row would read one element per row; instead a block
 // reduces a slab of rows for a tile of contiguous columns, and the rows are
 // split over blocks whose partials a second kernel combines in order.
@@ -18,14 +19,15 @@ namespace kf {
 
 std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,
                                             const Tuning& tuning, std::string* why) {
-  const size_t r = rows.reduced.size();
-  if (r == 0 || rows.reduced[r - 1] || c.size_classes[static_cast<size_t>(rows.domain)][r - 1] != SizeClass::Many)
-    return reject(why, "the innermost dim is reduced or of size class 0/1");
+  // The innermost dim in memory, not the last logical one: a transposed
+  // input reduced over its logical last dim is a column reduction in memory.
+  const std::optional<size_t> inner = innermost_dim(c, rows);
+  if (!inner || rows.reduced[*inner]) return reject(why, "the innermost dim in memory is reduced, or every dim is of size class 0/1");
   ColumnParams p;
   p.rows = rows;
   p.scalar_rows = tuning.column_scalar_rows;
   p.any_rows = tuning.column_any_rows;
-  p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, r - 1);
+  p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner);
   add_view_vectors(c, rows, &p.vectors);
   if (rows.normalizes) {
     p.online = online_softmax_pairs(*c.fusion, task, rows);

@@ -20,7 +20,9 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
                                               std::string* why) {
   const Fusion& f = *c.fusion;
   const ExtentSets& sets = extent_sets_of(c);
-  // The reductions by pattern: inner ones reduce the innermost dim.
+  // The reductions by pattern: inner ones reduce the logical innermost dim.
+  // (Still the logical one, not RowDomain::order's: with a transposed input
+  // the row kernel then runs without vectors, correct but strided.)
   std::vector<int64_t> inner, outer;
   std::vector<bool> inner_dims, outer_dims;
   for (int64_t ei : task.exprs) {
@@ -70,6 +72,7 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
   RowDomain o;
   o.domain = rows->domain;
   o.reduced = outer_dims;
+  o.order = rows->order;  // (the finishing kernel walks the columns as the rows' kernel wrote them)
   o.phases = {outer};
   o.row_outputs = outer_outputs;
   Tuning t = tuning;

@@ -2,6 +2,18 @@
 
 namespace kf {
 
+std::vector<size_t> RowDomain::dims_in_order(bool reduced_dims) const {
+  std::vector<size_t> dims;
+  if (order.size() == reduced.size()) {
+    for (size_t d : order)
+      if (reduced[d] == reduced_dims) dims.push_back(d);
+  } else {
+    for (size_t d = 0; d < reduced.size(); ++d)
+      if (reduced[d] == reduced_dims) dims.push_back(d);
+  }
+  return dims;
+}
+
 namespace {
 
 std::string ids(const std::vector<int64_t>& v) {
@@ -21,8 +33,17 @@ std::string rows(const RowDomain& r) {
   std::string reduced;
   for (size_t d = 0; d < r.reduced.size(); ++d)
     if (r.reduced[d]) reduced += (reduced.empty() ? "" : ",") + std::to_string(d);
-  return "domain=" + std::to_string(r.domain) + " reduced=[" + reduced + "] phases=" + std::to_string(r.phases.size()) +
-         " domain_outputs=" + ids(r.domain_outputs) + " row_outputs=" + ids(r.row_outputs);
+  // The memory order only where it is not the logical one (older goldens
+  // stay as they were).
+  std::string order;
+  bool logical = true;
+  for (size_t k = 0; k < r.order.size(); ++k) {
+    order += (k > 0 ? "," : "") + std::to_string(r.order[k]);
+    logical = logical && r.order[k] == k;
+  }
+  return "domain=" + std::to_string(r.domain) + " reduced=[" + reduced + "]" + (logical ? "" : " order=[" + order + "]") +
+         " phases=" + std::to_string(r.phases.size()) + " domain_outputs=" + ids(r.domain_outputs) +
+         " row_outputs=" + ids(r.row_outputs);
 }
 
 // " online=[max:sum,...]" (max and sum expr ids), or "" for none.

@@ -106,6 +106,15 @@ struct RowDomain {
   // The kernel computes the value at each domain index and stores it at
   // the reshaped index (KernelWriter::views).
   std::map<int64_t, int64_t> views;
+  // The domain dims in memory order, outermost first (row_domain.h,
+  // memory_order): dims of class 0/1 first, then the reference input's
+  // layout. The kernels walk a row's elements and the columns in this
+  // order, so that consecutive threads touch consecutive addresses; the
+  // innermost dim decides row (reduced) or column (kept) and carries the
+  // vectors. Empty: the logical order.
+  std::vector<size_t> order;
+  // The reduced (true) or kept (false) dims, in `order` (outermost first).
+  std::vector<size_t> dims_in_order(bool reduced_dims) const;
   bool operator==(const RowDomain&) const = default;
 };
 
@@ -132,7 +141,7 @@ struct RowDomain {
 // results. No full-size intermediate goes through memory.
 struct RowParams {
   RowDomain rows;
-  VectorPlan vectors;  // along the last dim
+  VectorPlan vectors;  // along the innermost dim in memory (rows.order.back())
   int vectors_per_thread = 4;
   int block = 256;
   std::vector<int64_t> staged;  // inputs staged in shared memory (empty: no staged path)
@@ -200,7 +209,7 @@ struct RowParams {
 // normalization costs (phases + 1) reads and one write.
 struct ColumnParams {
   RowDomain rows;
-  VectorPlan vectors;  // along the last (kept) dim
+  VectorPlan vectors;  // along the innermost dim in memory (kept: rows.order.back())
   // (max expr, sum expr) pairs of softmax's shape (online_softmax.h) in one
   // phase, rows.phases merged by online_phases: the sum of exp(x - max)
   // accumulates against the running max, rescaled as it rises, and the

@@ -87,7 +87,95 @@ int64_t reshaped_domain_value(const ConcreteFusion& c, const Task& task, const E
   return u;
 }
 
+// The domain's memory order (RowDomain::order). The reference is one task
+// input read at a plain map of the domain (each of its dims a domain dim,
+// or a size-1 dim): the rows are walked in its layout, so that it, the
+// input that costs most, is read at consecutive addresses. Sizes vary
+// within a concretization class, so "the largest input" is decided
+// statically, by what makes an input larger in every call: first an
+// innermost dim of stride 1 (a stride-0 broadcast sorts innermost by
+// stride and is never contiguous: following it would walk a broadcast),
+// then the most domain dims of class >1 covered (a broadcast weight covers
+// fewer), then the widest dtype; ties go to the first in the task's input
+// order (deterministic). The order: the dims the reference does not
+// cover (class 0/1, never walked; a broadcast) in logical order, then the
+// reference's dims in its order. Without a reference, the logical order
+// (what the kernels walked before).
+std::vector<size_t> memory_order(const ConcreteFusion& c, const Task& task, const RowDomain& s, const AccessMap& reads) {
+  const Fusion& f = *c.fusion;
+  const auto& dom_cls = c.size_classes[static_cast<size_t>(s.domain)];
+  const size_t r = dom_cls.size();
+  std::vector<size_t> logical(r);
+  for (size_t d = 0; d < r; ++d) logical[d] = d;
+  std::vector<int> best_dims;  // the reference's dims of class >1 in its order, as domain dims
+  int best_score[3] = {-1, -1, -1};
+  for (int64_t v : task.inputs) {
+    const Value& val = f.value(v);
+    if (val.is_scalar) continue;
+    const std::vector<IndexMap>* maps = reads.find(v);
+    if (maps == nullptr) continue;
+    const auto& cls = c.size_classes[static_cast<size_t>(v)];
+    const IndexMap* plain = nullptr;
+    for (const IndexMap& m : *maps) {
+      bool ok = m.size() == cls.size();
+      for (size_t j = 0; j < cls.size() && ok; ++j)
+        ok = (m[j] >= 0 && (cls[j] != SizeClass::Many || dom_cls[static_cast<size_t>(m[j])] == SizeClass::Many)) ||
+             (m[j] == kZeroIndex && cls[j] != SizeClass::Many);
+      if (ok) {
+        plain = &m;
+        break;
+      }
+    }
+    if (plain == nullptr) continue;
+    const bool layout_known = val.kind == ValueKind::TensorInput;
+    const std::vector<int>& order =
+        layout_known ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order : c.stride_orders[static_cast<size_t>(v)];
+    if (order.size() != cls.size()) continue;
+    std::vector<int> dims;
+    int inner = -1;
+    for (int j : order)
+      if (cls[static_cast<size_t>(j)] == SizeClass::Many) {
+        const int d = (*plain)[static_cast<size_t>(j)];
+        if (std::find(dims.begin(), dims.end(), d) != dims.end()) dims.clear(), inner = -2;  // a diagonal: not a layout
+        if (inner == -2) break;
+        dims.push_back(d);
+        inner = j;
+      }
+    if (dims.empty()) continue;
+    // Inputs written by an earlier kernel are dense in their layout.
+    const bool unit_inner =
+        !layout_known || c.input_layouts[static_cast<size_t>(val.input_index)].contiguous[static_cast<size_t>(inner)];
+    const int score[3] = {unit_inner ? 1 : 0, static_cast<int>(dims.size()), dtype_size(val.dtype)};
+    if (std::lexicographical_compare(best_score, best_score + 3, score, score + 3)) {
+      std::copy(score, score + 3, best_score);
+      best_dims = std::move(dims);
+    }
+  }
+  if (best_dims.empty() || best_score[0] == 0) return logical;
+  std::vector<size_t> order;
+  for (size_t d = 0; d < r; ++d)
+    if (std::find(best_dims.begin(), best_dims.end(), static_cast<int>(d)) == best_dims.end()) order.push_back(d);
+  for (int d : best_dims) order.push_back(static_cast<size_t>(d));
+  // Where the class >1 dims come in logical order the walk is the logical
+  // one (dims of class 0/1 are never walked): say so, the logical order.
+  size_t prev = 0;
+  bool logical_walk = true;
+  for (size_t d : order)
+    if (dom_cls[d] == SizeClass::Many) logical_walk = logical_walk && (d >= prev), prev = d;
+  return logical_walk ? logical : order;
+}
+
 }  // namespace
+
+std::optional<size_t> innermost_dim(const ConcreteFusion& c, const RowDomain& rows) {
+  const size_t r = rows.reduced.size();
+  const auto& cls = c.size_classes[static_cast<size_t>(rows.domain)];
+  for (size_t k = r; k-- > 0;) {  // (dims of class 0/1 are never walked: skipped)
+    const size_t d = rows.order.size() == r ? rows.order[k] : k;
+    if (cls[d] == SizeClass::Many) return d;
+  }
+  return std::nullopt;
+}
 
 std::vector<int64_t> plain_domain_outputs(const RowDomain& rows) {
   std::vector<int64_t> outs;
@@ -98,6 +186,8 @@ std::vector<int64_t> plain_domain_outputs(const RowDomain& rows) {
 
 void add_view_vectors(const ConcreteFusion& c, const RowDomain& rows, VectorPlan* vp) {
   const Fusion& f = *c.fusion;
+  // (lanes along another dim than the last: a permuted domain's)
+  if (vp->dim + 1 != c.size_classes[static_cast<size_t>(rows.domain)].size()) return;
   for (const auto& [o, u] : rows.views) {
     (void)u;
     const auto& groups = c.reshapes.at(f.value(o).producer);
@@ -177,6 +267,7 @@ std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& ta
 
   // Reduction results live in registers for the current row only.
   const AccessMap reads = row_accesses(c, task, s, domain_reads);
+  s.order = memory_order(c, task, s, reads);
   for (int64_t ei : reductions)
     for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
       const std::vector<IndexMap>* maps = reads.find(o);

@@ -21,6 +21,11 @@ std::vector<int64_t> plain_domain_outputs(const RowDomain& rows);
 // their lanes are consecutive in memory too.
 void add_view_vectors(const ConcreteFusion& c, const RowDomain& rows, VectorPlan* vp);
 
+// The domain's innermost dim in memory (RowDomain::order's last), when of
+// class >1: reduced, the row kernels take the task and vectorize along it;
+// kept, the column kernels.
+std::optional<size_t> innermost_dim(const ConcreteFusion& c, const RowDomain& rows);
+
 // The reduced dims of a reduction expr over an input of rank `rank`.
 std::vector<bool> reduced_dims(const Expr& e, size_t rank);
 

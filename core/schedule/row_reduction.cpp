@@ -1,5 +1,5 @@
 // The row scheduler (reductions and normalizations): one block per row.
-// When the innermost dim is reduced, the row can be held in registers as
+// When the innermost dim in memory is reduced (RowDomain::order), the row can be held in registers as
 // 16-byte vectors (the block then sized per call to the row), or, when it
 // is too long for them, staged in shared memory; any row, and any layout,
 // also runs re-read from memory in every phase.
@@ -81,7 +81,7 @@ VectorPlan edge_vectors(const ConcreteFusion& c, const RowDomain& rows, const Ve
   const size_t r = rows.reduced.size();
   size_t reduced = 0;
   for (bool b : rows.reduced) reduced += b ? 1 : 0;
-  if (vectors.width == 0 || reduced != 1 || !rows.reduced[r - 1]) return {};
+  if (vectors.width == 0 || reduced != 1 || !rows.reduced[vectors.dim]) return {};
   std::vector<bool> kept(r);
   for (size_t d = 0; d < r; ++d) kept[d] = !rows.reduced[d];
   VectorPlan e = inputs_reading(c, rows.domain, kept, vectors);
@@ -97,8 +97,9 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   p.rows = rows;
   p.vectors_per_thread = tuning.row_vectors;
   const size_t r = rows.reduced.size();
-  if (r > 0 && rows.reduced[r - 1] && c.size_classes[static_cast<size_t>(rows.domain)][r - 1] == SizeClass::Many) {
-    p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, r - 1);
+  // Vectors along the innermost dim in memory (RowDomain::order), when reduced.
+  if (const std::optional<size_t> inner = innermost_dim(c, rows); inner && rows.reduced[*inner]) {
+    p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner);
     drop_lane_invariant(c, row_accesses(c, task, rows), &p.vectors);
     add_view_vectors(c, rows, &p.vectors);
   }

@@ -1468,6 +1468,180 @@ static void test_split_rows(void** state) {
   end_test("split rows");
 }
 
+/* Reductions over inputs laid out in another order than their logical
+ * one: the row or column kernel and the walk follow the memory order
+ * (RowDomain::order), the outputs keep their logical indices. Each case
+ * is a fusion over `axes` of x in memory order `order` (dims outermost
+ * first): reductions over the outermost-in-memory dims (a column
+ * reduction in memory), softmax and log_softmax over dim 0 of a
+ * transposed input (the reduced dim innermost: a row reduction), layer
+ * and RMS norm over the last logical dim of a transposed input (a
+ * column normalization), channels-first sums ([B, C, N] with C
+ * outermost), a max beside a broadcast weight; float32 and bfloat16, odd
+ * sizes (vector widths fail: the scalar twins) and aligned ones. */
+static const char* const kOrderFusions[] = {
+    /* 0: a sum and a max of the same rows */
+    "input x: tensor<%1$s, %2$d>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "s = sum(xf) {axes=%3$s, keepdim=false}\n"
+    "m = max(xf) {axes=%3$s, keepdim=false}\n"
+    "output s\n"
+    "output m\n",
+    /* 1: softmax */
+    "input x: tensor<%1$s, %2$d>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=%3$s, keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=%3$s, keepdim=true}\n"
+    "p = div(e, s)\n"
+    "y = cast(p) {dtype=%1$s}\n"
+    "output y\n",
+    /* 2: log_softmax, float32 output */
+    "input x: tensor<%1$s, %2$d>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=%3$s, keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=%3$s, keepdim=true}\n"
+    "ls = log(s)\n"
+    "y = sub(d, ls)\n"
+    "output y\n",
+    /* 3: layer norm with its saved mean and rstd */
+    "input x: tensor<%1$s, %2$d>\n"
+    "const eps: float32 = 1e-5\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "v, mu = var_mean(xf) {axes=%3$s, keepdim=true, correction=0}\n"
+    "ve = add(v, eps)\n"
+    "r = rsqrt(ve)\n"
+    "xc = sub(xf, mu)\n"
+    "n = mul(xc, r)\n"
+    "y = cast(n) {dtype=%1$s}\n"
+    "output y\n"
+    "output mu\n"
+    "output r\n",
+    /* 4: RMS norm */
+    "input x: tensor<%1$s, %2$d>\n"
+    "const eps: float32 = 1e-6\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "sq = mul(xf, xf)\n"
+    "ms = mean(sq) {axes=%3$s, keepdim=true}\n"
+    "ve = add(ms, eps)\n"
+    "r = rsqrt(ve)\n"
+    "n = mul(xf, r)\n"
+    "y = cast(n) {dtype=%1$s}\n"
+    "output y\n",
+    /* 5: a mean */
+    "input x: tensor<%1$s, %2$d>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "s = mean(xf) {axes=%3$s, keepdim=false}\n"
+    "output s\n",
+};
+
+/* x of `shape` laid out in `order` (dims outermost first), compact. */
+static tin ordered_input(kf_dtype dt, int rank, const int64_t* shape, const int* order) {
+  tin t = input(dt, rank, shape);
+  int64_t strides[MAX_RANK], next = 1;
+  for (int k = rank - 1; k >= 0; --k) {
+    strides[order[k]] = next;
+    next *= shape[order[k]];
+  }
+  with_strides(&t, strides, 0);
+  return t;
+}
+
+typedef struct {
+  int fusion;
+  int rank;
+  int64_t shape[4];
+  int order[4];
+  const char* axes;
+  double length; /* elements per reduction (the tolerance's floor) */
+} order_case;
+
+static void test_memory_order_reductions(void** state) {
+  (void)state;
+  static const order_case cases[] = {
+      /* reduced dims outermost in memory (c0033's class): a column reduction */
+      {0, 4, {3, 5, 37, 130}, {2, 3, 0, 1}, "[2, 3]", 37 * 130},
+      {0, 4, {2, 8, 64, 128}, {2, 3, 0, 1}, "[2, 3]", 64 * 128},
+      {5, 4, {3, 5, 37, 130}, {2, 3, 0, 1}, "[2, 3]", 37 * 130},
+      /* a reduced dim between kept ones in memory */
+      {0, 3, {9, 33, 17}, {2, 1, 0}, "[1]", 33},
+      {0, 3, {9, 33, 17}, {1, 0, 2}, "[0, 2]", 9 * 17},
+      /* mean over dim 1 of a transposed matrix (c0151's class) */
+      {5, 2, {257, 1003}, {1, 0}, "[1]", 1003},
+      {5, 2, {256, 1024}, {1, 0}, "[1]", 1024},
+      /* channels-first sums: [B, C, N] with C outermost (c0084's class) */
+      {0, 3, {6, 130, 70}, {1, 2, 0}, "[1]", 130},
+      {0, 3, {4, 64, 96}, {1, 2, 0}, "[1]", 64},
+      {0, 4, {3, 19, 7, 9}, {1, 0, 2, 3}, "[0, 2, 3]", 3 * 7 * 9},
+      /* softmax and log_softmax over dim 0 of a transposed input (c0155,
+         c0009): the reduced dim innermost, a row normalization */
+      {1, 2, {1001, 67}, {1, 0}, "[0]", 1001},
+      {1, 2, {1024, 64}, {1, 0}, "[0]", 1024},
+      {2, 2, {1001, 67}, {1, 0}, "[0]", 1001},
+      {2, 2, {4096, 3}, {1, 0}, "[0]", 4096},
+      {2, 2, {50257, 5}, {1, 0}, "[0]", 50257},
+      /* ... and over dim 1 of one: a column normalization */
+      {1, 2, {67, 1001}, {1, 0}, "[1]", 1001},
+      {2, 2, {64, 1024}, {1, 0}, "[1]", 1024},
+      {1, 3, {5, 129, 33}, {2, 0, 1}, "[2]", 33},
+      /* layer and RMS norm over the last logical dim of a transposed input */
+      {3, 2, {300, 1001}, {1, 0}, "[1]", 1001},
+      {3, 2, {256, 1024}, {1, 0}, "[1]", 1024},
+      {3, 3, {4, 33, 130}, {2, 0, 1}, "[2]", 130},
+      {4, 2, {300, 1001}, {1, 0}, "[1]", 1001},
+      {4, 3, {4, 33, 128}, {2, 1, 0}, "[2]", 128},
+      /* norms over a dim innermost in memory but logically first */
+      {3, 2, {1001, 300}, {1, 0}, "[0]", 1001},
+      {4, 3, {130, 4, 33}, {1, 2, 0}, "[0]", 130},
+  };
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+    for (int d = 0; d < 2; ++d) {
+      const order_case* oc = &cases[c];
+      char text[2048];
+      snprintf(text, sizeof text, kOrderFusions[oc->fusion], kf_dtype_name(dts[d]), oc->rank, oc->axes);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      tin in = ordered_input(dts[d], oc->rank, oc->shape, oc->order);
+      fill(&in, -3, 3, 0);
+      char what[200];
+      snprintf(what, sizeof what, "memory order: fusion %d %s [%lld,%lld,%lld,%lld] order [%d,%d,%d,%d] axes %s", oc->fusion,
+               kf_dtype_name(dts[d]), (long long)oc->shape[0], (long long)oc->shape[1], (long long)oc->shape[2],
+               (long long)oc->shape[3], oc->order[0], oc->order[1], oc->order[2], oc->order[3], oc->axes);
+      run_case_tol(f, &in, 1, what, 16.0 + oc->length / 1024.0, -1);
+      /* deterministic: the same bytes from two runs */
+      if (d == 0) gpu_twice_identical(f, &in, 1, what);
+      free_inputs(&in, 1);
+      kf_fusion_release(f);
+    }
+  /* A broadcast weight beside the permuted input: the reference is x (it
+     covers more dims), whatever the weight's order. */
+  {
+    static const char* kText =
+        "input x: tensor<float32, 2>\n"
+        "input w: tensor<float32, 2>\n"
+        "p = mul(x, w)\n"
+        "s = sum(p) {axes=[0], keepdim=false}\n"
+        "m = max(p) {axes=[0], keepdim=false}\n"
+        "output s\n"
+        "output m\n";
+    kf_fusion f;
+    KF_CHECK(kf_fusion_from_text(kText, &f));
+    const int64_t xs[2] = {1003, 77}, ws[2] = {1003, 1};
+    const int tr[2] = {1, 0};
+    tin in[2] = {ordered_input(KF_FLOAT32, 2, xs, tr), input(KF_FLOAT32, 2, ws)};
+    fill(&in[0], -3, 3, 0);
+    fill(&in[1], 0.5, 1.5, 0);
+    run_case_tol(f, in, 2, "memory order: transposed x times a [N, 1] weight", 16.0, -1);
+    free_inputs(in, 2);
+    kf_fusion_release(f);
+  }
+  end_test("memory order reductions");
+}
+
 /* Rows too long for one block's shared memory, or too few to fill the
  * device, shared by the blocks of a thread-block cluster on sm_90
  * (RowKernel::Cluster, launch.h cluster_blocks): each block stages and
@@ -2573,7 +2747,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

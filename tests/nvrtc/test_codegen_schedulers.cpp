@@ -615,6 +615,155 @@ void test_inner_outer(void** /*state*/) {
   }
 }
 
+// Reductions over permuted inputs: the row or column family follows the
+// innermost dim in memory (RowDomain::order), the vectors run along it,
+// and the kernels (with their split-row, finishing and inner-outer
+// kernels) compile.
+void test_memory_order(void** /*state*/) {
+  auto plan_of = [](const std::string& text, Inputs in) {
+    auto f = parse_fusion(text);
+    auto c = kftest::concretize(f, in);
+    Generated g{c, kftest::schedule(c), {}};
+    g.plan = emit_kernel(*c, root_task(*f), g.schedule);
+    batch().add(g.plan);
+    for (const KernelPlan& split : g.plan.split_rows) batch().add(split);
+    return g;
+  };
+  const std::string softmax0 =
+      "input x: tensor<bfloat16, 2>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "m = max(xf) {axes=[0], keepdim=true}\n"
+      "d = sub(xf, m)\n"
+      "e = exp(d)\n"
+      "s = sum(e) {axes=[0], keepdim=true}\n"
+      "p = div(e, s)\n"
+      "y = cast(p) {dtype=bfloat16}\n"
+      "output y\n";
+  {  // softmax over dim 0 of a transposed input: rows along dim 0
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {1000, 300}, {1, 1000}));
+    const Generated g = plan_of(softmax0, std::move(in));
+    const RowParams& p = std::get<RowParams>(g.schedule);
+    assert_true(p.rows.order == std::vector<size_t>({1, 0}));
+    assert_int_equal(p.vectors.dim, 0);
+    assert_int_equal(p.vectors.width, 8);
+    assert_int_equal(p.vectors.inputs.size(), 1);
+    assert_int_equal(p.vectors.outputs.size(), 1);  // y follows x's layout
+  }
+  {  // the same softmax, row-major: the column family, as before
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {1000, 300}));
+    const Generated g = plan_of(softmax0, std::move(in));
+    const ColumnParams& p = std::get<ColumnParams>(g.schedule);
+    assert_true(p.rows.order == std::vector<size_t>({0, 1}));
+    assert_int_equal(p.vectors.dim, 1);
+  }
+  {  // few long transposed rows: the split-row kernels, vectors along dim 0
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {300000, 3}, {1, 300000}));
+    const Generated g = plan_of(softmax0, std::move(in));
+    assert_int_equal(std::get<RowParams>(g.schedule).vectors.dim, 0);
+    assert_int_equal(g.plan.split_rows.size(), 1);
+  }
+  {  // max over dims 2, 3 laid out outermost: a column reduction whose
+     // columns run over dims (1, 0), dim 0 fastest
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {4, 8, 64, 128}, {1, 4, 32 * 128, 32}));
+    const Generated g = plan_of(
+        "input x: tensor<float32, 4>\n"
+        "m = max(x) {axes=[2, 3], keepdim=false}\n"
+        "output m\n",
+        std::move(in));
+    const ColumnParams& p = std::get<ColumnParams>(g.schedule);
+    assert_true(p.rows.order == std::vector<size_t>({2, 3, 1, 0}));
+    assert_true(p.rows.dims_in_order(false) == std::vector<size_t>({1, 0}));
+    assert_true(p.rows.dims_in_order(true) == std::vector<size_t>({2, 3}));
+    assert_int_equal(p.vectors.dim, 0);
+    assert_int_equal(p.vectors.width, 4);
+  }
+  {  // channels-first sum: [B, C, N] with C outermost, B innermost
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {32, 64, 96}, {1, 96 * 32, 32}));
+    const Generated g = plan_of(
+        "input x: tensor<float32, 3>\n"
+        "s = sum(x) {axes=[1], keepdim=false}\n"
+        "output s\n",
+        std::move(in));
+    const ColumnParams& p = std::get<ColumnParams>(g.schedule);
+    assert_true(p.rows.order == std::vector<size_t>({1, 2, 0}));
+    assert_int_equal(p.vectors.dim, 0);
+  }
+  {  // layer norm over the last logical dim of a transposed input: a column
+     // normalization in several phases (its later kernels read the
+     // per-column results, ravelled in memory order)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {300, 1001}, {1, 300}));
+    const Generated g = plan_of(
+        "input x: tensor<float32, 2>\n"
+        "const eps: float32 = 1e-5\n"
+        "mu = mean(x) {axes=[1], keepdim=true}\n"
+        "xc = sub(x, mu)\n"
+        "sq = mul(xc, xc)\n"
+        "v = mean(sq) {axes=[1], keepdim=true}\n"
+        "ve = add(v, eps)\n"
+        "r = rsqrt(ve)\n"
+        "y = mul(xc, r)\n"
+        "output y\n"
+        "output mu\n",
+        std::move(in));
+    const ColumnParams& p = std::get<ColumnParams>(g.schedule);
+    assert_true(p.rows.order == std::vector<size_t>({1, 0}));
+    assert_int_equal(p.rows.phases.size(), 2);
+    assert_int_equal(p.vectors.dim, 0);
+  }
+  {  // a broadcast weight [N, 1] beside a transposed x: x is the reference
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {1003, 77}, {1, 1003}));
+    in.push_back(kftest::tensor(DType::F32, {1003, 1}));
+    const Generated g = plan_of(
+        "input x: tensor<float32, 2>\n"
+        "input w: tensor<float32, 2>\n"
+        "p = mul(x, w)\n"
+        "s = sum(p) {axes=[0], keepdim=false}\n"
+        "output s\n",
+        std::move(in));
+    const RowParams& p = std::get<RowParams>(g.schedule);
+    assert_true(p.rows.order == std::vector<size_t>({1, 0}));
+    assert_int_equal(p.vectors.dim, 0);
+  }
+  {  // a stride-0 broadcast is no reference: its dim 0 sorts innermost by
+     // stride, but is not contiguous; the logical order stays
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 128}, {0, 1}));
+    const Generated g = plan_of(
+        "input x: tensor<float32, 2>\n"
+        "s = sum(x) {axes=[1], keepdim=false}\n"
+        "output s\n",
+        std::move(in));
+    const RowParams& p = std::get<RowParams>(g.schedule);
+    assert_true(p.rows.order == std::vector<size_t>({0, 1}));
+  }
+  {  // norm backward (inner-outer) on transposed inputs: its pattern stays
+     // logical; the rows take no vectors, the column partials are walked
+     // and finished in memory order
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {256, 77}, {1, 256}));
+    in.push_back(kftest::tensor(DType::F32, {256, 77}, {1, 256}));
+    const Generated g = plan_of(
+        "input dy: tensor<float32, 2>\n"
+        "input x: tensor<float32, 2>\n"
+        "g = mul(dy, x)\n"
+        "s1 = mean(g) {axes=[1], keepdim=true}\n"
+        "dx = sub(g, s1)\n"
+        "dw = sum(g) {axes=[0], keepdim=false}\n"
+        "output dx\n"
+        "output dw\n",
+        std::move(in));
+    if (const RowParams* p = std::get_if<RowParams>(&g.schedule); p != nullptr && p->has_outer())
+      assert_true(p->outer.order == p->rows.order);
+  }
+}
+
 void test_rejections(void** /*state*/) {
   {  // a row sum and a column sum of one matrix: one inner-outer kernel
     Builder b;
@@ -719,6 +868,7 @@ int main() {
       cmocka_unit_test(test_edge_kernel),
       cmocka_unit_test(test_flat_vectors),
       cmocka_unit_test(test_inner_outer),
+      cmocka_unit_test(test_memory_order),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
       cmocka_unit_test(test_compile),
