@@ -290,7 +290,7 @@ void emit_columns(KernelWriter& w, const ColumnParams& p, size_t phase, std::vec
       const std::string ext = w.extent(dom, last), two = std::to_string(2 * V);
       w.any_left = w.fresh("kfleft");
       w.any_mask = w.fresh("kfmask");
-      w.line("const int " + w.any_left + " = (int)(" + cols + " - cb < " + two + " ? " + cols + " - cb : " + two + ");");
+      w.line("[[maybe_unused]] const int " + w.any_left + " = (int)(" + cols + " - cb < " + two + " ? " + cols + " - cb : " + two + ");");
       w.line("const long long " + w.any_mask + "_n = (" + cols + " - c0 + " + Vs + " - 1) / " + Vs + ";");
       w.line("[[maybe_unused]] const unsigned " + w.any_mask + " = " + w.any_mask + "_n >= 32 ? 0xffffffffu : (1u << " + w.any_mask +
              "_n) - 1u;  // the warp's lanes whose columns start in the row");
