@@ -213,6 +213,9 @@ std::string describe_launch(const kf::KernelPlan& plan) {
   if (l.kind == kf::LaunchRule::Kind::Elementwise)
     s += ", " + std::to_string(l.items_per_thread) + " items per thread";
   if (l.shared_bytes) s += ", " + std::to_string(l.shared_bytes) + " bytes of shared memory";
+  if (l.short_rows > 0)
+    s += "; up to " + std::to_string(l.short_rows) + " rows: one kernel of " + std::to_string(l.short_tile_cols) +
+         "-column tiles";
   return s;
 }
 

@@ -125,7 +125,14 @@ std::vector<CombineUnit> combine_units(const ColumnParams& p, const std::vector<
 
 }  // namespace
 
-void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, std::vector<ArgCheck>* checks) {
+namespace {
+
+// Kernel 1 of `phase` (the epilogue at phase = the number of phases), or,
+// `direct`, the one-kernel twin (ColumnParams::short_twin: one row group,
+// phase 0): each thread reduces all rows of its columns, then finishes its
+// accumulators and stores the outputs (what the finishing kernel does per
+// column) instead of the block's combine and the partials.
+void emit_columns(KernelWriter& w, const ColumnParams& p, size_t phase, std::vector<ArgCheck>* checks, bool direct) {
   const Fusion& f = w.fusion();
   const ExtentSets& sets = extent_sets_of(w.concrete());
   const RowDomain& s = p.rows;
@@ -145,14 +152,18 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
   if (phase > 0) use_stored_results(w, p.rows, phase, cols);
   const int V = p.vectors.width > 0 ? p.vectors.width : 4;
   const std::string Vs = std::to_string(V), tile = std::to_string(p.tile_cols()), groups = std::to_string(p.row_groups);
-  // The rows' slabs: args.splits of them (the partials' count), or, in
-  // the epilogue (no partials), gridDim.y.
-  w.line(std::string("const long long splits = ") + (epilogue ? "gridDim.y;" : "args.splits;"));
   w.line("const long long c0 = (long long)blockIdx.x * " + tile + ";");
   w.line("const int tx = threadIdx.x % " + std::to_string(p.col_threads) + ", ty = threadIdx.x / " +
          std::to_string(p.col_threads) + ";");
-  w.line("const long long per = (" + rlen + " + splits - 1) / splits;");
-  w.line("const long long q0 = (long long)blockIdx.y * per, q1 = q0 + per < " + rlen + " ? q0 + per : " + rlen + ";");
+  if (direct) {
+    w.line("const long long q0 = 0, q1 = " + rlen + ";");
+  } else {
+    // The rows' slabs: args.splits of them (the partials' count), or, in
+    // the epilogue (no partials), gridDim.y.
+    w.line(std::string("const long long splits = ") + (epilogue ? "gridDim.y;" : "args.splits;"));
+    w.line("const long long per = (" + rlen + " + splits - 1) / splits;");
+    w.line("const long long q0 = (long long)blockIdx.y * per, q1 = q0 + per < " + rlen + " ? q0 + per : " + rlen + ";");
+  }
   // Accumulators per lane.
   const std::vector<int64_t> none;
   const std::vector<int64_t>& accs_of = epilogue ? none : s.phases[phase];
@@ -241,6 +252,23 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       ridx->push_back(unravel(w, dom, red, "(" + ok + " ? " + qg + " : q)", "_g" + std::to_string(g), true));
     }
   };
+  // The one-kernel twin: a column's accumulators of lane `lane` are whole
+  // after its rows; finished as the finishing kernel finishes them, and
+  // the row-shaped outputs stored at the column's kept index `kidx`.
+  std::vector<int64_t> results;
+  for (const Expr* e : exprs) results.insert(results.end(), e->outputs.begin(), e->outputs.end());
+  const bool row_len = std::any_of(exprs.begin(), exprs.end(), [](const Expr* e) { return e->op == Op::MEAN || is_welford(*e); });
+  auto finish_direct = [&](int lane, const std::vector<std::string>& kidx) {
+    w.row_index.assign(r, "0");
+    for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kidx[k];
+    RowDomain current = s;
+    current.phases = {accs_of};
+    declare_results(w, current);
+    for (size_t a = 0; a < exprs.size(); ++a)
+      finish_results(w, *exprs[a], types[a], acc[a][static_cast<size_t>(lane)], row_len ? rlen : "1");
+    store_row_outputs(w, s);
+    for (int64_t o : results) w.row_results.erase(o);
+  };
   VectorPlan store_plan = p.vectors;  // the vector outputs this kernel stores
   if (outs.empty()) store_plan.outputs.clear();
   const KernelWriter::Section cond = w.reserve();
@@ -266,7 +294,7 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
       const std::string ext = w.extent(dom, last), two = std::to_string(2 * V);
       w.any_left = w.fresh("kfleft");
       w.any_mask = w.fresh("kfmask");
-      w.line("const int " + w.any_left + " = (int)(" + cols + " - cb < " + two + " ? " + cols + " - cb : " + two + ");");
+      w.line("[[maybe_unused]] const int " + w.any_left + " = (int)(" + cols + " - cb < " + two + " ? " + cols + " - cb : " + two + ");");
       w.line("const long long " + w.any_mask + "_n = (" + cols + " - c0 + " + Vs + " - 1) / " + Vs + ";");
       w.line("[[maybe_unused]] const unsigned " + w.any_mask + " = " + w.any_mask + "_n >= 32 ? 0xffffffffu : (1u << " + w.any_mask +
              "_n) - 1u;  // the warp's lanes whose columns start in the row");
@@ -334,6 +362,15 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     w.any_mask.clear();
     w.close();
     w.end_result_loads();
+    // (the vector conditions hold: the lanes' columns are consecutive
+    // along the last dim, within one row of it)
+    for (int lane = 0; direct && lane < V; ++lane) {
+      std::vector<std::string> lane_idx = kidx;
+      lane_idx.back() = "(" + kidx.back() + " + " + std::to_string(lane) + ")";
+      w.open("");
+      finish_direct(lane, lane_idx);
+      w.close();
+    }
     w.close();
   };
   if (vector_path || any_path) {
@@ -422,11 +459,16 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     }
     w.close();
     w.end_result_loads();
+    for (int lane = 0; direct && lane < V; ++lane) {
+      w.open("if (" + cl[static_cast<size_t>(lane)] + " < " + cols + ")");
+      finish_direct(lane, kidx[static_cast<size_t>(lane)]);
+      w.close();
+    }
     w.close();
   } else {
     w.close();
   }
-  if (exprs.empty()) return;
+  if (exprs.empty() || direct) return;
   // A lane whose elements were all -inf summed exp(-inf - -inf): NaN where
   // its part of the sum is 0 (kf_online_sum still gives NaN for a column
   // of -inf only).
@@ -471,6 +513,16 @@ void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, 
     w.close();
     w.close();
   }
+}
+
+}  // namespace
+
+void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase, std::vector<ArgCheck>* checks) {
+  emit_columns(w, p, phase, checks, false);
+}
+
+void emit_column_short(KernelWriter& w, const ColumnParams& p, std::vector<ArgCheck>* checks) {
+  emit_columns(w, p.short_twin(), 0, checks, true);
 }
 
 void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase) {

@@ -48,6 +48,11 @@ int row_partial_bytes(const Fusion& f, const RowParams& p);
 void emit_column_partials(KernelWriter& w, const ColumnParams& p, size_t phase = 0,
                           std::vector<ArgCheck>* checks = nullptr);
 void emit_column_finish(KernelWriter& w, const ColumnParams& p, size_t phase = 0);
+// The one-kernel twin of a plan with ColumnParams::short_rows: grid
+// ceil(cols / short_twin().tile_cols()), every thread reducing all rows of
+// its columns and writing the outputs; reads no scratch. w.paths and
+// `checks` as for emit_column_partials (the same vector plan).
+void emit_column_short(KernelWriter& w, const ColumnParams& p, std::vector<ArgCheck>* checks = nullptr);
 // Whether the domain-shaped outputs wait for the results (a normalization:
 // a kernel after the last phase writes them).
 bool column_epilogue(const ColumnParams& p);

@@ -106,7 +106,8 @@ struct LaunchRule {
     // and the number of splits (KfArgs::scratch and KfArgs::splits).
     // Reductions in several phases, or a normalization, add the kernels of
     // KernelPlan::later (the scratch also holds result_words arrays of
-    // cols words).
+    // cols words). A call with few reduced rows launches short_name
+    // instead, alone (short_rows below).
     ColumnReduce,
     // Rows split over blocks (emit_split_row): grid (rows, splits), then
     // the kernels of KernelPlan::later as for ColumnReduce, with the rows
@@ -180,6 +181,12 @@ struct LaunchRule {
   int scan_acc_bytes = 0;
   // ColumnReduce.
   int tile_cols = 0;
+  // ColumnReduce with a one-kernel twin (KernelPlan::short_name): calls
+  // with at most short_rows reduced rows launch it alone, grid
+  // ceil(cols / short_tile_cols) of `block` threads, no scratch
+  // (takes_short_columns, launch.h).
+  int short_rows = 0;
+  int short_tile_cols = 0;
   int accumulators = 0;  // words per split and column (the most of any phase)
   int result_words = 0;  // per column, kept for later kernels
   // PerRow, inner-outer.
@@ -234,6 +241,10 @@ struct KernelPlan {
   // shared by the blocks of a thread-block cluster, launched with clusters
   // of cluster_blocks (launch.h) blocks.
   std::string cluster_name;
+  // ColumnReduce (LaunchRule::short_rows): the column reduction in one
+  // kernel, each thread looping over all the rows of its columns and
+  // storing their outputs; its scalar twin in scalar_twins.
+  std::string short_name;
   std::vector<ArgCheck> edge_checks;
   int edge_row_pad = 0;
   int edge_partial_bytes = 0;

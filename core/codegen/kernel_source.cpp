@@ -61,9 +61,9 @@ constexpr std::string_view kScalarSuffix = "_scalar";
 // Names every kernel of `kernels` kf_<hash of the whole text><suffix>, so
 // equal sources get equal names (the kernel cache keys on the source).
 // Suffixes: "" (the main kernel), "_finish", "_long", "_tight", "_wide",
-// "_edges", "_long_edges" and "_cluster" set plan.name, finish_name, long_row_name,
-// tight_name, wide_name, edges_name, long_edges_name and cluster_name; "<suffix>_scalar" is the scalar twin of
-// the kernel with <suffix>.
+// "_edges", "_long_edges", "_cluster" and "_short" set plan.name, finish_name, long_row_name,
+// tight_name, wide_name, edges_name, long_edges_name, cluster_name and short_name; "<suffix>_scalar" is the
+// scalar twin of the kernel with <suffix>.
 void assemble(KernelPlan& plan, const std::string& args, const std::vector<KernelText>& kernels,
               const std::vector<std::string>& suffixes) {
   std::string unnamed = args;
@@ -92,6 +92,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
        : sfx == "_edges" ? plan.edges_name
        : sfx == "_long_edges" ? plan.long_edges_name
        : sfx == "_cluster" ? plan.cluster_name
+       : sfx == "_short" ? plan.short_name
                          : plan.name) = name + sfx;
   }
   plan.source = prelude + text;
@@ -202,6 +203,23 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
       suffixes.push_back(ph == 0 ? "_finish" : "_f" + std::to_string(ph));
     }
     if (epilogue) partials(phases, "_epilogue");
+    // Short columns in one kernel, with its own scalar twin (the same
+    // vector checks: one vector plan).
+    if (col->short_rows > 0) {
+      launch.short_rows = col->short_rows;
+      launch.short_tile_cols = col->short_twin().tile_cols();
+      w.paths = twins ? KernelWriter::Paths::Vector : KernelWriter::Paths::Both;
+      emit_column_short(w, *col, &plan.vector_checks);
+      kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
+      suffixes.push_back("_short");
+      if (twins) {
+        w.paths = KernelWriter::Paths::Scalar;
+        emit_column_short(w, *col);
+        kernels.push_back(kernel_text(col->block, false, w.take_kernel()));
+        suffixes.push_back("_short" + std::string(kScalarSuffix));
+      }
+      w.paths = KernelWriter::Paths::Both;
+    }
     plan.args = w.args();
     assemble(plan, args_struct(plan.args.size(), " long long scratch, splits;"), kernels, suffixes);
     return plan;

@@ -111,7 +111,8 @@ struct Describe {
            " row_groups=" + std::to_string(p.row_groups) + " " + rows(p.rows) + " " + vectors(p.vectors) +
            online_pairs(p.online) + (p.epilogue_blocks > 0 ? " epilogue_blocks=" + std::to_string(p.epilogue_blocks) : "") +
            (p.scalar_rows != 4 ? " scalar_rows=" + std::to_string(p.scalar_rows) : "") +
-           (p.any_rows != 1 ? " any_rows=" + std::to_string(p.any_rows) : "");
+           (p.any_rows != 1 ? " any_rows=" + std::to_string(p.any_rows) : "") +
+           (p.short_rows > 0 ? " short_rows=" + std::to_string(p.short_rows) : "");
   }
 };
 

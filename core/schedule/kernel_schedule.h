@@ -234,7 +234,21 @@ struct ColumnParams {
   // Rows per step of the scalar twins' vector path at any alignment (0:
   // none; Tuning::column_any_rows).
   int any_rows = 1;
+  // The most reduced rows (product of the reduced extents) with which a
+  // call takes the one-kernel twin (`_short`, short_twin()): every thread
+  // owns its columns and loops over all their rows, finishes its
+  // accumulators and stores the outputs itself (no partials, no finishing
+  // kernel). 0: no twin (several phases, a normalization).
+  // Tuning::column_short_rows; launch.cpp, takes_short_columns, decides.
+  int short_rows = 0;
   int tile_cols() const { return col_threads * (vectors.width > 0 ? vectors.width : 4); }
+  // The twin's geometry: the whole block along the columns, one row group.
+  ColumnParams short_twin() const {
+    ColumnParams t = *this;
+    t.col_threads = block;
+    t.row_groups = 1;
+    return t;
+  }
   bool operator==(const ColumnParams&) const = default;
 };
 

@@ -141,7 +141,12 @@ std::vector<size_t> memory_order(const ConcreteFusion& c, const Task& task, cons
         dims.push_back(d);
         inner = j;
       }
-    if (dims.empty()) continue;
+    // Only an input that spans the domain (every dim of class >1) orders
+    // it: a MoE combine's routing weights [T, K], broadcast over the
+    // hidden dim, once ordered the domain [T, K, H] with K innermost and
+    // sent it to the row kernel without vectors, while the expert rows
+    // (read through a gather, no plain map) run along H.
+    if (dims.size() != static_cast<size_t>(std::count(dom_cls.begin(), dom_cls.end(), SizeClass::Many))) continue;
     // Inputs written by an earlier kernel are dense in their layout.
     const bool unit_inner =
         !layout_known || c.input_layouts[static_cast<size_t>(val.input_index)].contiguous[static_cast<size_t>(inner)];

@@ -53,6 +53,7 @@ const Tuning& default_tuning() {
     d.column_epilogue_blocks = tuning_value("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks, 1, 32);
     d.column_scalar_rows = tuning_value("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows, 1, 16);
     d.column_any_rows = tuning_value("KFUSE_TUNE_COLUMN_ANY_ROWS", d.column_any_rows, 0, 16);
+    d.column_short_rows = tuning_value("KFUSE_TUNE_COLUMN_SHORT_ROWS", d.column_short_rows, 0, 1 << 20);
     d.tiled_block = tuning_value("KFUSE_TUNE_TILED_BLOCK", d.tiled_block, 256, 512);
     d.tiled_order = tuning_value("KFUSE_TUNE_TILED_ORDER", d.tiled_order, 1, 3);
     return d;

@@ -121,6 +121,18 @@ struct Tuning {
   // 1.14x, 4 rows 0.92x (each vector holds two chunks until shifted: up
   // to 139 registers).
   int column_any_rows = 1;
+  // Column reductions of one phase: calls with at most this many reduced
+  // rows take the one-kernel twin (ColumnParams::short_rows; 0: never).
+  // 32 = 8 row groups x kRowsInFlight rows: the rows one block of the
+  // split kernel takes in one step. Up to there its row groups idle (a
+  // MoE combine's 2-8 rows leave 6 of 8 groups without a row) and its
+  // partials (8 bytes per accumulator and column, written and read back)
+  // cost a quarter or more of a 2-byte input's traffic, plus a second
+  // launch; the twin's thread then loops at most 8 steps of 4 rows, and
+  // with one thread per 16 bytes of columns the device fills wherever the
+  // work is worth a kernel (H200, ncu: MoE combine 16368 x 4 x 5120 ran at
+  // 2.5-9% of the copy ceiling through the partials).
+  int column_short_rows = 32;
 };
 
 // The process default: the fields above, each overridden by its variable

@@ -1274,6 +1274,113 @@ static void test_column_normalizations(void** state) {
   end_test("column normalizations");
 }
 
+/* Short columns (ColumnParams::short_rows, launch.cpp takes_short_columns):
+ * reductions over a middle dim of 0-33 rows with the innermost dim kept
+ * run as one kernel, each thread looping over all the rows of its columns
+ * and storing the outputs (no partials, no finishing kernel); 33 rows take
+ * the split kernels, as before. sum, mean, max and var_mean (Welford's
+ * finish), keepdim or not, over [T, K, H] in float32, float16 and
+ * bfloat16; the MoE combine (rows gathered by index_select, weighted per
+ * token and slot, summed over the slots). Widths a multiple of the
+ * vectors (5120) and odd (4097: the scalar twin), inputs aligned and one
+ * element off (a 2- or 4-byte misaligned pointer: the scalar twin, or a
+ * narrower vector plan for the class). Zero rows give the identities (NaN
+ * for a mean or variance). */
+static void test_short_columns(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16};
+  const int64_t ks[] = {0, 1, 2, 3, 8, 33};
+  const int64_t hs[] = {5120, 4097};
+  const int64_t t = 7;
+  static const char* const kReduce[] = {"sum", "mean", "max", "var_mean"};
+  for (size_t d = 0; d < 3; ++d)
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ++ki)
+      for (size_t hi = 0; hi < 2; ++hi)
+        for (int misaligned = 0; misaligned <= 1; ++misaligned)
+          for (size_t r = 0; r < 4; ++r) {
+            const int64_t k = ks[ki], h = hs[hi];
+            if (k == 0 && r == 2) continue;  // max over no rows: an error, not an identity
+            const int keep = r == 1;
+            char text[512];
+            if (r == 3)
+              snprintf(text, sizeof text,
+                       "input x: tensor<%s, 3>\n"
+                       "xf = cast(x) {dtype=float32}\n"
+                       "v, m = var_mean(xf) {axes=[1], keepdim=false, correction=1}\n"
+                       "output v\n"
+                       "output m\n",
+                       kf_dtype_name(dts[d]));
+            else
+              snprintf(text, sizeof text,
+                       "input x: tensor<%s, 3>\n"
+                       "y = %s(x) {axes=[1], keepdim=%s}\n"
+                       "output y\n",
+                       kf_dtype_name(dts[d]), kReduce[r], keep ? "true" : "false");
+            kf_fusion f;
+            KF_CHECK(kf_fusion_from_text(text, &f));
+            const int64_t shape[3] = {t, k, h};
+            tin in = input(dts[d], 3, shape);
+            if (misaligned) {
+              const int64_t strides[3] = {k * h, h, 1};
+              with_strides(&in, strides, 1);
+            }
+            fill(&in, -3, 3, 0);
+            char what[160];
+            snprintf(what, sizeof what, "short columns %s over [%lld,%lld,%lld] %s%s%s", kReduce[r], (long long)t,
+                     (long long)k, (long long)h, kf_dtype_name(dts[d]), keep ? " (keepdim)" : "",
+                     misaligned ? " misaligned" : "");
+            run_case_tol(f, &in, 1, what, 1.0 + (double)k / 8.0, -1);
+            free_inputs(&in, 1);
+            kf_fusion_release(f);
+          }
+  /* The MoE combine of vLLM: y[t, h] = sum_k w[t, k] * x[idx[t * K + k], h]. */
+  for (size_t d = 0; d < 3; ++d)
+    for (size_t ki = 1; ki < sizeof ks / sizeof ks[0]; ++ki)
+      for (size_t hi = 0; hi < 2; ++hi)
+        for (int misaligned = 0; misaligned <= 1; ++misaligned) {
+          const int64_t k = ks[ki], h = hs[hi], rows = t * k;
+          char text[1024];
+          snprintf(text, sizeof text,
+                   "input expert_out: tensor<%1$s, 2>\n"
+                   "input unpermute: tensor<int64, 1>\n"
+                   "input routing_weights: tensor<float32, 2>\n"
+                   "const t: int64 = %2$lld\n"
+                   "const k: int64 = %3$lld\n"
+                   "const h: int64 = %4$lld\n"
+                   "gathered = index_select(expert_out, unpermute) {dim=0}\n"
+                   "gatheredf = cast(gathered) {dtype=float32}\n"
+                   "per_token = reshape(gatheredf, [t, k, h])\n"
+                   "w3 = unsqueeze(routing_weights) {dim=2}\n"
+                   "weighted = mul(per_token, w3)\n"
+                   "y = sum(weighted) {axes=[1], keepdim=false}\n"
+                   "out = cast(y) {dtype=%1$s}\n"
+                   "output out\n",
+                   kf_dtype_name(dts[d]), (long long)t, (long long)k, (long long)h);
+          kf_fusion f;
+          KF_CHECK(kf_fusion_from_text(text, &f));
+          const int64_t xshape[2] = {rows, h}, ishape[1] = {rows}, wshape[2] = {t, k};
+          tin in[3];
+          in[0] = input(dts[d], 2, xshape);
+          in[1] = input(KF_INT64, 1, ishape);
+          in[2] = input(KF_FLOAT32, 2, wshape);
+          if (misaligned) {
+            const int64_t xs[2] = {h, 1}, is[1] = {1};
+            with_strides(&in[0], xs, 1);
+            with_strides(&in[1], is, 1);
+          }
+          fill(&in[0], -3, 3, 0);
+          fill(&in[1], 0, (double)(rows - 1), 0);
+          fill(&in[2], 0, 1, 0);
+          char what[160];
+          snprintf(what, sizeof what, "moe combine [%lld,%lld,%lld] %s%s", (long long)t, (long long)k, (long long)h,
+                   kf_dtype_name(dts[d]), misaligned ? " misaligned" : "");
+          run_case_tol(f, in, 3, what, 1.0 + (double)k / 8.0, -1);
+          free_inputs(in, 3);
+          kf_fusion_release(f);
+        }
+  end_test("short columns");
+}
+
 /* Column kernels at any element alignment (the scalar twins' vector path,
  * KernelWriter::any_left): odd widths, so each row starts at another
  * misalignment; bfloat16 inputs beside float32 outputs, so a lane's output
@@ -2747,7 +2854,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

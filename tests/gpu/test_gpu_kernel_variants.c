@@ -5,7 +5,8 @@
  * split-row kernels); a
  * column plan's vector kernels have scalar twins for the calls whose
  * tensors fail a vector check (here: a width not a multiple of the
- * vector). The first call compiles only what its sizes take; each other
+ * vector), and a one-kernel twin (with its scalar twin) for calls of at
+ * most 32 rows. The first call compiles only what its sizes take; each other
  * variant compiles when a call first takes it, and a call that takes a
  * loaded variant compiles nothing. Compiles are counted as the files of a
  * disk cache of this test's own; the sums are exact in float32, so every
@@ -172,6 +173,18 @@ static void test_scalar_twins_compile_on_first_need(void** state) {
   run_sum(f, 64, 2048, 0, 1.5);
   run_sum(f, 3000, 1003, 0, 1.5);
   assert_int_equal(cached_kernels(), twin);
+  /* At most 32 rows: the one-kernel twin alone (no finish), then its
+   * scalar twin for a width the vectors do not divide. */
+  run_sum(f, 8, 1024, 0, 1.5);
+  const int short_columns = cached_kernels();
+  assert_int_equal(short_columns - twin, 1);
+  run_sum(f, 3, 1001, 0, 1.5);
+  const int short_scalar = cached_kernels();
+  assert_int_equal(short_scalar - short_columns, 1);
+  run_sum(f, 32, 4096, 0, 1.5);
+  run_sum(f, 2, 77, 0, 1.5);
+  run_sum(f, 33, 1024, 0, 1.5); /* 33 rows: the split kernels, loaded */
+  assert_int_equal(cached_kernels(), short_scalar);
   kf_fusion_release(f);
 }
 

@@ -542,6 +542,106 @@ void test_flat_vectors(void** /*state*/) {
   assert_false(contains(main, "kfflat"));
 }
 
+// Column reductions of one phase carry a one-kernel twin for short
+// columns (ColumnParams::short_rows): `_short` and its scalar twin, 256
+// threads along the columns, one row group, every thread finishing and
+// storing its columns; no scratch, no shared memory. The MoE combine
+// (rows gathered by index_select, weighted per token and slot): its index
+// and weights are read at one index for all of a thread's columns, so the
+// vectors are the float16 input's 8 lanes. Normalizations keep the split
+// kernels alone.
+void test_short_columns(void** /*state*/) {
+  auto moe = parse_fusion(
+      "input expert_out: tensor<float16, 2>\n"
+      "input unpermute: tensor<int64, 1>\n"
+      "input routing_weights: tensor<float32, 2>\n"
+      "const t: int64 = 16368\n"
+      "const k: int64 = 4\n"
+      "const h: int64 = 5120\n"
+      "gathered = index_select(expert_out, unpermute) {dim=0}\n"
+      "gatheredf = cast(gathered) {dtype=float32}\n"
+      "per_token = reshape(gatheredf, [t, k, h])\n"
+      "w3 = unsqueeze(routing_weights) {dim=2}\n"
+      "weighted = mul(per_token, w3)\n"
+      "y = sum(weighted) {axes=[1], keepdim=false}\n"
+      "out = cast(y) {dtype=bfloat16}\n"
+      "output out\n");
+  {
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F16, {65472, 5120}));
+    in.push_back(kftest::tensor(DType::I64, {65472}, {}, 8));  // 8-byte aligned: not a vector input anyway
+    in.push_back(kftest::tensor(DType::F32, {16368, 4}));
+    auto c = kftest::concretize(moe, in);
+    const KernelSchedule schedule = kftest::schedule(c);
+    const ColumnParams& p = std::get<ColumnParams>(schedule);
+    assert_int_equal(p.vectors.width, 8);
+    assert_int_equal(p.vectors.inputs.size(), 1);
+    assert_int_equal(p.short_rows, 32);
+    const KernelPlan plan = emit_kernel(*c, root_task(*moe), schedule);
+    batch().add(plan);
+    assert_int_equal(plan.launch.short_rows, 32);
+    assert_int_equal(plan.launch.short_tile_cols, 256 * 8);
+    assert_false(plan.short_name.empty());
+    const std::string& scalar = plan.scalar_of(plan.short_name);
+    assert_string_not_equal(scalar.c_str(), plan.short_name.c_str());
+    for (const std::string* k : {&plan.short_name, &scalar}) {
+      const std::string& unit = plan.units[plan.unit_of(*k)].source;
+      const std::string src = unit.substr(unit.find(" " + *k + "("));  // the kernel, not the prelude
+      assert_false(contains(src, "args.scratch"));
+      assert_false(contains(src, "__shared__"));
+      assert_false(contains(src, "args.splits"));
+      assert_true(contains(unit, "__launch_bounds__(256) " + *k + "("));
+      assert_true(contains(src, "const int tx = threadIdx.x % 256, ty = threadIdx.x / 256;"));
+      assert_true(contains(src, "= kf_f2bf(u"));  // the output stored by the kernel
+    }
+    // The split kernels are still there for longer columns.
+    assert_false(plan.finish_name.empty());
+    assert_true(contains(plan.units[plan.unit_of(plan.name)].source, "args.scratch"));
+  }
+  // sum, mean, max and var_mean over the middle dim: each finishes its
+  // accumulators as the finishing kernel does (a mean divides by the row
+  // count, a variance finishes its Welford triple).
+  for (const char* text : {"input x: tensor<bfloat16, 3>\ny = sum(x) {axes=[1], keepdim=false}\noutput y\n",
+                           "input x: tensor<float32, 3>\ny = mean(x) {axes=[1], keepdim=true}\noutput y\n",
+                           "input x: tensor<float16, 3>\ny = max(x) {axes=[1], keepdim=false}\noutput y\n",
+                           "input x: tensor<bfloat16, 3>\nxf = cast(x) {dtype=float32}\n"
+                           "v, m = var_mean(xf) {axes=[1], keepdim=false, correction=1}\noutput v\noutput m\n"}) {
+    auto f = parse_fusion(text);
+    for (int64_t h : {int64_t{5120}, int64_t{4097}}) {
+      Inputs in;
+      in.push_back(kftest::tensor(f->value(f->inputs[0]).dtype, {16384, 2, h}));
+      auto c = kftest::concretize(f, in);
+      const KernelSchedule schedule = kftest::schedule(c);
+      assert_int_equal(std::get<ColumnParams>(schedule).short_rows, 32);
+      const KernelPlan plan = emit_kernel(*c, root_task(*f), schedule);
+      batch().add(plan);
+      assert_false(plan.short_name.empty());
+      const std::string& src = plan.units[plan.unit_of(plan.short_name)].source;
+      assert_false(contains(src, "args.scratch"));
+      if (contains(text, "= mean(")) assert_true(contains(src, " / (float)n"));
+      if (contains(text, "var_mean")) assert_true(contains(src, ".m2 / (float)("));
+    }
+  }
+  {  // a normalization (softmax over dim 1): no twin
+    auto f = parse_fusion(
+        "input x: tensor<float32, 3>\n"
+        "m = max(x) {axes=[1], keepdim=true}\n"
+        "d = sub(x, m)\n"
+        "e = exp(d)\n"
+        "s = sum(e) {axes=[1], keepdim=true}\n"
+        "y = div(e, s)\n"
+        "output y\n");
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 4, 1024}));
+    auto c = kftest::concretize(f, in);
+    const KernelSchedule schedule = kftest::schedule(c);
+    assert_int_equal(std::get<ColumnParams>(schedule).short_rows, 0);
+    const KernelPlan plan = emit_kernel(*c, root_task(*f), schedule);
+    assert_true(plan.short_name.empty());
+    assert_int_equal(plan.launch.short_rows, 0);
+  }
+}
+
 void test_inner_outer(void** /*state*/) {
   auto f = parse_fusion(
       "input dy: tensor<bfloat16, 2>\n"
@@ -869,6 +969,7 @@ int main() {
       cmocka_unit_test(test_flat_vectors),
       cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_memory_order),
+      cmocka_unit_test(test_short_columns),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
       cmocka_unit_test(test_compile),

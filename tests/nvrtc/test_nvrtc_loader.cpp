@@ -326,6 +326,31 @@ void test_launch_dims(void**) {
     refused = e.status() == KF_ERR_UNSUPPORTED;
   }
   assert_true(refused);
+  // With a one-kernel twin (short_rows): up to 32 reduced rows, one block
+  // per 2048-column tile, no splits, no scratch; 0 rows too (the twin
+  // writes the identities); 33 rows, or a plan without the twin, split.
+  moe.short_rows = 32;
+  moe.short_tile_cols = 2048;
+  for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{8}, int64_t{32}}) {
+    assert_true(takes_short_columns(moe, Sizes{32768, k, 4096}));
+    d = launch_dims(moe, Sizes{32768, k, 4096}, 2147483647, 132);
+    assert_true(d.short_columns);
+    assert_int_equal(d.grid, 65536);
+    assert_int_equal(d.grid_y, 1);
+    assert_int_equal(d.scratch_bytes, 0);
+  }
+  d = launch_dims(moe, Sizes{7, 3, 4097}, 2147483647, 132);  // a partial last tile
+  assert_true(d.short_columns);
+  assert_int_equal(d.grid, 15);
+  d = launch_dims(moe, Sizes{0, 3, 4096}, 2147483647, 132);  // no columns: nothing to launch
+  assert_int_equal(d.grid, 0);
+  assert_false(takes_short_columns(moe, Sizes{32768, 33, 4096}));
+  d = launch_dims(moe, Sizes{32768, 33, 4096}, 2147483647, 132);
+  assert_false(d.short_columns);
+  assert_int_equal(d.grid, 2097152);
+  assert_true(d.scratch_bytes > 0);
+  moe.short_rows = 0;
+  assert_false(takes_short_columns(moe, Sizes{32768, 2, 4096}));
   // Rows split over blocks: only for rows too long for the registers and
   // fewer than two per multiprocessor; about 1024 partials blocks of at
   // least 4 vectors per thread, an epilogue of about 4096.
@@ -464,6 +489,50 @@ void test_cluster_variant(void**) {
   assert_true(variant(4096, 65536) == KernelVariant::LongRows);
 }
 
+// A column plan with a one-kernel twin: calls of at most short_rows
+// reduced rows launch it alone (or its scalar twin), longer ones the split
+// kernels with their finish.
+void test_short_column_variant(void**) {
+  Builder b;
+  const int64_t x = b.tensor_input(3, DType::F32);
+  b.output(b.op(Op::NEG, {x}, {})[0], {}, -1);
+  auto f = b.finalize();
+  LoadedKernel k;
+  KernelPlan& plan = k.plan;
+  plan.name = "k";
+  plan.finish_name = "k_finish";
+  plan.short_name = "k_short";
+  plan.scalar_twins = {{"k", "k_scalar"}, {"k_short", "k_short_scalar"}};
+  LaunchRule& r = plan.launch;
+  r.kind = LaunchRule::Kind::ColumnReduce;
+  r.domain_value = x;
+  r.reduced_dims = {false, true, false};
+  r.tile_cols = 256;
+  r.short_rows = 32;
+  r.short_tile_cols = 2048;
+  DeviceInfo dev;
+  dev.sm = 90;
+  dev.multiprocessors = 132;
+  ValueSizes sizes;
+  sizes.reset(*f);
+  auto variant = [&](int64_t rows) {
+    const int64_t shape[3] = {16384, rows, 5120};
+    sizes.set(x, shape);
+    return kernel_variant(plan, sizes, dev);
+  };
+  assert_true(variant(0) == KernelVariant::Short);
+  assert_true(variant(2) == KernelVariant::Short);
+  assert_true(variant(32) == KernelVariant::Short);
+  assert_true(variant(33) == KernelVariant::Main);
+  assert_true(scalar_variant(KernelVariant::Short) == KernelVariant::ShortScalar);
+  assert_true(scalar_variant(KernelVariant::Main) == KernelVariant::Scalar);
+  assert_true(k.kernels_of(KernelVariant::Short) == std::vector<std::string>{"k_short"});
+  assert_true(k.kernels_of(KernelVariant::ShortScalar) == std::vector<std::string>{"k_short_scalar"});
+  assert_true((k.kernels_of(KernelVariant::Main) == std::vector<std::string>{"k", "k_finish"}));
+  plan.short_name.clear();
+  assert_true(variant(2) == KernelVariant::Main);
+}
+
 // x (f32, rank 2) * s (f32 scalar) -> y
 void test_fill_arguments(void**) {
   Builder b;
@@ -562,6 +631,7 @@ int main() {
       cmocka_unit_test(test_collapse_copy),
       cmocka_unit_test(test_launch_dims),
       cmocka_unit_test(test_cluster_variant),
+      cmocka_unit_test(test_short_column_variant),
       cmocka_unit_test(test_fill_arguments),
       cmocka_unit_test(test_no_driver_reports_no_device),
   };

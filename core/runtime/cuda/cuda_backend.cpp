@@ -142,10 +142,10 @@ class CudaBackend final : public Backend {
       return;
     }
     // A plan with scalar twins loads its vector variant (Main, Tight, Wide,
-    // LongRows) or the one for tensors that fail its checks once the call's
+    // LongRows, Short) or the one for tensors that fail its checks once the call's
     // argument words are known (below); the rest load their variant now.
     const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide ||
-                                v == KernelVariant::LongRows || v == KernelVariant::Cluster;
+                                v == KernelVariant::LongRows || v == KernelVariant::Cluster || v == KernelVariant::Short;
     if (!vector_variant || (k.plan.scalar_twins.empty() && k.plan.long_edges_name.empty())) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
@@ -169,7 +169,7 @@ class CudaBackend final : public Backend {
       if (edge_kernel_fits(k.plan, args.data())) run = edges_variant(k.plan, v, sizes, context.info());
       else if (k.plan.scalar_twins.empty()) {}
       else if (v == KernelVariant::Wide) run = KernelVariant::LongRows;
-      else if (v != KernelVariant::LongRows && v != KernelVariant::Cluster) run = KernelVariant::Scalar;
+      else if (v != KernelVariant::LongRows && v != KernelVariant::Cluster) run = scalar_variant(v);
     }
     if (run == KernelVariant::Tight && k.variant(run).tight_spills) run = KernelVariant::Main;
     // (the Edges kernel's column partials against its own static shared memory)
@@ -180,7 +180,8 @@ class CudaBackend final : public Backend {
     const bool long_rows = run == KernelVariant::LongRows, tight = run == KernelVariant::Tight,
                wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar,
                edges = run == KernelVariant::Edges, long_edges = run == KernelVariant::LongEdges,
-               clustered = run == KernelVariant::Cluster;
+               clustered = run == KernelVariant::Cluster, short_columns = run == KernelVariant::Short,
+               short_scalar = run == KernelVariant::ShortScalar;
     // (as kernel_variant chose; the kernel streams a part its shared memory cannot stage)
     const int cluster = clustered ? cluster_blocks_on(k.plan, domain, context.info()) : 0;
     const LaunchDims dims = launch_dims(wide ? k.wide_launch : long_edges ? k.long_edges_launch : edges ? k.edges_launch : k.plan.launch,
@@ -190,6 +191,8 @@ class CudaBackend final : public Backend {
                                         cluster);
     if (dims.long_rows != (long_rows || long_edges || clustered) && !k.plan.long_row_name.empty())
       fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
+    if (dims.short_columns != (short_columns || short_scalar))
+      fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on short columns");
     CUfunction function = scalar_twin ? k.scalar
                           : long_rows ? k.long_row
                           : tight     ? k.tight
@@ -197,6 +200,8 @@ class CudaBackend final : public Backend {
                           : edges     ? k.edges
                           : long_edges ? k.long_edges
                           : clustered ? k.cluster
+                          : short_columns ? k.short_columns
+                          : short_scalar ? k.short_scalar
                                       : k.function;
     const char* name = scalar_twin ? k.plan.scalar_of(k.plan.name).c_str()
                        : long_rows ? k.plan.long_row_name.c_str()
@@ -205,8 +210,10 @@ class CudaBackend final : public Backend {
                        : edges     ? k.plan.edges_name.c_str()
                        : long_edges ? k.plan.long_edges_name.c_str()
                        : clustered ? k.plan.cluster_name.c_str()
+                       : short_columns ? k.plan.short_name.c_str()
+                       : short_scalar ? k.plan.scalar_of(k.plan.short_name).c_str()
                                    : k.plan.name.c_str();
-    if (!k.plan.finish_name.empty()) {
+    if (!k.plan.finish_name.empty() && !dims.short_columns) {
       // Partials into a stream-ordered scratch buffer, then the finishing
       // kernel; the buffer is released in stream order behind it.
       const std::vector<CUfunction>& later = scalar_twin ? k.scalar_later : k.later;

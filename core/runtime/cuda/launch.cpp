@@ -168,6 +168,15 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
   if (rule.kind == LaunchRule::Kind::ColumnReduce) {
     int64_t cols = 1, rows = 1;
     for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? rows : cols) *= domain[d];
+    if (takes_short_columns(rule, domain)) {  // one kernel, one tile per block
+      const int64_t tiles = (cols + rule.short_tile_cols - 1) / rule.short_tile_cols;
+      if (tiles > max_grid_x)
+        fail(KF_ERR_UNSUPPORTED, "a column reduction over ", cols, " columns needs ", tiles,
+             " blocks, more than the device's grid limit of ", max_grid_x);
+      dims.grid = static_cast<uint32_t>(tiles);
+      dims.short_columns = true;
+      return dims;
+    }
     const int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
     const int64_t tiles = (cols + rule.tile_cols - 1) / rule.tile_cols;
     if (tiles == 0) return dims;  // grid 0: nothing to do
@@ -386,6 +395,17 @@ int cluster_blocks(const LaunchRule& rule, std::span<const int64_t> domain, int 
     for (int n = 2; n <= rule.cluster_max; n *= 2)
       if (rule.row_stage_bytes * (cluster_part(row, n) + rule.row_stage_pad) <= part_room && rows * n >= sms) return n;
   return 0;
+}
+
+bool takes_short_columns(const LaunchRule& rule, std::span<const int64_t> domain) {
+  if (rule.kind != LaunchRule::Kind::ColumnReduce || rule.short_rows <= 0) return false;
+  // The one place that decides: the split kernel's partials and second
+  // launch cost more than a thread looping over a short column's rows
+  // (the threshold's reasons: Tuning::column_short_rows).
+  int64_t rows = 1;
+  for (size_t d = 0; d < domain.size(); ++d)
+    if (rule.reduced_dims[d]) rows *= domain[d];
+  return rows <= rule.short_rows;
 }
 
 bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {

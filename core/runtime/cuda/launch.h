@@ -48,6 +48,10 @@ struct LaunchDims {
   uint32_t epilogue_grid_y = 1;
   uint32_t finish_grid = 0;
   uint64_t scratch_bytes = 0;
+  // ColumnReduce: the call takes the plan's one-kernel twin
+  // (KernelPlan::short_name; takes_short_columns): grid of short tiles,
+  // no splits, no scratch, nothing launched after it.
+  bool short_columns = false;
 };
 
 // What launch_dims needs to know of the kernel as loaded (0: unknown).
@@ -98,6 +102,11 @@ bool takes_tight_registers(const LaunchRule& per_row, std::span<const int64_t> d
 // `max_dynamic_shared` (the device's opt-in limit), so the long-row kernel
 // would stream them.
 bool takes_wide_rows(const LaunchRule& per_row, std::span<const int64_t> domain, int64_t max_dynamic_shared);
+
+// Whether a ColumnReduce call runs as the plan's one-kernel twin
+// (KernelPlan::short_name): the plan has one and the call's reduced rows
+// are at most rule.short_rows (none too: the twin writes the identities).
+bool takes_short_columns(const LaunchRule& column, std::span<const int64_t> domain);
 
 // Whether a PerRow plan's split-row kernels (KernelPlan::split_rows)
 // should run this call instead: rows too long for the block's registers

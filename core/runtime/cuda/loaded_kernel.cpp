@@ -40,6 +40,8 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::LongEdges: return 6;
     case KernelVariant::Cluster: return 7;
     case KernelVariant::ScatterAtomic: return 8;
+    case KernelVariant::Short: return 9;
+    case KernelVariant::ShortScalar: return 10;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -139,14 +141,15 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
     kernels.push_back(make_loaded(c, s.segments[missing[i]].task, std::move(plans[i])));
     LoadedKernel& k = *kernels.back();
     KernelVariant v = kernel_variant(k.plan, sizes, device_info(c.device.id));
-    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide;
+    const bool vector_variant =
+        v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide || v == KernelVariant::Short;
     if ((vector_variant || v == KernelVariant::LongRows || v == KernelVariant::Cluster) &&
         (!k.plan.scalar_twins.empty() || !k.plan.long_edges_name.empty()) && extents_fail(k, k.plan.vector_checks, sizes)) {
       if (!k.plan.long_edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes))
         v = edges_variant(k.plan, v, sizes, device_info(c.device.id));
       else if (k.plan.scalar_twins.empty()) {}  // (the kernel's own fallback paths)
       else if (v == KernelVariant::Wide) v = KernelVariant::LongRows;
-      else if (v != KernelVariant::LongRows && v != KernelVariant::Cluster) v = KernelVariant::Scalar;
+      else if (v != KernelVariant::LongRows && v != KernelVariant::Cluster) v = scalar_variant(v);
     }
     LoadedKernel* target = &k;
     if (v == KernelVariant::SplitRows) {
@@ -179,6 +182,9 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
   if (plan.launch.kind == LaunchRule::Kind::Scatter && plan.scatter.sorted_min_width > 0 &&
       !cuda::scatter_takes_sorted(plan, sizes))
     return KernelVariant::ScatterAtomic;
+  if (plan.launch.kind == LaunchRule::Kind::ColumnReduce && !plan.short_name.empty() &&
+      takes_short_columns(plan.launch, sizes[plan.launch.domain_value]))
+    return KernelVariant::Short;
   if (plan.launch.kind != LaunchRule::Kind::PerRow) return KernelVariant::Main;
   const std::span<const int64_t> domain = sizes[plan.launch.domain_value];
   // The cluster kernel takes rows that one block would re-read (LongRows)
@@ -214,6 +220,10 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
       !edge_partials_fit(make_edges_launch(plan), sizes[plan.launch.domain_value], device.max_shared_optin - kEdgesStaticReserve))
     return KernelVariant::LongEdges;
   return KernelVariant::Edges;
+}
+
+KernelVariant scalar_variant(KernelVariant v) {
+  return v == KernelVariant::Short ? KernelVariant::ShortScalar : KernelVariant::Scalar;
 }
 
 bool vector_checks_fail(const KernelPlan& plan, const int64_t* args) {
@@ -259,6 +269,8 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::LongEdges: names.push_back(plan.long_edges_name); break;
     case KernelVariant::Cluster: names.push_back(plan.cluster_name); break;
     case KernelVariant::ScatterAtomic: names.push_back(plan.name); break;
+    case KernelVariant::Short: return {plan.short_name};  // alone: no finish, no later kernels
+    case KernelVariant::ShortScalar: return {plan.scalar_of(plan.short_name)};
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
   if (v == KernelVariant::Main || v == KernelVariant::Scalar || v == KernelVariant::ScatterAtomic)
@@ -274,6 +286,12 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     const size_t u = plan.unit_of(name);
     return load_kernel(device, units.keys[u], plan.units[u].source, name, units.images[u].get());
   };
+  if (v == KernelVariant::Short || v == KernelVariant::ShortScalar) {  // alone: no finish, no later kernels
+    if (v == KernelVariant::Short) short_columns = load(plan.short_name);
+    else short_scalar = load(plan.scalar_of(plan.short_name));
+    loaded_[index].store(true, std::memory_order_release);
+    return;
+  }
   if (!plan.finish_name.empty() && finish == nullptr) finish = load(plan.finish_name);
   if (v == KernelVariant::Main || v == KernelVariant::ScatterAtomic) {
     if (function == nullptr) function = load(plan.name);

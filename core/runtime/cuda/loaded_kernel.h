@@ -41,6 +41,11 @@ enum class KernelVariant : uint8_t {
   // sorted one (Main then loads the sorted path's only), so a first call
   // compiles one path.
   ScatterAtomic,
+  // ColumnReduce with few reduced rows (takes_short_columns):
+  // plan.short_name alone, or its scalar twin for calls that fail the
+  // vector checks.
+  Short,
+  ShortScalar,
 };
 
 // The blocks per row of a call that takes `plan`'s cluster row kernel on
@@ -64,6 +69,10 @@ bool edge_kernel_fits(const KernelPlan& plan, const int64_t* args);
 // memory; Tight, Wide, LongRows: the long-row one).
 KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const ValueSizes& sizes,
                             const cuda::DeviceInfo& device);
+// The variant of a plan with scalar twins that stands for vector variant
+// `v` when the call fails the vector checks: Short's twin for Short, else
+// Scalar (Main's twins).
+KernelVariant scalar_variant(KernelVariant v);
 
 // The most local memory per thread (spills) with which a tight kernel is
 // still launched. Measured (H100, docs/PERF.md session 15): softmax's at
@@ -99,6 +108,8 @@ struct LoadedKernel {
   std::vector<CUfunction> scalar_later;  // Scalar: plan.later's kernels or their twins
   cuda::KernelLimits limits;       // Main, Elementwise or inner-outer: for its waves
   cuda::KernelLimits long_limits;  // LongRows: for its block and stage
+  CUfunction short_columns = nullptr;  // Short
+  CUfunction short_scalar = nullptr;   // ShortScalar
   CUfunction cluster = nullptr;       // Cluster
   cuda::KernelLimits cluster_limits;  // Cluster: for its block and stage
   std::unique_ptr<LoadedKernel> split;  // PerRow with plan.split_rows: that plan
@@ -119,7 +130,8 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[9]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic
+  mutable std::atomic<bool> loaded_[11]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic,
+                                            // Short, ShortScalar
 };
 
 // The kernel of generated segment `index`. The first call of a
