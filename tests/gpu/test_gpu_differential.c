@@ -1749,6 +1749,44 @@ static void test_memory_order_reductions(void** state) {
   end_test("memory order reductions");
 }
 
+/* Row inputs aligned to less than a vector (a storage offset of 1, 3 or 5
+ * elements, rows padded to an odd stride): they take vectors through the
+ * Edges kernel, which peels each row's head and tail (row_reduction.cpp
+ * add_unaligned_row_inputs), or fall back to the scalar kernels where the
+ * rows' shifts differ. Sum-like means, softmax, log_softmax, layer and RMS
+ * norm over rows of register, staged and streamed lengths. */
+static void test_unaligned_rows(void** state) {
+  (void)state;
+  const int64_t shapes[][2] = {{300, 1000}, {7, 4096}, {33, 30001}, {5, 200000}};
+  const int64_t offsets[] = {1, 3, 5};
+  const int64_t pads[] = {0, 1, 3};
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  const int fusions[] = {5, 1, 2, 3, 4};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; ++sh)
+    for (int d = 0; d < 2; ++d)
+      for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; ++o)
+        for (size_t pd = 0; pd < sizeof pads / sizeof pads[0]; ++pd) {
+          if (sh >= 2 && o > 0 && pd > 0) continue; /* (long rows: fewer combinations) */
+          const int fu = fusions[(sh + o + pd) % 5];
+          char text[2048];
+          snprintf(text, sizeof text, kOrderFusions[fu], kf_dtype_name(dts[d]), 2, "[1]");
+          kf_fusion f;
+          KF_CHECK(kf_fusion_from_text(text, &f));
+          tin in = input(dts[d], 2, shapes[sh]);
+          const int64_t strides[2] = {shapes[sh][1] + pads[pd], 1};
+          with_strides(&in, strides, offsets[o]);
+          fill(&in, -3, 3, 0);
+          char what[200];
+          snprintf(what, sizeof what, "unaligned rows: fusion %d %s [%lld,%lld] offset %lld row stride %lld", fu,
+                   kf_dtype_name(dts[d]), (long long)shapes[sh][0], (long long)shapes[sh][1], (long long)offsets[o],
+                   (long long)strides[0]);
+          run_case_tol(f, &in, 1, what, 16.0 + (double)shapes[sh][1] / 1024.0, -1);
+          free_inputs(&in, 1);
+          kf_fusion_release(f);
+        }
+  end_test("unaligned rows");
+}
+
 /* Rows too long for one block's shared memory, or too few to fill the
  * device, shared by the blocks of a thread-block cluster on sm_90
  * (RowKernel::Cluster, launch.h cluster_blocks): each block stages and
@@ -2854,7 +2892,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
