@@ -40,6 +40,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::LongEdges: return 6;
     case KernelVariant::Cluster: return 7;
     case KernelVariant::ScatterAtomic: return 8;
+    case KernelVariant::ShortRows: return 9;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -139,7 +140,8 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
     kernels.push_back(make_loaded(c, s.segments[missing[i]].task, std::move(plans[i])));
     LoadedKernel& k = *kernels.back();
     KernelVariant v = kernel_variant(k.plan, sizes, device_info(c.device.id));
-    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide;
+    const bool vector_variant =
+        v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide || v == KernelVariant::ShortRows;
     if ((vector_variant || v == KernelVariant::LongRows || v == KernelVariant::Cluster) &&
         (!k.plan.scalar_twins.empty() || !k.plan.long_edges_name.empty()) && extents_fail(k, k.plan.vector_checks, sizes)) {
       if (!k.plan.long_edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes))
@@ -199,6 +201,7 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
   if (!plan.wide_name.empty() && takes_wide_rows(plan.launch, domain, device.max_shared_optin))
     return KernelVariant::Wide;
   if (!plan.long_row_name.empty() && takes_long_rows(plan.launch, domain)) return KernelVariant::LongRows;
+  if (!plan.short_rows_name.empty() && takes_short_rows(plan.launch, domain)) return KernelVariant::ShortRows;
   if (!plan.tight_name.empty() && takes_tight_registers(plan.launch, domain)) return KernelVariant::Tight;
   return KernelVariant::Main;
 }
@@ -209,7 +212,8 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
   // multiprocessor once: the register path at 64 registers ran slower than
   // the staged long-row path there (H100: softmax 16384x16391 bf16 0.62 ms
   // against 0.52, layernorm 0.68 against 0.45; docs/PERF.md session 16).
-  if (v != KernelVariant::Main || plan.edges_name.empty()) return KernelVariant::LongEdges;
+  // (ShortRows holds its rows in registers as Main does.)
+  if ((v != KernelVariant::Main && v != KernelVariant::ShortRows) || plan.edges_name.empty()) return KernelVariant::LongEdges;
   if (plan.edge_partial_bytes > 0 &&
       !edge_partials_fit(make_edges_launch(plan), sizes[plan.launch.domain_value], device.max_shared_optin - kEdgesStaticReserve))
     return KernelVariant::LongEdges;
@@ -258,6 +262,7 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::Edges: names.push_back(plan.edges_name); break;
     case KernelVariant::LongEdges: names.push_back(plan.long_edges_name); break;
     case KernelVariant::Cluster: names.push_back(plan.cluster_name); break;
+    case KernelVariant::ShortRows: names.push_back(plan.short_rows_name); break;
     case KernelVariant::ScatterAtomic: names.push_back(plan.name); break;
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
@@ -315,6 +320,8 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
   } else if (v == KernelVariant::Cluster) {
     cluster = load(plan.cluster_name);
     cluster_limits = long_row_limits(device, plan, cluster);
+  } else if (v == KernelVariant::ShortRows) {
+    short_rows = load(plan.short_rows_name);
   } else {
     long_row = load(plan.long_row_name);
     long_limits = long_row_limits(device, plan, long_row);
