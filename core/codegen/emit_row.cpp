@@ -33,9 +33,12 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   const std::string row_len = extent_product(w, dom, red, "1");
   const bool edges = which == RowKernel::Edges || which == RowKernel::LongEdges;
   const bool cluster = which == RowKernel::Cluster;
+  const bool short_rows = which == RowKernel::ShortRows;
   const bool long_rows = which == RowKernel::LongRows || which == RowKernel::LongEdges || cluster;
   if (cluster && (p.has_outer() || p.vectors.width == 0))
     fail(KF_ERR_INTERNAL, "the cluster row kernel takes rows with a vector plan and no outer reductions");
+  if (short_rows && (!has_short_row_kernel(p) || w.paths != KernelWriter::Paths::Vector))
+    fail(KF_ERR_INTERNAL, "the short-row kernel is the register path alone, of rows without outer reductions");
   w.reduced = s.reduced;
   w.views = s.views;
   w.word_lanes = true;
@@ -92,10 +95,23 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     // The loops over rows may give an element to another thread.
     if (long_rows) w.line("__syncthreads();");
   }
-  if (cluster)  // (the grid is a multiple of the cluster)
+  if (cluster) {  // (the grid is a multiple of the cluster)
     w.open("for (long long row = blockIdx.x / kf_cn; row < " + rows + "; row += gridDim.x / kf_cn)");
-  else
+  } else if (short_rows) {
+    // Group threadIdx.y takes row kf_rb + threadIdx.y of each step. The
+    // steps are the same for the whole block, so every lane of a warp
+    // reaches every shuffle of kf_group_reduce; a group past the last row
+    // computes the last row again (in bounds) and stores nothing, since
+    // with an output aliasing its input that row may already be rewritten.
+    w.open("for (long long kf_rb = (long long)blockIdx.x * blockDim.y; kf_rb < " + rows +
+           "; kf_rb += (long long)gridDim.x * blockDim.y)");
+    w.line("const bool kf_live = kf_rb + threadIdx.y < " + rows + ";");
+    w.line("const long long row = kf_live ? kf_rb + threadIdx.y : " + rows + " - 1;");
+    w.row_live = "kf_live";
+    w.row_reduce = "kf_group_reduce";
+  } else {
     w.open("for (long long row = blockIdx.x; row < " + rows + "; row += gridDim.x)");
+  }
   std::vector<std::string> kept_idx = unravel(w, dom, kept, "row");
   w.row_index.assign(r, "0");
   for (size_t k = 0; k < kept.size(); ++k) w.row_index[kept[k]] = kept_idx[k];
@@ -163,7 +179,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   }
   w.fill(cond, cond_lines);
   if (!s.row_outputs.empty()) {
-    w.open(cluster ? "if (threadIdx.x == 0 && kf_cr == 0)" : "if (threadIdx.x == 0)");
+    w.open(cluster ? "if (threadIdx.x == 0 && kf_cr == 0)" : short_rows ? "if (threadIdx.x == 0 && kf_live)" : "if (threadIdx.x == 0)");
     store_row_outputs(w, s);
     w.close();
   }
@@ -171,6 +187,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   w.part_begin.clear();
   w.part_end.clear();
   w.part_most.clear();
+  w.row_live.clear();
   w.row_reduce = "kf_block_reduce";
   if (!outer.lane_major.empty()) {  // the Edges kernel's partials, once
     w.line("__syncthreads();  // every row's updates are done");
@@ -227,6 +244,8 @@ bool has_edge_kernel(const RowParams& p) { return p.edge_vectors.width > 0; }
 bool has_cluster_kernel(const RowParams& p) {
   return p.cluster_max > 1 && p.vectors.width > 0 && !p.staged.empty() && !p.has_outer() && !p.stream_rows;
 }
+
+bool has_short_row_kernel(const RowParams& p) { return p.vectors.width > 0 && !p.has_outer() && !p.stream_rows; }
 
 namespace {
 // Bytes of one column's accumulators, over the outer reductions.

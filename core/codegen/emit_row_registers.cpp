@@ -152,7 +152,10 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     loads[static_cast<int>(ph) + 1] = w.reserve();
   }
   // The output pass loads what it alone reads (weights, biases) per vector,
-  // right before use: fewer registers live at once.
+  // right before use: fewer registers live at once. (After the last
+  // reduction: a short-row group without a row of its own skips it.)
+  const bool guarded = !w.row_live.empty() && (!s.domain_outputs.empty() || outer.active());
+  if (guarded) w.open("if (" + w.row_live + ")");
   for (int k = 0; k < K && (!s.domain_outputs.empty() || outer.active()); ++k) {
     w.section = static_cast<int>(phases.size()) + 1 + k;
     std::vector<std::string> ov;
@@ -196,6 +199,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
       w.line("const unsigned " + slot + " = " + outer.lane_slot(je) + ";");
       outer_step(w, outer, idx, [&](size_t a) { return outer.lane_major[a] + "[" + slot + "]"; });
     });
+  if (guarded) w.close();
   // Row inputs that only the output pass reads (log-softmax backward's y)
   // load with the last phase's inputs: in flight across its block
   // reduction, rather than one vector at a time behind the output's stores

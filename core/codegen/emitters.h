@@ -25,15 +25,18 @@ void emit_tiled(KernelWriter& w, const TiledParams& p);                         
 // blocks of a thread-block cluster (sm_90): each stages and reduces its
 // part, the blocks' values combine over the cluster, so a row too long for
 // one block's shared memory is still read once (docs/PERF.md, session 22).
-enum class RowKernel { Main, LongRows, Edges, LongEdges, Cluster };
+enum class RowKernel { Main, LongRows, Edges, LongEdges, Cluster, ShortRows };
 // emit_row.cpp. Main with a vector plan: w.paths picks the register path,
 // the streaming one or both; `checks` (when not null) receives the register
-// path's conditions for the host.
+// path's conditions for the host. ShortRows: the register path alone
+// (w.paths Vector) with several rows per block, blockDim.x threads per row
+// and blockDim.y rows (has_short_row_kernel).
 void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which,
               std::vector<ArgCheck>* checks = nullptr);
 bool has_long_row_kernel(const RowParams& p);
 bool has_edge_kernel(const RowParams& p);
 bool has_cluster_kernel(const RowParams& p);
+bool has_short_row_kernel(const RowParams& p);
 // Bytes of dynamic shared memory per row element of the staged path (0:
 // the kernel has none): LaunchRule::row_stage_bytes.
 int row_stage_bytes(const Fusion& f, const RowParams& p);

@@ -173,6 +173,11 @@ struct LaunchRule {
   // PerRow with row_items > 0: the elements each thread of
   // KernelPlan::wide_name holds (0: no such kernel).
   int wide_row_items = 0;
+  // PerRow with row_items > 0: the threads per block of
+  // KernelPlan::short_rows_name (0: no such kernel), which launches
+  // blockDim.x threads per row (a power of two up to 32) and
+  // short_row_block / blockDim.x rows per block (short_row_dims).
+  int short_row_block = 0;
   bool scan_block_per_line = false;  // Scan
   // Scan, a thread per line, when > 0: the single-pass kernel's elements
   // per warp (ScanParams::pass_rows); items_per_thread is then the lines
@@ -245,6 +250,11 @@ struct KernelPlan {
   // kernel, each thread looping over all the rows of its columns and
   // storing their outputs; its scalar twin in scalar_twins.
   std::string short_name;
+  // PerRow with a register path (no outer reductions, not stream_rows): the
+  // register path with several rows per block, for rows that need at most
+  // a warp at row_items per thread (takes_short_rows). It reads the vectors
+  // the main kernel reads: the same vector_checks.
+  std::string short_rows_name;
   std::vector<ArgCheck> edge_checks;
   int edge_row_pad = 0;
   int edge_partial_bytes = 0;

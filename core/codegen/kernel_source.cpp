@@ -55,15 +55,20 @@ constexpr int kStageRowAlign = 16;
 // The most row elements a thread of a wide kernel holds (KernelPlan::wide_name).
 constexpr int kWideRowItems = 32;
 
+// Threads per block of the short-row kernel (KernelPlan::short_rows_name),
+// at most kShortRowMinBlocks blocks of them per multiprocessor's registers:
+// 64 registers per thread, the main kernel's budget for the same path.
+constexpr int kShortRowBlock = 256, kShortRowMinBlocks = 4;
+
 // A kernel's scalar twin (KernelPlan::scalar_twins): its suffix + this.
 constexpr std::string_view kScalarSuffix = "_scalar";
 
 // Names every kernel of `kernels` kf_<hash of the whole text><suffix>, so
 // equal sources get equal names (the kernel cache keys on the source).
 // Suffixes: "" (the main kernel), "_finish", "_long", "_tight", "_wide",
-// "_edges", "_long_edges", "_cluster" and "_short" set plan.name, finish_name, long_row_name,
-// tight_name, wide_name, edges_name, long_edges_name, cluster_name and short_name; "<suffix>_scalar" is the
-// scalar twin of the kernel with <suffix>.
+// "_edges", "_long_edges", "_cluster", "_short" and "_rows" set plan.name, finish_name, long_row_name,
+// tight_name, wide_name, edges_name, long_edges_name, cluster_name, short_name (columns) and
+// short_rows_name ("_rows"); "<suffix>_scalar" is the scalar twin of the kernel with <suffix>.
 void assemble(KernelPlan& plan, const std::string& args, const std::vector<KernelText>& kernels,
               const std::vector<std::string>& suffixes) {
   std::string unnamed = args;
@@ -93,6 +98,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
        : sfx == "_long_edges" ? plan.long_edges_name
        : sfx == "_cluster" ? plan.cluster_name
        : sfx == "_short" ? plan.short_name
+       : sfx == "_rows" ? plan.short_rows_name
                          : plan.name) = name + sfx;
   }
   plan.source = prelude + text;
@@ -433,6 +439,20 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
       // (inner-outer: partial rows of up to row + 2V - 1 words, each
       // rounded up to 16 bytes)
       plan.edge_partial_bytes = row_partial_bytes(w.fusion(), row);
+    }
+    // The register path with several rows per block, for rows that leave
+    // the main kernel a block of one warp, most of it idle (takes_short_rows).
+    if (twins && has_short_row_kernel(row)) {
+      std::vector<ArgCheck> checks;
+      w.paths = KernelWriter::Paths::Vector;
+      emit_row(w, task, row, RowKernel::ShortRows, &checks);
+      w.paths = KernelWriter::Paths::Both;
+      for (const ArgCheck& c : checks)
+        if (std::find(plan.vector_checks.begin(), plan.vector_checks.end(), c) == plan.vector_checks.end())
+          fail(KF_ERR_INTERNAL, "the short-row kernel checks a vector the main kernel does not");
+      kernels.push_back(kernel_text(kShortRowBlock, false, w.take_kernel(), 0, kShortRowMinBlocks));
+      suffixes.push_back("_rows");
+      launch.short_row_block = kShortRowBlock;
     }
     if (has_split_row_kernels(row)) plan.split_rows.push_back(split_row_plan(c, task, row, plan.scheduler));
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel

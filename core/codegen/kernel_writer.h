@@ -100,9 +100,14 @@ class KernelWriter {
   std::vector<bool> reduced;
   std::map<int64_t, std::string> row_results;
   // The function that reduces a value over the threads working on one row:
-  // the block, or in the cluster row kernel (RowKernel::Cluster) the blocks
-  // of the cluster (kf_cluster_reduce).
+  // the block, in the cluster row kernel (RowKernel::Cluster) the blocks of
+  // the cluster (kf_cluster_reduce), in the short-row kernel
+  // (RowKernel::ShortRows) the row's group of threads (kf_group_reduce).
   std::string row_reduce = "kf_block_reduce";
+  // The short-row kernel: a local that says whether this thread's group has
+  // a row of its own (else it computes a copy of the last row, so that its
+  // warp's shuffles see every lane, and must store nothing). Empty: always.
+  std::string row_live;
   // The cluster row kernel: this block's part of the row, elements
   // [part_begin, part_end) (locals; a multiple of the vector width from
   // the row's start), its stage holding the part from part_begin, and the

@@ -460,6 +460,21 @@ template <class T, class Op> KF_DEV T kf_block_reduce(T v, Op op) {
   return scratch[32];
 }
 
+// Reduces v over the blockDim.x threads of one row in the short-row kernel
+// (RowKernel::ShortRows: blockDim.x a power of two up to 32, so a group is
+// aligned lanes of one warp, and every lane of the warp calls it alike)
+// and returns the result to each thread of the group. Both lanes of a pair
+// compute op(lower, upper), so every thread of a group gets the same bits
+// (they all normalize their elements by it). No shared memory, no barrier.
+template <class T, class Op> KF_DEV T kf_group_reduce(T v, Op op) {
+  const unsigned lane = threadIdx.x;
+  for (unsigned o = blockDim.x >> 1; o > 0; o >>= 1) {
+    const T other = kf_shfl_xor(v, (int)o);
+    v = (lane & o) ? op(other, v) : op(v, other);
+  }
+  return v;
+}
+
 // N bytes (4, 8 or 16: one vector of a staged input) from global to
 // shared memory without registers (cp.async, sm_80; .cg, which skips L1,
 // takes 16 bytes only), and the wait for this thread's copies.

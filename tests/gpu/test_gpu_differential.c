@@ -1824,6 +1824,113 @@ static void test_cluster_rows(void** state) {
   end_test("cluster rows");
 }
 
+/* Short rows (QK-norm's head_dim, a few hundred elements at most): rows
+ * that need at most a warp at the register path's row_items take the
+ * short-row kernel, several rows per block, each reduced within its group
+ * of threads by shuffles (KernelPlan::short_rows_name). Softmax,
+ * log_softmax, RMSNorm with a weight, layer norm (var_mean), sum, max,
+ * var and argmax over rows of 1 to 256 elements, row counts that are not multiples
+ * of the rows per block (whose last groups compute a row again and must
+ * not store it), in float32, bfloat16 and float16. Widths the vectors do
+ * not divide (1, 3, bfloat16 100) take the Edges or scalar kernels. */
+static const char* const kShortRows[] = {
+    "input x: tensor<%1$s, 2>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=[1], keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=[1], keepdim=true}\n"
+    "p = div(e, s)\n"
+    "y = cast(p) {dtype=%1$s}\n"
+    "output y\n",
+    "input x: tensor<%1$s, 2>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=[1], keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=[1], keepdim=true}\n"
+    "ls = log(s)\n"
+    "y = sub(d, ls)\n"
+    "yc = cast(y) {dtype=%1$s}\n"
+    "output yc\n",
+    "input x: tensor<%1$s, 2>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "const eps: float32 = 1e-6\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "wf = cast(w) {dtype=float32}\n"
+    "sq = mul(xf, xf)\n"
+    "ms = mean(sq) {axes=[1], keepdim=true}\n"
+    "me = add(ms, eps)\n"
+    "r = rsqrt(me)\n"
+    "n = mul(xf, r)\n"
+    "nw = mul(n, wf)\n"
+    "y = cast(nw) {dtype=%1$s}\n"
+    "output y\n",
+    "input x: tensor<%1$s, 2>\n"
+    "const eps: float32 = 1e-5\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "v, mu = var_mean(xf) {axes=[1], keepdim=true, correction=0}\n"
+    "ve = add(v, eps)\n"
+    "r = rsqrt(ve)\n"
+    "xc = sub(xf, mu)\n"
+    "n = mul(xc, r)\n"
+    "y = cast(n) {dtype=%1$s}\n"
+    "output y\n"
+    "output mu\n"
+    "output r\n",
+    "input x: tensor<%1$s, 2>\n"
+    "s = sum(x) {axes=[1], keepdim=false}\n"
+    "output s\n",
+    "input x: tensor<%1$s, 2>\n"
+    "m = max(x) {axes=[1], keepdim=true}\n"
+    "output m\n",
+    "input x: tensor<%1$s, 2>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "v = var(xf) {axes=[1], keepdim=false, correction=1}\n"
+    "output v\n",
+    /* a max, then the least index holding it (values on a 1/16 grid: ties) */
+    "input x: tensor<%1$s, 2>\n"
+    "i = argmax(x) {axes=[1], keepdim=false}\n"
+    "output i\n",
+};
+
+static void test_short_rows(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT16};
+  const int64_t lengths[] = {1, 3, 8, 32, 64, 100, 112, 128, 256};
+  const int64_t rows[] = {1, 7, 1000, 100003};
+  const char* const names[] = {"softmax", "log_softmax", "rmsnorm", "layernorm", "sum", "max", "var", "argmax"};
+  for (size_t k = 0; k < sizeof kShortRows / sizeof kShortRows[0]; ++k)
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; ++d) {
+      char text[2048];
+      snprintf(text, sizeof text, kShortRows[k], kf_dtype_name(dts[d]));
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int weight = strstr(text, "input w") != NULL;
+      for (size_t n = 0; n < sizeof lengths / sizeof lengths[0]; ++n)
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; ++r) {
+          /* (the many rows at one thread and at several per row only: the
+           * CPU reference's time) */
+          if (rows[r] > 1000 && lengths[n] != 8 && lengths[n] != 128) continue;
+          const int64_t shape[2] = {rows[r], lengths[n]};
+          tin in[2];
+          in[0] = input(dts[d], 2, shape);
+          fill(&in[0], -3, 3, 0);
+          if (weight) {
+            in[1] = input(dts[d], 1, &lengths[n]);
+            fill(&in[1], -2, 2, 0);
+          }
+          char what[160];
+          snprintf(what, sizeof what, "short rows %s %s [%lld, %lld]", names[k], kf_dtype_name(dts[d]),
+                   (long long)rows[r], (long long)lengths[n]);
+          run_case_tol(f, in, weight ? 2 : 1, what, 2.0, -1);
+          free_inputs(in, weight ? 2 : 1);
+        }
+      kf_fusion_release(f);
+    }
+  end_test("short rows");
+}
+
 /* Reshapes as the sizes group their dims (reshape_groups.h): dims kept
  * whole pass their index through, split and merged dims index
  * arithmetically, a regrouping with no common factor unravels the whole
@@ -2892,7 +2999,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),

@@ -206,6 +206,29 @@ static void test_row_kernel_shifted_read(void** state) {
   check_in_place(text, 37, 50257, 1, kFirst);
 }
 
+/* Short rows (the short-row kernel: several rows per block) in place: the
+ * last block's groups past the last row compute that row again from an
+ * input its own group may already have overwritten, so they must store
+ * nothing. RMSNorm over QK-norm's head dims, and a residual add + RMSNorm;
+ * row counts that are not multiples of the rows per block. */
+static void test_short_rows(void** state) {
+  (void)state;
+  const char* rmsnorm =
+      "input x: tensor<float32, 2>\nconst eps: float32 = 1e-6\n"
+      "sq = mul(x, x)\nms = mean(sq) {axes=[1], keepdim=true}\nme = add(ms, eps)\n"
+      "inv = rsqrt(me)\ny = mul(x, inv)\noutput y {alias=0}\n";
+  const char* add_norm =
+      "input x: tensor<float32, 2>\ninput r: tensor<float32, 2>\nconst eps: float32 = 1e-6\n"
+      "s = add(x, r)\nsq = mul(s, s)\nms = mean(sq) {axes=[1], keepdim=true}\nme = add(ms, eps)\n"
+      "inv = rsqrt(me)\ny = mul(s, inv)\noutput y {alias=0}\noutput s {alias=1}\n";
+  static const int both[2] = {0, 1};
+  const int64_t shapes[][2] = {{1000, 128}, {7, 64}, {100003, 64}, {333, 32}, {1001, 8}, {999, 256}, {77, 112}};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
+    check_in_place(rmsnorm, shapes[k][0], shapes[k][1], 1, kFirst);
+    check_in_place(add_norm, shapes[k][0], shapes[k][1], 2, both);
+  }
+}
+
 int main(void) {
   if (!gpu_open()) {
     printf("no CUDA device: skipped\n");
@@ -217,6 +240,7 @@ int main(void) {
       cmocka_unit_test(test_shifted_read),
       cmocka_unit_test(test_row_kernels),
       cmocka_unit_test(test_row_kernel_shifted_read),
+      cmocka_unit_test(test_short_rows),
       cmocka_unit_test(test_scatters),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /* Kernel variants compile on first need (loaded_kernel.h). A row plan
- * covers short rows (the main kernel), rows too long for the registers
- * (the long-row kernel), rows whose block fits a multiprocessor more
- * often with fewer registers (the tight kernel) and a few long rows (the
- * split-row kernels); a
+ * covers rows the registers hold (the main kernel), rows of at most a
+ * warp's worth (the short-row kernel, several rows per block), rows too
+ * long for the registers (the long-row kernel), rows whose block fits a
+ * multiprocessor more often with fewer registers (the tight kernel) and a
+ * few long rows (the split-row kernels); a
  * column plan's vector kernels have scalar twins for the calls whose
  * tensors fail a vector check (here: a width not a multiple of the
  * vector), and a one-kernel twin (with its scalar twin) for calls of at
@@ -139,7 +140,7 @@ static void test_variants_compile_on_first_need(void** state) {
   }
 
   const int before = cached_kernels();
-  run_sum(f, 64, 1024, 1, 1.5); /* short rows: the main kernel only */
+  run_sum(f, 64, 1024, 1, 1.5); /* 64 threads per row: the main kernel only */
   const int main_only = cached_kernels();
   assert_int_equal(main_only - before, 1);
   run_sum(f, 512, 32768, 1, 1.5); /* rows too long for the registers */
@@ -151,11 +152,16 @@ static void test_variants_compile_on_first_need(void** state) {
   run_sum(f, 200, 9000, 1, 1.5); /* blocks of 18 warps: the tight kernel (48 registers) */
   const int with_tight = cached_kernels();
   assert_int_equal(with_tight - with_split, 1);
+  run_sum(f, 1001, 128, 1, 1.5); /* 8 threads per row: the short-row kernel, 32 rows per block */
+  const int with_short = cached_kernels();
+  assert_int_equal(with_short - with_tight, 1);
   run_sum(f, 100, 2000, 1, 1.5); /* every variant loaded: nothing compiles */
   run_sum(f, 300, 20000, 1, 1.5);
   run_sum(f, 3, 20000, 1, 1.5);
   run_sum(f, 50, 10000, 1, 1.5);
-  assert_int_equal(cached_kernels(), with_tight);
+  run_sum(f, 7, 512, 1, 1.5);     /* 32 threads per row */
+  run_sum(f, 100003, 8, 1, 1.5);  /* one thread per row */
+  assert_int_equal(cached_kernels(), with_short);
   kf_fusion_release(f);
 }
 

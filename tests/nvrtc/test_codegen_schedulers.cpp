@@ -479,6 +479,105 @@ void test_fast_paths(void** /*state*/) {
   }
 }
 
+// Short rows (a head_dim of 128, rows of up to a warp's row_items): the
+// register path again with several rows per block, each row's group of
+// blockDim.x threads reducing by shuffles (kf_group_reduce) and storing
+// only when it has a row of its own (kf_live), for softmax, rmsnorm with a
+// weight, var_mean (layernorm) and a plain sum; the same vector checks as
+// the main kernel; taken for short rows only. Inner-outer and streamed
+// plans have none. (test_compile compiles them for sm_80 and sm_90.)
+void test_short_rows(void** /*state*/) {
+  const int64_t f32 = static_cast<int64_t>(DType::F32), bf16 = static_cast<int64_t>(DType::BF16);
+  auto softmax = [&](Builder& b) {
+    const int64_t x = b.tensor_input(2, DType::BF16);
+    const int64_t xf = b.op(Op::CAST, {x}, {f32})[0];
+    const int64_t m = b.op(Op::MAX, {xf}, {1, 1})[0];
+    const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {xf, m}, {})[0]}, {})[0];
+    b.output(b.op(Op::CAST, {b.op(Op::DIV, {e, b.op(Op::SUM, {e}, {1, 1})[0]}, {})[0]}, {bf16})[0], {}, -1);
+  };
+  auto rmsnorm = [&](Builder& b) {
+    const int64_t x = b.tensor_input(2, DType::BF16), w = b.tensor_input(1, DType::BF16);
+    const int64_t xf = b.op(Op::CAST, {x}, {f32})[0], wf = b.op(Op::CAST, {w}, {f32})[0];
+    const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {xf, xf}, {})[0]}, {1, 1})[0];
+    const int64_t r = b.op(Op::RSQRT, {b.op(Op::ADD, {ms, b.constant_f64(1e-6, DType::F64)}, {})[0]}, {})[0];
+    b.output(b.op(Op::CAST, {b.op(Op::MUL, {b.op(Op::MUL, {xf, r}, {})[0], wf}, {})[0]}, {bf16})[0], {}, -1);
+  };
+  auto layernorm = [&](Builder& b) {
+    const int64_t x = b.tensor_input(2, DType::BF16);
+    const int64_t xf = b.op(Op::CAST, {x}, {f32})[0];
+    const auto vm = b.op(Op::VAR_MEAN, {xf}, {1, 0, 1});
+    const int64_t xc = b.op(Op::SUB, {xf, vm[1]}, {})[0];
+    const int64_t r = b.op(Op::RSQRT, {b.op(Op::ADD, {vm[0], b.constant_f64(1e-5, DType::F64)}, {})[0]}, {})[0];
+    b.output(b.op(Op::CAST, {b.op(Op::MUL, {xc, r}, {})[0]}, {bf16})[0], {}, -1);
+  };
+  auto var = [&](Builder& b) {  // a row-shaped output only
+    const int64_t x = b.tensor_input(2, DType::BF16);
+    b.output(b.op(Op::VAR, {b.op(Op::CAST, {x}, {f32})[0]}, {0, 1, 1})[0], {}, -1);
+  };
+  auto sum_exp = [&](Builder& b) {  // c0188's class: sum(exp(min(x, cap)))
+    const int64_t x = b.tensor_input(2, DType::F16);
+    const int64_t xf = b.op(Op::CAST, {x}, {f32})[0];
+    const int64_t e = b.op(Op::EXP, {b.op(Op::MINIMUM, {xf, b.constant_f64(10, DType::F64)}, {})[0]}, {})[0];
+    b.output(b.op(Op::SUM, {e}, {0, 1})[0], {}, -1);
+  };
+  struct Case {
+    const char* name;
+    std::function<void(Builder&)> define;
+    bool weight;
+    DType dtype;
+    bool row_output_only;
+  };
+  const Case cases[] = {{"softmax", softmax, false, DType::BF16, false},
+                        {"rmsnorm", rmsnorm, true, DType::BF16, false},
+                        {"layernorm", layernorm, false, DType::BF16, false},
+                        {"var", var, false, DType::BF16, true},
+                        {"sum_exp", sum_exp, false, DType::F16, true}};
+  for (const Case& c : cases) {
+    Inputs in;
+    in.push_back(kftest::tensor(c.dtype, {4096, 128}));
+    if (c.weight) in.push_back(kftest::tensor(DType::BF16, {128}));
+    const Generated g = generate(c.define, in);
+    const KernelPlan& plan = g.plan;
+    assert_true(std::holds_alternative<RowParams>(g.schedule));
+    if (plan.short_rows_name.empty()) fail_msg("%s: no short-row kernel", c.name);
+    assert_int_equal(plan.launch.short_row_block, 256);
+    const std::string& unit = plan.units[plan.unit_of(plan.short_rows_name)].source;
+    const std::string kernel = unit.substr(unit.find("__global__"));
+    assert_true(contains(kernel, "__launch_bounds__(256, 4) " + plan.short_rows_name + "(const KfArgs args)"));
+    assert_true(contains(kernel, "kf_group_reduce("));
+    assert_false(contains(kernel, "kf_block_reduce("));
+    assert_false(contains(kernel, "__syncthreads"));
+    assert_true(contains(kernel, "kf_rb += (long long)gridDim.x * blockDim.y"));
+    assert_true(contains(kernel, c.row_output_only ? "if (threadIdx.x == 0 && kf_live)" : "if (kf_live)"));
+    assert_false(contains(kernel, "j += blockDim.x"));  // the register path alone
+    // The main kernel is unchanged: one row per block, block reductions.
+    const std::string& main = plan.units[plan.unit_of(plan.name)].source;
+    assert_true(contains(main, "kf_block_reduce("));
+    assert_false(contains(main.substr(main.find("__global__")), "kf_live"));
+    // Taken for rows of at most a warp at row_items each.
+    const int64_t items = plan.launch.row_items;
+    assert_true(cuda::takes_short_rows(plan.launch, std::vector<int64_t>{4096, 128}));
+    assert_true(cuda::takes_short_rows(plan.launch, std::vector<int64_t>{7, 32 * items}));
+    assert_false(cuda::takes_short_rows(plan.launch, std::vector<int64_t>{4096, 32 * items + 8}));
+    assert_false(cuda::takes_short_rows(plan.launch, std::vector<int64_t>{64, 8192}));
+  }
+  {  // rows streamed in one pass (log-sum-exp: online max and sum): no short-row kernel
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {4096, 128}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F32);
+      const int64_t m = b.op(Op::MAX, {x}, {1, 1})[0];
+      const int64_t s = b.op(Op::SUM, {b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0]}, {1, 1})[0];
+      b.output(b.op(Op::ADD, {b.op(Op::LOG, {s}, {})[0], m}, {})[0], {}, -1);
+    }, in);
+    const RowParams& row = std::get<RowParams>(g.schedule);
+    assert_true(row.stream_rows);
+    assert_true(g.plan.short_rows_name.empty());
+    assert_int_equal(g.plan.launch.short_row_block, 0);
+    assert_false(cuda::takes_short_rows(g.plan.launch, std::vector<int64_t>{4096, 128}));
+  }
+}
+
 // Layernorm backward: row sums for grad input and column sums for grad
 // weight and bias in one inner-outer kernel plus its finishing kernel.
 // Rows of any width (the Edges kernel): the row-varying tensors move as
@@ -722,6 +821,7 @@ void test_inner_outer(void** /*state*/) {
     assert_int_equal(plan.launch.extra_args, 2);
     assert_false(plan.finish_name.empty());
     assert_true(contains(plan.source, "args.scratch"));
+    assert_true(plan.short_rows_name.empty());  // (its grid is one wave of partial rows)
     // Rows of any width: the Edges kernels, the register one with its
     // column partials in shared memory (a row's shift moves which columns
     // a thread holds), lane-major, written out once per block.
@@ -989,6 +1089,7 @@ int main() {
       cmocka_unit_test(test_pointwise_layouts),
       cmocka_unit_test(test_fusions),
       cmocka_unit_test(test_fast_paths),
+      cmocka_unit_test(test_short_rows),
       cmocka_unit_test(test_edge_kernel),
       cmocka_unit_test(test_flat_vectors),
       cmocka_unit_test(test_inner_outer),

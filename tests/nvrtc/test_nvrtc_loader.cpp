@@ -520,17 +520,92 @@ void test_short_column_variant(void**) {
     sizes.set(x, shape);
     return kernel_variant(plan, sizes, dev);
   };
-  assert_true(variant(0) == KernelVariant::Short);
-  assert_true(variant(2) == KernelVariant::Short);
-  assert_true(variant(32) == KernelVariant::Short);
+  assert_true(variant(0) == KernelVariant::ShortColumns);
+  assert_true(variant(2) == KernelVariant::ShortColumns);
+  assert_true(variant(32) == KernelVariant::ShortColumns);
   assert_true(variant(33) == KernelVariant::Main);
-  assert_true(scalar_variant(KernelVariant::Short) == KernelVariant::ShortScalar);
+  assert_true(scalar_variant(KernelVariant::ShortColumns) == KernelVariant::ShortColumnsScalar);
   assert_true(scalar_variant(KernelVariant::Main) == KernelVariant::Scalar);
-  assert_true(k.kernels_of(KernelVariant::Short) == std::vector<std::string>{"k_short"});
-  assert_true(k.kernels_of(KernelVariant::ShortScalar) == std::vector<std::string>{"k_short_scalar"});
+  assert_true(k.kernels_of(KernelVariant::ShortColumns) == std::vector<std::string>{"k_short"});
+  assert_true(k.kernels_of(KernelVariant::ShortColumnsScalar) == std::vector<std::string>{"k_short_scalar"});
   assert_true((k.kernels_of(KernelVariant::Main) == std::vector<std::string>{"k", "k_finish"}));
   plan.short_name.clear();
   assert_true(variant(2) == KernelVariant::Main);
+}
+
+// Which kernel a row plan's call takes when the plan has a short-row
+// kernel (kernel_variant): rows that need at most a warp at row_items per
+// thread take it, longer ones the main, tight or long-row kernel; and its
+// launch (short_row_dims): the fewest threads per row, a power of two, and
+// short_row_block / that rows per block.
+void test_short_rows_variant(void**) {
+  Builder b;
+  const int64_t x = b.tensor_input(2, DType::BF16);
+  const int64_t y = b.op(Op::NEG, {x}, {})[0];
+  b.output(y, {}, -1);
+  auto f = b.finalize();
+  KernelPlan plan;
+  plan.name = "k";
+  plan.long_row_name = "k_long";
+  plan.tight_name = "k_tight";
+  plan.edges_name = "k_edges";
+  plan.long_edges_name = "k_long_edges";
+  LaunchRule& r = plan.launch;
+  r.kind = LaunchRule::Kind::PerRow;
+  r.domain_value = x;
+  r.reduced_dims = {false, true};
+  r.block = 1024;
+  r.row_items = 32;  // 4 vectors of 8 bfloat16 per thread
+  r.tight_registers = 48;
+  r.row_stage_bytes = 2;
+  DeviceInfo dev;
+  dev.sm = 90;
+  dev.multiprocessors = 132;
+  dev.max_shared_optin = 227 * 1024;
+  ValueSizes sizes;
+  sizes.reset(*f);
+  auto variant = [&](int64_t rows, int64_t row) {
+    const int64_t shape[2] = {rows, row};
+    sizes.set(x, shape);
+    return kernel_variant(plan, sizes, dev);
+  };
+  assert_true(variant(524288, 128) == KernelVariant::Main);  // no short-row kernel
+  plan.short_rows_name = "k_short";
+  r.short_row_block = 256;
+  assert_true(variant(524288, 128) == KernelVariant::ShortRows);  // 4 threads per row
+  assert_true(variant(7, 1) == KernelVariant::ShortRows);
+  assert_true(variant(1000, 0) == KernelVariant::ShortRows);  // empty rows: their identities
+  assert_true(variant(4096, 1024) == KernelVariant::ShortRows);  // 32 threads: a block of one warp
+  assert_true(variant(4096, 1032) == KernelVariant::Main);        // 33 threads
+  assert_true(variant(100, 16392) == KernelVariant::Tight);
+  assert_true(variant(100, 40000) == KernelVariant::LongRows);
+  // A call whose tensors fail the vector checks: the register Edges kernel.
+  assert_true(edges_variant(plan, KernelVariant::ShortRows, sizes, dev) == KernelVariant::Edges);
+  r.stream_rows = true;
+  assert_true(variant(524288, 128) == KernelVariant::LongRows);
+  r.stream_rows = false;
+  // The launch: 256 threads, blockDim.x per row, blockDim.y rows.
+  LaunchDims d = short_row_dims(r, Sizes{524288, 128}, 1 << 30);
+  assert_int_equal(d.block, 4);
+  assert_int_equal(d.block_y, 64);
+  assert_int_equal(d.grid, 524288 / 64);
+  d = short_row_dims(r, Sizes{1000, 100}, 1 << 30);  // 4 threads of 32 (the last partly)
+  assert_int_equal(d.block, 4);
+  assert_int_equal(d.grid, (1000 + 63) / 64);
+  d = short_row_dims(r, Sizes{100003, 3}, 1 << 30);
+  assert_int_equal(d.block, 1);
+  assert_int_equal(d.block_y, 256);
+  assert_int_equal(d.grid, (100003 + 255) / 256);
+  d = short_row_dims(r, Sizes{7, 1000}, 1 << 30);  // 32 threads
+  assert_int_equal(d.block, 32);
+  assert_int_equal(d.block_y, 8);
+  assert_int_equal(d.grid, 1);
+  d = short_row_dims(r, Sizes{1, 0}, 1 << 30);
+  assert_int_equal(d.block, 1);
+  assert_int_equal(d.grid, 1);
+  assert_int_equal(short_row_dims(r, Sizes{0, 128}, 1 << 30).grid, 0);
+  assert_int_equal(short_row_dims(r, Sizes{int64_t{1} << 34, 8}, 1 << 30).grid, r.max_blocks);  // capped: the rows stride
+  assert_int_equal(short_row_dims(r, Sizes{1 << 20, 8}, 1000).grid, 1000);
 }
 
 // x (f32, rank 2) * s (f32 scalar) -> y
@@ -632,6 +707,7 @@ int main() {
       cmocka_unit_test(test_launch_dims),
       cmocka_unit_test(test_cluster_variant),
       cmocka_unit_test(test_short_column_variant),
+      cmocka_unit_test(test_short_rows_variant),
       cmocka_unit_test(test_fill_arguments),
       cmocka_unit_test(test_no_driver_reports_no_device),
   };

@@ -43,9 +43,9 @@ std::vector<int64_t> strides_of(const DLTensor& t) {
 bool on_host(const DLTensor& t) { return t.device.device_type == kDLCPU; }
 
 void launch(CUfunction f, const char* name, uint32_t grid, uint32_t block, uint32_t shared,
-            CUstream stream, int64_t* args, uint32_t grid_y = 1) {
+            CUstream stream, int64_t* args, uint32_t grid_y = 1, uint32_t block_y = 1) {
   void* params[] = {args};
-  CUresult r = driver().cuLaunchKernel_(f, grid, grid_y, 1, block, 1, 1, shared, stream, params, nullptr);
+  CUresult r = driver().cuLaunchKernel_(f, grid, grid_y, 1, block, block_y, 1, shared, stream, params, nullptr);
   if (r != CUDA_SUCCESS)
     fail(KF_ERR_BACKEND, "CUDA driver could not launch kernel ", name, " (grid ", grid, ", block ",
          block, ", shared ", shared, " bytes): ", describe_result("cuLaunchKernel", r));
@@ -142,10 +142,11 @@ class CudaBackend final : public Backend {
       return;
     }
     // A plan with scalar twins loads its vector variant (Main, Tight, Wide,
-    // LongRows, Short) or the one for tensors that fail its checks once the call's
+    // LongRows, Cluster, Short, ShortRows) or the one for tensors that fail its checks once the call's
     // argument words are known (below); the rest load their variant now.
     const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide ||
-                                v == KernelVariant::LongRows || v == KernelVariant::Cluster || v == KernelVariant::Short;
+                                v == KernelVariant::LongRows || v == KernelVariant::Cluster || v == KernelVariant::ShortColumns ||
+                                v == KernelVariant::ShortRows;
     if (!vector_variant || (k.plan.scalar_twins.empty() && k.plan.long_edges_name.empty())) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
@@ -180,15 +181,17 @@ class CudaBackend final : public Backend {
     const bool long_rows = run == KernelVariant::LongRows, tight = run == KernelVariant::Tight,
                wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar,
                edges = run == KernelVariant::Edges, long_edges = run == KernelVariant::LongEdges,
-               clustered = run == KernelVariant::Cluster, short_columns = run == KernelVariant::Short,
-               short_scalar = run == KernelVariant::ShortScalar;
+               clustered = run == KernelVariant::Cluster, short_columns = run == KernelVariant::ShortColumns,
+               short_scalar = run == KernelVariant::ShortColumnsScalar, short_rows = run == KernelVariant::ShortRows;
     // (as kernel_variant chose; the kernel streams a part its shared memory cannot stage)
     const int cluster = clustered ? cluster_blocks_on(k.plan, domain, context.info()) : 0;
-    const LaunchDims dims = launch_dims(wide ? k.wide_launch : long_edges ? k.long_edges_launch : edges ? k.edges_launch : k.plan.launch,
-                                        domain, context.info().max_grid_x, context.info().multiprocessors,
-                                        long_rows ? k.long_limits : long_edges ? k.long_edges_limits : edges ? k.edges_limits
-                                                  : clustered ? k.cluster_limits : k.limits,
-                                        cluster);
+    const LaunchDims dims =
+        short_rows ? short_row_dims(k.plan.launch, domain, context.info().max_grid_x)
+                   : launch_dims(wide ? k.wide_launch : long_edges ? k.long_edges_launch : edges ? k.edges_launch : k.plan.launch,
+                                 domain, context.info().max_grid_x, context.info().multiprocessors,
+                                 long_rows ? k.long_limits : long_edges ? k.long_edges_limits : edges ? k.edges_limits
+                                           : clustered ? k.cluster_limits : k.limits,
+                                 cluster);
     if (dims.long_rows != (long_rows || long_edges || clustered) && !k.plan.long_row_name.empty())
       fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
     if (dims.short_columns != (short_columns || short_scalar))
@@ -202,6 +205,7 @@ class CudaBackend final : public Backend {
                           : clustered ? k.cluster
                           : short_columns ? k.short_columns
                           : short_scalar ? k.short_scalar
+                          : short_rows ? k.short_rows
                                       : k.function;
     const char* name = scalar_twin ? k.plan.scalar_of(k.plan.name).c_str()
                        : long_rows ? k.plan.long_row_name.c_str()
@@ -212,6 +216,7 @@ class CudaBackend final : public Backend {
                        : clustered ? k.plan.cluster_name.c_str()
                        : short_columns ? k.plan.short_name.c_str()
                        : short_scalar ? k.plan.scalar_of(k.plan.short_name).c_str()
+                       : short_rows ? k.plan.short_rows_name.c_str()
                                    : k.plan.name.c_str();
     if (!k.plan.finish_name.empty() && !dims.short_columns) {
       // Partials into a stream-ordered scratch buffer, then the finishing
@@ -251,7 +256,7 @@ class CudaBackend final : public Backend {
       return;
     }
     launch(function, name, dims.grid, dims.block, dims.shared_bytes,
-           stream_of(options), args.data());
+           stream_of(options), args.data(), 1, dims.block_y);
   }
 
   // Whether a scatter's result is the tensor it scatters into: the same

@@ -357,6 +357,32 @@ bool takes_long_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
   return row > register_row_block(rule, row) * rule.row_items;
 }
 
+// One row per block gives a row that needs at most a warp a block of 32
+// threads: a multiprocessor holds at most 32 blocks, so at most half its
+// threads, of which only the row's work, and each row pays
+// kf_block_reduce's barriers. The short-row kernel fills its blocks with
+// rows and reduces each within its group by shuffles (H200: sum over rows
+// of 128 float16, one block per row, reached a tenth of the copy rate).
+bool takes_short_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
+  if (rule.kind != LaunchRule::Kind::PerRow || rule.short_row_block <= 0 || rule.row_items <= 0 || rule.stream_rows)
+    return false;
+  return row_length(rule, domain) <= int64_t{32} * rule.row_items;
+}
+
+LaunchDims short_row_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x) {
+  int64_t rows = 1, row = 1;
+  for (size_t d = 0; d < domain.size(); ++d) (d < rule.reduced_dims.size() && rule.reduced_dims[d] ? row : rows) *= domain[d];
+  const int64_t need = std::max<int64_t>((row + rule.row_items - 1) / rule.row_items, 1);
+  int64_t threads = 1;
+  while (threads < need && threads < 32) threads *= 2;
+  LaunchDims dims;
+  dims.block = static_cast<uint32_t>(threads);
+  dims.block_y = static_cast<uint32_t>(std::max<int64_t>(rule.short_row_block / threads, 1));
+  const int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
+  dims.grid = static_cast<uint32_t>(std::clamp<int64_t>((rows + dims.block_y - 1) / dims.block_y, 0, std::max<int64_t>(cap, 1)));
+  return dims;
+}
+
 bool edge_partials_fit(const LaunchRule& rule, std::span<const int64_t> domain, int64_t max_dynamic_shared) {
   return int64_t{rule.row_partial_bytes} * (row_length(rule, domain) + rule.row_stage_pad) <= max_dynamic_shared;
 }

@@ -34,6 +34,7 @@ void fill_arguments(const Fusion& f, const std::vector<ArgSlot>& slots,
 struct LaunchDims {
   uint32_t grid = 0;  // 0: nothing to do (an empty domain)
   uint32_t block = 0;
+  uint32_t block_y = 1;  // the short-row kernel: rows per block (short_row_dims)
   uint32_t shared_bytes = 0;
   // ColumnReduce: grid.y of the first kernel (the splits of the reduced
   // rows); inner-outer PerRow: 1. Both: the number of partials per column
@@ -95,6 +96,17 @@ bool edge_partials_fit(const LaunchRule& per_row, std::span<const int64_t> domai
 // least 1.5x as many of this call's blocks reside on a multiprocessor as
 // the main kernel's 64 registers do.
 bool takes_tight_registers(const LaunchRule& per_row, std::span<const int64_t> domain);
+
+// Whether a PerRow call takes the plan's short-row kernel
+// (KernelPlan::short_rows_name): its rows need at most a warp of threads at
+// row_items each, so that the main kernel would launch one warp per row.
+bool takes_short_rows(const LaunchRule& per_row, std::span<const int64_t> domain);
+
+// The short-row kernel's launch: blockDim.x the threads per row (the
+// fewest, a power of two, that hold it at row_items each), blockDim.y =
+// short_row_block / blockDim.x rows per block, and blocks for every row
+// (capped as launch_dims caps them; the kernel strides over the rest).
+LaunchDims short_row_dims(const LaunchRule& per_row, std::span<const int64_t> domain, int max_grid_x);
 
 // Whether a PerRow call is better launched with the plan's wide kernel
 // (KernelPlan::wide_name): its rows are too long for the main kernel's

@@ -40,8 +40,9 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::LongEdges: return 6;
     case KernelVariant::Cluster: return 7;
     case KernelVariant::ScatterAtomic: return 8;
-    case KernelVariant::Short: return 9;
-    case KernelVariant::ShortScalar: return 10;
+    case KernelVariant::ShortColumns: return 9;
+    case KernelVariant::ShortColumnsScalar: return 10;
+    case KernelVariant::ShortRows: return 11;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -142,7 +143,8 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
     LoadedKernel& k = *kernels.back();
     KernelVariant v = kernel_variant(k.plan, sizes, device_info(c.device.id));
     const bool vector_variant =
-        v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide || v == KernelVariant::Short;
+        v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide || v == KernelVariant::ShortColumns ||
+        v == KernelVariant::ShortRows;
     if ((vector_variant || v == KernelVariant::LongRows || v == KernelVariant::Cluster) &&
         (!k.plan.scalar_twins.empty() || !k.plan.long_edges_name.empty()) && extents_fail(k, k.plan.vector_checks, sizes)) {
       if (!k.plan.long_edges_name.empty() && !extents_fail(k, k.plan.edge_checks, sizes))
@@ -184,7 +186,7 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
     return KernelVariant::ScatterAtomic;
   if (plan.launch.kind == LaunchRule::Kind::ColumnReduce && !plan.short_name.empty() &&
       takes_short_columns(plan.launch, sizes[plan.launch.domain_value]))
-    return KernelVariant::Short;
+    return KernelVariant::ShortColumns;
   if (plan.launch.kind != LaunchRule::Kind::PerRow) return KernelVariant::Main;
   const std::span<const int64_t> domain = sizes[plan.launch.domain_value];
   // The cluster kernel takes rows that one block would re-read (LongRows)
@@ -205,6 +207,7 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
   if (!plan.wide_name.empty() && takes_wide_rows(plan.launch, domain, device.max_shared_optin))
     return KernelVariant::Wide;
   if (!plan.long_row_name.empty() && takes_long_rows(plan.launch, domain)) return KernelVariant::LongRows;
+  if (!plan.short_rows_name.empty() && takes_short_rows(plan.launch, domain)) return KernelVariant::ShortRows;
   if (!plan.tight_name.empty() && takes_tight_registers(plan.launch, domain)) return KernelVariant::Tight;
   return KernelVariant::Main;
 }
@@ -215,7 +218,8 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
   // multiprocessor once: the register path at 64 registers ran slower than
   // the staged long-row path there (H100: softmax 16384x16391 bf16 0.62 ms
   // against 0.52, layernorm 0.68 against 0.45; docs/PERF.md session 16).
-  if (v != KernelVariant::Main || plan.edges_name.empty()) return KernelVariant::LongEdges;
+  // (ShortRows holds its rows in registers as Main does.)
+  if ((v != KernelVariant::Main && v != KernelVariant::ShortRows) || plan.edges_name.empty()) return KernelVariant::LongEdges;
   if (plan.edge_partial_bytes > 0 &&
       !edge_partials_fit(make_edges_launch(plan), sizes[plan.launch.domain_value], device.max_shared_optin - kEdgesStaticReserve))
     return KernelVariant::LongEdges;
@@ -223,7 +227,7 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
 }
 
 KernelVariant scalar_variant(KernelVariant v) {
-  return v == KernelVariant::Short ? KernelVariant::ShortScalar : KernelVariant::Scalar;
+  return v == KernelVariant::ShortColumns ? KernelVariant::ShortColumnsScalar : KernelVariant::Scalar;
 }
 
 bool vector_checks_fail(const KernelPlan& plan, const int64_t* args) {
@@ -268,9 +272,10 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::Edges: names.push_back(plan.edges_name); break;
     case KernelVariant::LongEdges: names.push_back(plan.long_edges_name); break;
     case KernelVariant::Cluster: names.push_back(plan.cluster_name); break;
+    case KernelVariant::ShortRows: names.push_back(plan.short_rows_name); break;
     case KernelVariant::ScatterAtomic: names.push_back(plan.name); break;
-    case KernelVariant::Short: return {plan.short_name};  // alone: no finish, no later kernels
-    case KernelVariant::ShortScalar: return {plan.scalar_of(plan.short_name)};
+    case KernelVariant::ShortColumns: return {plan.short_name};  // alone: no finish, no later kernels
+    case KernelVariant::ShortColumnsScalar: return {plan.scalar_of(plan.short_name)};
   }
   if (!plan.finish_name.empty()) names.push_back(plan.finish_name);
   if (v == KernelVariant::Main || v == KernelVariant::Scalar || v == KernelVariant::ScatterAtomic)
@@ -286,8 +291,8 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     const size_t u = plan.unit_of(name);
     return load_kernel(device, units.keys[u], plan.units[u].source, name, units.images[u].get());
   };
-  if (v == KernelVariant::Short || v == KernelVariant::ShortScalar) {  // alone: no finish, no later kernels
-    if (v == KernelVariant::Short) short_columns = load(plan.short_name);
+  if (v == KernelVariant::ShortColumns || v == KernelVariant::ShortColumnsScalar) {  // alone: no finish, no later kernels
+    if (v == KernelVariant::ShortColumns) short_columns = load(plan.short_name);
     else short_scalar = load(plan.scalar_of(plan.short_name));
     loaded_[index].store(true, std::memory_order_release);
     return;
@@ -333,6 +338,8 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
   } else if (v == KernelVariant::Cluster) {
     cluster = load(plan.cluster_name);
     cluster_limits = long_row_limits(device, plan, cluster);
+  } else if (v == KernelVariant::ShortRows) {
+    short_rows = load(plan.short_rows_name);
   } else {
     long_row = load(plan.long_row_name);
     long_limits = long_row_limits(device, plan, long_row);

@@ -36,6 +36,7 @@ enum class KernelVariant : uint8_t {
   Edges,      // PerRow: plan.edges_name (edge_kernel_fits, rows the registers hold)
   LongEdges,  // PerRow: plan.long_edges_name (edge_kernel_fits, longer rows)
   Cluster,    // PerRow: plan.cluster_name (cluster_blocks > 0 on an sm_90 device)
+  ShortRows,  // PerRow: plan.short_rows_name (takes_short_rows)
   // Scatter with both paths (ScatterKernels::sorted_min_width): plan.name
   // with the atomic path's later kernels, for calls that do not take the
   // sorted one (Main then loads the sorted path's only), so a first call
@@ -44,8 +45,8 @@ enum class KernelVariant : uint8_t {
   // ColumnReduce with few reduced rows (takes_short_columns):
   // plan.short_name alone, or its scalar twin for calls that fail the
   // vector checks.
-  Short,
-  ShortScalar,
+  ShortColumns,
+  ShortColumnsScalar,
 };
 
 // The blocks per row of a call that takes `plan`'s cluster row kernel on
@@ -53,7 +54,7 @@ enum class KernelVariant : uint8_t {
 int cluster_blocks_on(const KernelPlan& plan, std::span<const int64_t> domain, const cuda::DeviceInfo& device);
 
 // The variant a call with `sizes` launches on `device`,
-// before its argument words are known: Main and Tight stand for themselves
+// before its argument words are known: Main, Tight and ShortRows stand for themselves
 // or Scalar, Edges or LongEdges (vector_checks_fail decides with the words), Wide for itself
 // or LongRows, and Tight for Main where the tight kernel spills
 // (LoadedKernel::tight_spills).
@@ -111,6 +112,7 @@ struct LoadedKernel {
   CUfunction short_columns = nullptr;  // Short
   CUfunction short_scalar = nullptr;   // ShortScalar
   CUfunction cluster = nullptr;       // Cluster
+  CUfunction short_rows = nullptr;    // ShortRows
   cuda::KernelLimits cluster_limits;  // Cluster: for its block and stage
   std::unique_ptr<LoadedKernel> split;  // PerRow with plan.split_rows: that plan
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
@@ -130,8 +132,8 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[11]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic,
-                                            // Short, ShortScalar
+  mutable std::atomic<bool> loaded_[12]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic,
+                                            // Short, ShortScalar, ShortRows
 };
 
 // The kernel of generated segment `index`. The first call of a
