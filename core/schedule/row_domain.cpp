@@ -157,6 +157,47 @@ std::vector<size_t> memory_order(const ConcreteFusion& c, const Task& task, cons
     }
   }
   if (best_dims.empty() || best_score[0] == 0) return logical;
+  // The domain-shaped outputs vote too, against the reference, by the dim
+  // innermost in their memory (the caller's layout with kf_execute_into).
+  // A kernel reads or writes the losing side across its lines, and a
+  // strided write costs more than a strided read: outputs count twice
+  // their bytes, inputs spanning the domain once (H200, docs/PERF.md
+  // session 28: a residual add + RMSNorm of a transposed x into row-major
+  // outputs took 3.24 ms walked in x's order, 0.56 ms in the outputs';
+  // softmax over dim 0 of a transposed x into a row-major output 4.25
+  // against 2.91).
+  const int reference_inner = best_dims.back();
+  int64_t votes_for = 0, votes_against = 0;
+  auto vote = [&](const std::vector<int>& order, const std::vector<SizeClass>& cls, const IndexMap* map, int64_t w) {
+    for (size_t k = order.size(); k-- > 0;) {
+      const size_t j = static_cast<size_t>(order[k]);
+      if (cls[j] != SizeClass::Many) continue;
+      const int d = map != nullptr ? (*map)[j] : static_cast<int>(j);
+      (d == reference_inner ? votes_for : votes_against) += w;
+      return;
+    }
+  };
+  for (int64_t v : task.inputs) {
+    const Value& val = f.value(v);
+    const std::vector<IndexMap>* maps = reads.find(v);
+    if (val.is_scalar || maps == nullptr || val.kind != ValueKind::TensorInput) continue;
+    const auto& cls = c.size_classes[static_cast<size_t>(v)];
+    const int64_t spans = std::count(cls.begin(), cls.end(), SizeClass::Many);
+    if (spans != std::count(dom_cls.begin(), dom_cls.end(), SizeClass::Many)) continue;  // (weights, stats)
+    for (const IndexMap& m : *maps) {
+      bool plain = m.size() == cls.size();
+      for (size_t j = 0; j < cls.size() && plain; ++j) plain = m[j] >= 0 || cls[j] != SizeClass::Many;
+      if (!plain) continue;
+      vote(c.input_layouts[static_cast<size_t>(val.input_index)].stride_order, cls, &m, dtype_size(val.dtype));
+      break;
+    }
+  }
+  for (int64_t o : s.domain_outputs) {
+    if (s.views.contains(o)) continue;
+    const auto& order = c.stride_orders[static_cast<size_t>(o)];
+    if (order.size() == dom_cls.size()) vote(order, dom_cls, nullptr, 2 * int64_t{dtype_size(f.value(o).dtype)});
+  }
+  if (votes_against > votes_for) return logical;
   std::vector<size_t> order;
   for (size_t d = 0; d < r; ++d)
     if (std::find(best_dims.begin(), best_dims.end(), static_cast<int>(d)) == best_dims.end()) order.push_back(d);

@@ -109,6 +109,32 @@ void test_expanded_operand_is_not_transposed(void**) {
   assert_true(p->concrete->stride_orders.at(2) == (std::vector<int>{0, 1}));
 }
 
+// A reduction's walk follows its input's memory order unless the caller's
+// outputs, which count twice (a strided write costs more than a strided
+// read), say otherwise: softmax along dim 1 of a column-major x is a
+// column normalization when kfuse lays out the output (column-major too),
+// a row one into the caller's row-major output.
+void test_reduction_order_votes_with_outputs(void**) {
+  auto f = kf::parse_fusion(
+      "input x: tensor<float32, 2>\nm = max(x) {axes=[1], keepdim=true}\nd = sub(x, m)\ne = exp(d)\n"
+      "s = sum(e) {axes=[1], keepdim=true}\ny = div(e, s)\noutput y\n");
+  Call c;
+  DLTensor x = c.tensor(c.a.data(), c.col_major);
+  const DLTensor* in[1] = {&x};
+  kf::Binding own, into;
+  kf::bind_inputs(*f, in, 1, &own);
+  auto p_own = kf::plan_for(*f, own);
+  kf::bind_inputs(*f, in, 1, &into);
+  DLTensor y = c.tensor(c.out.data(), c.row_major);
+  DLTensor* outs[1] = {&y};
+  kf::bind_output_layouts(*f, outs, 1, &into);
+  auto p_into = kf::plan_for(*f, into);
+  const auto& s_own = *p_own->segmentation.segments.at(0).schedule;
+  const auto& s_into = *p_into->segmentation.segments.at(0).schedule;
+  assert_true(std::holds_alternative<kf::ColumnParams>(s_own));
+  assert_true(std::holds_alternative<kf::RowParams>(s_into));
+}
+
 // kf_execute_into reuses the plan kfuse made for the inputs alone where
 // the caller's outputs are laid out as that plan writes them (no second
 // plan and compile), and binds them into a key of their own otherwise.
@@ -148,6 +174,7 @@ int main() {
       cmocka_unit_test(test_transposed_inputs_into_row_major_output),
       cmocka_unit_test(test_matching_outputs_reuse_the_plan),
       cmocka_unit_test(test_expanded_operand_is_not_transposed),
+      cmocka_unit_test(test_reduction_order_votes_with_outputs),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
