@@ -90,30 +90,6 @@ VectorPlan edge_vectors(const ConcreteFusion& c, const RowDomain& rows, const Ve
   return e;
 }
 
-// Row inputs at an address aligned to less than a vector (a storage offset,
-// rows padded to an odd stride) join the plan of a row reduced along one
-// dim: the main kernel's checks then fail for them and the Edges kernel
-// peels each row's head and tail around aligned vectors, where without
-// them the plan had no vectors at all (a row sum of an input at offset 1
-// ran one element per thread: 0.39x torch.compile; docs/PERF.md session
-// 28). Inputs broadcast over the rows (weights) stay out: one shift per
-// row would misalign them, and they are read per element from the caches.
-void add_unaligned_row_inputs(const ConcreteFusion& c, const Task& task, const RowDomain& rows, size_t inner,
-                              VectorPlan* vectors) {
-  const size_t r = rows.reduced.size();
-  if (std::count(rows.reduced.begin(), rows.reduced.end(), true) != 1) return;  // (no Edges kernel)
-  std::vector<bool> kept(r);
-  for (size_t d = 0; d < r; ++d) kept[d] = !rows.reduced[d];
-  const VectorPlan any = inputs_reading(
-      c, rows.domain, kept, plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, inner, nullptr, {}, 1));
-  bool added = false;
-  for (const auto& [in, dims] : any.inputs) added = vectors->inputs.emplace(in, dims).second || added;
-  if (added && vectors->width == 0) {
-    vectors->dim = inner;
-    vectors->width = any.width;  // (drop_lane_invariant sets the width from the plan's dtypes)
-  }
-}
-
 }  // namespace
 
 RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
@@ -124,7 +100,6 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   // Vectors along the innermost dim in memory (RowDomain::order), when reduced.
   if (const std::optional<size_t> inner = innermost_dim(c, rows); inner && rows.reduced[*inner]) {
     p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner);
-    add_unaligned_row_inputs(c, task, rows, *inner, &p.vectors);
     drop_lane_invariant(c, row_accesses(c, task, rows), &p.vectors);
     add_view_vectors(c, rows, &p.vectors);
   }

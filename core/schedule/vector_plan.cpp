@@ -50,7 +50,7 @@ int dtype_size_bound(const ConcreteFusion& c, const VectorPlan& p, bool widest) 
 }  // namespace
 
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
-                        size_t dim, const AccessMap* reads, const std::vector<int64_t>& exclude, int min_alignment) {
+                        size_t dim, const AccessMap* reads, const std::vector<int64_t>& exclude) {
   VectorPlan p;
   p.dim = dim;
   const Fusion& f = *c.fusion;
@@ -71,7 +71,7 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
     if (!fits) continue;
     if (val.kind == ValueKind::TensorInput) {
       const InputLayout& l = c.input_layouts[static_cast<size_t>(val.input_index)];
-      if (l.stride_order.empty() || l.stride_order.back() != static_cast<int>(pv) || l.alignment < min_alignment)
+      if (l.stride_order.empty() || l.stride_order.back() != static_cast<int>(pv) || l.alignment < kVectorBytes / 2)
         continue;
     } else {
       const auto& order = c.stride_orders[static_cast<size_t>(v)];

@@ -21,14 +21,9 @@ inline constexpr int kVectorBytes = 16;
 // over leading dims: loads at other indices simply stay scalar); with it,
 // the input's first plain map (a permuted or broadcast-in-dim input).
 // `exclude`: inputs read elsewhere (tiles in shared memory): not loaded
-// as vectors, though their dtype still counts for the width. Inputs whose
-// address is aligned to fewer than `min_alignment` bytes are left out (a
-// loop reads them per element rather than failing the vector checks for
-// all); the row scheduler asks for any alignment for its row inputs, whose
-// heads the Edges kernel peels.
+// as vectors, though their dtype still counts for the width.
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
-                        size_t dim, const AccessMap* reads = nullptr, const std::vector<int64_t>& exclude = {},
-                        int min_alignment = kVectorBytes / 2);
+                        size_t dim, const AccessMap* reads = nullptr, const std::vector<int64_t>& exclude = {});
 
 // Drops from `p` the inputs that `reads` shows are read only at maps that
 // do not index the lane dim (a per-row weight [C] unsqueezed over the rows

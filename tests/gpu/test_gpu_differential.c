@@ -1750,11 +1750,9 @@ static void test_memory_order_reductions(void** state) {
 }
 
 /* Row inputs aligned to less than a vector (a storage offset of 1, 3 or 5
- * elements, rows padded to an odd stride): they take vectors through the
- * Edges kernel, which peels each row's head and tail (row_reduction.cpp
- * add_unaligned_row_inputs), or fall back to the scalar kernels where the
- * rows' shifts differ. Sum-like means, softmax, log_softmax, layer and RMS
- * norm over rows of register, staged and streamed lengths. */
+ * elements, rows padded to an odd stride), which the vector plans leave
+ * out (vector_plan.cpp): means, softmax, log_softmax, layer and RMS norm
+ * over rows of register, staged, streamed and split lengths. */
 static void test_unaligned_rows(void** state) {
   (void)state;
   const int64_t shapes[][2] = {{300, 1000}, {7, 4096}, {33, 30001}, {5, 200000}};
