@@ -146,7 +146,9 @@ std::vector<size_t> memory_order(const ConcreteFusion& c, const Task& task, cons
     // hidden dim, once ordered the domain [T, K, H] with K innermost and
     // sent it to the row kernel without vectors, while the expert rows
     // (read through a gather, no plain map) run along H.
-    if (dims.size() != static_cast<size_t>(std::count(dom_cls.begin(), dom_cls.end(), SizeClass::Many))) continue;
+    // (No dims: nothing to order by, or a diagonal, where `inner` is no dim.)
+    if (dims.empty() || dims.size() != static_cast<size_t>(std::count(dom_cls.begin(), dom_cls.end(), SizeClass::Many)))
+      continue;
     // Inputs written by an earlier kernel are dense in their layout.
     const bool unit_inner =
         !layout_known || c.input_layouts[static_cast<size_t>(val.input_index)].contiguous[static_cast<size_t>(inner)];

@@ -113,6 +113,30 @@ static void test_empty_with_dims_whose_product_overflows(void** state) {
   kf_fusion_release(f);
 }
 
+/* A reduction whose domain has no dim of size > 1 ([1, 0, 0] bf16, sum over
+ * dims 0 and 2): the memory order's reference input then covers no dim,
+ * and the check that it spans the domain passed with no innermost dim to
+ * read (heap overflow, found by fuzz_concretize under ASan in CI). */
+static void test_reduction_domain_without_dims(void** state) {
+  (void)state;
+  kf_fusion f = NULL;
+  KF_CHECK(kf_fusion_from_text(
+      "input x: tensor<bfloat16, 3>\nm = sum(x) {axes=[0, 2], keepdim=true}\nd = sub(x, m)\noutput d\n", &f));
+  uint16_t data[4] = {0};
+  int64_t shape[3] = {1, 0, 0};
+  DLDataType bf16 = {kDLBfloat, 16, 1};
+  DLTensor x = kf_test_tensor(data, bf16, 3, shape, NULL);
+  const DLTensor* in[1] = {&x};
+  kf_concrete c;
+  KF_CHECK(kf_concretize(f, in, 1, &c));
+  kf_concrete_release(c);
+  int64_t ones[3] = {1, 1, 1};
+  x = kf_test_tensor(data, bf16, 3, ones, NULL);
+  KF_CHECK(kf_concretize(f, in, 1, &c));
+  kf_concrete_release(c);
+  kf_fusion_release(f);
+}
+
 /* fuzz_execute: an empty tensor with huge dims ([2, 0, INT64_MAX]) is
  * valid, but the compact strides the CPU backend gave it (its output here)
  * overflowed int64 (UB); they now saturate as the input's do. So do the
@@ -330,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_output_over_scalar_input),
       cmocka_unit_test(test_reduce_empty_null_input),
       cmocka_unit_test(test_scan_along_empty_dim),
+      cmocka_unit_test(test_reduction_domain_without_dims),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
