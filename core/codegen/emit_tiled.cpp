@@ -28,6 +28,19 @@ std::vector<std::string> tile_index(const IndexMap& map, const std::vector<std::
   return at;
 }
 
+// Where a tiled input is smaller than the domain along a dim it reads (a
+// concatenation's operand, read in its own part of the output only), the
+// tile is filled only inside the input: the condition that index `at` lies
+// in it ("" where its extents provably equal the domain's).
+std::string inside_input(KernelWriter& w, const TiledInput& in, int64_t dom, const std::vector<std::string>& at) {
+  const ExtentSets& sets = extent_sets_of(w.concrete());
+  std::vector<std::string> conds;
+  for (size_t j = 0; j < in.dims.size(); ++j)
+    if (in.dims[j] >= 0 && w.size_class(in.value, j) == SizeClass::Many && !sets.same(in.value, static_cast<int>(j), dom, in.dims[j]))
+      conds.push_back(at[j] + " < " + w.extent(in.value, j));
+  return conds.empty() ? std::string() : all_of(conds);
+}
+
 // Phase 1, scalar: thread (k, lx) reads element (a0 + lx, b0 + k).
 void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   const Fusion& f = w.fusion();
@@ -39,8 +52,10 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
   w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     const int64_t v = p.inputs[q].value;
-    w.line(n.shared[q] + "[k][lx] = " +
-           load_form(f.value(v).dtype, w.element(v, tile_index(p.inputs[q].dims, idx))) + ";");
+    const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
+    const std::string load = load_form(f.value(v).dtype, w.element(v, at));
+    const std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
+    w.line(n.shared[q] + "[k][lx] = " + (inside.empty() ? load : "(" + inside + ") ? " + load + " : 0") + ";");
   }
   w.close();
   w.close();
@@ -82,6 +97,14 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
     conds->push_back(w.stride(v, inner) + " == 1");
     for (size_t d = 0; d < w.rank(v); ++d)
       if (d != inner && w.size_class(v, d) == SizeClass::Many) conds->push_back(w.stride(v, d) + " % " + std::to_string(V) + " == 0");
+    const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
+    std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
+    // (A vector starts at a multiple of V along a: inside the input when its
+    // first lane is, given the input's extent along a is a multiple too.)
+    const ExtentSets& sets = extent_sets_of(c);
+    for (size_t j = 0; j < p.inputs[q].dims.size(); ++j)
+      if (p.inputs[q].dims[j] == static_cast<int>(p.dim_a) && !sets.same(v, static_cast<int>(j), p.outputs[0], p.inputs[q].dims[j]))
+        conds->push_back(w.extent(v, j) + " % " + std::to_string(V) + " == 0");
     const std::string vt = vector_type(w, v, V);
     const Filled fl{w.fresh("tv"), V, lanes_per_row, rows, (p.tile + rows - 1) / rows};
     w.line(vt + " " + fl.reg + "[" + std::to_string(fl.steps) + "];");
@@ -89,8 +112,8 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
     w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
     w.line(fill_coords(fl.rows, fl.lanes, V));
     w.line("const " + t + " " + n.ia + " = a0 + ga, " + n.ib + " = b0 + k;");
-    w.line(fl.reg + "[s] = (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ") ? *(const " + vt + "*)(" +
-           w.address(v, tile_index(p.inputs[q].dims, idx)) + ") : " + vt + "{};");
+    w.line(fl.reg + "[s] = (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + (inside.empty() ? "" : " && " + inside) +
+           ") ? *(const " + vt + "*)(" + w.address(v, at) + ") : " + vt + "{};");
     w.close();
     filled.push_back(fl);
   }

@@ -11,6 +11,7 @@
  * integers and bool exact. Every mismatch is printed; each test fails at
  * its end if any case failed. Exits 77 without a CUDA device. */
 #include <math.h>
+#include <string.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +26,7 @@
 #define MAX_IO 8
 
 static gpu_stream g_stream;
+static int g_row_major_outputs; /* KF_TEST_OUTPUTS=row-major (run_case_tol) */
 static int g_failures;
 
 /* ---- dtypes ------------------------------------------------------------ */
@@ -246,18 +248,45 @@ static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, dou
     printf("FAILED %s: CPU run: %s: %s\n", what, kf_status_name(s), kf_last_error());
     ++g_failures;
   } else {
-    s = kf_execute(f, gpu_p, nin, gpu_out, nout, &opts);
+    /* KF_TEST_OUTPUTS=row-major: the GPU writes into compact row-major
+     * outputs the caller allocates (kf_execute_into; an in-place output is
+     * its input), whatever layout kfuse would pick for them. */
+    DLTensor into[MAX_IO];
+    void* into_dev[MAX_IO] = {0};
+    if (g_row_major_outputs) {
+      DLTensor* pout[MAX_IO];
+      for (size_t o = 0; o < nout; ++o) {
+        int64_t alias = -1;
+        KF_CHECK(kf_output_alias(f, o, &alias));
+        if (alias >= 0) {
+          into[o] = gpu_t[alias];
+        } else {
+          const DLTensor* c = &cpu_out[o]->dl_tensor;
+          into_dev[o] = gpu_alloc((size_t)numel_of(c->ndim, c->shape) * (size_t)dtype_bytes(dtype_of_dl(c->dtype)) + 1);
+          into[o] = *c;
+          into[o].data = into_dev[o];
+          into[o].byte_offset = 0;
+          into[o].strides = NULL; /* compact row-major */
+          into[o].device.device_type = kDLCUDA;
+          into[o].device.device_id = 0;
+        }
+        pout[o] = &into[o];
+      }
+      s = kf_execute_into(f, gpu_p, nin, pout, nout, &opts);
+    } else {
+      s = kf_execute(f, gpu_p, nin, gpu_out, nout, &opts);
+    }
     if (s != KF_OK) {
       printf("FAILED %s: GPU run: %s: %s\n", what, kf_status_name(s), kf_last_error());
       ++g_failures;
     } else {
       GPU_CHECK(gpu.stream_sync(g_stream));
       for (size_t o = 0; o < nout; ++o) {
-        DLTensor* b = &gpu_out[o]->dl_tensor;
+        DLTensor* b = g_row_major_outputs ? &into[o] : &gpu_out[o]->dl_tensor;
         if (b->device.device_type != kDLCUDA) {
           printf("FAILED %s: output %zu is not on the GPU (no tensor input on the GPU?)\n", what, o);
           ++g_failures;
-          gpu_out[o]->deleter(gpu_out[o]);
+          if (!g_row_major_outputs) gpu_out[o]->deleter(gpu_out[o]);
           continue;
         }
         size_t bytes = (size_t)span_of(b) * (size_t)dtype_bytes(dtype_of_dl(b->dtype));
@@ -267,11 +296,14 @@ static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, dou
         snprintf(label, sizeof label, "%s [output %zu]", what, o);
         if (compare(&cpu_out[o]->dl_tensor, b, host, scale, tol_override, label)) ++g_failures;
         free(host);
-        gpu_out[o]->deleter(gpu_out[o]);
+        if (!g_row_major_outputs) gpu_out[o]->deleter(gpu_out[o]);
       }
       GPU_CHECK(gpu.stream_sync(g_stream));
     }
-    for (size_t o = 0; o < nout; ++o) cpu_out[o]->deleter(cpu_out[o]);
+    for (size_t o = 0; o < nout; ++o) {
+      cpu_out[o]->deleter(cpu_out[o]);
+      gpu_free(into_dev[o]);
+    }
   }
   for (size_t i = 0; i < nin; ++i) gpu_free(dev[i]);
 }
@@ -617,6 +649,63 @@ static void test_layouts(void** state) {
     kf_fusion_release(add);
   }
   end_test("layouts");
+}
+
+/* A concatenation whose operand is laid out across the output's walk
+ * (a transposed dy of a gated activation's backward, the outputs
+ * row-major): the tiled scheduler stages that operand through
+ * shared-memory tiles of the output's extents, which pass the operand's
+ * end along the concatenated dim. The tile must be filled inside the
+ * operand only (corpus seed 259726623, c0045: an illegal address on the
+ * H200). Along the tile's fast dim (2) and its other dim (1), vector and
+ * scalar fills. */
+static void test_cat_tiles(void** state) {
+  (void)state;
+  static const char* kText =
+      "input a: tensor<%s, 3>\n"
+      "input dy: tensor<%s, 3>\n"
+      "af = cast(a) {dtype=float32}\n"
+      "g = slice(af) {dim=%d, start=0, stop=%lld}\n"
+      "u = slice(af) {dim=%d, start=%lld, stop=end}\n"
+      "dyf = cast(dy) {dtype=float32}\n"
+      "dg = mul(dyf, u)\n"
+      "sg = sigmoid(g)\n"
+      "du = mul(dyf, sg)\n"
+      "c = cat(dg, du) {dim=%d}\n"
+      "o = cast(c) {dtype=%s}\n"
+      "output o\n";
+  const kf_dtype dts[] = {KF_FLOAT16, KF_FLOAT32};
+  /* {batch, rows, features}: the concatenation doubles dim `cat`. */
+  const int64_t shapes[][3] = {{2, 64, 72}, {3, 37, 45}, {1, 128, 256}};
+  const int saved = g_row_major_outputs;
+  g_row_major_outputs = 1;
+  for (int d = 0; d < 2; ++d)
+    for (int cat = 1; cat <= 2; ++cat)
+      for (int s = 0; s < 3; ++s) {
+        const char* dn = kf_dtype_name(dts[d]);
+        const int64_t half = shapes[s][cat];
+        char text[1024];
+        snprintf(text, sizeof text, kText, dn, dn, cat, (long long)half, cat, (long long)half, cat, dn);
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        int64_t ashape[3] = {shapes[s][0], shapes[s][1], shapes[s][2]};
+        ashape[cat] *= 2;
+        const int64_t* dshape = shapes[s];
+        /* dy stored with dim 1 innermost: strides {R*F, 1, R}. */
+        const int64_t dstrides[3] = {dshape[1] * dshape[2], 1, dshape[1]};
+        tin in[2] = {input(dts[d], 3, ashape), input(dts[d], 3, dshape)};
+        with_strides(&in[1], dstrides, 0);
+        fill(&in[0], -2, 2, 0);
+        fill(&in[1], -2, 2, 0);
+        char what[160];
+        snprintf(what, sizeof what, "cat dim %d of a transposed operand %s [%lld,%lld,%lld]", cat, dn,
+                 (long long)dshape[0], (long long)dshape[1], (long long)dshape[2]);
+        run_case_tol(f, in, 2, what, 4.0, -1);
+        free_inputs(in, 2);
+        kf_fusion_release(f);
+      }
+  g_row_major_outputs = saved;
+  end_test("cat tiles");
 }
 
 /* Results into caller-provided, non-compact GPU outputs (kf_execute_into). */
@@ -2994,12 +3083,14 @@ int main(void) {
    * KF_TEST_FILTER=test_online_softmax (a cmocka pattern, * and ? wildcards)
    * runs some groups only: the whole suite takes minutes. */
   if (getenv("KF_TEST_FILTER") != NULL) cmocka_set_test_filter(getenv("KF_TEST_FILTER"));
+  g_row_major_outputs = getenv("KF_TEST_OUTPUTS") != NULL && strcmp(getenv("KF_TEST_OUTPUTS"), "row-major") == 0;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
       cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
-      cmocka_unit_test(test_strided_outputs), cmocka_unit_test(test_random),
+      cmocka_unit_test(test_strided_outputs),
+      cmocka_unit_test(test_cat_tiles), cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
       cmocka_unit_test(test_staged_mixed_rows),
       cmocka_unit_test(test_flat_vectors),
