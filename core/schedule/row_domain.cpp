@@ -216,6 +216,47 @@ std::vector<size_t> memory_order(const ConcreteFusion& c, const Task& task, cons
   return logical_walk ? logical : order;
 }
 
+// Where the walk's innermost dim is reduced (the row kernels), the rows
+// (the kept dims) follow the memory order of the widest domain output whose
+// innermost dim of class >1 is a kept dim, the reduced dims staying where
+// they are. Such an output takes one element of each column per row, so
+// rows next to each other in its memory must run at the same time (blocks
+// take consecutive rows) for the partial sectors they write to merge in L2
+// before memory (a layernorm of [8, 2047, 12288] into an output laid out
+// [1, 2, 0], seed 259726623's c0036, walked the 8 rows that share each
+// sector 2047 rows apart). The walk of each row is unchanged.
+std::vector<size_t> rows_in_output_order(const ConcreteFusion& c, const RowDomain& s, std::vector<size_t> order) {
+  const Fusion& f = *c.fusion;
+  const auto& dom_cls = c.size_classes[static_cast<size_t>(s.domain)];
+  const size_t r = dom_cls.size();
+  if (order.size() != r || s.reduced.size() != r) return order;
+  auto innermost = [&](const auto& dims) -> int {
+    for (size_t k = dims.size(); k-- > 0;)
+      if (dom_cls[static_cast<size_t>(dims[k])] == SizeClass::Many) return static_cast<int>(dims[k]);
+    return -1;
+  };
+  const int inner = innermost(order);
+  if (inner < 0 || !s.reduced[static_cast<size_t>(inner)]) return order;
+  const std::vector<int>* by = nullptr;
+  int width = 0;
+  for (int64_t o : s.domain_outputs) {
+    if (s.views.contains(o) || c.size_classes[static_cast<size_t>(o)] != dom_cls) continue;
+    const std::vector<int>& oo = c.stride_orders[static_cast<size_t>(o)];
+    const int oi = oo.size() == r ? innermost(oo) : -1;
+    if (oi < 0 || s.reduced[static_cast<size_t>(oi)] || dtype_size(f.value(o).dtype) <= width) continue;
+    by = &oo;
+    width = dtype_size(f.value(o).dtype);
+  }
+  if (by == nullptr) return order;
+  std::vector<size_t> kept;
+  for (int d : *by)
+    if (!s.reduced[static_cast<size_t>(d)]) kept.push_back(static_cast<size_t>(d));
+  size_t k = 0;
+  for (size_t& d : order)
+    if (!s.reduced[d]) d = kept[k++];
+  return order;
+}
+
 }  // namespace
 
 std::optional<size_t> innermost_dim(const ConcreteFusion& c, const RowDomain& rows) {
@@ -318,7 +359,7 @@ std::optional<RowDomain> find_row_domain(const ConcreteFusion& c, const Task& ta
 
   // Reduction results live in registers for the current row only.
   const AccessMap reads = row_accesses(c, task, s, domain_reads);
-  s.order = memory_order(c, task, s, reads);
+  s.order = rows_in_output_order(c, s, memory_order(c, task, s, reads));
   for (int64_t ei : reductions)
     for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) {
       const std::vector<IndexMap>* maps = reads.find(o);
