@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The plan kfuse makes for corpus fusions on the GPU, on any machine: each
 fusion's text, its inputs' layouts, and its segments' schedulers and
-schedules, for kDLCUDA tensors in the entry's input layouts (outputs in
-kfuse's own layout). What the session 27 analysis of the corpus used
+schedules, for kDLCUDA tensors in the entry's input and output layouts
+(kf_concretize_into, as corpus_bench.py runs them; --kfuse-outputs: outputs
+in kfuse's own layout; --cuda: the generated CUDA too). What the session 27 analysis of the corpus used
 (docs/PERF.md):
 
     KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python \
@@ -22,6 +23,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("index", type=int, nargs="+", help="fusion numbers in the sample (c0126: 126)")
+    p.add_argument("--kfuse-outputs", action="store_true", help="outputs in kfuse's layout (kf_concretize)")
+    p.add_argument("--cuda", action="store_true", help="print each segment's CUDA C++")
     args = p.parse_args()
     corpus = generate.generate(args.seed, max(args.index) + 1)
     for n in args.index:
@@ -31,8 +34,13 @@ def main():
         print("inputs:", [(i["name"], i["shape"], i["layout"]) for i in e["inputs"]])
         print("outputs:", [o["layout"] for o in e["outputs"]], "bytes", e["bytes"])
         fusion = kfuse.Fusion.from_text(e["text"])
-        for seg in fusion.segments(*[CudaMetadata(i) for i in e["inputs"]], cuda=False):
+        ins = [CudaMetadata(i) for i in e["inputs"]]
+        outs = None if args.kfuse_outputs else [
+            ins[o["alias"]] if o["alias"] is not None else CudaMetadata(o) for o in e["outputs"]]
+        for seg in fusion.segments(*ins, cuda=args.cuda, out=outs):
             print(f"  segment {seg.index}: {seg.scheduler}: {getattr(seg, 'schedule', '')}")
+            if args.cuda:
+                print(seg.cuda or seg.cuda_error)
 
 
 if __name__ == "__main__":

@@ -1013,19 +1013,23 @@ class Fusion:
                 out.append(dl.borrow(a, None, f"input {i}"))
         return out
 
-    def segments(self, *args, cuda=False):
+    def segments(self, *args, cuda=False, out=None):
         """The segments kfuse makes for these inputs (tensors, or shape
         tuples standing for tensors: concretization reads no data; Python
         numbers for scalars), in run order, each with its scheduler, ids,
         schedule line, text form and (cuda=True: concretized for kDLCUDA)
-        generated CUDA C++. No GPU is needed."""
-        return self._inspect(args, cuda)[1]
+        generated CUDA C++. out: the outputs a call would write into
+        (DLPack tensors, in output order; kf_concretize_into: the plan for
+        outputs in their memory order; their data is not touched). No GPU
+        is needed."""
+        return self._inspect(args, cuda, out)[1]
 
-    def explain(self, *args, cuda=False):
+    def explain(self, *args, cuda=False, out=None):
         """What ``kfuse explain`` prints, as a string: the definition, its
-        concretization for these inputs and every segment (with its CUDA
-        source when cuda=True)."""
-        described, segs = self._inspect(args, cuda)
+        concretization for these inputs (and outputs ``out``, as in
+        ``segments``) and every segment (with its CUDA source when
+        cuda=True)."""
+        described, segs = self._inspect(args, cuda, out)
         lines = ["== definition ==", *("  " + l for l in self.text.splitlines()), "",
                  f"== concretization ({'kDLCUDA' if cuda else 'kDLCPU'} tensors) ==",
                  *("  " + l for l in described.splitlines()), "", f"== segments: {len(segs)} =="]
@@ -1048,14 +1052,21 @@ class Fusion:
                 lines.extend("    " + l for l in (s.cuda or s.cuda_error).splitlines())
         return "\n".join(lines) + "\n"
 
-    def _inspect(self, args, cuda):
+    def _inspect(self, args, cuda, outs=None):
         L = self._lib
         h = self._handle()
         borrowed = self._explain_inputs(args, cuda)
         conc, seg = ctypes.c_void_p(), ctypes.c_void_p()
         try:
             ins, _, n = self._arrays(borrowed)
-            L.check(L.kf_concretize(h, ins, n, ctypes.byref(conc)), "kf_concretize")
+            if outs is None:
+                L.check(L.kf_concretize(h, ins, n, ctypes.byref(conc)), "kf_concretize")
+            else:
+                outs = list(outs)
+                for i, o in enumerate(outs):
+                    borrowed.append(dl.borrow(o, None, f"output {i}"))
+                optr, _, on = self._arrays(borrowed[len(borrowed) - len(outs):])
+                L.check(L.kf_concretize_into(h, ins, n, optr, on, ctypes.byref(conc)), "kf_concretize_into")
             p = ctypes.c_void_p()
             L.check(L.kf_concrete_describe(conc, ctypes.byref(p)), "kf_concrete_describe")
             described = L.take_string(p)

@@ -100,6 +100,7 @@ class _Library:
         self._fn("kf_fusion_from_text_n", S, cp, Z, c_void_pp)
         self._fn("kf_string_free", None, P)
         self._fn("kf_concretize", S, P, c_void_pp, Z, c_void_pp)
+        self._fn("kf_concretize_into", S, P, c_void_pp, Z, c_void_pp, Z, c_void_pp)
         self._fn("kf_concrete_release", None, P)
         self._fn("kf_concrete_describe", S, P, ctypes.POINTER(P))
         self._fn("kf_segment", S, P, c_void_pp)

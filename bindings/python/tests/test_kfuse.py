@@ -387,6 +387,19 @@ class DefinitionTests(unittest.TestCase):
         x = np.zeros((4, 8), np.float32)
         self.assertIn("sizes [>1, >1]", f.explain(x, np.zeros(8, np.float32), np.zeros(8, np.float32), 1e-5))
 
+    def test_segments_into_caller_outputs(self):
+        # out=: the plan for outputs the caller allocates (kf_concretize_into).
+        f = kfuse.Fusion.from_text("input a: tensor<float32, 2>\ninput b: tensor<float32, 2>\n"
+                                   "c = add(a, b)\noutput c\n")
+        x = np.zeros((8, 6), np.float32).T  # column-major
+        own = f.segments(x, x)[0].schedule
+        into = f.segments(x, x, out=[np.zeros((6, 8), np.float32)])[0].schedule
+        self.assertTrue(own.startswith("pointwise"), own)  # kfuse's output follows x
+        self.assertTrue(into.startswith("tiled"), into)    # a row-major output: tiles
+        self.assertIn("output 0: value 2, layout [0, 1]", f.explain(x, x, out=[np.zeros((6, 8), np.float32)]))
+        with self.assertRaises(kfuse.KfuseError):  # a wrong shape is the C library's error
+            f.segments(x, x, out=[np.zeros((8, 6), np.float32)])
+
 
 class ExampleFusionTests(unittest.TestCase):
     """The two fusions of examples/python/torch_layernorm.py (which needs
