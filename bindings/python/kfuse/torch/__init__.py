@@ -74,6 +74,12 @@ def fuse(fn, inputs, check=None, exclude=(), min_ops=2, report=None, tracing_mod
     that runs autograd inside (functionalize refuses requires_grad_)."""
     from torch.fx.experimental.proxy_tensor import make_fx
     gm = make_fx(_functionalize(fn) if functional else fn, decomposition_table=decompositions(), tracing_mode=tracing_mode)(*inputs)
+    if tracing_mode == "real" and any(n.op != "output" and _aten.node_meta(n) is None and "val" not in n.meta
+                                      for n in gm.graph.nodes):
+        # torch 1.13's make_fx leaves getitem and get_attr nodes without
+        # metadata: ShapeProp records it (running the graph once)
+        from torch.fx.passes.shape_prop import ShapeProp
+        ShapeProp(gm).propagate(*inputs)
     return compile_graph(gm, inputs, Options(check=check, exclude=exclude, min_ops=min_ops), report)
 
 

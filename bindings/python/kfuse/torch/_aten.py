@@ -745,12 +745,41 @@ def _pad(ctx, node, args, kwargs):
     for i in range(len(pad) // 2):
         d = x.rank - 1 - i
         pads[2 * d], pads[2 * d + 1] = pad[2 * i], pad[2 * i + 1]
-    return ctx.fd.pad(x.v, pads, ctx.to(value, x.dtype) if x.dtype.is_floating_point else value)
+    return ctx.fd.pad(x.v, pads, ctx.to(value, x.dtype))
+
+
+def _check_slice_backward(node):
+    step = node.args[5] if len(node.args) > 5 else 1
+    if step != 1:
+        raise Unsupported("slice_backward with a step")
+
+
+@handles("slice_backward", check=_check_slice_backward)
+def _slice_backward(ctx, node, args, kwargs):
+    grad, sizes, dim, start, end = args[0], [int(s) for s in args[1]], args[2], args[3], args[4]
+    dim %= len(sizes)
+    start, end, _ = slice(start, end).indices(sizes[dim])
+    pads = [0] * (2 * len(sizes))
+    pads[2 * dim], pads[2 * dim + 1] = start, sizes[dim] - max(end, start)
+    return ctx.fd.pad(grad.v, pads, ctx.to(0, grad.dtype))
+
+
+@handles("select_backward")
+def _select_backward(ctx, node, args, kwargs):
+    grad, sizes, dim, index = args[0], [int(s) for s in args[1]], args[2], int(args[3])
+    dim %= len(sizes)
+    index %= sizes[dim]
+    pads = [0] * (2 * len(sizes))
+    pads[2 * dim], pads[2 * dim + 1] = index, sizes[dim] - index - 1
+    return ctx.fd.pad(ctx.fd.unsqueeze(grad.v, dim), pads, ctx.to(0, grad.dtype))
 
 
 # creation -------------------------------------------------------------------
 
 def _full_value(ctx, shape_vals, fill, dt):
+    if not shape_vals:  # full([]) is a kfuse scalar: a rank-0 tensor is [1] squeezed
+        one = ctx.fd.full([ctx.fd.constant(1, kfuse.int64)], ctx.const(fill, dt), KF_DTYPES[dt])
+        return ctx.fd.squeeze(one, [0])
     return ctx.fd.full(shape_vals, ctx.const(fill, dt), KF_DTYPES[dt])
 
 
@@ -832,8 +861,8 @@ def _check_scatter(node):
 def _scatter(ctx, node, args, kwargs):
     x, dim, index, src = args[0], args[1], args[2], args[3]
     if not isinstance(src, TV):
-        src = TV(ctx.fd.expand(ctx.const(src, x.dtype), [ctx.size(index, d) for d in range(index.rank)]),
-                 x.dtype, index.shape)
+        src = TV(_full_value(ctx, [ctx.size(index, d) for d in range(index.rank)], src, x.dtype), x.dtype,
+                 index.shape)
     return ctx.fd.scatter(x.v, dim % x.rank, index.v, ctx.to(src, x.dtype))
 
 

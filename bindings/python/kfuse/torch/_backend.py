@@ -434,6 +434,7 @@ def compile_graph(gm, example_inputs=None, options=None, report=None):
     index = {n: i for i, n in enumerate(gm.graph.nodes)}
     ordered = sorted(partitions, key=lambda p: min(index[n] for n in p.nodes))
     gm = partitioner.fuse_partitions(ordered)
+    _restore_meta(gm)
     placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
     for node in list(gm.graph.nodes):
         if node.op != "call_module" or not str(node.target).startswith("fused_"):
@@ -459,6 +460,26 @@ def compile_graph(gm, example_inputs=None, options=None, report=None):
             report.in_torch.append((n.name, str(n.target), support.reasons.get(n.name) or _why_in_torch(n)))
     gm.recompile()
     return gm
+
+
+def _restore_meta(gm):
+    """Fusing makes call_module nodes and getitems of them without meta,
+    and a later partition's placeholders copy that (nothing): give them the
+    meta of the submodule's output nodes."""
+    fused = [n for n in gm.graph.nodes if n.op == "call_module" and str(n.target).startswith("fused_")]
+    for node in fused:
+        results = next(n for n in getattr(gm, node.target).graph.nodes if n.op == "output").args[0]
+        if isinstance(results, (tuple, list)):
+            for u in node.users:
+                if _is_getitem(u) and not u.meta:
+                    u.meta = dict(results[u.args[1]].meta)
+        elif not node.meta:
+            node.meta = dict(results.meta)
+    for node in fused:
+        sub = getattr(gm, node.target)
+        for ph, a in zip([n for n in sub.graph.nodes if n.op == "placeholder"], node.args):
+            if isinstance(a, torch.fx.Node) and node_meta(ph) is None and "val" not in ph.meta:
+                ph.meta = dict(a.meta)
 
 
 def _why_in_torch(node):
