@@ -281,6 +281,11 @@ case("rope (slices, cat, neg)",
      lambda x, c, s: x * c + torch.cat([-x[..., 4:], x[..., :4]], dim=-1) * s,
      (gen((2, 3, 5, 8), F32), gen((5, 8), F32), gen((5, 8), F32)), ("cat", "slice", "neg"))
 
+case("slice_backward", lambda g: aten.slice_backward(g * 2, [3, 9, 6], 1, 2, 6, 1), (gen((3, 4, 6), F32),),
+     ("slice_backward",))
+case("select_backward", lambda g: aten.select_backward(g * 2, [3, 4, 6], 1, -1), (gen((3, 6), F32),),
+     ("select_backward",))
+
 # creation
 case("full_like / zeros_like / ones_like", lambda a: torch.full_like(a, 3.0) + torch.zeros_like(a) - torch.ones_like(a) * a,
      (gen((3, 4), F32),), ("full_like", "zeros_like", "ones_like"))
@@ -474,15 +479,23 @@ def _():
     assert kt.mismatch(ra, rb) is None and kt.mismatch(xa, xb) is None, (xa, xb)
 
 
-@test("in place: a mutation the partitioner could reorder leaves the graph to torch")
+@test("in place: an input mutation next to torch ops stays last; an unsafe one leaves the graph to torch")
 def _():
     def f(x, w):
         s = (x @ w).sum()        # reads x before the mutation, in torch
         x.mul_(3.0)
         return x + s
     x, w = gen((3, 3), F32), gen((3, 3), F32)
+    # functionalized: mul, then copy_(x, mul) appended last, moved back to the end after fusing
     report = kt.Report()
     gm = kt.fuse(f, (x.clone(), w), report=report)
+    assert any(p[2] is not None for p in report.partitions), report
+    assert [n.target for n in gm.graph.nodes][-2] == aten.copy_.default, gm.code
+    xa, xb = x.clone(), x.clone()
+    assert kt.mismatch(gm(xa, w), f(xb, w)) is None and torch.equal(xa, xb)
+    # as written (no functionalize): x is read after mul_ through the mutated x itself
+    report = kt.Report()
+    gm = kt.fuse(f, (x.clone(), w), report=report, functional=False)
     assert not report.partitions and "graph left to torch" in str(report), report
     xa, xb = x.clone(), x.clone()
     assert kt.mismatch(gm(xa, w), f(xb, w)) is None and torch.equal(xa, xb)

@@ -387,19 +387,33 @@ class Report:
 
 
 def _unsafe_mutations(gm, partitions):
-    """The mutations partitioning could reorder: every mutating node must
-    sit in a partition that also holds every other user of what it
-    mutates, else the graph is left to torch whole."""
+    """(reason or None, names of mutations to move to the end). Fusing
+    re-sorts the graph by data dependencies only, which know nothing of
+    mutation order. A mutating node is safe inside a partition that also
+    holds every other user of what it mutates; outside one, when nothing
+    uses its result and nothing after it reads what it mutates (the
+    copy_ of an input that AOTAutograd appends): it is then moved back to
+    the end of the graph after fusing. Any other mutation leaves the whole
+    graph to torch."""
     where = {n: i for i, p in enumerate(partitions) for n in p.nodes}
+    index = {n: i for i, n in enumerate(gm.graph.nodes)}
+    to_end = []
     for node in gm.graph.nodes:
         if node.op != "call_function" or not _is_mutation(node) and not _schema_mutates(node):
             continue
         dst = node.args[0]
         part = where.get(node)
-        if part is None or not isinstance(dst, torch.fx.Node) or \
-                any(where.get(u) != part for u in dst.users):
-            return f"{node.name} ({node.target}) mutates {getattr(dst, 'name', dst)} outside a single kfuse partition"
-    return None
+        if not isinstance(dst, torch.fx.Node):
+            return f"{node.name} ({node.target}) mutates a non-node", []
+        if part is not None and all(where.get(u) == part for u in dst.users):
+            continue
+        if not node.users and all(index[u] <= index[node] for u in dst.users):
+            if part is not None:  # a sink: taking it out keeps the partition whole
+                partitions[part].remove_node(node)
+            to_end.append(node.name)
+            continue
+        return f"{node.name} ({node.target}) mutates {dst.name} outside a single kfuse partition", []
+    return None, to_end
 
 
 def _schema_mutates(node):
@@ -420,7 +434,10 @@ def compile_graph(gm, example_inputs=None, options=None, report=None):
     partitions = partitioner.propose_partitions()
     small = [p for p in partitions if _compute_ops(p.nodes) < options.min_ops]
     partitions = [p for p in partitions if _compute_ops(p.nodes) >= options.min_ops]
-    unsafe = _unsafe_mutations(gm, partitions)
+    unsafe, to_end = _unsafe_mutations(gm, partitions)
+    for name in to_end:
+        support.reasons[name] = "an input mutation whose readers are not all in one kfuse partition: " \
+                                "left to torch, last in the graph"
     for p in small:
         for n in p.nodes:
             if n.op == "call_function" and not _is_getitem(n):
@@ -434,6 +451,10 @@ def compile_graph(gm, example_inputs=None, options=None, report=None):
     index = {n: i for i, n in enumerate(gm.graph.nodes)}
     ordered = sorted(partitions, key=lambda p: min(index[n] for n in p.nodes))
     gm = partitioner.fuse_partitions(ordered)
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    for n in list(gm.graph.nodes):
+        if n.name in to_end:
+            output.prepend(n)  # after every read of what it mutates, as in the original graph
     _restore_meta(gm)
     placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
     for node in list(gm.graph.nodes):
