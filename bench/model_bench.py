@@ -43,16 +43,16 @@ from models import WORKLOADS  # noqa: E402
 BACKENDS = ("eager", "inductor", "inductor-max-autotune", "kfuse")
 
 
-def compiler_for(backend):
+def compiler_for(backend, dynamic=None):
     if backend == "eager":
         return None
     if backend == "inductor":
-        return lambda m: torch.compile(m)
+        return lambda m: torch.compile(m, dynamic=dynamic)
     if backend == "inductor-max-autotune":
-        return lambda m: torch.compile(m, mode="max-autotune-no-cudagraphs")
+        return lambda m: torch.compile(m, mode="max-autotune-no-cudagraphs", dynamic=dynamic)
     if backend == "kfuse":
         import kfuse.torch  # noqa: F401  (registers the "kfuse" Dynamo backend)
-        return lambda m: torch.compile(m, backend="kfuse")
+        return lambda m: torch.compile(m, backend="kfuse", dynamic=dynamic)
     raise ValueError(f"unknown backend {backend!r} (expected one of {', '.join(BACKENDS)})")
 
 
@@ -102,7 +102,7 @@ def run_one(name, backend, args, device):
     reset_dynamo()
     torch.manual_seed(0)
     w = WORKLOADS[name](args.size, device)
-    fn = compiler_for(backend)
+    fn = compiler_for(backend, True if args.dynamic else None)
     if fn is not None:
         w.compile(fn)
     before = kfuse_definitions()
@@ -162,9 +162,9 @@ def table(results):
             lines.append(f"| {r['model']} | {r['backend']} | ERROR: {r['error']} |||||||||")
             continue
         eager, ind = by.get((r["model"], "eager")), by.get((r["model"], "inductor"))
-        speed = lambda ref: None if ref is None else ref["step_ms"] / r["step_ms"]
-        lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.3f} | {fmt(speed(eager), '.2f')}x "
-                     f"| {fmt(speed(ind), '.2f')}x | {r['first_s']:.2f} | {fmt(r['peak_mb'], '.0f')} "
+        speed = lambda ref: "-" if ref is None else f"{ref['step_ms'] / r['step_ms']:.2f}x"
+        lines.append(f"| {r['model']} | {r['backend']} | {r['step_ms']:.3f} | {speed(eager)} "
+                     f"| {speed(ind)} | {r['first_s']:.2f} | {fmt(r['peak_mb'], '.0f')} "
                      f"| {fmt(r['kernels'], 'd')} | {fmt(r['kfuse_share'], '.0%')} "
                      f"| {fmt(compare(r, eager), '.2e')} | {fmt(r['definitions'], 'd')} |")
     return "\n".join(lines)
@@ -172,14 +172,18 @@ def table(results):
 
 def seq_check(args, device):
     """Llama training at sequence lengths 2048 -> 4096 -> 3000 (smoke: 16 ->
-    32 -> 24) through one compiled module: the kfuse definitions each adds."""
+    32 -> 24) through one compiled module: the kfuse definitions each adds.
+    Without --dynamic, Dynamo compiles the first length statically and the
+    second as a dynamic graph (its automatic dynamic shapes), whose kfuse
+    texts differ from the static ones: the second length adds definitions
+    once, the third none."""
     import kfuse.torch as kt
     from models import llama
     seqs = (16, 32, 24) if args.size == "smoke" else (2048, 4096, 3000)
     reset_dynamo()
     torch.manual_seed(0)
     w = llama.build(args.size, device, seq=max(seqs))
-    w.compile(lambda m: torch.compile(m, backend="kfuse"))
+    w.compile(compiler_for("kfuse", True if args.dynamic else None))
     data = torch.randint(0, llama.SIZES[args.size]["vocab"], (1, max(seqs) + 1), device=device)
     rows = []
     for s in seqs:
@@ -206,6 +210,8 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seq-check", action="store_true", help="also: Llama training at 3 sequence lengths")
+    p.add_argument("--dynamic", action="store_true",
+                   help="torch.compile(dynamic=True) for the compiled backends (and the --seq-check)")
     p.add_argument("--json", help="write the raw results here")
     args = p.parse_args()
     args.size = "smoke" if args.smoke else "default"

@@ -71,6 +71,18 @@ def node_meta(node):
     return None
 
 
+def symbolic(node):
+    """Whether a node's value is a SymInt or a tensor with a symbolic size."""
+    val = node.meta.get("val", None) if hasattr(node, "meta") else None
+    vals = val if isinstance(val, (tuple, list)) else [val]
+    for v in vals:
+        if isinstance(v, torch.Tensor) and any(not isinstance(s, int) for s in v.shape):
+            return True
+        if type(v).__name__ in ("SymInt", "SymFloat"):
+            return True
+    return False
+
+
 def _int(s):
     """A size as an int: its hint for a SymInt (no guard is added)."""
     if isinstance(s, int):
@@ -99,8 +111,12 @@ def _is_num(x):
 class Context:
     """Builds one kfuse Definition from the nodes of one partition."""
 
-    def __init__(self, fd, graph_inputs=()):
+    def __init__(self, fd, graph_inputs=(), dynamic=False):
         self.fd = fd
+        # A graph with symbolic sizes (Dynamo's dynamic shapes) is reused at
+        # other sizes: its shape arguments are taken as written (SymInts are
+        # scalar inputs, ints are static), never matched by value.
+        self.dynamic = dynamic
         self.inputs = []  # TVs of the tensor inputs (size lookups)
         # Tensor inputs of the whole graph: (name, dtype, shape). A size no
         # partition input has (the B and T of a [B*T, C] -> [B, T, C] view)
@@ -156,6 +172,8 @@ class Context:
         ``source``, a dim of another input; at most one other entry -1
         (inferred, for reshape), the rest constants. Sizes 0 and 1 stay
         constants (they are part of the size class anyway)."""
+        if self.dynamic:
+            return [e.v if isinstance(e, SV) else self.fd.constant(int(e), kfuse.int64) for e in sizes]
         out, unresolved = [], []
         sizes = list(sizes)
         for i, n in enumerate(sizes):
@@ -183,7 +201,7 @@ class Context:
         them (runs whose products agree); a group of one output dim is the
         product of its input dims' sizes; the dims a split makes are read
         from the graph's inputs (same position first), one of them -1."""
-        if any(isinstance(e, SV) for e in entries) or 0 in x.shape or 0 in out_shape:
+        if self.dynamic or any(isinstance(e, SV) for e in entries) or 0 in x.shape or 0 in out_shape:
             return self.shape_values(entries, x)
         vals = [None] * len(out_shape)
         i = j = 0
@@ -656,6 +674,8 @@ def _expand(ctx, node, args, kwargs):
         j = i - off
         if isinstance(e, SV):
             vals.append(e.v)
+        elif ctx.dynamic:
+            vals.append(ctx.fd.constant(int(e), kfuse.int64))  # -1 keeps the size, others are static
         elif j >= 0 and (e == -1 or x.shape[j] == n):
             vals.append(ctx.fd.constant(-1, kfuse.int64))  # keeps the input's size
         else:
@@ -689,9 +709,11 @@ def _slice(ctx, node, args, kwargs):
     start = kwargs.get("start", args[2] if len(args) > 2 else None)
     end = kwargs.get("end", args[3] if len(args) > 3 else None)
     step = kwargs.get("step", args[4] if len(args) > 4 else 1)
+    if isinstance(start, SV) or isinstance(end, SV) or isinstance(step, SV):
+        raise Unsupported("slice with a symbolic start, end or step (kfuse's slice bounds are attributes)")
     start = 0 if start is None else int(start)
     size = x.shape[dim]
-    if end is None or int(end) >= INT64_MAX or (int(end) >= size and size >= 0):
+    if end is None or int(end) >= INT64_MAX or (not ctx.dynamic and int(end) >= size >= 0):
         end = None
     if start == 0 and end is None and step == 1:
         return x.v
@@ -924,6 +946,10 @@ def check(node):
             val = a.meta.get("val")
             if isinstance(val, torch.Tensor) and val.device.type not in ("cpu", "cuda"):
                 return f"{target}: a tensor on {val.device}"
+    if packet.__name__.rstrip("_") not in _SYMBOLIC_OK:
+        for a in _flat(list(node.args) + list(node.kwargs.values())):
+            if isinstance(a, torch.fx.Node) and node_meta(a) is None and symbolic(a):
+                return f"{target}: a symbolic scalar argument ({a.name}) where kfuse takes a constant"
     c = CHECKS.get(packet)
     if c is not None:
         try:
@@ -931,6 +957,22 @@ def check(node):
         except Unsupported as e:
             return str(e)
     return None
+
+
+# ops whose scalar arguments may be symbolic (SymInt nodes): shape lists
+# (as scalar inputs) and pointwise operands (scalars promote like numbers)
+_SYMBOLIC_OK = ({"view", "_unsafe_view", "reshape", "_reshape_alias", "expand", "full", "zeros", "ones",
+                 "new_zeros", "new_ones", "new_full", "add", "sub", "rsub", "mul", "div", "pow", "where",
+                 "masked_fill", "clamp", "clamp_min", "clamp_max", "lerp", "maximum", "minimum"}
+                | set(_COMPARE))
+
+
+def _flat(xs):
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            yield from _flat(x)
+        else:
+            yield x
 
 
 def _multi_output(node):

@@ -154,14 +154,14 @@ def _placeholder_value(fd, node):
     raise Unsupported(f"input {node.name}: neither a tensor nor a number")
 
 
-def translate(sub, graph_inputs=()):
+def translate(sub, graph_inputs=(), dynamic=False):
     """A Plan for a partition's GraphModule, or raises Unsupported /
     kfuse.KfuseError. ``graph_inputs``: (name, dtype, shape) of the whole
     graph's tensor inputs, where sizes may be read from."""
     fd = kfuse.Definition()
     try:
         ctx = _aten.Context(fd, [g for g in graph_inputs if g[0] not in
-                                 {n.name for n in sub.graph.nodes if n.op == "placeholder"}])
+                                 {n.name for n in sub.graph.nodes if n.op == "placeholder"}], dynamic)
         env, kinds, placeholders = {}, [], []
         mutated = {}  # placeholder index -> final value
         out_node = None
@@ -457,6 +457,7 @@ def compile_graph(gm, example_inputs=None, options=None, report=None):
             output.prepend(n)  # after every read of what it mutates, as in the original graph
     _restore_meta(gm)
     placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
+    dynamic = any(_aten.symbolic(n) for n in gm.graph.nodes)
     for node in list(gm.graph.nodes):
         if node.op != "call_module" or not str(node.target).startswith("fused_"):
             continue
@@ -464,7 +465,7 @@ def compile_graph(gm, example_inputs=None, options=None, report=None):
         names = sorted(n.name for n in sub.graph.nodes if n.op == "call_function")
         try:
             plan = translate(sub, [(n.name, *node_meta(n)) for n in placeholders.values()
-                                   if node_meta(n) is not None and _aten.dtype_ok(node_meta(n)[0])])
+                                   if node_meta(n) is not None and _aten.dtype_ok(node_meta(n)[0])], dynamic)
         except (Unsupported, kfuse.KfuseError, KeyError, IndexError, TypeError, ValueError) as e:
             why = f"{type(e).__name__}: {e}"
             _fallback(node.target, why)
