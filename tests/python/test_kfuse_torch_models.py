@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""The training workloads of bench/models/ (GPT-2, Llama-style, ViT, GNN at
+their "smoke" sizes, float32) traced forward + backward with make_fx
+(torch.autograd.grad inside the traced function) and run through
+kfuse.torch in check mode on the CPU backend: every kfuse partition is
+compared with torch eager as it runs (KfuseTorchMismatch at the first
+difference), no partition may fall back, the loss and every gradient
+must match eager's, and only the ops listed in ALLOWED_IN_TORCH may stay
+in torch (matmuls, the causal-mask creation, embedding backward).
+
+Exits 77 (skipped) without torch.
+
+    KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python \\
+        /usr/bin/python3 tests/python/test_kfuse_torch_models.py
+"""
+import pathlib
+import sys
+
+try:
+    import torch
+    from torch.nn.utils.stateless import functional_call
+except ImportError as e:
+    print(f"test_kfuse_torch_models: SKIP: cannot import torch ({e})")
+    sys.exit(77)
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+import kfuse.torch as kt  # noqa: E402
+from models import WORKLOADS  # noqa: E402
+
+ALLOWED_IN_TORCH = {"aten.mm.default", "aten.bmm.default", "aten.addmm.default", "aten.tril.default",
+                    "aten.ones.default", "aten.arange.default", "aten.embedding_dense_backward.default",
+                    "aten.t.default", "aten.sum.dim_IntList", "aten._reshape_alias.default"}
+TOL = kt.Options(check=False, rtol=1e-3, atol=1e-4)
+failures = []
+
+for name in ("gpt2_train", "llama_train", "vit_train", "gnn_train"):
+    w = WORKLOADS[name]("smoke", "cpu")
+    m = w.module.float()
+    names = [k for k, _ in m.named_parameters()]
+    params = [p.detach() for _, p in m.named_parameters()]
+    inputs = tuple(i.float() if i.is_floating_point() else i for i in w.batches(0))
+
+    def step(*args, m=m, names=names):
+        ps = [p.requires_grad_() for p in args[:len(names)]]
+        loss = functional_call(m, dict(zip(names, ps)), args[len(names):])
+        return (loss.detach(),) + tuple(torch.autograd.grad(loss, ps))
+
+    args = tuple(params) + inputs
+    report = kt.Report()
+    try:
+        gm = kt.fuse(step, args, check=True, report=report, functional=False)
+        got = gm(*args)
+        ref = step(*args)
+        fused = [p for p in report.partitions if p[2] is not None]
+        fell = [(p[0], p[3]) for p in report.partitions if p[3] is not None]
+        assert len(fused) >= 5, f"only {len(fused)} kfuse partitions"
+        assert not fell, f"partitions left to torch: {fell}"
+        extra = sorted({t for _, t, _ in report.in_torch} - ALLOWED_IN_TORCH)
+        assert not extra, f"ops left to torch: {extra}\n{report}"
+        for i, (a, r) in enumerate(zip(got, ref)):
+            why = kt.mismatch(a, r, TOL)
+            assert why is None, f"output {i} ({'loss' if i == 0 else names[i - 1]}): {why}"
+        print(f"ok   {name}: {len(fused)} kfuse partitions, {len(report.in_torch)} ops in torch, "
+              f"loss {float(got[0]):.6f}")
+    except Exception as e:  # noqa: BLE001
+        failures.append(name)
+        print(f"FAIL {name}: {type(e).__name__}: {e}")
+
+print(f"test_kfuse_torch_models: {4 - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
