@@ -109,7 +109,8 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
   using K = ArgSlot::Kind;
   const size_t r = w.rank(v);
   const std::vector<int> dims = input_dims != nullptr ? *input_dims : vector_dims(w, v, dom, dim);
-  const size_t pv = static_cast<size_t>(std::find(dims.begin(), dims.end(), static_cast<int>(dim)) - dims.begin());
+  const size_t pv = static_cast<size_t>(
+      std::find_if(dims.begin(), dims.end(), [&](int m) { return read_dim(m) == static_cast<int>(dim); }) - dims.begin());
   // A vector wider than 16 bytes moves as several 16-byte ones.
   // (At any alignment: element-aligned, the other strides free.)
   const int bytes = any_alignment ? dtype_size(w.fusion().value(v).dtype)

@@ -36,12 +36,14 @@ void vector_loop(KernelWriter& w, const PointwiseLoop& loop, int U) {
   }
   const KernelWriter::Section loads = w.reserve();
   w.section = 0;
+  w.shifted_reads = true;  // (the plan's inputs read at a shift: a cat's operands, a pad's input)
   for (int u = 0; u < U; ++u) {
     w.open(u == 0 ? std::string() : "if (" + ok[static_cast<size_t>(u)] + ")");
     w.group = u;
     vector_group(w, vp, loop.outputs, base[static_cast<size_t>(u)], [](int) {});
     w.close();
   }
+  w.shifted_reads = false;
   w.fill(loads, vector_loads(w, V, 0, ok));
   w.close();
 }

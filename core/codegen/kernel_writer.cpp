@@ -459,11 +459,16 @@ std::optional<std::vector<std::string>> KernelWriter::vector_base(const std::vec
   std::vector<std::string> base(idx.size());
   bool exact = true;
   for (size_t j = 0; exact && j < idx.size(); ++j) {
-    const int d = dims[j];
+    const int d = read_dim(dims[j]);
     exact = idx[j] == (d < 0 ? "0" : lane_index[static_cast<size_t>(d)]);
     base[j] = d < 0 ? "0" : lane_base[static_cast<size_t>(d)];
+    // A dim the plan reads at a shift, only inside its bound (whose guard
+    // the load then takes).
+    if (is_shifted(dims[j]))
+      exact = exact && static_cast<size_t>(d) < lane_shifted_.size() && lane_shifted_[static_cast<size_t>(d)];
   }
   if (exact) return base;
+  if (std::any_of(dims.begin(), dims.end(), is_shifted)) return std::nullopt;
   if (exact_lanes) return std::nullopt;
   const auto pv = std::find(dims.begin(), dims.end(), static_cast<int>(lane_dim));
   if (pv == dims.end() || lane_dim >= lane_index.size()) return std::nullopt;
@@ -491,26 +496,44 @@ bool KernelWriter::lane_indexed(const std::string& i) const {
   return lane >= 0 && lane_width > 0 && lane_dim < lane_index.size() && i == lane_index[lane_dim];
 }
 
-std::string KernelWriter::shifted_lanes(const std::string& index, const std::string& base, const std::string& guard,
-                                        const std::vector<std::string>& conditions,
+std::optional<size_t> KernelWriter::lanes_dim_of(const std::string& i) const {
+  if (lane_indexed(i)) return lane_dim;
+  if (!shifted_reads || lane < 0 || lane_width == 0 || i == "0" || lane_index.size() != lane_base.size())
+    return std::nullopt;
+  for (size_t d = 0; d < lane_index.size(); ++d)
+    if (d != lane_dim && lane_index[d] == i && lane_base[d] == i) return d;
+  return std::nullopt;
+}
+
+std::string KernelWriter::shifted_lanes(size_t dim, const std::string& index, const std::string& base,
+                                        const std::string& guard, const std::vector<std::string>& conditions,
                                         const std::vector<ArgCheck>& checks,
                                         const std::function<std::string()>& fn) {
-  for (const std::string& c : conditions)
-    if (std::find(lane_conditions.begin(), lane_conditions.end(), c) == lane_conditions.end()) lane_conditions.push_back(c);
-  for (const ArgCheck& c : checks)
-    if (std::find(lane_checks.begin(), lane_checks.end(), c) == lane_checks.end()) lane_checks.push_back(c);
   const std::vector<std::string> saved_index = lane_index, saved_base = lane_base;
+  const std::vector<bool> saved_shifted = lane_shifted_;
   const std::string saved_guard = lane_guard_;
   const int saved_group = group, saved_ok = lane_ok_group_;
-  lane_index[lane_dim] = index;
-  lane_base[lane_dim] = base;
+  lane_index[dim] = index;
+  lane_base[dim] = base;
+  lane_shifted_.resize(lane_index.size());
+  lane_shifted_[dim] = true;
   if (!guard.empty()) lane_guard_ = lane_guard_.empty() ? guard : lane_guard_ + " && " + guard;
   if (lane_ok_group_ < 0) lane_ok_group_ = group;
   const std::string key = std::to_string(group) + "|" + base + "|" + lane_guard_;
   group = shifted_groups_.emplace(key, kShiftedGroups + static_cast<int>(shifted_groups_.size())).first->second;
+  const size_t regs = vector_regs.size();
   const std::string r = fn();
+  // The conditions only where a vector was loaded under the shift: lanes
+  // read one by one need not take one branch together.
+  if (vector_regs.size() > regs) {
+    for (const std::string& c : conditions)
+      if (std::find(lane_conditions.begin(), lane_conditions.end(), c) == lane_conditions.end()) lane_conditions.push_back(c);
+    for (const ArgCheck& c : checks)
+      if (std::find(lane_checks.begin(), lane_checks.end(), c) == lane_checks.end()) lane_checks.push_back(c);
+  }
   lane_index = saved_index;
   lane_base = saved_base;
+  lane_shifted_ = saved_shifted;
   lane_guard_ = saved_guard;
   group = saved_group;
   lane_ok_group_ = saved_ok;
@@ -718,7 +741,7 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         const std::string step = sl.step == 1 ? "" : " * " + std::to_string(sl.step);
         sub[dim] = "(" + start + " + " + idx[dim] + step + ")";
         if (sl.step == 1 && lane_indexed(idx[dim]))  // the lanes, shifted by the start
-          return shifted_lanes(sub[dim], "(" + start + " + " + lane_base[lane_dim] + ")", "",
+          return shifted_lanes(lane_dim, sub[dim], "(" + start + " + " + lane_base[lane_dim] + ")", "",
                                {start + " % " + std::to_string(lane_width) + " == 0"},
                                {ArgCheck{ArgCheck::Kind::SliceMultiple, {word(ArgSlot::Kind::Extent, in, static_cast<int>(dim))},
                                          sl.start, lane_width}},
@@ -738,6 +761,18 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
     }
     case Op::PAD: {
       std::vector<std::string> conds;
+      // The padded dims, where the lanes' loads can follow them: each a
+      // domain dim's lanes index shifted by the low pad, inside the input
+      // (lanes along the vector dim: a low pad a multiple of the width and
+      // an input extent checked to be one, so no vector straddles an edge).
+      struct Shift {
+        size_t dim;
+        std::string index, base, guard;
+        std::vector<std::string> conds;
+        std::vector<ArgCheck> checks;
+      };
+      std::vector<Shift> shifts;
+      bool shiftable = shifted_reads;
       for (size_t d = 0; d < r; ++d) {
         const int64_t lo = PadAttrs(e).low(d), hi = PadAttrs(e).high(d);
         if (lo == 0 && hi == 0) {
@@ -747,13 +782,31 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         const std::string t = lo == 0 ? idx[d] : "(" + idx[d] + " - " + std::to_string(lo) + ")";
         sub[d] = t;
         conds.push_back(t + " >= 0 && " + t + " < " + extent(in, d));
+        const std::optional<size_t> dd = shiftable && size_class(in, d) == SizeClass::Many ? lanes_dim_of(idx[d]) : std::nullopt;
+        if (!dd || (*dd == lane_dim && lo % lane_width != 0)) {
+          shiftable = false;
+          continue;
+        }
+        const std::string b = lane_base[*dd];
+        const std::string tb = lo == 0 ? b : "(" + b + " - " + std::to_string(lo) + ")";
+        Shift sh{*dd, t, tb, (lo == 0 ? "" : tb + " >= 0 && ") + tb + " < " + extent(in, d), {}, {}};
+        if (*dd == lane_dim) {
+          sh.conds.push_back(extent(in, d) + " % " + std::to_string(lane_width) + " == 0");
+          sh.checks.push_back(extent_multiple(in, d, lane_width));
+        }
+        shifts.push_back(std::move(sh));
       }
       const std::string pad = convert(f_.value(e.inputs[1]).dtype, out_t, value_at(e.inputs[1], {}));
       if (conds.empty()) return value_at(in, sub);
       const std::string name = fresh("v");
       line(std::string(reg_type(out_t)) + " " + name + ";");
       open("if (" + join(conds, " && ") + ")");
-      line(name + " = " + convert(f_.value(in).dtype, out_t, value_at(in, sub)) + ";");
+      std::function<std::string(size_t)> read = [&](size_t k) -> std::string {
+        if (!shiftable || k == shifts.size()) return value_at(in, sub);
+        const Shift& sh = shifts[k];
+        return shifted_lanes(sh.dim, sh.index, sh.base, sh.guard, sh.conds, sh.checks, [&] { return read(k + 1); });
+      };
+      line(name + " = " + convert(f_.value(in).dtype, out_t, read(0)) + ";");
       close_open("else");
       line(name + " = " + pad + ";");
       close();
@@ -765,14 +818,17 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
       line(std::string(reg_type(out_t)) + " " + name + ";");
       // Lanes along the cat dim take one branch together when every bound
       // is a multiple of the width: their loads are then guarded by it.
-      const bool lanes = lane_indexed(idx[dim]);
-      const std::string lane0 = lanes ? lane_base[lane_dim] : "";
+      // Along another dim (shifted reads) they always do.
+      const std::optional<size_t> dd = lanes_dim_of(idx[dim]);
+      const bool lanes = dd.has_value();
+      const bool along = lanes && *dd == lane_dim;  // the cat's dim is the lanes'
+      const std::string lane0 = lanes ? lane_base[*dd] : "";
       std::string begin = "0";
       ArgCheck end_check{ArgCheck::Kind::Multiple, {}, 0, lane_width};  // `end` % lane_width == 0, for the host
       for (size_t k = 0; k < e.inputs.size(); ++k) {
         const int64_t a = e.inputs[k];
         const bool last = k + 1 == e.inputs.size();
-        const std::string ext = extent(a, dim);
+        const std::string ext = last ? std::string() : extent(a, dim);  // (the last one's is not read)
         add_extent(&end_check, a, dim);
         const std::string end = last ? "" : begin == "0" ? ext : hoist(idx_t_, "cat", begin + " + " + ext);
         const std::string cond = idx[dim] + " < " + end;
@@ -783,7 +839,9 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         for (size_t d = 0; d < r; ++d) s[d] = size_class(a, d) == SizeClass::One ? "0" : idx[d];
         if (size_class(a, dim) == SizeClass::Many && begin != "0") {
           s[dim] = fresh("t");
-          line("const " + idx_t_ + " " + s[dim] + " = " + idx[dim] + " - " + begin + ";");
+          // (lanes reading a vector register leave it unused)
+          line(std::string(lanes ? "[[maybe_unused]] " : "") + "const " + idx_t_ + " " + s[dim] + " = " + idx[dim] +
+               " - " + begin + ";");
         }
         std::string v;
         if (lanes && size_class(a, dim) == SizeClass::Many) {
@@ -792,11 +850,13 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
           if (begin != "0") guard.push_back(lane0 + " >= " + begin);
           if (!last) {
             guard.push_back(lane0 + " < " + end);
-            conds.push_back(end + " % " + std::to_string(lane_width) + " == 0");
-            checks.push_back(end_check);
+            if (along) {
+              conds.push_back(end + " % " + std::to_string(lane_width) + " == 0");
+              checks.push_back(end_check);
+            }
           }
           const std::string base = begin == "0" ? lane0 : "(" + lane0 + " - " + begin + ")";
-          v = shifted_lanes(s[dim], base, join(guard, " && "), conds, checks, [&] { return value_at(a, s); });
+          v = shifted_lanes(*dd, s[dim], base, join(guard, " && "), conds, checks, [&] { return value_at(a, s); });
         } else {
           v = value_at(a, s);
         }

@@ -191,6 +191,11 @@ class KernelWriter {
   static constexpr int kShiftedGroups = 1 << 20;
   size_t lane_dim = 0;
   int lane_width = 0;  // 0: no shifted lanes (use_vectors sets both)
+  // Vector inputs read only at a shift (a cat's operands, a pad's input:
+  // VectorPlan entries kShiftedIndex, the pointwise loop's): their dims of
+  // other domain dims than the lanes' are shifted too, inside the bound
+  // their loads are guarded by. Set by the pointwise vector loop only.
+  bool shifted_reads = false;
   std::vector<std::string> lane_conditions;
   std::vector<ArgCheck> lane_checks;  // lane_conditions for the host (ArgCheck)
 
@@ -243,12 +248,17 @@ class KernelWriter {
                                    const std::vector<std::string>& idx, int64_t to);
   // Whether index `i` of a dim is the current lanes' own index along their dim.
   bool lane_indexed(const std::string& i) const;
-  // fn() with the lanes' index along their dim replaced by `index` (lane
-  // 0's by `base`), loads guarded by `guard` too, and `conditions` (with
-  // their host forms `checks`) required of the vector path.
-  std::string shifted_lanes(const std::string& index, const std::string& base, const std::string& guard,
+  // fn() with the lanes' index along domain dim `dim` replaced by `index`
+  // (lane 0's by `base`), loads guarded by `guard` too, and `conditions`
+  // (with their host forms `checks`) required of the vector path.
+  std::string shifted_lanes(size_t dim, const std::string& index, const std::string& base, const std::string& guard,
                             const std::vector<std::string>& conditions, const std::vector<ArgCheck>& checks,
                             const std::function<std::string()>& fn);
+  // The domain dim whose lanes' index is `i`: the lane dim's (lanes seen
+  // through shifts there: lane_indexed), or, with shifted reads (the
+  // pointwise vector loop), another dim's, the same for every lane of a
+  // group; nothing otherwise.
+  std::optional<size_t> lanes_dim_of(const std::string& i) const;
   std::string pointwise(const Expr& e, const std::vector<std::string>& idx);
   std::string shape(const Expr& e, const std::vector<std::string>& idx);
   std::string indexing(const Expr& e, const std::vector<std::string>& idx);
@@ -282,6 +292,7 @@ class KernelWriter {
   std::vector<std::string> result_lines_;
   std::string lane_guard_;                   // while in shifted lanes: their guard
   int lane_ok_group_ = -1;                   // while in shifted lanes: the group they came from
+  std::vector<bool> lane_shifted_;           // while in shifted lanes: the domain dims shifted
   std::map<std::string, int> shifted_groups_;  // group|base|guard -> group id
   std::map<std::string, std::string> result_regs_;  // value@column -> register, within the section
   std::vector<bool> fast_;  // per expr: its fast form allowed (approx_math.h)

@@ -10,7 +10,7 @@ namespace {
 
 class Tracer {
  public:
-  Tracer(const ConcreteFusion& c, const Task& task) : c_(c), f_(*c.fusion) {
+  Tracer(const ConcreteFusion& c, const Task& task, bool shifts) : c_(c), f_(*c.fusion), shifts_(shifts) {
     for (int64_t ei : task.exprs)
       for (int64_t o : f_.exprs[static_cast<size_t>(ei)].outputs) produced_.insert(o);
   }
@@ -142,7 +142,9 @@ class Tracer {
       }
       case Op::PAD:
         for (size_t d = 0; d < r; ++d)
-          sub[d] = PadAttrs(e).pads_dim(d) ? kOpaqueIndex : at(in, d, map[d]);
+          sub[d] = !PadAttrs(e).pads_dim(d) ? at(in, d, map[d])
+                   : shifts_ && !one(in, d)  ? shifted(map[d], PadAttrs(e).low(d))
+                                             : kOpaqueIndex;
         break;
       case Op::CAT: {
         const size_t dim = DimAttr(e).index();
@@ -150,8 +152,13 @@ class Tracer {
           const int64_t a = e.inputs[k];
           IndexMap s(r, kZeroIndex);
           for (size_t d = 0; d < r; ++d) s[d] = at(a, d, map[d]);
-          // Inputs after the first read their part at an offset.
-          if (k > 0 && c_.size_classes[static_cast<size_t>(a)][dim] == SizeClass::Many) s[dim] = kOpaqueIndex;
+          // Inputs after the first read their part at an offset (known at
+          // run time only); with shifts, the first too is read inside a
+          // bound.
+          if (c_.size_classes[static_cast<size_t>(a)][dim] == SizeClass::Many) {
+            if (shifts_) s[dim] = shifted(map[dim], 0);
+            else if (k > 0) s[dim] = kOpaqueIndex;
+          }
           next->push_back({a, s});
         }
         return;
@@ -172,8 +179,23 @@ class Tracer {
     next->push_back({in, sub});
   }
 
+  // A dim read at entry `m`'s domain dim shifted by `offset` (0: bounded
+  // only, or known at run time only) inside a bound: plain or shifted
+  // entries become shifted ones (the alignments compose), others opaque.
+  static int shifted(int m, int64_t offset) {
+    int align = 16;
+    if (offset != 0) {
+      const uint64_t o = offset < 0 ? 0 - static_cast<uint64_t>(offset) : static_cast<uint64_t>(offset);
+      align = static_cast<int>(std::min<uint64_t>(o & (~o + 1), 16));
+    }
+    if (m >= 0) return shifted_index(m, align);
+    if (is_shifted(m)) return shifted_index(shifted_dim(m), std::min(align, shifted_align(m)));
+    return kOpaqueIndex;
+  }
+
   const ConcreteFusion& c_;
   const Fusion& f_;
+  const bool shifts_;
   std::set<int64_t> produced_;
   std::set<std::pair<int64_t, IndexMap>> seen_;
   std::vector<std::pair<int64_t, IndexMap>> stack_;
@@ -190,8 +212,8 @@ IndexMap identity_map(const ConcreteFusion& c, int64_t domain) {
 }
 
 AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
-                         const std::vector<std::pair<int64_t, IndexMap>>& roots) {
-  Tracer t(c, task);
+                         const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts) {
+  Tracer t(c, task, shifts);
   for (const auto& [v, map] : roots) t.visit(v, map);
   return std::move(t.out);
 }

@@ -35,7 +35,12 @@ struct AccessMap {
 // class 0/1 read index 0.
 IndexMap identity_map(const ConcreteFusion& c, int64_t domain);
 
+// With `shifts`, the dims a cat or a pad reads inside a bound (every
+// operand of a cat along its dim, the first included; a pad's input along
+// each padded dim) are shifted entries (kShiftedIndex) instead of opaque
+// or plain ones: the pointwise vector plan's view, in which such reads can
+// be vectors (codegen's index rules guard them by the bound).
 AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
-                         const std::vector<std::pair<int64_t, IndexMap>>& roots);
+                         const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts = false);
 
 }  // namespace kf

@@ -1,5 +1,7 @@
 #include "core/schedule/kernel_schedule.h"
 
+#include <algorithm>
+
 namespace kf {
 
 std::vector<size_t> RowDomain::dims_in_order(bool reduced_dims) const {
@@ -24,9 +26,14 @@ std::string ids(const std::vector<int64_t>& v) {
 
 std::string vectors(const VectorPlan& p) {
   if (p.width == 0) return "vector=none";
-  std::vector<int64_t> in;
-  for (const auto& [v, dims] : p.inputs) in.push_back(v);
-  return "vector=" + std::to_string(p.width) + " vector_inputs=" + ids(in) + " vector_outputs=" + ids(p.outputs);
+  std::vector<int64_t> in, shifted;
+  for (const auto& [v, dims] : p.inputs) {
+    in.push_back(v);
+    if (std::any_of(dims.begin(), dims.end(), is_shifted)) shifted.push_back(v);
+  }
+  // (the inputs read at a shift, only where there are: older goldens stay)
+  return "vector=" + std::to_string(p.width) + " vector_inputs=" + ids(in) +
+         (shifted.empty() ? "" : " shifted_inputs=" + ids(shifted)) + " vector_outputs=" + ids(p.outputs);
 }
 
 std::string rows(const RowDomain& r) {

@@ -27,6 +27,25 @@ constexpr int kZeroIndex = -1;
 constexpr int kOpaqueIndex = -2;
 using IndexMap = std::vector<int>;
 
+// Shifted reads (only in maps traced with `shifts`, trace_accesses): a dim
+// read at domain dim d's index plus an offset, inside a bound the kernel
+// tests (a cat's operand along the cat dim, first included; a pad's input
+// along a padded dim). Encoded below kShiftedIndex with the offset's
+// alignment: the largest power of two dividing it, capped at 16 (16 too
+// for offsets known at run time only, a cat's bounds, which the vector
+// path checks per call). Every test of `m >= 0` takes it for opaque.
+constexpr int kShiftedIndex = -16;
+constexpr int shifted_index(int d, int align) {
+  int log2 = 0;
+  while ((1 << log2) < align && log2 < 4) ++log2;
+  return kShiftedIndex - 8 * d - log2;
+}
+constexpr bool is_shifted(int m) { return m <= kShiftedIndex; }
+constexpr int shifted_dim(int m) { return (kShiftedIndex - m) / 8; }
+constexpr int shifted_align(int m) { return 1 << ((kShiftedIndex - m) % 8); }
+// The domain dim an entry reads, plain or shifted; -1 for none.
+constexpr int read_dim(int m) { return m >= 0 ? m : is_shifted(m) ? shifted_dim(m) : -1; }
+
 // 16-byte vectors along one domain dim: lane l of a group reads element
 // base + l along `dim`. Inputs listed here are loaded as whole vectors
 // where the kernel reads them at the lane's index; outputs listed here are

@@ -56,7 +56,9 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
       const IndexMap id = identity_map(c, dom);
       std::vector<std::pair<int64_t, IndexMap>> roots;
       for (int64_t o : outs) roots.push_back({o, id});
-      const AccessMap reads = trace_accesses(c, task, roots);
+      // (with shifts: a cat's operands and a pad's input are vector
+      // inputs too where their bound keeps lanes together)
+      const AccessMap reads = trace_accesses(c, task, roots, true);
       loop.vectors = plan_vectors(c, task, outs, dom, loop.order.back(), &reads);
       if (tuning.pointwise_vector_rule == 1 && many_dims(c, dom) >= 3) {
         // Mixed dtypes over three or more dims: each vector's index costs
@@ -69,6 +71,7 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
         narrow_vectors(c, &loop.vectors);
         if (before > 0) loop.unroll = std::max(1, p.unroll * before / loop.vectors.width);
       }
+      keep_aligned_shifts(&loop.vectors);
     }
     if (loop.vectors.width > 0)
       loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), loop.vectors);

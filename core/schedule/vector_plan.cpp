@@ -20,16 +20,19 @@ IndexMap domain_dims(const ConcreteFusion& c, int64_t v, size_t rd, const Access
       if (cls(c, v, j) != SizeClass::One) dims[j] = static_cast<int>(rd - rv + j);
     return dims;
   }
-  // The first plain map (loads at other maps simply stay scalar: a vector
-  // register serves only the loads at its own lanes' indices).
+  // The first plain map, else the first with shifted dims (a cat's or a
+  // pad's bounded reads, traced with shifts): loads at other maps simply
+  // stay scalar (a vector register serves only the loads at its own lanes'
+  // indices).
   const std::vector<IndexMap>* maps = reads->find(v);
   if (maps == nullptr) return {};
-  for (const IndexMap& m : *maps) {
-    bool plain = m.size() == rv;
-    for (size_t j = 0; j < rv && plain; ++j)
-      plain = m[j] >= 0 || (m[j] == kZeroIndex && cls(c, v, j) == SizeClass::One);
-    if (plain) return m;
-  }
+  for (bool shifted : {false, true})
+    for (const IndexMap& m : *maps) {
+      bool plain = m.size() == rv;
+      for (size_t j = 0; j < rv && plain; ++j)
+        plain = m[j] >= 0 || (m[j] == kZeroIndex && cls(c, v, j) == SizeClass::One) || (shifted && is_shifted(m[j]));
+      if (plain) return m;
+    }
   return {};
 }
 
@@ -61,11 +64,11 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
     const Value& val = f.value(v);
     if (val.is_scalar) continue;
     const IndexMap dims = domain_dims(c, v, r, reads);
-    auto lane_dim = std::find(dims.begin(), dims.end(), static_cast<int>(dim));
+    auto lane_dim = std::find_if(dims.begin(), dims.end(), [&](int m) { return read_dim(m) == static_cast<int>(dim); });
     if (lane_dim == dims.end()) continue;
     const size_t pv = static_cast<size_t>(lane_dim - dims.begin());
     if (cls(c, v, pv) != SizeClass::Many) continue;
-    bool fits = true;  // each dim broadcast or of its domain dim's class
+    bool fits = true;  // each dim broadcast or of its domain dim's class (shifted: of class >1, bounded)
     for (size_t j = 0; j < dims.size(); ++j)
       if (dims[j] >= 0 && cls(c, v, j) != cls(c, dom, static_cast<size_t>(dims[j]))) fits = false;
     if (!fits) continue;
@@ -107,6 +110,15 @@ void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, Vector
     it = lane ? std::next(it) : p->inputs.erase(it);
   }
   p->width = kVectorBytes / dtype_size_bound(c, *p, true);
+}
+
+void keep_aligned_shifts(VectorPlan* p) {
+  if (p->width == 0) return;
+  std::erase_if(p->inputs, [&](const auto& in) {
+    for (int m : in.second)
+      if (is_shifted(m) && shifted_dim(m) == static_cast<int>(p->dim) && shifted_align(m) % p->width != 0) return true;
+    return false;
+  });
 }
 
 void narrow_vectors(const ConcreteFusion& c, VectorPlan* p) {

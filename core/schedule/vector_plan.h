@@ -15,8 +15,10 @@ namespace kf {
 inline constexpr int kVectorBytes = 16;
 
 // Inputs whose dim read along domain dim `dim` is of class >1 and
-// innermost in memory, every other dim a domain dim of its own class or a
-// broadcast; outputs of the domain's classes with `dim` innermost. Without
+// innermost in memory, every other dim a domain dim of its own class, a
+// broadcast, or (`reads` traced with shifts, where no plain map exists) a
+// domain dim read at a shift inside a bound (kShiftedIndex: a cat's
+// operands, a pad's input); outputs of the domain's classes with `dim` innermost. Without
 // `reads`, an input is assumed right-aligned with the domain (broadcast
 // over leading dims: loads at other indices simply stay scalar); with it,
 // the input's first plain map (a permuted or broadcast-in-dim input).
@@ -39,6 +41,13 @@ void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, Vector
 // reference tensor holds for all of them; a weight broadcast over the rows
 // would be misaligned by it, and is read per element.
 VectorPlan inputs_reading(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& dims, VectorPlan p);
+
+// Drops from `p` the inputs read only at a shift along the lane dim that
+// splits vectors at `p`'s width (a pad of 1 on the last dim: its lanes
+// would straddle the pad's edge and load misaligned); they are read per
+// element. The width stays (their dtype still counts for it). Shifts along
+// other dims, and shifts by a multiple of the width, keep their vectors.
+void keep_aligned_shifts(VectorPlan* p);
 
 // Sets the width to 16 bytes of the narrowest dtype among `p`'s inputs and
 // outputs: wider dtypes then move several 16-byte vectors per lane group

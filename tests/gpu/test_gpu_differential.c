@@ -2939,6 +2939,121 @@ static void test_shifted_lanes(void** state) {
   end_test("shifted lanes");
 }
 
+/* Vectors read at a shift (VectorPlan entries kShiftedIndex): every
+ * operand of a cat and a pad's input, loaded as 16-byte vectors guarded by
+ * their bound where the shift keeps a vector whole: a cat along an outer
+ * dim (the KV-cache append, a class-1 operand too), a cat along the last
+ * dim whose bounds are multiples of the width (the host checks them; 36
+ * and 3 wide are not for 8 lanes: the scalar twin), a pad along an outer
+ * dim, a pad of the last dim by a multiple of the width (8; the input's
+ * width checked too: 60 is not a multiple of 8), and by 1 or 4 (not a
+ * multiple of 8 lanes: read per element), with a fused op before the pad,
+ * pointers at an offset of 1 element (scalar twin). */
+static const char* const kShiftedVectors[] = {
+    /* 0: cat along dim 1 of [B, S, D] (outer): a fused scale on the second */
+    "input past: tensor<%1$s, 3>\n"
+    "input new: tensor<%1$s, 3>\n"
+    "nf = cast(new) {dtype=float32}\n"
+    "const h: float32 = 0.5\n"
+    "ns = mul(nf, h)\n"
+    "nc = cast(ns) {dtype=%1$s}\n"
+    "kv = cat(past, nc) {dim=1}\n"
+    "output kv\n",
+    /* 1: cat of three along the last dim */
+    "input a: tensor<%1$s, 2>\n"
+    "input b: tensor<%1$s, 2>\n"
+    "input c: tensor<%1$s, 2>\n"
+    "y = cat(a, b, c) {dim=1}\n"
+    "output y\n",
+    /* 2: pad of [B, S, H] along S (and along H when the pads say) with a silu before it */
+    "input x: tensor<%1$s, 3>\n"
+    "const zero: %1$s = 0.0\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "a = silu(xf)\n"
+    "ac = cast(a) {dtype=%1$s}\n"
+    "y = pad(ac, zero) {pads=[0, 0, %2$d, %3$d, %4$d, %5$d]}\n"
+    "output y\n",
+};
+
+static void test_shifted_vectors(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  for (int d = 0; d < 2; ++d) {
+    const kf_dtype dt = dts[d];
+    /* cat along the outer dim: D 128 / 100 / 6; the new part 1 (a class-1 operand), 3 or 40 rows;
+     * offset 1: the first operand misaligned */
+    const int64_t ds[] = {128, 100, 6}, news[] = {1, 3, 40};
+    for (int di = 0; di < 3; ++di)
+      for (int ni = 0; ni < 3; ++ni)
+        for (int off = 0; off < 2; ++off) {
+          if (off == 1 && (di != 0 || ni != 1)) continue;
+          const int64_t past_shape[3] = {3, 17, ds[di]}, new_shape[3] = {3, news[ni], ds[di]};
+          const int64_t past_strides[3] = {17 * ds[di], ds[di], 1};
+          char text[2048];
+          snprintf(text, sizeof text, kShiftedVectors[0], kf_dtype_name(dt));
+          kf_fusion f;
+          KF_CHECK(kf_fusion_from_text(text, &f));
+          tin in[2];
+          in[0] = input(dt, 3, past_shape);
+          in[1] = input(dt, 3, new_shape);
+          if (off) with_strides(&in[0], past_strides, 1);
+          fill(&in[0], -3, 3, 0);
+          fill(&in[1], -3, 3, 0);
+          char what[160];
+          snprintf(what, sizeof what, "shifted vectors: cat outer %s D=%lld new=%lld%s", kf_dtype_name(dt),
+                   (long long)ds[di], (long long)news[ni], off ? " past at +1" : "");
+          run_case(f, in, 2, what);
+          free_inputs(in, 2);
+          kf_fusion_release(f);
+        }
+    /* cat along the last dim: widths (all multiples of 8), (a 36: a multiple of 4 only), (3, 61) */
+    const int64_t widths[4][3] = {{64, 128, 8}, {16, 36, 8}, {3, 61, 8}, {8, 8, 1}};
+    for (int wi = 0; wi < 4; ++wi) {
+      char text[2048];
+      snprintf(text, sizeof text, kShiftedVectors[1], kf_dtype_name(dt));
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      tin in[3];
+      for (int k = 0; k < 3; ++k) {
+        const int64_t shape[2] = {29, widths[wi][k]};
+        in[k] = input(dt, 2, shape);
+        fill(&in[k], -3, 3, 0);
+      }
+      char what[160];
+      snprintf(what, sizeof what, "shifted vectors: cat inner %s widths %lld,%lld,%lld", kf_dtype_name(dt),
+               (long long)widths[wi][0], (long long)widths[wi][1], (long long)widths[wi][2]);
+      run_case(f, in, 3, what);
+      free_inputs(in, 3);
+      kf_fusion_release(f);
+    }
+    /* pads: {lo S, hi S, lo H, hi H} x H */
+    const int pads[6][4] = {{0, 5, 0, 0}, {3, 5, 0, 0}, {0, 0, 8, 8}, {2, 1, 8, 0}, {0, 0, 1, 1}, {1, 1, 4, 4}};
+    const int64_t hs[] = {256, 60, 7};
+    for (int pi = 0; pi < 6; ++pi)
+      for (int hi = 0; hi < 3; ++hi)
+        for (int off = 0; off < 2; ++off) {
+          if (off == 1 && hi != 0) continue;
+          const int64_t shape[3] = {2, 19, hs[hi]}, strides[3] = {19 * hs[hi], hs[hi], 1};
+          char text[2048];
+          snprintf(text, sizeof text, kShiftedVectors[2], kf_dtype_name(dt), pads[pi][0], pads[pi][1], pads[pi][2],
+                   pads[pi][3]);
+          kf_fusion f;
+          KF_CHECK(kf_fusion_from_text(text, &f));
+          tin in[1];
+          in[0] = input(dt, 3, shape);
+          if (off) with_strides(&in[0], strides, 1);
+          fill(&in[0], -3, 3, 0);
+          char what[160];
+          snprintf(what, sizeof what, "shifted vectors: pad [%d,%d,%d,%d] %s H=%lld%s", pads[pi][0], pads[pi][1],
+                   pads[pi][2], pads[pi][3], kf_dtype_name(dt), (long long)hs[hi], off ? " x at +1" : "");
+          run_case(f, in, 1, what);
+          free_inputs(in, 1);
+          kf_fusion_release(f);
+        }
+  }
+  end_test("shifted vectors");
+}
+
 static void test_two_segments(void** state) {
   (void)state;
   kf_builder b;
@@ -3087,7 +3202,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_shifted_vectors), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs),
       cmocka_unit_test(test_cat_tiles), cmocka_unit_test(test_random),

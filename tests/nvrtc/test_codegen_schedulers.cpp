@@ -641,6 +641,125 @@ void test_flat_vectors(void** /*state*/) {
   assert_false(contains(main, "kfflat"));
 }
 
+// Reads at a shift (VectorPlan entries kShiftedIndex): a cat's operands and
+// a pad's input are vector inputs of the pointwise plan where the shift
+// keeps a vector whole, each load guarded by its bound; the host checks a
+// bound along the lanes (a cat's, a pad's input width) to be a multiple of
+// the width. A pad of the last dim by other than a multiple of the width
+// keeps its input out of the plan (read per element).
+namespace shifted {
+
+// Whether the host checks that extent `dim` of value `v` is a multiple of `m`.
+bool checks_multiple(const KernelPlan& p, int64_t v, int dim, int m) {
+  for (const ArgCheck& c : p.vector_checks)
+    if (c.kind == ArgCheck::Kind::Multiple && c.modulus == m && c.offset == 0 && c.words.size() == 1) {
+      const ArgSlot& s = p.args.at(static_cast<size_t>(c.words[0]));
+      if (s.kind == ArgSlot::Kind::Extent && s.value == v && s.dim == dim) return true;
+    }
+  return false;
+}
+
+// The vector kernel's loads of 16-byte vectors, counted.
+size_t vector_loads(const KernelPlan& p) {
+  const std::string& src = p.units[p.unit_of(p.name)].source;
+  size_t n = 0;
+  for (size_t at = src.find("*(const kf_vec<"); at != std::string::npos; at = src.find("*(const kf_vec<", at + 1)) ++n;
+  return n;
+}
+
+struct Case {
+  KernelPlan plan;
+  VectorPlan vectors;
+};
+
+Case run(const char* text, const std::vector<std::pair<DType, std::vector<int64_t>>>& shapes) {
+  auto f = parse_fusion(text);
+  Inputs in;
+  for (const auto& [t, shape] : shapes) in.push_back(kftest::tensor(t, shape));
+  auto c = kftest::concretize(f, in);
+  const KernelSchedule schedule = kftest::schedule(c);
+  Case r{emit_kernel(*c, root_task(*f), schedule), std::get<PointwiseParams>(schedule).loops.at(0).vectors};
+  batch().add(r.plan);
+  return r;
+}
+
+bool shifted_at(const VectorPlan& vp, int64_t v, size_t j) {
+  auto it = vp.inputs.find(v);
+  return it != vp.inputs.end() && j < it->second.size() && is_shifted(it->second[j]);
+}
+
+}  // namespace shifted
+
+void test_shifted_vectors(void** /*state*/) {
+  using shifted::run;
+  {  // the KV-cache append along the sequence (an outer dim): both operands
+     // as whole vectors, guarded by their part of the sequence; no bound
+     // check (the lanes run along the head dim)
+    const shifted::Case k = run("input past: tensor<bfloat16, 4>\ninput new: tensor<bfloat16, 4>\n"
+                                "kv = cat(past, new) {dim=2}\noutput kv\n",
+                                {{DType::BF16, {4, 8, 1024, 128}}, {DType::BF16, {4, 8, 128, 128}}});
+    assert_int_equal(k.vectors.width, 8);
+    assert_int_equal(k.vectors.dim, 3);
+    assert_true(shifted::shifted_at(k.vectors, 0, 2) && shifted::shifted_at(k.vectors, 1, 2));
+    assert_int_equal(shifted::vector_loads(k.plan), 4);  // 2 operands x 2 vectors per step
+    const std::string& src = k.plan.units[k.plan.unit_of(k.plan.name)].source;
+    assert_true(contains(src, "(i2_0 < e"));
+    assert_true(contains(src, "(i2_0 >= e"));
+    assert_false(shifted::checks_multiple(k.plan, 0, 2, 8));
+    assert_int_equal(k.plan.scalar_twins.size(), 1);
+  }
+  {  // a cat along the last dim (float32): the first operand's width is a
+     // bound every vector stays on one side of, checked by the host
+    const shifted::Case k = run("input a: tensor<float32, 2>\ninput b: tensor<float32, 2>\n"
+                                "y = cat(a, b) {dim=1}\noutput y\n",
+                                {{DType::F32, {64, 64}}, {DType::F32, {64, 128}}});
+    assert_int_equal(k.vectors.width, 4);
+    assert_true(shifted::shifted_at(k.vectors, 0, 1) && shifted::shifted_at(k.vectors, 1, 1));
+    assert_int_equal(shifted::vector_loads(k.plan), 4);
+    assert_true(shifted::checks_multiple(k.plan, 0, 1, 4));
+  }
+  {  // a pad along the sequence only: guarded vectors, no check
+    const shifted::Case k = run("input x: tensor<bfloat16, 3>\nconst zero: bfloat16 = 0.0\n"
+                                "y = pad(x, zero) {pads=[0, 0, 3, 5, 0, 0]}\noutput y\n",
+                                {{DType::BF16, {4, 100, 256}}});
+    assert_true(shifted::shifted_at(k.vectors, 0, 1));
+    assert_int_equal(shifted::vector_loads(k.plan), 2);
+    assert_true(contains(k.plan.units[k.plan.unit_of(k.plan.name)].source, "(i1_0 - 3) >= 0 && (i1_0 - 3) < e"));
+    assert_false(shifted::checks_multiple(k.plan, 0, 2, 8));
+  }
+  {  // a pad of the last dim by 8 (bfloat16, 8 lanes): vectors, the input's width checked
+    const shifted::Case k = run("input x: tensor<bfloat16, 2>\nconst zero: bfloat16 = 0.0\n"
+                                "y = pad(x, zero) {pads=[0, 0, 8, 8]}\noutput y\n",
+                                {{DType::BF16, {64, 128}}});
+    assert_true(shifted::shifted_at(k.vectors, 0, 1));
+    assert_int_equal(shifted::vector_loads(k.plan), 2);
+    assert_true(shifted::checks_multiple(k.plan, 0, 1, 8));
+  }
+  {  // by 4: whole float32 vectors (4 lanes), not bfloat16 ones (8 lanes)
+    const shifted::Case f32 = run("input x: tensor<float32, 2>\nconst zero: float32 = 0.0\n"
+                                  "y = pad(x, zero) {pads=[1, 1, 4, 4]}\noutput y\n",
+                                  {{DType::F32, {64, 128}}});
+    assert_true(shifted::shifted_at(f32.vectors, 0, 1));
+    assert_int_equal(shifted::vector_loads(f32.plan), 2);
+    const shifted::Case bf16 = run("input x: tensor<bfloat16, 2>\nconst zero: bfloat16 = 0.0\n"
+                                   "y = pad(x, zero) {pads=[1, 1, 4, 4]}\noutput y\n",
+                                   {{DType::BF16, {64, 128}}});
+    assert_int_equal(bf16.vectors.width, 8);
+    assert_true(bf16.vectors.inputs.empty());  // read per element
+    assert_int_equal(shifted::vector_loads(bf16.plan), 0);
+    assert_int_equal(bf16.vectors.outputs.size(), 1);  // the output still moves as vectors
+  }
+  {  // the corpus's NCHW pad by 1 (c0147): the input per element, stores as vectors
+    const shifted::Case k = run("input x: tensor<bfloat16, 4>\nconst zero: bfloat16 = 0.0\n"
+                                "xf = cast(x) {dtype=float32}\na = silu(xf)\nact = cast(a) {dtype=bfloat16}\n"
+                                "y = pad(act, zero) {pads=[0, 0, 0, 0, 1, 1, 1, 1]}\noutput y\n",
+                                {{DType::BF16, {2, 4, 14, 14}}});
+    assert_true(k.vectors.inputs.empty());
+    assert_int_equal(shifted::vector_loads(k.plan), 0);
+    assert_int_equal(k.vectors.outputs.size(), 1);
+  }
+}
+
 // Column reductions of one phase carry a one-kernel twin for short
 // columns (ColumnParams::short_rows): `_short` and its scalar twin, 256
 // threads along the columns, one row group, every thread finishing and
@@ -1068,6 +1187,7 @@ int main() {
       cmocka_unit_test(test_short_rows),
       cmocka_unit_test(test_edge_kernel),
       cmocka_unit_test(test_flat_vectors),
+      cmocka_unit_test(test_shifted_vectors),
       cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_memory_order),
       cmocka_unit_test(test_short_columns),
