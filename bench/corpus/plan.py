@@ -4,7 +4,7 @@ fusion's text, its inputs' layouts, and its segments' schedulers and
 schedules, for kDLCUDA tensors in the entry's input and output layouts
 (kf_concretize_into, as corpus_bench.py runs them; --kfuse-outputs: outputs
 in kfuse's own layout; --cuda: the generated CUDA too). What the session 27 analysis of the corpus used
-(docs/PERF.md):
+(docs/perf-log.md):
 
     KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python \
         python3 bench/corpus/plan.py --seed 333280337 126 33 155

@@ -307,12 +307,12 @@ void emit_columns(KernelWriter& w, const ColumnParams& p, size_t phase, std::vec
     }
     w.begin_result_loads();
     // (at any alignment, fewer: each vector takes two chunks' registers
-    // until shifted, and the shifts are instructions; docs/PERF.md)
+    // until shifted, and the shifts are instructions; docs/perf-log.md)
     const int U = any_path ? p.any_rows : kRowsInFlight;
     // kRowsInFlight rows per step, all their loads first: a kernel that
     // also stores (the epilogue) cannot have the compiler move a later
     // row's loads above this row's stores (they may alias), which leaves
-    // one load in flight per thread (docs/PERF.md).
+    // one load in flight per thread (docs/perf-log.md).
     w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");
     std::vector<std::string> oks;
     std::vector<std::vector<std::string>> ridx, bases;
@@ -415,7 +415,7 @@ void emit_columns(KernelWriter& w, const ColumnParams& p, size_t phase, std::vec
     // the accumulation and the stores where the row and column exist.
     // Beside the vector path at any alignment, its rows per step: the
     // kernel's registers are the larger path's, and this one then serves
-    // only the rare layouts that one does not take (docs/PERF.md, session
+    // only the rare layouts that one does not take (docs/perf-log.md, session
     // 20: 4 rows here cost the other path up to 1.6x).
     const int U = any_path ? p.any_rows : p.scalar_rows;
     w.open("for (long long q = q0 + ty; q < q1; q += " + std::to_string(p.row_groups * U) + ")");

@@ -67,7 +67,7 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     w.close();
   };
   // Online pairs keep their two phases here: one pass measured slower on
-  // this path (docs/PERF.md, session 6).
+  // this path (docs/perf-log.md, session 6).
   const std::vector<std::vector<int64_t>>& phases = s.phases;
   std::map<int, KernelWriter::Section> loads;  // load section -> where its loads go
   // body(lane index) for each lane of vector k, in the current scope.

@@ -1,5 +1,5 @@
 // The single-pass thread-per-line scan (ScanParams::pass_rows > 0; not
-// the default: docs/PERF.md, session 21).
+// the default: docs/perf-log.md, session 21).
 #include <functional>
 
 #include "core/codegen/emit_common.h"

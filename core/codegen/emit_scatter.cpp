@@ -415,7 +415,7 @@ std::vector<std::vector<std::string>> open_lanes(KernelWriter& w, const ScatterP
 
 // Opens the loops over sorted positions p (keys[p] in `key`) that pass
 // `head` (for index_reduce one block per position: a block per position
-// and slice tile measured slower, PERF.md session 9; for scatter one
+// and slice tile measured slower, perf-log.md session 9; for scatter one
 // thread per position), then open_lanes. Close twice.
 std::vector<std::vector<std::string>> open_sorted_loops(KernelWriter& w, const ScatterParams& p, const Operands& o,
                                                         const Sorted& s, const std::string& head,

@@ -20,7 +20,7 @@ namespace kf {
 
 // Rows without a vector plan (an input at an odd offset or in another
 // memory order) split too, on the element loop alone: one block reading a
-// whole float32 tensor of 724 MB took 282 ms (docs/PERF.md, session 28).
+// whole float32 tensor of 724 MB took 282 ms (docs/perf-log.md, session 28).
 bool has_split_row_kernels(const RowParams& p) { return !p.has_outer(); }
 
 ColumnParams split_row_finish(const RowParams& p) {

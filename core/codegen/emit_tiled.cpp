@@ -5,7 +5,7 @@
 // (checked at run time), both phases move 16-byte vectors: a warp then
 // reads and writes whole 128-byte lines instead of 64-byte halves with
 // 2-byte elements, and issues a quarter of the memory instructions
-// (docs/PERF.md).
+// (docs/perf-log.md).
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
@@ -72,7 +72,7 @@ std::string fill_coords(int rows, int lanes, int V) {
 // loads of every input are issued before the first store to shared memory
 // (loads out of range give zeros, which no output reads), so a thread has
 // all its vectors in flight at once: with a store after each load, ncu
-// showed the warps waiting on one load at a time (docs/PERF.md, session
+// showed the warps waiting on one load at a time (docs/perf-log.md, session
 // 11). Appends the run-time conditions to `conds`.
 void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
                        std::vector<std::string>* conds) {
@@ -136,7 +136,7 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
 // Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
 void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   const std::string& t = w.index_type();
-  w.line("#pragma unroll 4");  // a full unroll measured slower (docs/PERF.md)
+  w.line("#pragma unroll 4");  // a full unroll measured slower (docs/perf-log.md)
   w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
   w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
   w.line("const " + t + " " + n.ia + " = a0 + k, " + n.ib + " = b0 + lx;");
@@ -226,7 +226,7 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   // the outputs' contiguous dim b, so together they write whole rows of the
   // outputs (and read whole rows of the inputs laid out like them): DRAM
   // pages are used whole (transpose_add: DRAM 81% -> 86% of peak against
-  // the diagonal order, docs/PERF.md session 19).
+  // the diagonal order, docs/perf-log.md session 19).
   const std::string pos = "const long long in_ = tile % (" + ta + " * " + tb + "), ";
   if (p.order == 2)
     w.line(pos + "ta_ = in_ % " + ta + ", tb_ = in_ / " + ta + ";");

@@ -24,7 +24,7 @@ void emit_tiled(KernelWriter& w, const TiledParams& p);                         
 // Cluster (has_cluster_kernel) is LongRows with each row shared by the
 // blocks of a thread-block cluster (sm_90): each stages and reduces its
 // part, the blocks' values combine over the cluster, so a row too long for
-// one block's shared memory is still read once (docs/PERF.md, session 22).
+// one block's shared memory is still read once (docs/perf-log.md, session 22).
 enum class RowKernel { Main, LongRows, Edges, LongEdges, Cluster, ShortRows };
 // emit_row.cpp. Main with a vector plan: w.paths picks the register path,
 // the streaming one or both; `checks` (when not null) receives the register

@@ -72,7 +72,7 @@ bool holds(const ArgCheck& check, const int64_t* args);
 // - d) / d) + 1 < 2^32, n / d = (umulhi(n, m) + n) >> s (the sum stays
 // below 2^32). The word packs m (low half) and s (high half); the host
 // computes it once per launch, as computing it per thread cost more than
-// the divisions it saved (docs/PERF.md, session 7).
+// the divisions it saved (docs/perf-log.md, session 7).
 inline uint64_t fastdiv_word(int64_t d) {
   if (d < 1) return 0;  // no index is divided by an empty extent
   uint64_t s = 0;
@@ -138,7 +138,7 @@ struct LaunchRule {
   // different domains), whose threads each pay every loop's set-up
   // (arguments, vector conditions, divisors) even where a small domain
   // gives them no step. One-step grids stay faster for single loops
-  // (docs/PERF.md, session 7).
+  // (docs/perf-log.md, session 7).
   bool bounded_grid = false;
   // PerRow: when > 0, the elements each thread holds in registers; the
   // block is then chosen per call: ceil(row length / row_items) threads
@@ -208,7 +208,7 @@ struct KernelPlan {
   // What NVRTC compiles: one unit per kernel (the prelude, the argument
   // struct and that kernel), so a segment's kernels compile as separate
   // programs in parallel and none waits for another's optimizer
-  // (docs/PERF.md, session 7: first call).
+  // (docs/perf-log.md, session 7: first call).
   struct Unit {
     std::string kernel;
     std::string source;
@@ -273,7 +273,7 @@ struct KernelPlan {
   // it (alignment, strides, sizes). A call launches the twins when any of
   // vector_checks fails; they are compiled the first time a call needs them
   // (the fallback is a third to a half of such a kernel's compile time:
-  // docs/PERF.md, session 14).
+  // docs/perf-log.md, session 14).
   struct ScalarTwin {
     std::string kernel, scalar;
   };

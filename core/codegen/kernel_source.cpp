@@ -354,7 +354,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     // With a long-row kernel (which takes the rows the registers cannot
     // hold), the main kernel's register path and its streaming fallback are
     // twins, as a column kernel's are. Not for inner-outer kernels: alone,
-    // their register path ran 2.5% slower (layernorm backward, docs/PERF.md
+    // their register path ran 2.5% slower (layernorm backward, docs/perf-log.md
     // session 14), and they compile in under 200 ms with both.
     const bool twins = has_long_row_kernel(row) && !row.has_outer();
     if (twins) w.paths = KernelWriter::Paths::Vector;
@@ -382,7 +382,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
       suffixes.push_back(std::string(kScalarSuffix));
     }
     // The register path under a 48-register budget: a block of 17-21
-    // warps then fits twice on a multiprocessor, not once (docs/PERF.md,
+    // warps then fits twice on a multiprocessor, not once (docs/perf-log.md,
     // session 15: softmax 32768x16392 bf16 1.18 -> 0.82 ms). Not for
     // inner-outer kernels, whose grid assumes the main kernel's budget.
     if (launch.row_items > 0 && !row.stream_rows && !row.has_outer()) {
@@ -394,7 +394,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     // The register path at twice the vectors per thread, for rows the main
     // kernel cannot hold that the long-row kernel would stream rather than
     // stage (float32 rows of 32768: 2.17 -> 1.43 ms for softmax; where the
-    // row is staged it won or lost by the case: docs/PERF.md, session 15).
+    // row is staged it won or lost by the case: docs/perf-log.md, session 15).
     // At most 32 elements per thread: a row value held as floats (softmax's
     // exp) at 64 spilled (bf16 softmax 1.2x slower).
     if (twins && launch.row_stage_bytes > 0 && !row.stream_rows && 2 * launch.row_items <= kWideRowItems) {

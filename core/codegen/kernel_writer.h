@@ -80,7 +80,7 @@ class KernelWriter {
   // and added in 64 bits on its own; the inner terms are summed in the
   // index type first, while the outermost (a row kernel's row, invariant
   // over the row) stays a term of its own that the compiler hoists with
-  // the pointer (summing it in too cost the row kernels 10%: docs/PERF.md,
+  // the pointer (summing it in too cost the row kernels 10%: docs/perf-log.md,
   // session 10).
   std::string address(int64_t value, const std::vector<std::string>& idx);
   // `pointer[offset]`: the element of `value` at `idx`. Pointer first, then
@@ -148,7 +148,7 @@ class KernelWriter {
   int section = 0;
   // 16-bit lanes read from their 32-bit words (vector_lane_form): set by
   // the row kernels, which hold the vectors across phases (the column
-  // kernels, which do not, measured up to 3% slower with it: docs/PERF.md).
+  // kernels, which do not, measured up to 3% slower with it: docs/perf-log.md).
   bool word_lanes = false;
   // Lanes with indices of their own (emit_pointwise's flat vectors): a
   // vector register serves only reads at exactly the lanes' indices, never

@@ -174,7 +174,7 @@ template <class T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16
 };
 // Lane j of a kf_vec of 16-bit elements, read from its 32-bit word: the
 // vector then stays in registers as words (4 for 8 lanes) where each lane
-// read on its own takes a register of its own (docs/PERF.md, session 15).
+// read on its own takes a register of its own (docs/perf-log.md, session 15).
 template <class V> KF_DEV unsigned kf_lane_word(const V& v, int j) {
   if constexpr (sizeof(v.v) == 2) {
     return v.v[0];
@@ -301,7 +301,7 @@ template <class V> KF_DEV void kf_vstore_any(void* p, const V& v, int left, unsi
 // rd = kf_rcp_for_div(d): Markstein's sequence. The residual of
 // q = x * rd is exact with an FMA, and one correction step gives the
 // correctly rounded quotient wherever nothing over- or underflows
-// (checked: 4e8 random pairs, docs/PERF.md); elsewhere (rd = 0 for an
+// (checked: 4e8 random pairs, docs/perf-log.md); elsewhere (rd = 0 for an
 // extreme divisor, zero/inf/NaN/tiny/huge quotients) the plain division.
 KF_DEV float kf_rcp_for_div(float d) {
   const float a = fabsf(d);
@@ -580,7 +580,7 @@ constexpr std::string_view kFp8Rounding = R"KFCUDA(
 // range; NaN and out-of-range values take the portable path, which gives
 // PyTorch's NaN (e4m3fn) or inf (e5m2) where satfinite would clamp. The
 // portable conversion cost a quantize epilogue 87% of the SM's issue
-// slots (docs/PERF.md, session 9). float8 -> float is exact either way.
+// slots (docs/perf-log.md, session 9). float8 -> float is exact either way.
 KF_DEV unsigned char kf_f_to_e4m3_hw(float x) {
 #if __CUDA_ARCH__ >= 890
   if (fabsf(x) < 464.0f) {
@@ -604,7 +604,7 @@ KF_DEV unsigned char kf_f_to_e5m2_hw(float x) {
 // Saturating: cast(clamp(x, -max, max)) with kf_clamp's NaN (+NaN, 0x7f in
 // both formats), in one satfinite conversion and a NaN test instead of two
 // clamps and a range test (the quantize epilogue was ALU-bound:
-// docs/PERF.md, session 12).
+// docs/perf-log.md, session 12).
 KF_DEV unsigned char kf_f_to_e4m3_sat(float x) {
 #if __CUDA_ARCH__ >= 890
   unsigned short r;

@@ -16,7 +16,7 @@ uint64_t encode_order(std::span<const int64_t> sizes, std::span<const int64_t> s
   // stride-0 dim (an expanded operand) moves no memory: it sorts outermost,
   // so that it is never taken for the innermost dim (an attention mask
   // [B, 1, 1, S] expanded along B once sent a pointwise add through 64 x 64
-  // tiles over B = 4: 10.5 ms against 0.5; docs/PERF.md, session 28).
+  // tiles over B = 4: 10.5 ms against 0.5; docs/perf-log.md, session 28).
   auto key = [&](int d) {
     const int64_t s = strides[static_cast<size_t>(d)];
     return s == 0 ? std::numeric_limits<int64_t>::max() : s;

@@ -205,7 +205,7 @@ struct RowParams {
   // Rows that one block could stage take the cluster kernel too: an online
   // softmax pair with an output pass evaluates its exp twice per element
   // (the pair's phase, the output pass), and one block per row is then
-  // issue-bound (ncu, docs/PERF.md session 23: 62% SM, 54% DRAM with
+  // issue-bound (ncu, docs/perf-log.md session 23: 62% SM, 54% DRAM with
   // 1024-thread blocks; parts of half the size keep twice the threads
   // resident). Tuning::row_cluster_stageable.
   bool cluster_stageable = false;
@@ -246,7 +246,7 @@ struct ColumnParams {
   // an epilogue that reads one vector input. The
   // epilogue only loads, computes and stores (no accumulators), so its
   // speed is the loads it keeps in flight per multiprocessor
-  // (Tuning::column_epilogue_blocks, docs/PERF.md session 18).
+  // (Tuning::column_epilogue_blocks, docs/perf-log.md session 18).
   int epilogue_blocks = 0;
   // Rows per step of the scalar twins (Tuning::column_scalar_rows).
   int scalar_rows = 4;
@@ -343,7 +343,7 @@ struct ScanParams {
   // element), each warp `pass_rows` consecutive elements of them; the
   // warps of a block stacked along the scan make a row segment, whose
   // totals go to the next segment by a decoupled look-back through
-  // scratch (emit_scan.cpp: emit_single_pass; docs/PERF.md session 21:
+  // scratch (emit_scan.cpp: emit_single_pass; docs/perf-log.md session 21:
   // not the default, slower than the three kernels on most shapes).
   int pass_rows = 0;
   bool operator==(const ScanParams&) const = default;

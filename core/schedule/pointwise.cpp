@@ -66,7 +66,7 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
         // dtype halve that work per element (rope: 0.244 -> 0.210 ms on an
         // H200). Fewer steps per thread keep the bytes in flight. Over two
         // dims the split wide vectors cost more than they save
-        // (residual_add_cast 0.766 -> 0.797 ms): docs/PERF.md, session 11.
+        // (residual_add_cast 0.766 -> 0.797 ms): docs/perf-log.md, session 11.
         const int before = loop.vectors.width;
         narrow_vectors(c, &loop.vectors);
         if (before > 0) loop.unroll = std::max(1, p.unroll * before / loop.vectors.width);

@@ -163,7 +163,7 @@ std::vector<size_t> memory_order(const ConcreteFusion& c, const Task& task, cons
   // innermost in their memory (the caller's layout with kf_execute_into).
   // A kernel reads or writes the losing side across its lines, and a
   // strided write costs more than a strided read: outputs count twice
-  // their bytes, inputs spanning the domain once (H200, docs/PERF.md
+  // their bytes, inputs spanning the domain once (H200, docs/perf-log.md
   // session 28: a residual add + RMSNorm of a transposed x into row-major
   // outputs took 3.24 ms walked in x's order, 0.56 ms in the outputs';
   // softmax over dim 0 of a transposed x into a row-major output 4.25

@@ -121,7 +121,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   // Registers: each thread of a cached row holds vectors_per_thread
   // vectors of every value live across a block-wide reduction, as floats,
   // under the 64-register cap of 1024-thread blocks; two such values at 4
-  // vectors spill (softmax backward: docs/PERF.md), so they get half as
+  // vectors spill (softmax backward: docs/perf-log.md), so they get half as
   // many (and twice the threads per row).
   if (values_live_across_phases(*c.fusion, task, rows, row_inputs) >= 2)
     p.vectors_per_thread = std::max(1, p.vectors_per_thread / 2);

@@ -1,6 +1,6 @@
 // Scheduler constants that can be varied without rebuilding: tests pass
 // their own Tuning, and the process default reads KFUSE_TUNE_* once
-// (docs/PERF.md uses them to measure the heuristics on a GPU). Not part of
+// (docs/perf-log.md uses them to measure the heuristics on a GPU). Not part of
 // the API.
 #pragma once
 
@@ -14,39 +14,39 @@ struct Tuning {
   // 2, the widest (every vector at most 16 bytes).
   int pointwise_vector_rule = 1;
   // Blocks per multiprocessor pointwise vector kernels are compiled for
-  // (0: the compiler's choice). Measured on an H100 (docs/PERF.md, session
+  // (0: the compiler's choice). Measured on an H100 (docs/perf-log.md, session
   // 19): 8 helps gelu_bias and cross_entropy_bwd by 2%, and spills in rope
   // (+53%) and adamw_step (+100%); 6 no better anywhere but 1%.
   int pointwise_min_blocks = 0;
   // 16-byte vectors per thread of a row held in registers. Measured on an
-  // H200 (docs/PERF.md): 2 (more threads per row) and 6 or 8 (register
+  // H200 (docs/perf-log.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.
   int row_vectors = 4;
   // Single-pass rows without an online pair (a plain row sum) stream
   // through the long-row kernel's block-stride loop instead of the
   // register kernel (1), or not (0). Online pairs always stream. Measured
-  // on an H100 (docs/PERF.md, session 25): inner_sum slower or equal on
+  // on an H100 (docs/perf-log.md, session 25): inner_sum slower or equal on
   // 23 of 24 shapes (1.23-1.56x on rows of 1024, 1.00-1.05x on longer).
   int row_stream_single_pass = 0;
   // The same for inner-outer kernels, which also hold one partial per
   // outer reduction and element (registers again). Measured on an H100
-  // (docs/PERF.md, layernorm backward 32768 x 8192 bf16): 1 vector 0.80 ms,
+  // (docs/perf-log.md, layernorm backward 32768 x 8192 bf16): 1 vector 0.80 ms,
   // 2 vectors 1.12 ms, 4 vectors 5.1 ms (spills).
   int inner_outer_vectors = 1;
   // Threads per multiprocessor of an inner-outer kernel's grid (its blocks
   // grid-stride over rows, so this sets how many partial rows the finishing
   // kernel reads). Measured as above: 2 blocks of 1024 threads per SM 0.80
   // ms, 4 0.89 ms, 8 1.04 ms. The launch asks for no more blocks than the
-  // kernel's registers let reside (one wave: docs/PERF.md, session 24).
+  // kernel's registers let reside (one wave: docs/perf-log.md, session 24).
   int inner_outer_threads_per_sm = 2048;
   // Scatter's sorted path (index_reduce): slice elements per thread, and
-  // positions of a run loaded per step (docs/PERF.md, session 9).
+  // positions of a run loaded per step (docs/perf-log.md, session 9).
   int scatter_lanes = 4;
   int scatter_unroll = 4;
   // Float amax/amin and prod over slices take the sorted path from this
   // slice width up, where the updates per selected slice average at most
   // scatter_sorted_max_run (ScatterParams::sorted_min_width; 0: never for
-  // speed). Measured on an H100 (docs/PERF.md, session 25), bf16 amax of
+  // speed). Measured on an H100 (docs/perf-log.md, session 25), bf16 amax of
   // M updates of width W into W targets, atomic / sorted ms: 32768 x 8192
   // 2.57 / 0.80, x 4096 1.19 / 0.45, x 1024 0.275 / 0.253, x 512 0.141 /
   // 0.30; 131072 x 2048 1.92 / 1.59, x 1024 (runs of 128) 0.95 / 1.46.
@@ -54,7 +54,7 @@ struct Tuning {
   int scatter_sorted_min_width = 1024;
   int scatter_sorted_max_run = 64;
   // Scans, a block per line: consecutive elements each thread combines per
-  // chunk (docs/PERF.md, session 9).
+  // chunk (docs/perf-log.md, session 9).
   int scan_items = 4;
   // Lines scanned as vectors: vectors per thread and chunk (session 10).
   int scan_vector_steps = 2;
@@ -63,7 +63,7 @@ struct Tuning {
   // Scans, a thread per line: 0, the three-kernel path (segment totals,
   // their prefixes, the scan again from the input); > 0, the single-pass
   // kernel (a decoupled look-back between row segments) with this many
-  // rows per warp. Not the default: measured on an H200 (docs/PERF.md,
+  // rows per warp. Not the default: measured on an H200 (docs/perf-log.md,
   // session 21), cumsum down 32768 x 8192 float32 0.846 -> 0.730 ms, but
   // bfloat16 0.515 -> 0.541, 16384 x 4097 0.211 -> 0.374 and 1048576 x 64
   // 0.54 -> 8.1 (its warps wait at the block's barriers for the look-back).
@@ -75,7 +75,7 @@ struct Tuning {
   int split_epilogue_reversed = 1;
   // The most blocks of a thread-block cluster sharing one staged row
   // (RowParams::cluster_max; a power of two, 2 to 8; 0 or 1: no cluster
-  // row kernel). Measured on an H100 (docs/PERF.md, session 22): batch
+  // row kernel). Measured on an H100 (docs/perf-log.md, session 22): batch
   // norm 2.18 -> 1.70 ms, rows of 65536 1.24-1.41x faster, the rest of
   // the training suite unchanged.
   int row_cluster_max = 8;
@@ -84,31 +84,31 @@ struct Tuning {
   // Rows with an online softmax pair and an output pass take the cluster
   // kernel even where one block could stage them (RowParams::
   // cluster_stageable; 0: only rows one block cannot stage, or too few).
-  // Measured on an H100 (docs/PERF.md, session 23): softmax over 2048 x
+  // Measured on an H100 (docs/perf-log.md, session 23): softmax over 2048 x
   // 16392 float32 0.127 -> 0.113 ms; layer and RMS norm rows lose 3-9%
   // that way, so they keep the one-block kernel.
   int row_cluster_stageable = 1;
   // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on
-  // an H100 (docs/PERF.md, session 13): 512 no faster on transpose_add and
+  // an H100 (docs/perf-log.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.
   int tiled_block = 256;
   // Tile order of tiled kernels (TiledParams::order): 3 along the outputs'
   // contiguous dim first, 2 along the tiled inputs' first, 1 diagonal.
-  // Measured on an H100 (docs/PERF.md, session 19): transpose_add 32768 x
+  // Measured on an H100 (docs/perf-log.md, session 19): transpose_add 32768 x
   // 8192 bf16 0.562 / 0.580 / 0.593 ms, transpose3d_add 2.231 / 2.294 /
   // 2.349; 3 with groups of 2-16 tiles along a no better.
   int tiled_order = 3;
   // Column normalizations: blocks per multiprocessor the epilogue's vector
   // kernel is compiled for when it reads one vector input (its registers
   // then fit 3 x 256 threads without spills). Measured on an H100
-  // (docs/PERF.md, session 18): softmax_dim0 32768 x 8192 bf16 with fast
+  // (docs/perf-log.md, session 18): softmax_dim0 32768 x 8192 bf16 with fast
   // exp 0.643 -> 0.605 ms (its epilogue had 92 registers: 2 blocks);
   // softmax_bwd_dim0 (two inputs) 0.897 -> 0.904, so not there.
   // 1: the compiler's choice.
   int column_epilogue_blocks = 3;
   // Column kernels' scalar twins (odd widths, misaligned tensors): rows per
   // step, every lane's values of the step computed before the range tests.
-  // No setting is best for every fusion (docs/PERF.md, session 18: 4, 2, 1
+  // No setting is best for every fusion (docs/perf-log.md, session 18: 4, 2, 1
   // give geometric means within 5% over eight 16384 x 4097 cases, single
   // cases 1.6x apart either way).
   int column_scalar_rows = 4;
@@ -116,7 +116,7 @@ struct Tuning {
   // (KernelWriter::any_left: each row's 16-byte chunks shifted into the
   // lanes' columns), and then of the twin's element path too; 0: no such
   // path, the element path alone at column_scalar_rows. Measured on an
-  // H200 (docs/PERF.md, session 20), eight 16384 x 4097 cases against the
+  // H200 (docs/perf-log.md, session 20), eight 16384 x 4097 cases against the
   // element path by geometric mean: 1 row 1.27x (0.84-2.43x), 2 rows
   // 1.14x, 4 rows 0.92x (each vector holds two chunks until shifted: up
   // to 139 registers).

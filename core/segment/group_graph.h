@@ -9,7 +9,7 @@
 // searches that window instead of everything a reaches. A found path is
 // remembered by one node on it, so asking again after unrelated merges costs
 // no search. Without both, merging was superlinear on large shattered
-// fusions (docs/PERF.md).
+// fusions (docs/perf-log.md).
 #pragma once
 
 #include <cstddef>

@@ -243,7 +243,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     work = (work + per_block - 1) / per_block;
     // bounded_grid: a few waves of resident blocks, each thread looping,
     // so the set-up before the loops is paid once per thread for many
-    // steps (docs/PERF.md: rope, 56 instructions per element with one step).
+    // steps (docs/perf-log.md: rope, 56 instructions per element with one step).
     if (rule.bounded_grid && multiprocessors > 0)
       elementwise_cap = int64_t{multiprocessors} * kElementwiseWaves *
                         std::max<int64_t>(1, resident_blocks(rule.block, limits.registers, rule.shared_bytes,
@@ -260,7 +260,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
     // Inner-outer: no more blocks than its registers let reside at once. A
     // second wave would start as the first ends, its blocks' rows behind
-    // a tail (H200, docs/PERF.md session 24: layernorm_bwd 32768 x 4096
+    // a tail (H200, docs/perf-log.md session 24: layernorm_bwd 32768 x 4096
     // bf16, 512-thread blocks of 64 registers, 4 per SM asked, 2 resident:
     // 0.300 -> 0.279 ms as one wave).
     if (rule.outer_accumulators > 0 && limits.registers > 0)
@@ -277,7 +277,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       // A row that leaves room for one block per multiprocessor only is
       // streamed instead: the block idles at each of its barriers with
       // nothing to overlap them, and its second pass mostly hits L2
-      // (docs/PERF.md, session 10: float32 rows of 32768 0.86 -> 0.79 ms).
+      // (docs/perf-log.md, session 10: float32 rows of 32768 0.86 -> 0.79 ms).
       // Inner-outer rows keep their stage (their streamed partials go
       // through memory).
       const int64_t staged_row = cluster > 1 ? cluster_part(row, cluster) : row;
@@ -287,7 +287,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       dims.shared_bytes = static_cast<uint32_t>(shared);
       // Any block size serves these paths: the one that keeps the most
       // threads resident (a 1024-thread block of 64 registers is alone on
-      // its multiprocessor, idle at every barrier; docs/PERF.md).
+      // its multiprocessor, idle at every barrier; docs/perf-log.md).
       // On a tie the smaller block: more blocks overlap each other's barriers.
       int64_t best = 0;
       for (int64_t b = rule.block; b >= 256 && cluster < 2; b /= 2) {
@@ -300,7 +300,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       }
       // The cluster kernel: the smallest block from RowParams::cluster_block
       // up that keeps half a multiprocessor's threads resident (each thread
-      // then holds more of the part; H100, docs/PERF.md session 22: 256
+      // then holds more of the part; H100, docs/perf-log.md session 22: 256
       // threads against 512 and 1024 took batch norm 1.92 -> 1.69 ms, but
       // group norm's 80 KB parts, two blocks per multiprocessor, 0.106 ->
       // 0.130), else the block that keeps the most.

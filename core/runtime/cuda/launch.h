@@ -124,7 +124,7 @@ bool takes_short_columns(const LaunchRule& column, std::span<const int64_t> doma
 // should run this call instead: rows too long for the block's registers
 // (or, without a register plan, longer than 16 elements per thread) and
 // fewer than two per multiprocessor, so one block per row would leave the
-// device mostly idle (docs/PERF.md: group norm; a whole-tensor mean).
+// device mostly idle (docs/perf-log.md: group norm; a whole-tensor mean).
 bool prefer_split_rows(const LaunchRule& per_row, std::span<const int64_t> domain, int multiprocessors);
 
 }  // namespace kf::cuda

@@ -192,7 +192,7 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
   // The cluster kernel takes rows that one block would re-read (LongRows)
   // or that split over blocks (SplitRows), and rows the wide kernel would
   // hold in registers when too few to fill the device. Where the wide kernel
-  // fills it, it stays (H100, docs/PERF.md session 22: softmax over 2048 x
+  // fills it, it stays (H100, docs/perf-log.md session 22: softmax over 2048 x
   // 32768 float32 0.192 ms held against 0.224 staged, its exp computed
   // once; 256 x 32768 0.054 held against 0.039 in clusters).
   if (cluster_blocks_on(plan, domain, device) > 1) {
@@ -217,7 +217,7 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
   // Where Tight stands for Main, the main kernel's block fits a
   // multiprocessor once: the register path at 64 registers ran slower than
   // the staged long-row path there (H100: softmax 16384x16391 bf16 0.62 ms
-  // against 0.52, layernorm 0.68 against 0.45; docs/PERF.md session 16).
+  // against 0.52, layernorm 0.68 against 0.45; docs/perf-log.md session 16).
   // (ShortRows holds its rows in registers as Main does.)
   if ((v != KernelVariant::Main && v != KernelVariant::ShortRows) || plan.edges_name.empty()) return KernelVariant::LongEdges;
   if (plan.edge_partial_bytes > 0 &&

@@ -5,7 +5,7 @@
 // rows, each too long for one block). A variant is compiled and loaded the
 // first time a call takes it: the first run of a segmentation compiles,
 // for all its segments at once on the compile pool, the variant each
-// segment takes in that run, and nothing else (docs/PERF.md, session 14:
+// segment takes in that run, and nothing else (docs/perf-log.md, session 14:
 // the first call waited for the long-row kernel it did not launch).
 #pragma once
 
@@ -76,7 +76,7 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
 KernelVariant scalar_variant(KernelVariant v);
 
 // The most local memory per thread (spills) with which a tight kernel is
-// still launched. Measured (H100, docs/PERF.md session 15): softmax's at
+// still launched. Measured (H100, docs/perf-log.md session 15): softmax's at
 // 48 registers keeps 32 bytes and runs 1.4x faster where its block fits
 // twice; dropout + residual + layernorm's keeps about 200 and runs 2x slower.
 constexpr int kTightSpillBytes = 64;

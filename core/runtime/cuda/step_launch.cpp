@@ -61,7 +61,7 @@ StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int m
   // The copy of the input into the result: 4 elements per thread and step.
   // In place it would copy every element onto itself (an embedding
   // gradient [50257, 1600] updated at 2048 rows: 168 of 310 us; ncu,
-  // docs/PERF.md session 28); the atomic mean's counts it also zeroes are
+  // docs/perf-log.md session 28); the atomic mean's counts it also zeroes are
   // then zeroed by the memset.
   if (!in_place) step(plan.name, (n_out + 3) / 4);
   const auto [units, width] = scatter_units(k, sizes);
