@@ -87,15 +87,16 @@ def run_case(name, fn, inputs, ops=(), min_ops=1, rtol=None):
         assert any(p[2] is not None for p in report.partitions), f"no kfuse partition\n{report}"
     for p in report.partitions:
         assert p[3] is None, f"partition {p[0]} fell back: {p[3]}\n{report}"
-    got = gm(*inputs)
     ref = eager(fn, inputs)
-    got = got if isinstance(got, (tuple, list)) else (got,)
     ref = ref if isinstance(ref, (tuple, list)) else (ref,)
-    assert len(got) == len(ref)
     opts = kt.Options(check=False, rtol=rtol, atol=rtol)
-    for i, (a, b) in enumerate(zip(got, ref)):
-        why = kt.mismatch(a, b, opts)
-        assert why is None, f"output {i}: {why}\n{report}"
+    for call in ("first call", "second call"):  # the second goes through the C path (Caller.run_torch)
+        got = gm(*inputs)
+        got = got if isinstance(got, (tuple, list)) else (got,)
+        assert len(got) == len(ref)
+        for i, (a, b) in enumerate(zip(got, ref)):
+            why = kt.mismatch(a, b, opts)
+            assert why is None, f"{call}, output {i}: {why}\n{report}"
 
 
 def test(name):
@@ -477,6 +478,44 @@ def _():
     xa, xb = x.clone(), x.clone()
     ra, rb = gm(xa, y), f(xb, y)
     assert kt.mismatch(ra, rb) is None and kt.mismatch(xa, xb) is None, (xa, xb)
+
+
+@test("host path: later calls go through Caller.run_torch (outputs reordered, grad inputs, in place, bool)")
+def _():
+    from kfuse import _ext
+
+    def f(x, y, w, acc):
+        acc.add_(x * 2.0)                   # in place on a graph input: an alias= output
+        h = torch.relu(x * w + 1.0)
+        m = h > 0.5                         # a bool output
+        return h.sum(-1), m, h * y, torch.where(m, h, y) @ w.t()   # outputs out of the fusion's order
+    x, y = gen((3, 4), F32), gen((3, 4), F32, seed=1)
+    w = gen((4,), F32, seed=2).requires_grad_()   # a Parameter-like input: not detached on the C path
+    acc = gen((3, 4), F32, seed=3)
+    with torch.no_grad():
+        report = kt.Report()
+        gm = kt.fuse(f, (x, y, w, acc.clone()), report=report)
+        mods = [m for m in gm.modules() if isinstance(m, kt.KfusePartition)]
+        assert mods, report
+        if _ext.extension_loaded() and hasattr(_ext.module().Caller, "run_torch"):
+            assert all(m._run is not None for m in mods), report
+        a_kf, a_ref = acc.clone(), acc.clone()
+        for call in range(4):  # call 0: the Python path; then the C path (bool: once torch took kDLBool)
+            got, ref = gm(x, y, w, a_kf), f(x, y, w, a_ref)
+            for i, (a, b) in enumerate(zip(got, ref)):
+                assert kt.mismatch(a, b) is None, (call, i, kt.mismatch(a, b))
+                assert not a.requires_grad
+            assert torch.equal(a_kf, a_ref), call
+        assert all(m.calls >= 1 and m.failed is None for m in mods)
+        if _ext.extension_loaded() and hasattr(_ext.module().Caller, "run_torch"):
+            # calls counts Python-path calls: one, unless a bool output waits for torch's kDLBool (torch 1.13)
+            fast = [m for m in mods if not m._bools or kt._backend._BOOL_DLPACK[0]]
+            assert fast and all(m.calls == 1 for m in fast), [(m.name, m.calls, m._bools) for m in mods]
+            assert any(m.plan.outputs != [("out", k) for k in range(len(m.plan.outputs))] or
+                       len(m.plan.fusion.outputs) > len(m.plan.outputs) for m in fast), report
+        del got
+        import gc
+        gc.collect()
 
 
 @test("in place: an input mutation next to torch ops stays last; an unsafe one leaves the graph to torch")

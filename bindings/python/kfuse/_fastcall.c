@@ -692,11 +692,13 @@ static int int64_items(PyObject* seq, int64_t* out, Py_ssize_t n) {
 /* _TorchBridge.takes(t) then .tensor(t, t.data_ptr()): 1 taken, 0 not a
  * tensor the bridge takes, 2 rank above 16 (the Python path raises), -1
  * error. `device` receives the CUDA device, or stays. */
-static int take_torch(fc_arg* a, PyObject* t, int* device) {
+static int take_torch(fc_arg* a, PyObject* t, int* device, int allow_grad) {
   PyTypeObject* type = Py_TYPE(t);
   if ((PyObject*)type != fc.torch_tensor && (PyObject*)type != fc.torch_parameter) return 0;
-  int grad = attr_true(t, names.requires_grad);
-  if (grad != 0) return grad < 0 ? -1 : 0;
+  if (!allow_grad) { /* run_torch: the caller (a compiled graph) tracks no gradient through kfuse */
+    int grad = attr_true(t, names.requires_grad);
+    if (grad != 0) return grad < 0 ? -1 : 0;
+  }
   PyObject* dtype = PyObject_GetAttr(t, names.dtype);
   if (!dtype) return -1;
   PyObject* code = PyDict_GetItemWithError(fc.torch_codes, dtype);
@@ -829,7 +831,7 @@ static PyObject* raise_kfuse_error(int status, const char* message) {
 
 /* Builds every argument; returns 1 done, 0 to hand the call to the Python
  * path, -1 error (arguments built so far released). */
-static int build_torch(fc_caller* self, PyObject* tensors, fc_arg* args, int* device) {
+static int build_torch(fc_caller* self, PyObject* tensors, fc_arg* args, int* device, int allow_grad) {
   Py_ssize_t n = PyTuple_GET_SIZE(tensors);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* t = PyTuple_GET_ITEM(tensors, i);
@@ -840,7 +842,7 @@ static int build_torch(fc_caller* self, PyObject* tensors, fc_arg* args, int* de
     if (in->is_scalar && is_number(t))
       r = take_number(a, t, in->kf_code, in->dl_code, in->bits, PyTuple_GET_ITEM(self->dtypes, i)) < 0 ? -1 : 1;
     else
-      r = take_torch(a, t, device);
+      r = take_torch(a, t, device, allow_grad);
     if (r != 1) {
       release_args(args, i + 1);
       return r;
@@ -901,7 +903,76 @@ static PyObject* kept_by(const fc_versioned* out, fc_arg* args, Py_ssize_t n) {
   return keep;
 }
 
-static PyObject* caller_run(fc_caller* self, PyObject* tensors) {
+/* run_torch's outputs: a legacy DLManagedTensor over kfuse's versioned one
+ * (shape and strides shared), handed to torch._C._from_dlpack in a
+ * "dltensor" capsule; its deleter frees kfuse's output and drops the
+ * inputs an in-place output keeps (taking the GIL: torch may free the
+ * tensor on a thread without it). */
+typedef struct {
+  fc_managed managed;
+  fc_versioned* source;
+  PyObject* keep;
+} fc_export;
+
+static void export_deleter(fc_managed* managed) {
+  fc_export* e = (fc_export*)managed->manager_ctx;
+  e->source->deleter(e->source);
+  if (e->keep && Py_IsInitialized()) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF(e->keep);
+    PyGILState_Release(g);
+  }
+  PyMem_RawFree(e);
+}
+
+static void export_capsule_destructor(PyObject* capsule) {
+  /* a consumed capsule was renamed ("used_dltensor"): torch owns it then */
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    fc_managed* m = (fc_managed*)PyCapsule_GetPointer(capsule, "dltensor");
+    m->deleter(m);
+  }
+}
+
+/* torch's tensor over `out` (owned from here on: on failure its deleter has
+ * run), keeping `keep` (a new reference or NULL, always consumed). */
+static PyObject* make_torch(fc_versioned* out, PyObject* keep, PyObject* from_dlpack) {
+  fc_export* e = PyMem_RawMalloc(sizeof(fc_export));
+  if (!e) {
+    out->deleter(out);
+    Py_XDECREF(keep);
+    return PyErr_NoMemory();
+  }
+  e->managed.dl_tensor = out->dl_tensor;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = export_deleter;
+  e->source = out;
+  e->keep = keep;
+  PyObject* capsule = PyCapsule_New(&e->managed, "dltensor", export_capsule_destructor);
+  if (!capsule) {
+    export_deleter(&e->managed);
+    return NULL;
+  }
+  PyObject* t = PyObject_CallOneArg(from_dlpack, capsule);
+  Py_DECREF(capsule); /* unconsumed (an error): its destructor frees the output */
+  return t;
+}
+
+static PyObject* caller_call(fc_caller* self, PyObject* tensors, PyObject* from_dlpack);
+
+static PyObject* caller_run(fc_caller* self, PyObject* tensors) { return caller_call(self, tensors, NULL); }
+
+static PyObject* caller_run_torch(fc_caller* self, PyObject* const* argv, Py_ssize_t argc) {
+  if (argc != 2) {
+    PyErr_SetString(PyExc_TypeError, "Caller.run_torch takes (tensors, from_dlpack)");
+    return NULL;
+  }
+  return caller_call(self, argv[0], argv[1]);
+}
+
+/* from_dlpack NULL: run(), kfuse Tensors out; else run_torch(): torch mode
+ * only (None when an argument is not a torch tensor or number), inputs that
+ * require grad taken as they are, outputs from_dlpack(capsule). */
+static PyObject* caller_call(fc_caller* self, PyObject* tensors, PyObject* from_dlpack) {
   if (!PyTuple_Check(tensors)) {
     PyErr_SetString(PyExc_TypeError, "Caller.run takes the tuple of call arguments");
     return NULL;
@@ -928,7 +999,7 @@ static PyObject* caller_run(fc_caller* self, PyObject* tensors) {
     int ready = torch_ready();
     if (ready < 0) goto done;
     if (ready) {
-      built = build_torch(self, tensors, args, &device);
+      built = build_torch(self, tensors, args, &device, from_dlpack != NULL);
       if (built < 0) goto done;
       if (built == 2) {
         result = Py_NewRef(Py_None);
@@ -947,6 +1018,10 @@ static PyObject* caller_run(fc_caller* self, PyObject* tensors) {
         }
       }
     }
+  }
+  if (!built && from_dlpack) { /* run_torch: the caller's Python path takes it */
+    result = Py_NewRef(Py_None);
+    goto done;
   }
   if (!built && build_dlpack(self, tensors, args) < 0) goto done;
 
@@ -975,13 +1050,14 @@ static PyObject* caller_run(fc_caller* self, PyObject* tensors) {
   }
 
   /* outputs: Tensor(_Owner(addr, keep), stream) */
-  PyObject* tuple = m == 1 ? NULL : PyTuple_New(m);
+  PyObject* tuple = m == 1 && !from_dlpack ? NULL : PyTuple_New(m); /* run_torch: always a tuple */
   Py_ssize_t made = 0;
-  if (m != 1 && !tuple) goto fail_outputs;
+  if (!tuple && (m != 1 || from_dlpack)) goto fail_outputs;
   for (; made < m; ++made) {
     PyObject* keep = kept_by(outs[made], args, n);
     if (!keep && PyErr_Occurred()) goto fail_outputs;
-    PyObject* t = make_tensor(outs[made], keep, stream ? stream : Py_None);
+    PyObject* t = from_dlpack ? make_torch(outs[made], keep, from_dlpack)
+                              : make_tensor(outs[made], keep, stream ? stream : Py_None);
     outs[made] = NULL;
     if (!t) {
       ++made;
@@ -1014,6 +1090,11 @@ done:
 static PyMethodDef caller_methods[] = {
     {"run", (PyCFunction)caller_run, METH_O,
      "run(tensors): the call's result, or None to hand the call to the Python path"},
+    {"run_torch", (PyCFunction)(void (*)(void))caller_run_torch, METH_FASTCALL,
+     "run_torch(tensors, from_dlpack): run() for kfuse.torch's partitions: torch tensors and numbers only\n"
+     "(None otherwise, and for what run() hands back), requires_grad not checked, a tuple of each output\n"
+     "from_dlpack(a legacy \"dltensor\" capsule) (torch._C._from_dlpack: no stream handshake, the\n"
+     "call ran on torch's current stream)"},
     {"close", (PyCFunction)caller_close, METH_NOARGS, "forgets the handle: run() returns None from now on"},
     {NULL, NULL, 0, NULL},
 };

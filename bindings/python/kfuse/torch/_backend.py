@@ -265,7 +265,15 @@ def _tolerance(dt, options):
 
 
 class KfusePartition(torch.nn.Module):
-    """Calls one kfuse fusion in place of a partition's torch submodule."""
+    """Calls one kfuse fusion in place of a partition's torch submodule.
+
+    The per-call path is precomputed here: with the C extension
+    (``Caller.run_torch``) a partition whose inputs are all tensors hands
+    the argument tuple to C as it is (requires_grad is not checked: the
+    compiled graph tracks no gradient through the call) and gets torch
+    tensors back (``torch._C._from_dlpack`` on a capsule made in C, no
+    stream handshake: the call ran on torch's current stream).
+    ``__call__`` is ``forward`` (no nn.Module hook dispatch)."""
 
     def __init__(self, name, sub, plan, options):
         super().__init__()
@@ -274,9 +282,34 @@ class KfusePartition(torch.nn.Module):
         self.plan = plan
         self.options = options
         self.failed = None       # the reason, once a call failed in kfuse
-        self.calls = 0
+        self.calls = 0           # calls through the Python path: the first (then the C path), or every one
+        caller = getattr(plan.fusion, "_fast", None)
+        bools = [i for i, o in enumerate(plan.fusion.outputs) if o["dtype"] is kfuse.bool_]
+        outs = plan.outputs
+        # the C path: every input a tensor, no check mode, a C extension that has run_torch
+        self._run = caller.run_torch if (caller is not None and hasattr(caller, "run_torch")
+                                         and _from_dlpack is not None
+                                         and not options.check
+                                         and all(k == "tensor" for k in plan.inputs)) else None
+        self._bools = bools      # outputs that need kDLBool from torch's DLPack import
+        # outputs as the fusion returns them (first len(outs)), or a mapping
+        self._identity = [o for o in outs] == [("out", k) for k in range(len(outs))]
+        self._n_out = len(outs)
 
     def forward(self, *args):
+        run = self._run
+        if run is not None and (not self._bools or _BOOL_DLPACK[0]) and self.calls:
+            res = run(args, _from_dlpack)
+            if res is not None:
+                if self._identity:
+                    return res[:self._n_out] if self.plan.multi else res[0]
+                outs = [res[k] if kind == "out" else args[k] for kind, k in self.plan.outputs]
+                return tuple(outs) if self.plan.multi else outs[0]
+        return self._forward(args)
+
+    __call__ = forward
+
+    def _forward(self, args):
         plan = self.plan
         if self.failed is not None:
             return self.torch_graph(*args[:len(args) - len(plan.extra)])
@@ -294,10 +327,10 @@ class KfusePartition(torch.nn.Module):
         except kfuse.KfuseError as e:
             if self.calls:
                 raise
-            self.failed = f"kfuse call failed: {e}"
+            object.__setattr__(self, "failed", f"kfuse call failed: {e}")
             _fallback(self.name, self.failed)
-            return self.forward(*args)
-        self.calls += 1
+            return self._forward(args)
+        object.__setattr__(self, "calls", self.calls + 1)  # not nn.Module's __setattr__ (slow)
         res = res if isinstance(res, tuple) else (res,)
         outs = [_to_torch(res[k]) if kind == "out" else args[k] for kind, k in plan.outputs]
         if check:
@@ -314,20 +347,25 @@ class KfusePartition(torch.nn.Module):
                                          f"kfuse text:\n{self.plan.text}")
 
 
-_BOOL_DLPACK = [True]  # False once this torch refused kDLBool (torch 1.13)
+_BOOL_DLPACK = [None]  # True once this torch imported a kDLBool tensor, False once it refused (torch 1.13)
+_from_dlpack = getattr(torch._C, "_from_dlpack", None)  # capsule -> tensor (torch.from_dlpack's last step)
 
 
 def _to_torch(t):
     """A kfuse output as a torch tensor over the same memory (no copy)."""
-    if t.dtype is kfuse.bool_ and not _BOOL_DLPACK[0]:
+    if t.dtype is not kfuse.bool_:
+        return torch.from_dlpack(t)
+    if _BOOL_DLPACK[0] is False:
         return torch.from_dlpack(t._export_as(_dl.kDLUInt, 8)).view(torch.bool)
     try:
-        return torch.from_dlpack(t)
+        r = torch.from_dlpack(t)
     except RuntimeError:
-        if t.dtype is not kfuse.bool_ or not _BOOL_DLPACK[0]:
+        if _BOOL_DLPACK[0]:
             raise
         _BOOL_DLPACK[0] = False
         return _to_torch(t)
+    _BOOL_DLPACK[0] = True
+    return r
 
 
 def plan_mutates(plan, i):
