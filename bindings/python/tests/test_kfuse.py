@@ -387,6 +387,19 @@ class DefinitionTests(unittest.TestCase):
         x = np.zeros((4, 8), np.float32)
         self.assertIn("sizes [>1, >1]", f.explain(x, np.zeros(8, np.float32), np.zeros(8, np.float32), 1e-5))
 
+    def test_rows_follow_an_output_laid_out_across_them(self):
+        # row_domain.cpp rows_in_output_order: the kept dims take the memory
+        # order of an output whose innermost dim is a kept dim.
+        f = kfuse.Fusion.from_text("input x: tensor<float32, 3>\nm = max(x) {axes=[2], keepdim=true}\n"
+                                   "d = sub(x, m)\noutput d\n")
+        x = np.zeros((4, 6, 33), np.float32)
+        own = f.segments(x)[0].schedule
+        self.assertTrue(own.startswith("row ") and "order=" not in own, own)  # the logical walk
+        batch_inner = np.zeros((6, 33, 4), np.float32).transpose(2, 0, 1)   # memory order [1, 2, 0]
+        self.assertIn("reduced=[2] order=[1,0,2] ", f.segments(x, out=[batch_inner])[0].schedule)
+        rows_inner = np.zeros((4, 33, 6), np.float32).transpose(0, 2, 1)    # [0, 2, 1]: rows already in order
+        self.assertNotIn("order=", f.segments(x, out=[rows_inner])[0].schedule)
+
     def test_segments_into_caller_outputs(self):
         # out=: the plan for outputs the caller allocates (kf_concretize_into).
         f = kfuse.Fusion.from_text("input a: tensor<float32, 2>\ninput b: tensor<float32, 2>\n"
