@@ -127,6 +127,24 @@ void test_strided_copy_kernels_compile(void**) {
     }
 }
 
+void test_transpose_copy_kernels(void**) {
+  for (int e : {1, 2, 4, 8})
+    for (int rank : {2, 3, 4})
+      for (int a = 0; a + 1 < rank; ++a) {
+        std::string name = transpose_copy_name(e, rank, a);
+        assert_true(is_elf(nvrtc_compile(transpose_copy_source(e, rank, a), name, 90).image));
+      }
+  // A transposed source: tiles of (0, 1).
+  assert_int_equal(transposed_dim(collapse_copy({3, 4}, {1, 3}, {4, 1})), 0);
+  // A row-major source with a row pitch: per element (no transpose).
+  assert_int_equal(transposed_dim(collapse_copy({5, 2, 4}, {10, 4, 1}, {8, 4, 1})), -1);
+  // Batched, source [b, j, i] contiguous along i into [b, i, j]: tiles of (1, 2).
+  const CopyLayout l = collapse_copy({2, 5, 7}, {35, 1, 5}, {35, 7, 1});
+  assert_int_equal(transposed_dim(l), 1);
+  // No dim of stride 1 in the source (every other element): per element.
+  assert_int_equal(transposed_dim(collapse_copy({3, 4}, {2, 6}, {4, 1})), -1);
+}
+
 void test_collapse_copy(void**) {
   // Contiguous in the same order: one block.
   CopyLayout l = collapse_copy({2, 3, 4}, {12, 4, 1}, {12, 4, 1});
@@ -704,6 +722,7 @@ int main() {
       cmocka_unit_test(test_compile_error_has_log),
       cmocka_unit_test(test_strided_copy_kernels_compile),
       cmocka_unit_test(test_collapse_copy),
+      cmocka_unit_test(test_transpose_copy_kernels),
       cmocka_unit_test(test_launch_dims),
       cmocka_unit_test(test_cluster_variant),
       cmocka_unit_test(test_short_column_variant),

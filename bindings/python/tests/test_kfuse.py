@@ -387,6 +387,25 @@ class DefinitionTests(unittest.TestCase):
         x = np.zeros((4, 8), np.float32)
         self.assertIn("sizes [>1, >1]", f.explain(x, np.zeros(8, np.float32), np.zeros(8, np.float32), 1e-5))
 
+    def test_outputs_across_rows_are_copied_in(self):
+        # A row reduction's output the caller lays out across the rows is
+        # produced in its own layout and copied in (layout.cpp crosses_rows);
+        # a pointwise output in the same layout is written where it is.
+        f = kfuse.Fusion.from_text("input x: tensor<float32, 2>\nm = max(x) {axes=[1], keepdim=true}\n"
+                                   "d = sub(x, m)\ne = exp(d)\ns = sum(e) {axes=[1], keepdim=true}\n"
+                                   "y = div(e, s)\noutput y\noutput d\n")
+        x = np.random.default_rng(0).standard_normal((37, 53)).astype(np.float32)
+        y, d = np.zeros((53, 37), np.float32).T, np.zeros((53, 37), np.float32).T
+        text = f.explain(x, out=[y, d])
+        self.assertIn("output 0: value 5, layout [0, 1], copied into the caller's layout [1, 0]", text)
+        self.assertIn("output 1: value 2, layout [0, 1], copied into the caller's layout [1, 0]", text)
+        f(x, out=[y, d])
+        ref = np.exp(x - x.max(1, keepdims=True))
+        np.testing.assert_allclose(y, ref / ref.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+        np.testing.assert_array_equal(d, x - x.max(1, keepdims=True))
+        g = kfuse.Fusion.from_text("input a: tensor<float32, 2>\nb = exp(a)\noutput b\n")
+        self.assertNotIn("copied into", g.explain(x, out=[np.zeros((53, 37), np.float32).T]))
+
     def test_segments_into_caller_outputs(self):
         # out=: the plan for outputs the caller allocates (kf_concretize_into).
         f = kfuse.Fusion.from_text("input a: tensor<float32, 2>\ninput b: tensor<float32, 2>\n"

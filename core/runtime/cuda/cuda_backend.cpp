@@ -387,14 +387,18 @@ class CudaBackend final : public Backend {
       return;
     }
     const int rank = static_cast<int>(layout.sizes.size());
-    const std::string name = strided_copy_name(element, rank);
-    CUfunction f = load_kernel(device, strided_copy_source(element, rank), name);
+    const int a = transposed_dim(layout);
+    const std::string name = a >= 0 ? transpose_copy_name(element, rank, a) : strided_copy_name(element, rank);
+    CUfunction f = load_kernel(device, a >= 0 ? transpose_copy_source(element, rank, a) : strided_copy_source(element, rank), name);
     std::vector<int64_t> args = {static_cast<int64_t>(dst_ptr), static_cast<int64_t>(src_ptr), layout.numel};
     args.insert(args.end(), layout.sizes.begin(), layout.sizes.end());
     args.insert(args.end(), layout.src_strides.begin(), layout.src_strides.end());
     args.insert(args.end(), layout.dst_strides.begin(), layout.dst_strides.end());
-    const int64_t blocks = std::min<int64_t>((layout.numel + kCopyBlock - 1) / kCopyBlock,
-                                             std::min<int64_t>(65535LL * 32, context.info().max_grid_x));
+    // Per-element: a thread per element; tiled: a block per 32 x 32 tile.
+    const int64_t work = a >= 0 ? layout.numel / (layout.sizes[static_cast<size_t>(a)] * layout.sizes.back()) *
+                                      ((layout.sizes[static_cast<size_t>(a)] + 31) / 32) * ((layout.sizes.back() + 31) / 32)
+                                : (layout.numel + kCopyBlock - 1) / kCopyBlock;
+    const int64_t blocks = std::min<int64_t>(work, std::min<int64_t>(65535LL * 32, context.info().max_grid_x));
     launch(f, name.c_str(), static_cast<uint32_t>(blocks), kCopyBlock, 0, stream, args.data());
   }
 

@@ -70,4 +70,61 @@ std::string strided_copy_source(int element_bytes, int rank) {
          "}\n";
 }
 
+int transposed_dim(const CopyLayout& l) {
+  const size_t r = l.sizes.size();
+  if (r < 2 || l.dst_strides[r - 1] != 1 || l.src_strides[r - 1] == 1) return -1;
+  for (size_t d = 0; d + 1 < r; ++d)
+    if (l.src_strides[d] == 1 && l.sizes[d] > 1) return static_cast<int>(d);
+  return -1;
+}
+
+std::string transpose_copy_name(int element_bytes, int rank, int a) {
+  return "kf_transpose_copy_e" + std::to_string(element_bytes) + "_r" + std::to_string(rank) + "_a" + std::to_string(a);
+}
+
+std::string transpose_copy_source(int element_bytes, int rank, int a) {
+  const char* type = element_bytes == 1   ? "unsigned char"
+                     : element_bytes == 2 ? "unsigned short"
+                     : element_bytes == 4 ? "unsigned int"
+                                          : "unsigned long long";
+  const std::string r = std::to_string(rank), A = std::to_string(a), B = std::to_string(rank - 1);
+  const std::string size = "args.a[3 + ", ss = "args.a[3 + " + r + " + ", ds = "args.a[3 + 2 * " + r + " + ";
+  return "// kfuse transpose copy: " + std::to_string(element_bytes) + "-byte elements, rank " + r + ", tiles of dims " +
+         A + " and " + B + "\nstruct KfArgs { long long a[" + std::to_string(3 + 3 * rank) + "]; };\n"
+         "extern \"C\" __global__ void __launch_bounds__(256) " + transpose_copy_name(element_bytes, rank, a) + "(KfArgs args) {\n"
+         "  typedef " + type + " T;\n"
+         "  __shared__ T tile[32][33];\n"
+         "  T* dst = (T*)args.a[0];\n"
+         "  const T* src = (const T*)args.a[1];\n"
+         "  const long long sa = " + size + A + "], sb = " + size + B + "];\n"
+         "  const long long ta = (sa + 31) / 32, tb = (sb + 31) / 32;\n"
+         "  const long long tiles = args.a[2] / (sa * sb) * ta * tb;\n"
+         "  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;\n"
+         "  for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+         "    long long rest = t;\n"
+         "    const long long b0 = rest % tb * 32;\n"
+         "    rest /= tb;\n"
+         "    const long long a0 = rest % ta * 32;\n"
+         "    rest /= ta;\n"
+         "    long long s = 0, d = 0;\n"
+         "#pragma unroll\n"
+         "    for (int k = " + r + " - 2; k >= 0; --k) {\n"
+         "      if (k == " + A + ") continue;\n"
+         "      const long long idx = rest % " + size + "k];\n"
+         "      rest /= " + size + "k];\n"
+         "      s += idx * " + ss + "k];\n"
+         "      d += idx * " + ds + "k];\n"
+         "    }\n"
+         "    __syncthreads();  // the previous tile is written out\n"
+         "#pragma unroll\n"
+         "    for (int j = ty; j < 32; j += 8)  // read along a: the source's contiguous dim\n"
+         "      if (a0 + tx < sa && b0 + j < sb) tile[j][tx] = src[s + (a0 + tx) * " + ss + A + "] + (b0 + j) * " + ss + B + "]];\n"
+         "    __syncthreads();\n"
+         "#pragma unroll\n"
+         "    for (int j = ty; j < 32; j += 8)  // write along b: the destination's\n"
+         "      if (a0 + j < sa && b0 + tx < sb) dst[d + (a0 + j) * " + ds + A + "] + (b0 + tx) * " + ds + B + "]] = tile[tx][j];\n"
+         "  }\n"
+         "}\n";
+}
+
 }  // namespace kf::cuda
