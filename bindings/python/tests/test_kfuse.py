@@ -406,6 +406,37 @@ class DefinitionTests(unittest.TestCase):
         g = kfuse.Fusion.from_text("input a: tensor<float32, 2>\nb = exp(a)\noutput b\n")
         self.assertNotIn("copied into", g.explain(x, out=[np.zeros((53, 37), np.float32).T]))
 
+    def test_outputs_across_rows_edge_cases(self):
+        sm = ("input x: tensor<float32, 2>\nm = max(x) {axes=[1], keepdim=true}\nd = sub(x, m)\n"
+              "e = exp(d)\ns = sum(e) {axes=[1], keepdim=true}\ny = div(e, s)\n")
+        x = np.random.default_rng(1).standard_normal((37, 53)).astype(np.float32)
+        ref = np.exp(x - x.max(1, keepdims=True))
+        ref /= ref.sum(1, keepdims=True)
+        # The copied output also feeds a later reduction, itself an output.
+        f = kfuse.Fusion.from_text(sm + "z = sum(y) {axes=[0], keepdim=false}\noutput y\noutput z\n")
+        y, z = np.zeros((53, 37), np.float32).T, np.zeros(53, np.float32)
+        self.assertEqual(f.explain(x, out=[y, z]).count("copied into"), 1)
+        f(x, out=[y, z])
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(z, ref.sum(0), rtol=1e-5, atol=1e-6)
+        # One value given twice: the first output decides, the second is a copy.
+        f = kfuse.Fusion.from_text(sm + "output y\noutput y\n")
+        for first_crosses in (True, False):
+            cross, plain = np.zeros((53, 37), np.float32).T, np.zeros((37, 53), np.float32)
+            outs = [cross, plain] if first_crosses else [plain, cross]
+            self.assertEqual(f.explain(x, out=outs).count("copied into"), 1 if first_crosses else 0)
+            f(x, out=outs)
+            for o in outs:
+                np.testing.assert_allclose(o, ref, rtol=1e-5, atol=1e-7)
+        # Rank 3 into [1, 2, 0] (the batch dim innermost).
+        x3 = np.random.default_rng(2).standard_normal((4, 6, 33)).astype(np.float32)
+        f = kfuse.Fusion.from_text("input x: tensor<float32, 3>\nm = max(x) {axes=[2], keepdim=true}\n"
+                                   "d = sub(x, m)\noutput d\n")
+        d = np.zeros((6, 33, 4), np.float32).transpose(2, 0, 1)
+        self.assertEqual(f.explain(x3, out=[d]).count("copied into"), 1)
+        f(x3, out=[d])
+        np.testing.assert_array_equal(d, x3 - x3.max(2, keepdims=True))
+
     def test_segments_into_caller_outputs(self):
         # out=: the plan for outputs the caller allocates (kf_concretize_into).
         f = kfuse.Fusion.from_text("input a: tensor<float32, 2>\ninput b: tensor<float32, 2>\n"
