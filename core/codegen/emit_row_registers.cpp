@@ -111,9 +111,11 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
       // them in registers instead of computing them again. Plain reads of
       // the row stay inside: holding their float forms across phases
       // would cost registers that the packed vectors already hold.
-      // (Edges: lanes past the row's end, read before their guard, read no
-      // per-element input, such as a weight, out of bounds.)
-      if (edges != nullptr) w.lane_limit = row_len;
+      // Lanes past the row's end, read before their guard, read no
+      // per-element input out of bounds: a weight (Edges), or the row's own
+      // input where it is not a vector (a misaligned x: lanes of the last
+      // row read past its tensor, compute-sanitizer, session 30).
+      w.lane_limit = row_len;
       each_lane(k, [&](const std::vector<std::string>& idx) {
         for (const Accumulator& a : accs)
           if (!plain_read(f, task, a.expr->inputs[0])) input_of(a, idx);

@@ -616,6 +616,29 @@ void test_edge_kernel(void** /*state*/) {
   assert_false(holds(same_remainder, unlike));
 }
 
+// Softmax over rows of a misaligned x (an element offset: x is no vector
+// input, read per element): the reductions' computed inputs are evaluated
+// for every lane before the lane guard, so each per-element read is bounded
+// by the row's length. Unbounded, the lanes past the last row's end read
+// past x's allocation (compute-sanitizer on the GPU differential test's
+// unaligned rows, session 30).
+void test_lanes_past_the_row(void** /*state*/) {
+  Inputs in;
+  in.push_back(kftest::tensor(DType::F32, {300, 1000}, {1001, 1}, 4));  // one element in
+  const Generated g = generate([&](Builder& b) {
+    const int64_t x = b.tensor_input(2, DType::F32);
+    const int64_t m = b.op(Op::MAX, {x}, {1, 1})[0];
+    const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
+    const int64_t s = b.op(Op::SUM, {e}, {1, 1})[0];
+    b.output(b.op(Op::DIV, {e, s}, {})[0], {}, -1);
+  }, in);
+  const RowParams& row = std::get<RowParams>(g.schedule);
+  assert_true(row.vectors.inputs.empty());
+  const std::string& main = g.plan.units[g.plan.unit_of(g.plan.name)].source;
+  assert_true(contains(main, "(i1_0 + 3) < n"));
+  assert_true(contains(main, " : (float)0)"));
+}
+
 // The pointwise scalar twin (calls that fail the vector checks: an odd
 // width) moves x and y as flat vectors of consecutive positions where both
 // are dense, the bias per lane; the vector kernel is unchanged.
@@ -1190,6 +1213,7 @@ int main() {
       cmocka_unit_test(test_fast_paths),
       cmocka_unit_test(test_short_rows),
       cmocka_unit_test(test_edge_kernel),
+      cmocka_unit_test(test_lanes_past_the_row),
       cmocka_unit_test(test_flat_vectors),
       cmocka_unit_test(test_shifted_vectors),
       cmocka_unit_test(test_inner_outer),
