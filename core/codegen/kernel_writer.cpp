@@ -288,24 +288,46 @@ std::string KernelWriter::stored(DType t, const std::string& reg) const {
 
 std::vector<std::string> KernelWriter::view_index(int64_t output, const std::vector<std::string>& idx) {
   const int64_t producer = f_.value(output).producer;
-  return regroup(c_.reshapes.at(producer), false, views.at(output), idx, output);
+  const int64_t from = views.at(output);
+  const OperandIndex terms = reshape_index(c_.reshapes.at(producer), false, c_.size_classes[static_cast<size_t>(from)],
+                                           c_.size_classes[static_cast<size_t>(output)]);
+  return regroup(terms, from, idx, output);
 }
 
-std::vector<std::string> KernelWriter::regroup(const ReshapeGroups& groups, bool out_to_in, int64_t from,
+OperandIndex KernelWriter::rule(const Expr& e, size_t k) const {
+  const ReshapeGroups* groups = nullptr;
+  if (e.op == Op::RESHAPE)
+    if (auto g = c_.reshapes.find(static_cast<int64_t>(&e - f_.exprs.data())); g != c_.reshapes.end())
+      groups = &g->second;
+  return operand_index(e, k, c_.size_classes[static_cast<size_t>(e.outputs[0])],
+                       c_.size_classes[static_cast<size_t>(e.inputs[k])], groups);
+}
+
+std::vector<std::string> KernelWriter::plain_index(const OperandIndex& terms, const std::vector<std::string>& idx) {
+  std::vector<std::string> sub(terms.size());
+  for (size_t d = 0; d < terms.size(); ++d)
+    if (terms[d].kind == IndexTerm::Kind::Zero) sub[d] = "0";
+    else if (terms[d].kind == IndexTerm::Kind::Out) sub[d] = idx[static_cast<size_t>(terms[d].dim)];
+  return sub;
+}
+
+std::vector<std::string> KernelWriter::regroup(const OperandIndex& terms, int64_t from,
                                                const std::vector<std::string>& idx, int64_t to) {
   std::vector<std::string> res(rank(to), "0");
-  size_t fd = 0, td = 0;
-  for (const ReshapeGroup& g : groups) {
-    const size_t nf = static_cast<size_t>(out_to_in ? g.out_dims : g.in_dims);
-    const size_t nt = static_cast<size_t>(out_to_in ? g.in_dims : g.out_dims);
+  int done = -1;  // the first `from` dim of the last group emitted
+  for (size_t td = 0; td < terms.size(); ++td) {
+    const IndexTerm& g = terms[td];
+    if (g.kind != IndexTerm::Kind::Regroup || g.dim == done) continue;
+    done = g.dim;
+    const size_t fd = static_cast<size_t>(g.dim), nf = static_cast<size_t>(g.dims);
     std::string lin;  // the group's linear index over `from`'s dims
     for (size_t d = fd; d < fd + nf; ++d) {
       if (size_class(from, d) != SizeClass::Many) continue;
       lin = lin.empty() ? idx[d] : "(" + lin + ") * " + extent(from, d) + " + " + idx[d];
     }
-    std::vector<size_t> many;
-    for (size_t d = td; d < td + nt; ++d)
-      if (size_class(to, d) == SizeClass::Many) many.push_back(d);
+    std::vector<size_t> many;  // the group's `to` dims of size class Many
+    for (size_t d = td; d < terms.size(); ++d)
+      if (terms[d].kind == IndexTerm::Kind::Regroup && terms[d].dim == g.dim) many.push_back(d);
     if (many.size() == 1) {  // a dim kept whole, or split dims merging into one: no division
       res[many[0]] = lin.empty() ? "0" : "(" + lin + ")";
     } else if (!many.empty()) {
@@ -318,8 +340,6 @@ std::vector<std::string> KernelWriter::regroup(const ReshapeGroups& groups, bool
         res[many[k]] = name;
       }
     }
-    fd += nf;
-    td += nt;
   }
   return res;
 }
@@ -626,7 +646,7 @@ std::string KernelWriter::compute(int64_t value, const std::vector<std::string>&
     case OpCategory::Shape: return shape(e, idx);
     case OpCategory::Indexing: return indexing(e, idx);
     case OpCategory::Creation: return creation(e, idx);
-    case OpCategory::Hint: return value_at(e.inputs[0], idx);
+    case OpCategory::Hint: return value_at(e.inputs[0], plain_index(rule(e, 0), idx));
     case OpCategory::Query:  // size: the extent argument, as int64
       return hoist("long long", "sz", "(long long)" + extent(e.inputs[0], static_cast<size_t>(e.attrs[0])));
     case OpCategory::Library: unsupported("matmul runs as a library segment (cuBLASLt)");
@@ -640,21 +660,15 @@ std::string KernelWriter::compute(int64_t value, const std::vector<std::string>&
 std::string KernelWriter::pointwise(const Expr& e, const std::vector<std::string>& idx) {
   const int64_t out = e.outputs[0];
   const DType out_t = f_.value(out).dtype;
-  const size_t r = idx.size();
-  const auto operand = [&](int64_t in) {
-    const size_t ri = rank(in);
-    std::vector<std::string> sub(ri);
-    for (size_t j = 0; j < ri; ++j) sub[j] = size_class(in, j) == SizeClass::One ? "0" : idx[r - ri + j];
-    return value_at(in, sub);
-  };
   if (e.op == Op::CAST)
-    if (const std::optional<int64_t> x = saturated_operand(e))
-      return define(out_t, saturated_round_form(out_t, operand(*x)));
+    if (const std::optional<int64_t> x = saturated_operand(e))  // (read as the clamp reads it: right-aligned)
+      return define(out_t, saturated_round_form(out_t, value_at(*x, plain_index(right_aligned_index(
+                                                                 idx.size(), c_.size_classes[static_cast<size_t>(*x)]), idx))));
   std::vector<std::string> operands;
   std::vector<DType> dtypes;
-  for (int64_t in : e.inputs) {
-    operands.push_back(operand(in));
-    dtypes.push_back(f_.value(in).dtype);
+  for (size_t k = 0; k < e.inputs.size(); ++k) {
+    operands.push_back(value_at(e.inputs[k], plain_index(rule(e, k), idx)));
+    dtypes.push_back(f_.value(e.inputs[k]).dtype);
   }
   if (e.op == Op::CAST) return define(out_t, convert(dtypes[0], out_t, operands[0]));
   const DType cd = compute_dtype(f_, e);
@@ -698,67 +712,41 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
   const int64_t out = e.outputs[0];
   const DType out_t = f_.value(out).dtype;
   const int64_t in = e.inputs[0];
-  const size_t ri = rank(in), r = idx.size();
-  std::vector<std::string> sub(ri, "0");
-  auto set = [&](size_t d, const std::string& i) { sub[d] = size_class(in, d) == SizeClass::One ? "0" : i; };
+  const size_t r = idx.size();
+  // Where each op reads its input: its index rule (core/ir/index_rules.h);
+  // the computed terms' arithmetic below.
   switch (e.op) {
     case Op::BROADCAST_IN_DIM:
-      for (size_t j = 0; j < ri; ++j) set(j, idx[static_cast<size_t>(DimsAttrs(e).dims[j])]);
-      return value_at(in, sub);
     case Op::EXPAND:
-      for (size_t j = 0; j < ri; ++j) set(j, idx[r - ri + j]);
-      return value_at(in, sub);
     case Op::PERMUTE:
-      for (size_t i = 0; i < r; ++i) set(static_cast<size_t>(PermuteAttrs(e).perm[i]), idx[i]);
-      return value_at(in, sub);
-    case Op::SQUEEZE: {
-      size_t k = 0, o = 0;
-      for (size_t d = 0; d < ri; ++d) {
-        if (k < DimsAttrs(e).dims.size() && static_cast<size_t>(DimsAttrs(e).dims[k]) == d) {
-          ++k;
-          continue;
-        }
-        set(d, idx[o++]);
-      }
-      return value_at(in, sub);
-    }
-    case Op::UNSQUEEZE: {
-      size_t o = 0;
-      for (size_t d = 0; d < ri; ++d, ++o) {
-        if (o == DimAttr(e).index()) ++o;
-        set(d, idx[o]);
-      }
-      return value_at(in, sub);
-    }
+    case Op::SQUEEZE:
+    case Op::UNSQUEEZE: return value_at(in, plain_index(rule(e, 0), idx));
     case Op::SLICE: {
-      const SliceAttrs sl(e);
-      const size_t dim = static_cast<size_t>(sl.dim);
-      for (size_t d = 0; d < r; ++d) set(d, idx[d]);
-      if (size_class(in, dim) == SizeClass::Many) {
+      const OperandIndex terms = rule(e, 0);
+      std::vector<std::string> sub = plain_index(terms, idx);
+      for (size_t dim = 0; dim < terms.size(); ++dim) {
+        const IndexTerm& sl = terms[dim];  // start a, step b
+        if (sl.kind != IndexTerm::Kind::Slice) continue;
+        const std::string i = idx[static_cast<size_t>(sl.dim)];
         const std::string start =
             hoist(idx_t_, "sl", "(" + idx_t_ + ")kf_slice_start(" + extent(in, dim) + ", " +
-                                    std::to_string(sl.start) + "LL)");
-        const std::string step = sl.step == 1 ? "" : " * " + std::to_string(sl.step);
-        sub[dim] = "(" + start + " + " + idx[dim] + step + ")";
-        if (sl.step == 1 && lane_indexed(idx[dim]))  // the lanes, shifted by the start
+                                    std::to_string(sl.a) + "LL)");
+        const std::string step = sl.b == 1 ? "" : " * " + std::to_string(sl.b);
+        sub[dim] = "(" + start + " + " + i + step + ")";
+        if (sl.b == 1 && lane_indexed(i))  // the lanes, shifted by the start
           return shifted_lanes(lane_dim, sub[dim], "(" + start + " + " + lane_base[lane_dim] + ")", "",
                                {start + " % " + std::to_string(lane_width) + " == 0"},
                                {ArgCheck{ArgCheck::Kind::SliceMultiple, {word(ArgSlot::Kind::Extent, in, static_cast<int>(dim))},
-                                         sl.start, lane_width}},
+                                         sl.a, lane_width}},
                                [&] { return value_at(in, sub); });
       }
       return value_at(in, sub);
     }
-    case Op::RESHAPE: {
+    case Op::RESHAPE:
       // Group by group (reshape_groups.h): a dim kept whole passes its
       // index through; a split dim reads the linear index of its output
       // dims; a merged dim unravels its output index over the input's.
-      // (Without a grouping, which the concretization gives every live
-      // reshape, the whole index is one group.)
-      const auto g = c_.reshapes.find(static_cast<int64_t>(&e - f_.exprs.data()));
-      const ReshapeGroups whole = {{static_cast<int>(ri), static_cast<int>(r)}};
-      return value_at(in, regroup(g != c_.reshapes.end() ? g->second : whole, true, out, idx, in));
-    }
+      return value_at(in, regroup(rule(e, 0), out, idx, in));
     case Op::PAD: {
       std::vector<std::string> conds;
       // The padded dims, where the lanes' loads can follow them: each a
@@ -773,16 +761,16 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
       };
       std::vector<Shift> shifts;
       bool shiftable = shifted_reads;
+      const OperandIndex terms = rule(e, 0);
+      std::vector<std::string> sub = plain_index(terms, idx);
       for (size_t d = 0; d < r; ++d) {
-        const int64_t lo = PadAttrs(e).low(d), hi = PadAttrs(e).high(d);
-        if (lo == 0 && hi == 0) {
-          set(d, idx[d]);
-          continue;
-        }
-        const std::string t = lo == 0 ? idx[d] : "(" + idx[d] + " - " + std::to_string(lo) + ")";
+        if (terms[d].kind != IndexTerm::Kind::Pad) continue;
+        const int64_t lo = terms[d].a;
+        const std::string& i = idx[static_cast<size_t>(terms[d].dim)];
+        const std::string t = lo == 0 ? i : "(" + i + " - " + std::to_string(lo) + ")";
         sub[d] = t;
         conds.push_back(t + " >= 0 && " + t + " < " + extent(in, d));
-        const std::optional<size_t> dd = shiftable && size_class(in, d) == SizeClass::Many ? lanes_dim_of(idx[d]) : std::nullopt;
+        const std::optional<size_t> dd = shiftable && size_class(in, d) == SizeClass::Many ? lanes_dim_of(i) : std::nullopt;
         if (!dd || (*dd == lane_dim && lo % lane_width != 0)) {
           shiftable = false;
           continue;
@@ -835,16 +823,18 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         if (k == 0) open("if (" + cond + ")");
         else if (last) close_open("else");
         else close_open("else if (" + cond + ")");
-        std::vector<std::string> s(r);
-        for (size_t d = 0; d < r; ++d) s[d] = size_class(a, d) == SizeClass::One ? "0" : idx[d];
-        if (size_class(a, dim) == SizeClass::Many && begin != "0") {
+        const OperandIndex terms = rule(e, k);
+        std::vector<std::string> s = plain_index(terms, idx);
+        const bool part = terms[dim].kind == IndexTerm::Kind::CatPart;  // (a dim of size class Many)
+        if (part) s[dim] = idx[dim];
+        if (part && begin != "0") {
           s[dim] = fresh("t");
           // (lanes reading a vector register leave it unused)
           line(std::string(lanes ? "[[maybe_unused]] " : "") + "const " + idx_t_ + " " + s[dim] + " = " + idx[dim] +
                " - " + begin + ";");
         }
         std::string v;
-        if (lanes && size_class(a, dim) == SizeClass::Many) {
+        if (lanes && part) {
           std::vector<std::string> guard, conds;
           std::vector<ArgCheck> checks;
           if (begin != "0") guard.push_back(lane0 + " >= " + begin);
@@ -875,20 +865,16 @@ std::string KernelWriter::indexing(const Expr& e, const std::vector<std::string>
   const int64_t out = e.outputs[0], in = e.inputs[0], index = e.inputs[1];
   const DType out_t = f_.value(out).dtype;
   const size_t dim = DimAttr(e).index();
-  const std::string j = e.op == Op::INDEX_SELECT
-                            ? value_at(index, {size_class(index, 0) == SizeClass::One ? "0" : idx[dim]})
-                            : value_at(index, idx);
+  const std::string j = value_at(index, plain_index(rule(e, 1), idx));
   const std::string name = fresh("v");
   line(std::string(reg_type(out_t)) + " " + name + ";");
   // Out-of-range indices read nothing: the element becomes NaN (floats) or 0.
   open("if (" + j + " >= 0 && " + j + " < " + extent(in, dim) + ")");
-  std::vector<std::string> sub(idx.size());
-  for (size_t d = 0; d < idx.size(); ++d) sub[d] = size_class(in, d) == SizeClass::One ? "0" : idx[d];
-  if (size_class(in, dim) == SizeClass::Many) {
+  const OperandIndex terms = rule(e, 0);
+  std::vector<std::string> sub = plain_index(terms, idx);
+  if (terms[dim].kind == IndexTerm::Kind::Gathered) {
     sub[dim] = fresh("t");
     line("const " + idx_t_ + " " + sub[dim] + " = (" + idx_t_ + ")" + j + ";");
-  } else {
-    sub[dim] = "0";
   }
   line(name + " = " + value_at(in, sub) + ";");
   close_open("else");

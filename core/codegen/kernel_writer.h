@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/codegen/kernel_plan.h"
+#include "core/ir/index_rules.h"
 
 namespace kf {
 
@@ -241,11 +242,16 @@ class KernelWriter {
   std::vector<std::string> view_index(int64_t output, const std::vector<std::string>& idx);
   // offset_terms of `value` at its own index idx.
   std::vector<std::string> own_offset_terms(int64_t value, const std::vector<std::string>& idx);
-  // An index of `from` as an index of `to` through a reshape's groups
-  // (out_to_in: `from` is the reshape's output): per group, the linear
-  // index over `from`'s dims unravelled over `to`'s.
-  std::vector<std::string> regroup(const ReshapeGroups& groups, bool out_to_in, int64_t from,
-                                   const std::vector<std::string>& idx, int64_t to);
+  // An index of `from` as an index of `to` through a reshape, by the
+  // reshape rule's terms (reshape_index): per group, the linear index over
+  // `from`'s dims unravelled over `to`'s.
+  std::vector<std::string> regroup(const OperandIndex& terms, int64_t from, const std::vector<std::string>& idx,
+                                   int64_t to);
+  // The index e reads operand k at (its index rule, core/ir/index_rules.h).
+  OperandIndex rule(const Expr& e, size_t k) const;
+  // `terms` as index expressions for the output read at `idx`: Zero and Out
+  // terms; the others left empty, for the op's own arithmetic.
+  static std::vector<std::string> plain_index(const OperandIndex& terms, const std::vector<std::string>& idx);
   // Whether index `i` of a dim is the current lanes' own index along their dim.
   bool lane_indexed(const std::string& i) const;
   // fn() with the lanes' index along domain dim `dim` replaced by `index`

@@ -18,15 +18,11 @@
 #include "core/concretize/input_meta.h"
 #include "core/concretize/reshape_groups.h"
 #include "core/ir/fusion.h"
+#include "core/ir/size_class.h"
 
 namespace kf {
 
 class ExtentSets;
-
-enum class SizeClass : uint8_t { Zero = 0, One = 1, Many = 2 };
-inline SizeClass size_class(int64_t extent) {
-  return extent == 0 ? SizeClass::Zero : extent == 1 ? SizeClass::One : SizeClass::Many;
-}
 
 struct ConcreteKey {
   std::vector<int64_t> words;

@@ -12,13 +12,9 @@
 #include <span>
 #include <vector>
 
-namespace kf {
+#include "core/ir/index_rules.h"  // ReshapeGroup: the reshape's index rule reads it
 
-struct ReshapeGroup {
-  int in_dims = 0;   // consecutive input dims
-  int out_dims = 0;  // consecutive output dims with the same element count
-};
-using ReshapeGroups = std::vector<ReshapeGroup>;
+namespace kf {
 
 // The finest grouping of `in` and `out` (equal element counts) into
 // consecutive dims of equal products; size-1 dims join the group before

@@ -1,5 +1,6 @@
 #include "core/schedule/access_map.h"
-#include "core/ir/op_attrs.h"
+#include "core/ir/index_rules.h"
+#include "core/ir/op_table.h"
 
 #include <algorithm>
 #include <set>
@@ -49,11 +50,15 @@ class Tracer {
       case OpCategory::Binary:
       case OpCategory::Ternary:
       case OpCategory::Cast:
-        for (int64_t in : e.inputs) next->push_back({in, right_aligned(in, map)});
+      case OpCategory::Hint:
+      case OpCategory::Shape:
+        for (size_t k = 0; k < e.inputs.size(); ++k)
+          if (has_index_rule(e, k)) next->push_back({e.inputs[k], operand_map(e, k, map)});
         return;
-      case OpCategory::Hint: next->push_back({e.inputs[0], map}); return;
-      case OpCategory::Shape: shape(e, map, next); return;
-      case OpCategory::Indexing: indexing(e, map, next); return;
+      case OpCategory::Indexing:  // the index first, then the input at it
+        next->push_back({e.inputs[1], operand_map(e, 1, map)});
+        next->push_back({e.inputs[0], operand_map(e, 0, map)});
+        return;
       case OpCategory::Reduction:  // read by the reduction's own loop
       case OpCategory::Creation:   // reads scalars only
       case OpCategory::Query:      // reads sizes only
@@ -64,119 +69,43 @@ class Tracer {
     }
   }
 
-  size_t rank(int64_t v) const { return c_.size_classes[static_cast<size_t>(v)].size(); }
-  bool one(int64_t v, size_t d) const { return c_.size_classes[static_cast<size_t>(v)][d] == SizeClass::One; }
-  // Dim d of `in` reads index i (a size-1 dim reads 0).
-  int at(int64_t in, size_t d, int i) const { return one(in, d) ? kZeroIndex : i; }
+  const std::vector<SizeClass>& classes(int64_t v) const { return c_.size_classes[static_cast<size_t>(v)]; }
 
-  IndexMap right_aligned(int64_t in, const IndexMap& map) const {
-    const size_t ri = rank(in), r = map.size();
-    IndexMap sub(ri, kZeroIndex);
-    for (size_t j = 0; j < ri; ++j) sub[j] = at(in, j, map[r - ri + j]);
-    return sub;
-  }
-
-  bool any_many(int64_t v) const {
-    for (size_t d = 0; d < rank(v); ++d)
-      if (c_.size_classes[static_cast<size_t>(v)][d] == SizeClass::Many) return true;
-    return false;
-  }
-
-  void shape(const Expr& e, const IndexMap& map, std::vector<std::pair<int64_t, IndexMap>>* next) {
-    const int64_t in = e.inputs[0];
-    const size_t ri = rank(in), r = map.size();
-    IndexMap sub(ri, kZeroIndex);
-    switch (e.op) {
-      case Op::BROADCAST_IN_DIM:
-        for (size_t j = 0; j < ri; ++j) sub[j] = at(in, j, map[static_cast<size_t>(DimsAttrs(e).dims[j])]);
-        break;
-      case Op::EXPAND: sub = right_aligned(in, map); break;
-      case Op::PERMUTE:
-        for (size_t i = 0; i < r; ++i) {
-          const size_t d = static_cast<size_t>(PermuteAttrs(e).perm[i]);
-          sub[d] = at(in, d, map[i]);
-        }
-        break;
-      case Op::SQUEEZE: {
-        size_t k = 0, o = 0;
-        for (size_t d = 0; d < ri; ++d) {
-          if (k < DimsAttrs(e).dims.size() && static_cast<size_t>(DimsAttrs(e).dims[k]) == d) {
-            ++k;
-            continue;
-          }
-          sub[d] = at(in, d, map[o++]);
-        }
-        break;
+  // The map e reads its operand k at, for its output read at `map`: the
+  // op's index rule (core/ir/index_rules.h) with each term as an IndexMap
+  // entry. A computed index is opaque, except with shifts where a bound
+  // guards it (a pad's input, a cat's operands along its dim); a reshape's
+  // group of one dim each side passes its index through.
+  IndexMap operand_map(const Expr& e, size_t k, const IndexMap& map) const {
+    const int64_t in = e.inputs[k];
+    const ReshapeGroups* groups = nullptr;
+    if (e.op == Op::RESHAPE)
+      if (auto g = c_.reshapes.find(static_cast<int64_t>(&e - f_.exprs.data())); g != c_.reshapes.end())
+        groups = &g->second;
+    const OperandIndex terms = operand_index(e, k, classes(e.outputs[0]), classes(in), groups);
+    IndexMap sub(terms.size(), kZeroIndex);
+    for (size_t d = 0; d < terms.size(); ++d) {
+      const IndexTerm& t = terms[d];
+      const int m = t.kind == IndexTerm::Kind::Zero ? kZeroIndex : map[static_cast<size_t>(t.dim)];
+      switch (t.kind) {
+        case IndexTerm::Kind::Zero: sub[d] = kZeroIndex; break;
+        case IndexTerm::Kind::Out: sub[d] = m; break;
+        case IndexTerm::Kind::Slice:  // start + i * step
+        case IndexTerm::Kind::Gathered: sub[d] = kOpaqueIndex; break;
+        case IndexTerm::Kind::Pad:
+          sub[d] = shifts_ && classes(in)[d] != SizeClass::One ? shifted(m, t.a) : kOpaqueIndex;
+          break;
+        case IndexTerm::Kind::CatPart:
+          // Operands after the first read their part at an offset (known at
+          // run time only); with shifts, the first too is read inside a bound.
+          sub[d] = shifts_ ? shifted(m, 0) : t.a > 0 ? kOpaqueIndex : m;
+          break;
+        case IndexTerm::Kind::Regroup:
+          sub[d] = t.b == 0 ? kZeroIndex : t.passes_through() ? m : kOpaqueIndex;
+          break;
       }
-      case Op::UNSQUEEZE: {
-        size_t o = 0;
-        for (size_t d = 0; d < ri; ++d, ++o) {
-          if (o == DimAttr(e).index()) ++o;
-          sub[d] = at(in, d, map[o]);
-        }
-        break;
-      }
-      case Op::SLICE: {
-        const size_t dim = static_cast<size_t>(SliceAttrs(e).dim);
-        for (size_t d = 0; d < r; ++d) sub[d] = at(in, d, map[d]);
-        if (c_.size_classes[static_cast<size_t>(in)][dim] == SizeClass::Many) sub[dim] = kOpaqueIndex;  // start + i * step
-        break;
-      }
-      case Op::RESHAPE: {
-        // The output's linear index unravelled over the input's dims, group
-        // by group (reshape_groups.h): a dim kept whole reads its output
-        // dim's index.
-        if (!any_many(e.outputs[0])) break;
-        for (size_t d = 0; d < ri; ++d)
-          if (c_.size_classes[static_cast<size_t>(in)][d] == SizeClass::Many) sub[d] = kOpaqueIndex;
-        auto g = c_.reshapes.find(static_cast<int64_t>(&e - c_.fusion->exprs.data()));
-        if (g == c_.reshapes.end()) break;
-        size_t id = 0, od = 0;
-        for (const ReshapeGroup& grp : g->second) {
-          if (grp.in_dims == 1 && grp.out_dims == 1 && c_.size_classes[static_cast<size_t>(in)][id] == SizeClass::Many)
-            sub[id] = at(in, id, map[od]);
-          id += static_cast<size_t>(grp.in_dims);
-          od += static_cast<size_t>(grp.out_dims);
-        }
-        break;
-      }
-      case Op::PAD:
-        for (size_t d = 0; d < r; ++d)
-          sub[d] = !PadAttrs(e).pads_dim(d) ? at(in, d, map[d])
-                   : shifts_ && !one(in, d)  ? shifted(map[d], PadAttrs(e).low(d))
-                                             : kOpaqueIndex;
-        break;
-      case Op::CAT: {
-        const size_t dim = DimAttr(e).index();
-        for (size_t k = 0; k < e.inputs.size(); ++k) {
-          const int64_t a = e.inputs[k];
-          IndexMap s(r, kZeroIndex);
-          for (size_t d = 0; d < r; ++d) s[d] = at(a, d, map[d]);
-          // Inputs after the first read their part at an offset (known at
-          // run time only); with shifts, the first too is read inside a
-          // bound.
-          if (c_.size_classes[static_cast<size_t>(a)][dim] == SizeClass::Many) {
-            if (shifts_) s[dim] = shifted(map[dim], 0);
-            else if (k > 0) s[dim] = kOpaqueIndex;
-          }
-          next->push_back({a, s});
-        }
-        return;
-      }
-      default: return;
     }
-    next->push_back({in, sub});
-  }
-
-  void indexing(const Expr& e, const IndexMap& map, std::vector<std::pair<int64_t, IndexMap>>* next) {
-    const int64_t in = e.inputs[0], index = e.inputs[1];
-    const size_t dim = DimAttr(e).index();
-    if (e.op == Op::INDEX_SELECT) next->push_back({index, {at(index, 0, map[dim])}});
-    else next->push_back({index, map});
-    IndexMap sub(map.size(), kZeroIndex);
-    for (size_t d = 0; d < map.size(); ++d) sub[d] = at(in, d, map[d]);
-    sub[dim] = c_.size_classes[static_cast<size_t>(in)][dim] == SizeClass::Many ? kOpaqueIndex : kZeroIndex;
-    next->push_back({in, sub});
+    return sub;
   }
 
   // A dim read at entry `m`'s domain dim shifted by `offset` (0: bounded

@@ -1,8 +1,8 @@
 // Which indices a kernel reads each value at, found on the IR: the roots
 // (values a kernel evaluates, each at a known IndexMap over its domain) are
 // followed through the producers of the task, applying each op's index rule
-// (the same rules codegen's KernelWriter::value_at applies to index
-// expressions). Schedulers use it to find transposed inputs (tiles), the
+// (core/ir/index_rules.h, the rules codegen's KernelWriter::value_at applies
+// to index expressions). Schedulers use it to find transposed inputs (tiles), the
 // layout of vector loads, and reduction results read at another row's
 // index (which no row kernel can run).
 #pragma once
@@ -39,7 +39,7 @@ IndexMap identity_map(const ConcreteFusion& c, int64_t domain);
 // operand of a cat along its dim, the first included; a pad's input along
 // each padded dim) are shifted entries (kShiftedIndex) instead of opaque
 // or plain ones: the pointwise vector plan's view, in which such reads can
-// be vectors (codegen's index rules guard them by the bound).
+// be vectors (codegen guards them by the bound).
 AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
                          const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts = false);
 
