@@ -453,6 +453,20 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(std::get<TiledParams>(g.schedule).inputs.size(), 1);
     assert_true(contains(g.plan.source, "__shared__ float kf_tile"));
   }
+  {  // x * (1 + scale) + shift with shift [2, 4096] transposed, broadcast
+     // over the rows: no tiles (they would be 64 wide over a dim of 2); the
+     // plain loop reads shift through the caches.
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {2, 63, 256}));
+    in.push_back(kftest::tensor(DType::F32, {2, 256}, {1, 2}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(3, DType::F32), shift = b.tensor_input(2, DType::F32);
+      const int64_t sh = b.op(Op::UNSQUEEZE, {shift}, {1})[0];
+      b.output(b.op(Op::ADD, {x, sh}, {})[0], {}, -1);
+    }, in);
+    assert_false(std::holds_alternative<TiledParams>(g.schedule));
+    assert_false(contains(g.plan.source, "kf_tile"));
+  }
 }
 
 // Short rows (a head_dim of 128, rows of up to a warp's row_items): the
