@@ -357,7 +357,7 @@ void emit_columns(KernelWriter& w, const ColumnParams& p, size_t phase, std::vec
       w.close();
     }
     w.group = 0;
-    w.fill(loads, vector_loads(w, V, 0, oks));
+    w.fill(loads, vector_loads(w, V, 0, oks, w.any_left));
     w.any_left.clear();
     w.any_mask.clear();
     w.close();

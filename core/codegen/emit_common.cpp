@@ -174,22 +174,26 @@ void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const Vecto
   if (checks != nullptr) checks->insert(checks->end(), w.lane_checks.begin(), w.lane_checks.end());
 }
 
-std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok) {
+std::string vector_load_any(KernelWriter& w, int64_t v, const std::string& vt, const std::string& at,
+                            const std::string& left) {
+  // (the tensor's bytes: from its pointer to its last element's end)
+  std::vector<std::string> last(w.rank(v), "0");
+  for (size_t d = 0; d < last.size(); ++d)
+    if (w.size_class(v, d) == SizeClass::Many) last[d] = "(" + w.extent(v, d) + " - 1)";
+  const std::string p = w.pointer(v);
+  const std::string end = w.hoist("const void*", "pend", p + " + " + w.offset(v, last) + " + 1");
+  return "kf_vload_any<" + vt + ">(" + at + ", " + left + ", " + p + ", " + end + ")";
+}
+
+std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok,
+                                      const std::string& any_left) {
   std::vector<std::string> loads;
   for (const auto& [key, vr] : w.vector_regs) {
     if (vr.section != section) continue;
     const int64_t v = key.first;
     const std::string vt = vector_type(w, v, V);
     std::string load = "*(const " + vt + "*)(" + w.address(v, vr.base) + ")";
-    if (!w.any_left.empty()) {  // (the tensor's bytes: from its pointer to its last element's end)
-      std::vector<std::string> last(w.rank(v), "0");
-      for (size_t d = 0; d < last.size(); ++d)
-        if (w.size_class(v, d) == SizeClass::Many) last[d] = "(" + w.extent(v, d) + " - 1)";
-      const std::string p = w.pointer(v);
-      const std::string end = w.hoist("const void*", "pend", p + " + " + w.offset(v, last) + " + 1");
-      const std::string at = w.address(v, vr.base);
-      load = "kf_vload_any<" + vt + ">(" + at + ", " + w.any_left + ", " + p + ", " + end + ")";
-    }
+    if (!any_left.empty()) load = vector_load_any(w, v, vt, w.address(v, vr.base), any_left);
     std::string ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(vr.ok_group)];
     if (!vr.guard.empty()) ok = ok.empty() ? vr.guard : ok + " && " + vr.guard;
     loads.push_back("const " + vt + " " + vr.reg + " = " + (ok.empty() ? load : "(" + ok + ") ? " + load + " : " + vt + "{}") + ";");

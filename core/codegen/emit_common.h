@@ -64,8 +64,16 @@ void used_vector_conditions(KernelWriter& w, const ExtentSets& sets, const Vecto
                             bool every_group, std::vector<std::string>* conds, std::vector<ArgCheck>* checks = nullptr,
                             const VectorRef* ref = nullptr, bool any_alignment = false);
 // The vector loads of the used (candidate, group) registers of `section`,
-// each guarded by its group's condition (group_ok empty: unguarded).
-std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok);
+// each guarded by its group's condition (group_ok empty: unguarded). With
+// any_left (an expression: the elements that exist from lane 0 on), each
+// loads at any element alignment through kf_vload_any (aligned 16-byte
+// chunks shifted into place, never a byte outside the tensor).
+// A vector of type vt of value v loaded at address `at` through
+// kf_vload_any (left: the elements that exist from `at` on).
+std::string vector_load_any(KernelWriter& w, int64_t v, const std::string& vt, const std::string& at,
+                            const std::string& left);
+std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const std::vector<std::string>& group_ok,
+                                      const std::string& any_left = "");
 // Computes the outputs at each lane of one vector group (lane 0 at `idx`,
 // lanes along domain dim vp.dim) and stores them: vector outputs as one
 // 16-byte store, the others element by element. `on_lane` runs before each

@@ -162,11 +162,12 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
       if (reg.ok_group >= kStreamGroups &&
           std::find(seen.begin(), seen.end(), std::make_pair(key.first, reg.dims)) == seen.end()) {
         seen.emplace_back(key.first, reg.dims);
-        vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds, &reg.dims, host, shifted);
+        vector_conditions(w, sets, key.first, dom, p.vectors.width, p.vectors.dim, &conds, &reg.dims, host, shifted, edges);
       }
+    // (Edges: inputs load at any alignment, kf_vload_any; outputs store at the reference's shift.)
     if (edges)  // the staged inputs: read from global memory only as they are staged
       for (int64_t in : p.staged)
-        vector_conditions(w, sets, in, dom, p.vectors.width, p.vectors.dim, nullptr, nullptr, host, shifted);
+        vector_conditions(w, sets, in, dom, p.vectors.width, p.vectors.dim, nullptr, nullptr, host, shifted, true);
     if (!outer.active())  // the output pass stores the plan's vector outputs whole
       for (int64_t o : p.vectors.outputs)
         vector_conditions(w, sets, o, dom, p.vectors.width, p.vectors.dim, &conds, nullptr, host, shifted);

@@ -80,7 +80,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     }
     w.lane = -1;
     if (after) after();
-    w.fill(loads, vector_loads(w, V, group, {}));
+    w.fill(loads, vector_loads(w, V, group, {}, edges != nullptr ? std::to_string(V) : std::string()));
     w.close();
     if (edges == nullptr) return;
     stage_vectors.clear();  // the edges read their stage per element
@@ -261,6 +261,8 @@ void fill_stage(KernelWriter& w, const RowParams& p, const Stage& stage, const s
     if (cluster && (bytes == 4 || bytes == 8 || bytes == 16)) {
       w.line("kf_copy_async<" + std::to_string(bytes) + ">(" + row + " + " + at + ", " + from + ");");
       waits = true;
+    } else if (edges != nullptr) {  // at the input's own shift (the stage's is the reference's)
+      w.line("*(" + vt + "*)(" + row + " + " + at + ") = " + vector_load_any(w, in, vt, from, std::to_string(V)) + ";");
     } else {
       w.line("*(" + vt + "*)(" + row + " + " + at + ") = *(const " + vt + "*)(" + from + ");");
     }

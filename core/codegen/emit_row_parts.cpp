@@ -114,6 +114,18 @@ RowEdges declare_edges(KernelWriter& w, const RowParams& p, const std::vector<si
   return e;
 }
 
+void edge_vector_checks(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom, const VectorRef& ref,
+                        std::vector<ArgCheck>* checks) {
+  std::vector<std::pair<int64_t, std::vector<int>>> seen;
+  for (const auto& [key, vr] : w.vector_regs) {
+    if (std::find(seen.begin(), seen.end(), std::make_pair(key.first, vr.dims)) != seen.end()) continue;
+    seen.emplace_back(key.first, vr.dims);
+    vector_conditions(w, sets, key.first, dom, vp.width, vp.dim, nullptr, &vr.dims, checks, &ref, true);
+  }
+  for (int64_t o : vp.outputs) vector_conditions(w, sets, o, dom, vp.width, vp.dim, nullptr, nullptr, checks, &ref);
+  checks->insert(checks->end(), w.lane_checks.begin(), w.lane_checks.end());
+}
+
 void open_vector_steps(KernelWriter& w, int V, const std::string& row_len, const RowEdges* edges) {
   const std::string& t = w.index_type();
   if (edges != nullptr) {

@@ -111,9 +111,11 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
       // them in registers instead of computing them again. Plain reads of
       // the row stay inside: holding their float forms across phases
       // would cost registers that the packed vectors already hold.
-      // (Edges: lanes past the row's end, read before their guard, read no
-      // per-element input, such as a weight, out of bounds.)
-      if (edges != nullptr) w.lane_limit = row_len;
+      // Lanes past the row's end, read before their guard, read no
+      // per-element input out of bounds: a weight (Edges), or the row's own
+      // input where it is not a vector (a misaligned x: lanes of the last
+      // row read past its tensor, compute-sanitizer, session 30).
+      w.lane_limit = row_len;
       each_lane(k, [&](const std::vector<std::string>& idx) {
         for (const Accumulator& a : accs)
           if (!plain_read(f, task, a.expr->inputs[0])) input_of(a, idx);
@@ -210,13 +212,17 @@ std::string row_cached(KernelWriter& w, const RowParams& p, const OuterAccs& out
     if (vr.section > static_cast<int>(phases.size()) &&
         std::find(p.staged.begin(), p.staged.end(), key.first) != p.staged.end())
       vr.section = last_phase;
-  for (const auto& [sec, place] : loads) w.fill(place, vector_loads(w, V, sec, ok));
+  // (Edges: the inputs at any alignment, each row's shift of its own; whole
+  // vectors of the middle only, so V elements exist from lane 0 on.)
+  for (const auto& [sec, place] : loads)
+    w.fill(place, vector_loads(w, V, sec, ok, edges != nullptr ? std::to_string(V) : std::string()));
   // The row fits the block's registers: the launch takes the long-row
   // kernel otherwise (takes_long_rows), so the host checks the rest only
   // (with edges: any width, rows alike modulo the width).
   if (edges == nullptr) checks->push_back(w.extent_multiple(dom, last, V));
   if (w.paths == KernelWriter::Paths::Vector) {
-    used_vector_conditions(w, sets, vp, dom, true, nullptr, checks, edges != nullptr ? &edges->ref : nullptr);
+    if (edges != nullptr) edge_vector_checks(w, sets, vp, dom, edges->ref, checks);
+    else used_vector_conditions(w, sets, vp, dom, true, nullptr, checks);
     return "";
   }
   if (edges != nullptr) fail(KF_ERR_INTERNAL, "the register path with edges is host-checked only");

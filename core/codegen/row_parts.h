@@ -100,6 +100,12 @@ VectorRef edge_ref(const KernelWriter& w, const RowParams& p);
 RowEdges declare_edges(KernelWriter& w, const RowParams& p, const std::vector<size_t>& red, const std::string& row_len,
                        const VectorRef& ref);
 
+// The Edges kernels' host checks: the vector inputs at any element
+// alignment (each row's shift its own: kf_vload_any), the vector outputs at
+// the shift of `ref`'s rows.
+void edge_vector_checks(KernelWriter& w, const ExtentSets& sets, const VectorPlan& vp, int64_t dom, const VectorRef& ref,
+                        std::vector<ArgCheck>* checks);
+
 // Opens a loop over the row's vectors, element j of each (one thread per
 // vector per step): the whole row, or with edges its aligned middle.
 void open_vector_steps(KernelWriter& w, int V, const std::string& row_len, const RowEdges* edges);

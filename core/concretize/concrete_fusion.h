@@ -72,6 +72,9 @@ class ConcreteFusion {
   // Per output: the stride order of the caller's tensor it is written into
   // (kf_execute_into); empty where kfuse chose the outputs' layouts.
   std::vector<std::vector<int>> caller_output_orders;
+  // Per output: produced in its own layout and copied into the caller's
+  // tensor at the end (layout.cpp crosses_rows), not written where it is.
+  std::vector<bool> relayout_outputs;
   // Per output: the order code (encode_order) of the layout the plan
   // writes it in, so kf_execute_into can tell whether a caller's outputs
   // already match a plan made without them (outputs_in_plan_layout).

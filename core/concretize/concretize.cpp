@@ -23,13 +23,15 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
     c->caller_output_orders.push_back(
         decode_order(b.output_orders[i], static_cast<size_t>(fusion.value(fusion.outputs[i].value).rank)));
   propagate_layouts(*c);
-  for (const Output& o : fusion.outputs) {
+  for (size_t i = 0; i < fusion.outputs.size(); ++i) {
+    const Output& o = fusion.outputs[i];
     // The code a caller's tensor in the plan's order would encode (size-1
     // dims keep their place): only the strides' order matters, so each dim
     // gets its position, outermost largest (compact strides could
     // overflow: an empty tensor's other dims may be huge).
     const std::span<const int64_t> sizes = b.sizes[o.value];
-    const std::vector<int>& order = c->stride_orders[static_cast<size_t>(o.value)];
+    const std::vector<int>& order =
+        c->relayout_outputs[i] ? c->caller_output_orders[i] : c->stride_orders[static_cast<size_t>(o.value)];
     Extents strides(sizes.size(), 0);
     for (size_t k = 0; k < order.size(); ++k)
       strides[static_cast<size_t>(order[k])] = static_cast<int64_t>(order.size() - k);

@@ -92,6 +92,10 @@ std::string ConcreteFusion::describe() const {
     os << "output " << i << ": value " << o.value << ", layout ";
     list(os, stride_orders[static_cast<size_t>(o.value)], [&](int d) { os << d; });
     if (o.alias_input >= 0) os << ", aliases input " << o.alias_input;
+    if (i < relayout_outputs.size() && relayout_outputs[i]) {
+      os << ", copied into the caller's layout ";
+      list(os, caller_output_orders[i], [&](int d) { os << d; });
+    }
     sharding(o.value);
     os << '\n';
   }

@@ -195,6 +195,62 @@ std::vector<int> expr_order(const ConcreteFusion& c, const Expr& e, size_t out_r
   }
 }
 
+// The innermost dim of class >1 of a value in `order`, or -1.
+int innermost_many(const ConcreteFusion& c, size_t v, const std::vector<int>& order) {
+  const auto& cls = c.size_classes[v];
+  for (size_t k = order.size(); k-- > 0;)
+    if (static_cast<size_t>(order[k]) < cls.size() && cls[static_cast<size_t>(order[k])] == SizeClass::Many) return order[k];
+  return -1;
+}
+
+// Whether the caller's order for output value `v` lays it across the rows
+// of a reduction it belongs to: v has the sizes of a reduction's input u
+// and lies on u's chain (an ancestor of v, or v one of u's), the reduction
+// runs along v's own innermost dim, and the caller's innermost dim is
+// another. The row kernel that produces v walks each row along its memory
+// and would store one element per 32-byte sector across the rows (one L2
+// request per element: 3.27 ms for a residual add + RMSNorm into a [1, 0]
+// output of [16512, 12288] on the H200, DRAM at 16%, docs/perf-log.md
+// session 29); v is written in its own order and copied into the caller's
+// tensor by tiles instead.
+bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& caller) {
+  const Fusion& f = *c.fusion;
+  const int own = innermost_many(c, v, c.stride_orders[v]), theirs = innermost_many(c, v, caller);
+  if (own < 0 || theirs < 0 || own == theirs) return false;
+  std::vector<char> ancestor(f.values.size(), 0);  // v's ancestors and v
+  std::vector<size_t> stack = {v};
+  while (!stack.empty()) {
+    const size_t x = stack.back();
+    stack.pop_back();
+    if (ancestor[x]) continue;
+    ancestor[x] = 1;
+    const int64_t p = f.values[x].producer;
+    if (p >= 0)
+      for (int64_t in : f.exprs[static_cast<size_t>(p)].inputs) stack.push_back(static_cast<size_t>(in));
+  }
+  for (const Expr& e : f.exprs) {
+    if (op_info(e.op).category != OpCategory::Reduction || e.inputs.empty()) continue;
+    const size_t u = static_cast<size_t>(e.inputs[0]);
+    if (c.size_classes[u] != c.size_classes[v] || !ReduceAttrs(e).reduced(c.size_classes[u].size())[static_cast<size_t>(own)])
+      continue;
+    if (ancestor[u]) return true;  // v is computed from the row (the normalized output)
+    // v feeds the row (a residual sum that is also an output): u descends from v.
+    std::vector<size_t> up = {u};
+    std::vector<char> seen(f.values.size(), 0);
+    while (!up.empty()) {
+      const size_t x = up.back();
+      up.pop_back();
+      if (x == v) return true;
+      if (seen[x]) continue;
+      seen[x] = 1;
+      const int64_t p = f.values[x].producer;
+      if (p >= 0)
+        for (int64_t in : f.exprs[static_cast<size_t>(p)].inputs) up.push_back(static_cast<size_t>(in));
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void propagate_layouts(ConcreteFusion& c) {
@@ -215,6 +271,7 @@ void propagate_layouts(ConcreteFusion& c) {
   // their layout decides, over the propagated and the pinned one. Values
   // that are inputs keep theirs (an output that is an input is a copy),
   // and a value given twice is written into its first output.
+  c.relayout_outputs.assign(f.outputs.size(), false);
   if (c.caller_output_orders.empty()) return;
   std::vector<bool> set(f.values.size(), false);
   for (const int64_t in : f.inputs) set[static_cast<size_t>(in)] = true;
@@ -222,6 +279,10 @@ void propagate_layouts(ConcreteFusion& c) {
     const size_t v = static_cast<size_t>(f.outputs[i].value);
     if (set[v]) continue;
     set[v] = true;
+    if (f.outputs[i].alias_input < 0 && crosses_rows(c, v, c.caller_output_orders[i])) {
+      c.relayout_outputs[i] = true;
+      continue;
+    }
     c.stride_orders[v] = c.caller_output_orders[i];
   }
 }

@@ -180,11 +180,11 @@ struct RowParams {
   // The vector plan of the Edges kernel (RowKernel::Edges; width 0: none):
   // rows whose start is not a multiple of the width (an odd row length,
   // a 50257-word vocabulary) read and write their aligned middle in
-  // vectors and their head and tail one element at a time. The tensors
-  // that vary over the rows move as vectors when each row of every one
-  // starts at the same remainder (checked at run time); those broadcast
-  // over some rows (a weight) are read per element, as a row's shift
-  // misaligns them. Single reduced innermost dim only.
+  // vectors and their head and tail one element at a time. The middle is
+  // aligned for the outputs (each row of every one must start at the same
+  // remainder, checked at run time); every input loads its vectors at its
+  // own shift (kf_vload_any: a padded x beside a contiguous residual, a
+  // weight). Single reduced innermost dim only.
   VectorPlan edge_vectors;
   // Split rows (emit_split_row): the epilogue's blocks take the rows'
   // slabs from the last to the first, so that it first reads what the

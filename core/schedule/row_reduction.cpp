@@ -73,18 +73,16 @@ int values_live_across_phases(const Fusion& f, const Task& task, const RowDomain
     if (passes.back().contains(in) && uses[in] == 1) held.insert(in);
   return static_cast<int>(held.size());
 }
-// RowParams::edge_vectors: the plan's inputs that read every kept dim of
-// the domain (so each row of theirs starts where the domain's does, up to
-// their strides, which the run time checks), and its outputs but the
-// views (stored through a reshape).
-VectorPlan edge_vectors(const ConcreteFusion& c, const RowDomain& rows, const VectorPlan& vectors) {
-  const size_t r = rows.reduced.size();
+// RowParams::edge_vectors: the plan's inputs (each loaded at its own
+// row's shift, kf_vload_any: a padded x beside a contiguous residual, a
+// weight that the row's shift misaligns), and its outputs but the views
+// (stored through a reshape), which the run time checks start each row at
+// one shift.
+VectorPlan edge_vectors(const RowDomain& rows, const VectorPlan& vectors) {
   size_t reduced = 0;
   for (bool b : rows.reduced) reduced += b ? 1 : 0;
   if (vectors.width == 0 || reduced != 1 || !rows.reduced[vectors.dim]) return {};
-  std::vector<bool> kept(r);
-  for (size_t d = 0; d < r; ++d) kept[d] = !rows.reduced[d];
-  VectorPlan e = inputs_reading(c, rows.domain, kept, vectors);
+  VectorPlan e = vectors;
   std::erase_if(e.outputs, [&](int64_t o) { return rows.views.contains(o); });
   if (e.inputs.empty() && e.outputs.empty()) return {};
   return e;
@@ -131,7 +129,7 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   const size_t passes = online_phases(rows, p.online).size() + (output_pass ? 1 : 0);
   p.stream_rows = p.vectors.width > 0 && passes == 1 && (!p.online.empty() || tuning.row_stream_single_pass != 0);
   p.split_epilogue_reversed = tuning.split_epilogue_reversed != 0;
-  p.edge_vectors = edge_vectors(c, rows, p.vectors);
+  p.edge_vectors = edge_vectors(rows, p.vectors);
   if (passes < 2) return p;
   p.staged = row_inputs;
   // Rows too long for a block's shared memory, or too few for the device,

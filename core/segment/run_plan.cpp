@@ -7,7 +7,7 @@
 
 namespace kf {
 
-RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments) {
+RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments, const std::vector<bool>& relayout) {
   const size_t n = f.values.size();
   std::vector<int64_t> last_read_segment(n, -1), producer_segment(n, -1);
   for (size_t k = 0; k < segments.size(); ++k) {
@@ -25,6 +25,7 @@ RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments) {
     const Output& o = f.outputs[i];
     const size_t id = static_cast<size_t>(o.value);
     if (placed[id]) continue;  // an input, or a repeated output: copied at the end
+    if (i < relayout.size() && relayout[i]) continue;  // an intermediate, copied at the end
     if (o.alias_input >= 0) {
       // Written into its input only where nothing reads the input after the
       // write: no later segment, and within the producing segment only the

@@ -38,6 +38,8 @@ struct RunPlan {
 // segment still reads, or that their own segment reads other than where it
 // writes (Segment::in_place_inputs): those are copied at the end from
 // final_values.
-RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments);
+// relayout: per output, whether it is produced as an intermediate and
+// copied into the caller's tensor at the end (ConcreteFusion::relayout_outputs).
+RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments, const std::vector<bool>& relayout = {});
 
 }  // namespace kf

@@ -1871,6 +1871,39 @@ static void test_unaligned_rows(void** state) {
           free_inputs(&in, 1);
           kf_fusion_release(f);
         }
+  /* Inputs at different shifts in one row: a padded or offset x beside a
+   * contiguous residual and a weight (the Edges kernels load each input
+   * at its own row's shift, kf_vload_any; the outputs are the reference).
+   * Widths held in registers and staged as long rows. */
+  static const char* add_rmsnorm =
+      "input x: tensor<%s, 2>\ninput r: tensor<%s, 2>\ninput w: tensor<%s, 1>\n"
+      "xf = cast(x) {dtype=float32}\nrf = cast(r) {dtype=float32}\nh = add(xf, rf)\n"
+      "sq = mul(h, h)\nms = mean(sq) {axes=[1], keepdim=true}\nrs = rsqrt(ms)\nn = mul(h, rs)\n"
+      "wf = cast(w) {dtype=float32}\no = mul(n, wf)\ny = cast(o) {dtype=%s}\nhh = cast(h) {dtype=%s}\n"
+      "output y\noutput hh\n";
+  const int64_t widths[] = {1000, 4096, 12288, 30001};
+  for (size_t k = 0; k < sizeof widths / sizeof widths[0]; ++k)
+    for (int d = 0; d < 2; ++d)
+      for (int v = 0; v < 3; ++v) {
+        const char* dn = kf_dtype_name(dts[d]);
+        char text[2048];
+        snprintf(text, sizeof text, add_rmsnorm, dn, dn, dn, dn, dn);
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        const int64_t shape[2] = {37, widths[k]};
+        tin in[3] = {input(dts[d], 2, shape), input(dts[d], 2, shape), input(dts[d], 1, &shape[1])};
+        /* v 0: x padded by 3; 1: x at an offset of 1, r padded by 1; 2: the weight at an offset of 3. */
+        const int64_t xs[2] = {widths[k] + (v == 0 ? 3 : 0), 1}, rs[2] = {widths[k] + (v == 1 ? 1 : 0), 1}, ws[1] = {1};
+        with_strides(&in[0], xs, v == 1 ? 1 : 0);
+        with_strides(&in[1], rs, 0);
+        with_strides(&in[2], ws, v == 2 ? 3 : 0);
+        for (int i = 0; i < 3; ++i) fill(&in[i], -2, 2, 0);
+        char what[200];
+        snprintf(what, sizeof what, "unaligned rows: add_rmsnorm %s [37,%lld] variant %d", dn, (long long)widths[k], v);
+        run_case_tol(f, in, 3, what, 16.0 + (double)widths[k] / 1024.0, -1);
+        free_inputs(in, 3);
+        kf_fusion_release(f);
+      }
   end_test("unaligned rows");
 }
 

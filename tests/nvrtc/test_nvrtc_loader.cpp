@@ -11,6 +11,7 @@
 #include "core/runtime/cuda/launch.h"
 #include "core/runtime/cuda/loaded_kernel.h"
 #include "core/runtime/cuda/nvrtc.h"
+#include "core/runtime/cuda/permute_copy.h"
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/runtime/executor.h"
 #include "core/util/error.h"
@@ -28,6 +29,7 @@ extern "C" {
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -125,6 +127,41 @@ void test_strided_copy_kernels_compile(void**) {
       std::string name = strided_copy_name(e, rank);
       assert_true(is_elf(nvrtc_compile(strided_copy_source(e, rank), name, 90).image));
     }
+}
+
+void test_permute_copy_kernels(void**) {
+  // Every shape of plan: one dim per group, groups of 2 and 3 dims, a
+  // narrow group B (512 x 8), rank 8, a broadcast source, 64-bit offsets, a
+  // narrow group A; each for every element size.
+  const std::vector<CopyLayout> layouts = {
+      collapse_copy({16512, 12288}, {12288, 1}, {1, 16512}),
+      collapse_copy({4, 2048, 12288}, {2048 * 12288, 12288, 1}, {1, 4, 8192}),
+      collapse_copy({8, 2047, 12288}, {2047 * 12288, 12288, 1}, {1, 8 * 12288, 8}),
+      collapse_copy({256, 4, 4, 4}, {64, 16, 4, 1}, {1, 256, 1024, 4096}),
+      collapse_copy({2, 2, 2, 2, 2, 2, 3, 1029}, {6 * 1029 * 32, 6 * 1029 * 16, 6 * 1029 * 8, 6 * 1029 * 4,
+                                                  6 * 1029 * 2, 6 * 1029, 1029, 1},
+                    {3 * 1029, 2, 3 * 1029 * 4, 1, 3 * 1029 * 2, 3 * 1029 * 8, 1029, 3 * 1029 * 16}),
+      collapse_copy({1024, 64}, {0, 1}, {1, 1024}),
+      collapse_copy({256, 128}, {1, int64_t{1} << 25}, {128, 1}),
+      collapse_copy({16, 4096}, {1, 16}, {4096, 1}),  // A of 16: the shared tile's rows along B
+  };
+  std::map<std::string, std::string> source_of;  // kernels are cached by name: one name, one source
+  for (int e : {1, 2, 4, 8})
+    for (const CopyLayout& l : layouts) {
+      const auto plan = plan_permute_copy(l, e, 132, 1 << 30);
+      assert_true(plan.has_value());
+      const std::string source = permute_copy_source(*plan);
+      const auto [it, added] = source_of.emplace(plan->name(), source);
+      if (!added) {
+        assert_true(it->second == source);
+        continue;
+      }
+      assert_true(is_elf(nvrtc_compile(source, plan->name(), 90).image));
+    }
+  assert_true(source_of.size() >= 20);
+  assert_int_equal(plan_permute_copy(layouts[4], 8, 132, 1 << 30)->rank, 8);
+  assert_false(plan_permute_copy(layouts[6], 4, 132, 1 << 30)->index32);
+  assert_true(plan_permute_copy(layouts[7], 2, 132, 1 << 30)->rows_along_b);
 }
 
 void test_collapse_copy(void**) {
@@ -704,6 +741,7 @@ int main() {
       cmocka_unit_test(test_compile_error_has_log),
       cmocka_unit_test(test_strided_copy_kernels_compile),
       cmocka_unit_test(test_collapse_copy),
+      cmocka_unit_test(test_permute_copy_kernels),
       cmocka_unit_test(test_launch_dims),
       cmocka_unit_test(test_cluster_variant),
       cmocka_unit_test(test_short_column_variant),

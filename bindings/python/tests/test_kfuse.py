@@ -395,10 +395,63 @@ class DefinitionTests(unittest.TestCase):
         x = np.zeros((4, 6, 33), np.float32)
         own = f.segments(x)[0].schedule
         self.assertTrue(own.startswith("row ") and "order=" not in own, own)  # the logical walk
-        batch_inner = np.zeros((6, 33, 4), np.float32).transpose(2, 0, 1)   # memory order [1, 2, 0]
-        self.assertIn("reduced=[2] order=[1,0,2] ", f.segments(x, out=[batch_inner])[0].schedule)
+        # An output across the rows (memory order [1, 2, 0]) is copied in
+        # (layout.cpp crosses_rows): the rows keep the logical walk.
+        batch_inner = np.zeros((6, 33, 4), np.float32).transpose(2, 0, 1)
+        self.assertNotIn("order=", f.segments(x, out=[batch_inner])[0].schedule)
+        self.assertIn("copied into the caller's layout", f.explain(x, out=[batch_inner]))
         rows_inner = np.zeros((4, 33, 6), np.float32).transpose(0, 2, 1)    # [0, 2, 1]: rows already in order
         self.assertNotIn("order=", f.segments(x, out=[rows_inner])[0].schedule)
+
+    def test_outputs_across_rows_are_copied_in(self):
+        # A row reduction's output the caller lays out across the rows is
+        # produced in its own layout and copied in (layout.cpp crosses_rows);
+        # a pointwise output in the same layout is written where it is.
+        f = kfuse.Fusion.from_text("input x: tensor<float32, 2>\nm = max(x) {axes=[1], keepdim=true}\n"
+                                   "d = sub(x, m)\ne = exp(d)\ns = sum(e) {axes=[1], keepdim=true}\n"
+                                   "y = div(e, s)\noutput y\noutput d\n")
+        x = np.random.default_rng(0).standard_normal((37, 53)).astype(np.float32)
+        y, d = np.zeros((53, 37), np.float32).T, np.zeros((53, 37), np.float32).T
+        text = f.explain(x, out=[y, d])
+        self.assertIn("output 0: value 5, layout [0, 1], copied into the caller's layout [1, 0]", text)
+        self.assertIn("output 1: value 2, layout [0, 1], copied into the caller's layout [1, 0]", text)
+        f(x, out=[y, d])
+        ref = np.exp(x - x.max(1, keepdims=True))
+        np.testing.assert_allclose(y, ref / ref.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+        np.testing.assert_array_equal(d, x - x.max(1, keepdims=True))
+        g = kfuse.Fusion.from_text("input a: tensor<float32, 2>\nb = exp(a)\noutput b\n")
+        self.assertNotIn("copied into", g.explain(x, out=[np.zeros((53, 37), np.float32).T]))
+
+    def test_outputs_across_rows_edge_cases(self):
+        sm = ("input x: tensor<float32, 2>\nm = max(x) {axes=[1], keepdim=true}\nd = sub(x, m)\n"
+              "e = exp(d)\ns = sum(e) {axes=[1], keepdim=true}\ny = div(e, s)\n")
+        x = np.random.default_rng(1).standard_normal((37, 53)).astype(np.float32)
+        ref = np.exp(x - x.max(1, keepdims=True))
+        ref /= ref.sum(1, keepdims=True)
+        # The copied output also feeds a later reduction, itself an output.
+        f = kfuse.Fusion.from_text(sm + "z = sum(y) {axes=[0], keepdim=false}\noutput y\noutput z\n")
+        y, z = np.zeros((53, 37), np.float32).T, np.zeros(53, np.float32)
+        self.assertEqual(f.explain(x, out=[y, z]).count("copied into"), 1)
+        f(x, out=[y, z])
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(z, ref.sum(0), rtol=1e-5, atol=1e-6)
+        # One value given twice: the first output decides, the second is a copy.
+        f = kfuse.Fusion.from_text(sm + "output y\noutput y\n")
+        for first_crosses in (True, False):
+            cross, plain = np.zeros((53, 37), np.float32).T, np.zeros((37, 53), np.float32)
+            outs = [cross, plain] if first_crosses else [plain, cross]
+            self.assertEqual(f.explain(x, out=outs).count("copied into"), 1 if first_crosses else 0)
+            f(x, out=outs)
+            for o in outs:
+                np.testing.assert_allclose(o, ref, rtol=1e-5, atol=1e-7)
+        # Rank 3 into [1, 2, 0] (the batch dim innermost).
+        x3 = np.random.default_rng(2).standard_normal((4, 6, 33)).astype(np.float32)
+        f = kfuse.Fusion.from_text("input x: tensor<float32, 3>\nm = max(x) {axes=[2], keepdim=true}\n"
+                                   "d = sub(x, m)\noutput d\n")
+        d = np.zeros((6, 33, 4), np.float32).transpose(2, 0, 1)
+        self.assertEqual(f.explain(x3, out=[d]).count("copied into"), 1)
+        f(x3, out=[d])
+        np.testing.assert_array_equal(d, x3 - x3.max(2, keepdims=True))
 
     def test_segments_into_caller_outputs(self):
         # out=: the plan for outputs the caller allocates (kf_concretize_into).

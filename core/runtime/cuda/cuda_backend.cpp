@@ -16,6 +16,7 @@
 #include "core/runtime/cuda/launch.h"
 #include "core/runtime/cuda/library_segment.h"
 #include "core/runtime/cuda/loaded_kernel.h"
+#include "core/runtime/cuda/permute_copy.h"
 #include "core/runtime/cuda/strided_copy.h"
 #include "core/segment/matmul_pattern.h"
 #include "core/util/error.h"
@@ -386,13 +387,23 @@ class CudaBackend final : public Backend {
       check(driver().cuMemcpyAsync_(dst_ptr, src_ptr, bytes, stream), "cuMemcpyAsync");
       return;
     }
-    const int rank = static_cast<int>(layout.sizes.size());
-    const std::string name = strided_copy_name(element, rank);
-    CUfunction f = load_kernel(device, strided_copy_source(element, rank), name);
     std::vector<int64_t> args = {static_cast<int64_t>(dst_ptr), static_cast<int64_t>(src_ptr), layout.numel};
     args.insert(args.end(), layout.sizes.begin(), layout.sizes.end());
     args.insert(args.end(), layout.src_strides.begin(), layout.src_strides.end());
     args.insert(args.end(), layout.dst_strides.begin(), layout.dst_strides.end());
+    // A permutation: tiles through shared memory, a grid of 4 blocks per
+    // multiprocessor looping over them.
+    if (const auto plan = plan_permute_copy(layout, element, context.info().multiprocessors, context.info().max_grid_x)) {
+      const std::string name = plan->name();
+      CUfunction f = load_kernel(device, permute_copy_source(*plan), name);
+      launch(f, name.c_str(), static_cast<uint32_t>(plan->grid), static_cast<uint32_t>(plan->threads), 0, stream,
+             args.data());
+      return;
+    }
+    // Per element: a thread per element.
+    const int rank = static_cast<int>(layout.sizes.size());
+    const std::string name = strided_copy_name(element, rank);
+    CUfunction f = load_kernel(device, strided_copy_source(element, rank), name);
     const int64_t blocks = std::min<int64_t>((layout.numel + kCopyBlock - 1) / kCopyBlock,
                                              std::min<int64_t>(65535LL * 32, context.info().max_grid_x));
     launch(f, name.c_str(), static_cast<uint32_t>(blocks), kCopyBlock, 0, stream, args.data());

@@ -1,9 +1,10 @@
 // dst = src between tensors of equal sizes and any strides. The layout is
 // first collapsed (size-1 dims dropped, dims ordered by the destination's
 // strides, neighbours that are contiguous in both merged), so most copies
-// become one contiguous block (cuMemcpyAsync); the rest run a small
-// generated kernel, one per (element size, collapsed rank), compiled
-// through the kernel cache.
+// become one contiguous block (cuMemcpyAsync); permutations run the tiled
+// kernel of permute_copy.h; the rest run a small generated per-element
+// kernel, one per (element size, collapsed rank), compiled through the
+// kernel cache.
 #pragma once
 
 #include <cstdint>
