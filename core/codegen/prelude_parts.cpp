@@ -79,6 +79,17 @@ std::set<std::string> head_names(std::string_view head, const std::set<std::stri
   return aggregate || called.empty() ? all : called;
 }
 
+// Where a declaration ending at `i` ends with what follows it on its line:
+// blanks and a // comment ("{ ... }  // why") and the newline go with it;
+// anything else (another declaration on the same line) does not.
+size_t line_rest(std::string_view p, size_t i) {
+  size_t j = i;
+  while (j < p.size() && (p[j] == ' ' || p[j] == '\t')) ++j;
+  if (p.substr(j, 2) == "//") j = std::min(p.find('\n', j), p.size());
+  if (j < p.size() && p[j] == '\n') return j + 1;
+  return j == p.size() ? j : i;
+}
+
 // The prelude's top-level declarations, in order, covering the whole text.
 std::vector<Decl> declarations(std::string_view p, const std::set<std::string>& all_macros) {
   std::vector<Decl> decls;
@@ -161,14 +172,14 @@ std::vector<Decl> declarations(std::string_view p, const std::set<std::string>& 
         while (j < p.size() && p[j] != '\n' && std::isspace(static_cast<unsigned char>(p[j]))) ++j;
         if (j < p.size() && p[j] == ';') i = j + 1;
         // Declarations like "struct x {...} y;" are not in the prelude.
-        if (i < p.size() && p[i] == '\n') ++i;
+        i = line_rest(p, i);
         close(i);
         line_start = true;
       }
     } else if (c == ';') {
       ++i;
       if (depth == 0 && pp_depth == 0) {
-        if (i < p.size() && p[i] == '\n') ++i;
+        i = line_rest(p, i);
         close(i);
         line_start = true;
       }
@@ -225,8 +236,16 @@ std::string part_of(const Parsed& p, std::string_view body) {
     }
   }
   std::string out;
+  size_t last = p.decls.size();  // the last declaration kept
   for (size_t k = 0; k < p.decls.size(); ++k)
-    if (keep[k] || p.decls[k].declares.empty()) out += p.text.substr(p.decls[k].begin, p.decls[k].end - p.decls[k].begin);
+    if (keep[k] || p.decls[k].declares.empty()) {
+      // Where declarations in between are left out, a new line: a
+      // directive must start its line even after a declaration that
+      // shared its line with one left out.
+      if (last + 1 != k && !out.empty() && out.back() != '\n') out += '\n';
+      out += p.text.substr(p.decls[k].begin, p.decls[k].end - p.decls[k].begin);
+      last = k;
+    }
   return out;
 }
 

@@ -75,6 +75,34 @@ void test_nothing_used(void**) {
   assert_true(has(part, "plain_word"));
 }
 
+// Each directive of a part starts its line, and a declaration's trailing
+// comment stays with it: a kept declaration ending in "}  // ..." or
+// sharing its line with one left out, then a kept #define, once gave
+// "...}#define" (NVRTC: '"#" not expected here'; the corpus's float8
+// dequantize kernels, kf_rbf then KF_PM_F2U).
+void test_directives_start_lines(void**) {
+  const char* toy = R"(#define KF_DEV __device__ __forceinline__
+KF_DEV float kf_one(float x) { return x; }      // kf_one's comment
+KF_DEV float kf_two(float x) { return kf_one(x); }
+#define KF_THREE(x) kf_one(x)
+KF_DEV float kf_four(float x) { return x; }KF_DEV float kf_five(float x) { return x; }
+#define KF_SIX(x) kf_four(x)
+)";
+  const std::string part = kf::prelude_part(toy, "float y = KF_THREE(1.f) + KF_SIX(2.f);");
+  assert_true(has(part, "{ return x; }      // kf_one's comment\n#define KF_THREE(x) kf_one(x)\n"));
+  assert_true(has(part, "KF_DEV float kf_four(float x) { return x; }\n#define KF_SIX(x) kf_four(x)\n"));
+  assert_false(has(part, "kf_two"));
+  assert_false(has(part, "kf_five"));
+  assert_string_equal(kf::prelude_part(toy, toy).c_str(), toy);
+  // The real prelude: the float8 conversions (one line each) and kf_rbf
+  // before the portable-math macros.
+  const std::string fp8 = kf::prelude_for("float a = kf_rbf(kf_e4m3_to_f_hw(b)) + kf_r8e5s(c);");
+  for (size_t at = fp8.find('#'); at != std::string::npos; at = fp8.find('#', at + 1))
+    if (fp8.compare(at, 7, "#define") == 0 || fp8.compare(at, 3, "#if") == 0 || fp8.compare(at, 6, "#endif") == 0 ||
+        fp8.compare(at, 5, "#else") == 0)
+      assert_true(at == 0 || fp8[at - 1] == '\n');
+}
+
 void test_real_prelude(void**) {
   const std::string whole(kf::cuda_prelude());
   const std::string none = kf::prelude_for("extern \"C\" __global__ void k() {}");
@@ -97,6 +125,7 @@ int main() {
       cmocka_unit_test(test_keeps_used_and_overloads),
       cmocka_unit_test(test_operators_templates_macros),
       cmocka_unit_test(test_nothing_used),
+      cmocka_unit_test(test_directives_start_lines),
       cmocka_unit_test(test_real_prelude),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

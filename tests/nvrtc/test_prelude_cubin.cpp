@@ -1,6 +1,6 @@
 // A unit compiled with only the prelude it uses (prelude_parts.h) gives the
 // same CUBIN, byte for byte, as with the whole prelude, for fusions that
-// use float8, bfloat16, Welford row statistics, a block reduction and a
+// use float8 (to and from), bfloat16, Welford row statistics, a block reduction and a
 // scan (every unit of each).
 #include "core/codegen/prelude.h"
 #include "core/codegen/prelude_parts.h"
@@ -53,6 +53,17 @@ y = cast(o) {dtype=bfloat16}
 output y
 )";
 
+// The corpus's c0058_dequant_fp8_tensor: its part once put a #define after
+// a "}" on the same line (tests/cpu/test_prelude_parts.cpp,
+// test_directives_start_lines).
+const char* kDequantFp8 = R"(input q: tensor<float8_e4m3fn, 2>
+input scale: tensor<float32, 0>
+qf = cast(q) {dtype=float32}
+deq = mul(qf, scale)
+y = cast(deq) {dtype=bfloat16}
+output y
+)";
+
 const char* kCumsum = R"(input x: tensor<bfloat16, 2>
 xf = cast(x) {dtype=float32}
 y = cumsum(xf) {dim=1}
@@ -93,6 +104,13 @@ void test_layernorm(void**) {
   same_cubins(kLayernorm, std::move(in));
 }
 
+void test_dequantize_fp8(void**) {
+  kftest::Inputs in;
+  in.push_back(kftest::tensor(kf::DType::F8E4M3, {64, 512}));
+  in.push_back(kftest::tensor(kf::DType::F32, {}));
+  same_cubins(kDequantFp8, std::move(in));
+}
+
 void test_cumsum(void**) {
   kftest::Inputs in;
   in.push_back(kftest::tensor(kf::DType::BF16, {64, 512}));
@@ -106,6 +124,7 @@ int main() {
   const CMUnitTest tests[] = {
       cmocka_unit_test(test_quantize_fp8),
       cmocka_unit_test(test_layernorm),
+      cmocka_unit_test(test_dequantize_fp8),
       cmocka_unit_test(test_cumsum),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
