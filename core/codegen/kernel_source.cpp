@@ -7,7 +7,7 @@
 
 #include "core/codegen/emitters.h"
 #include "core/codegen/kernel_plan.h"
-#include "core/codegen/prelude.h"
+#include "core/codegen/prelude_parts.h"
 #include "core/codegen/reduction_scratch.h"
 #include "core/util/deep_stack.h"
 #include "core/util/error.h"
@@ -74,12 +74,12 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
   std::string unnamed = args;
   for (const KernelText& k : kernels) unnamed += k.head + k.tail;
   const std::string name = "kf_" + hex64(fnv1a(unnamed));
-  const std::string prelude(cuda_prelude());
   std::string text = args;
   for (size_t i = 0; i < kernels.size(); ++i) {
     const std::string kernel = kernels[i].head + name + suffixes[i] + kernels[i].tail;
     text += kernel;
-    plan.units.push_back({name + suffixes[i], prelude + args + kernel});
+    // Each unit carries only the prelude it uses (prelude_parts.h).
+    plan.units.push_back({name + suffixes[i], prelude_for(args + kernel) + args + kernel});
     const std::string& sfx = suffixes[i];
     if (sfx.ends_with(kScalarSuffix)) {  // the scalar twin of the kernel before it
       plan.scalar_twins.push_back({name + sfx.substr(0, sfx.size() - kScalarSuffix.size()), name + sfx});
@@ -101,7 +101,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
        : sfx == "_rows" ? plan.short_rows_name
                          : plan.name) = name + sfx;
   }
-  plan.source = prelude + text;
+  plan.source = prelude_for(text) + text;
   // Each check once (kernels of a plan read the same tensors).
   for (std::vector<ArgCheck>* checks : {&plan.vector_checks, &plan.edge_checks}) {
     std::vector<ArgCheck> unique;

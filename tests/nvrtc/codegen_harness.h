@@ -19,6 +19,7 @@
 #include "core/codegen/kernel_plan.h"
 #include "core/schedule/registry.h"
 #include "core/codegen/prelude.h"
+#include "core/codegen/prelude_parts.h"
 #include "core/pipeline/plan.h"
 #include "core/define/builder.h"
 #include "core/segment/segmentation.h"
@@ -73,18 +74,19 @@ inline std::string compile(const std::string& source, const char* arch, bool* ok
   return log;
 }
 
-// Collects generated kernels and compiles them together: the prelude once,
-// then each distinct kernel in a namespace of its own.
+// Collects generated kernels and compiles them together: the part of the
+// prelude they use once (prelude_parts.h), then each distinct kernel in a
+// namespace of its own.
 class Batch {
  public:
   void add(const kf::KernelPlan& plan) {
     if (!names_.insert(plan.name).second) return;
-    const std::string_view prelude = kf::cuda_prelude();
-    if (plan.source.compare(0, prelude.size(), prelude) != 0) {
-      std::fprintf(stderr, "kernel %s does not start with the prelude\n", plan.name.c_str());
+    const size_t at = plan.source.find("struct KfArgs");
+    if (at == std::string::npos || plan.source.compare(0, at, kf::prelude_for(plan.source.substr(at))) != 0) {
+      std::fprintf(stderr, "kernel %s does not start with the prelude it uses\n", plan.name.c_str());
       std::abort();
     }
-    body_ += "namespace ns_" + plan.name + " {\n" + plan.source.substr(prelude.size()) + "}\n";
+    body_ += "namespace ns_" + plan.name + " {\n" + plan.source.substr(at) + "}\n";
     ++count_;
   }
   size_t size() const { return count_; }
@@ -97,7 +99,7 @@ class Batch {
       std::fprintf(stderr, "%zu kernels generated; not compiled (KFUSE_TEST_NVRTC_COMPILE=0)\n", count_);
       return "";
     }
-    const std::string src = std::string(kf::cuda_prelude()) + body_;
+    const std::string src = kf::prelude_for(body_) + body_;
     const char* archs[] = {"sm_80", "sm_90"};
     std::string logs[2];
     bool ok[2] = {false, false};
