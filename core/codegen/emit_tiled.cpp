@@ -6,6 +6,8 @@
 // reads and writes whole 128-byte lines instead of 64-byte halves with
 // 2-byte elements, and issues a quarter of the memory instructions
 // (docs/perf-log.md).
+#include <algorithm>
+
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
@@ -41,8 +43,11 @@ std::string inside_input(KernelWriter& w, const TiledInput& in, int64_t dom, con
   return conds.empty() ? std::string() : all_of(conds);
 }
 
-// Phase 1, scalar: thread (k, lx) reads element (a0 + lx, b0 + k).
-void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
+// Phase 1, scalar: thread (k, lx) reads element (a0 + lx, b0 + k); a
+// computed tile's value is evaluated there (its input's loads coalesced
+// along a). `computed_only`: only the tiles of computed values.
+void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
+               bool computed_only = false) {
   const Fusion& f = w.fusion();
   const std::string& t = w.index_type();
   w.line("#pragma unroll");
@@ -52,8 +57,10 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
   w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     const int64_t v = p.inputs[q].value;
+    const bool input = w.is_input(v);
+    if (computed_only && input) continue;
     const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
-    const std::string load = load_form(f.value(v).dtype, w.element(v, at));
+    const std::string load = input ? load_form(f.value(v).dtype, w.element(v, at)) : w.value_at(v, at);
     const std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
     w.line(n.shared[q] + "[k][lx] = " + (inside.empty() ? load : "(" + inside + ") ? " + load + " : 0") + ";");
   }
@@ -87,6 +94,10 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     const int64_t v = p.inputs[q].value;
     const Value& val = f.value(v);
+    if (!w.is_input(v)) {  // (filled by tile_fill)
+      filled.push_back({});
+      continue;
+    }
     const int V = 16 / dtype_size(val.dtype), lanes_per_row = p.tile / V, rows = p.block / lanes_per_row;
     const std::vector<int>& order = val.kind == ValueKind::TensorInput
                                         ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
@@ -119,6 +130,7 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
   }
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     const Filled& fl = filled[q];
+    if (fl.V == 0) continue;
     w.line("#pragma unroll");
     w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
     w.line(fill_coords(fl.rows, fl.lanes, fl.V));
@@ -254,6 +266,8 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
     loads = w.reserve();
   }
   tile_fill_vectors(w, p, n, idx, &conds);
+  if (std::any_of(p.inputs.begin(), p.inputs.end(), [&](const TiledInput& in) { return !w.is_input(in.value); }))
+    tile_fill(w, p, n, idx, true);
   w.line("__syncthreads();");
   if (p.vectors.width > 0) {
     tile_compute_vectors(w, sets, p, n, groups, &conds);

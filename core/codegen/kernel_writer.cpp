@@ -409,7 +409,9 @@ std::string KernelWriter::value_at(int64_t value, const std::vector<std::string>
   const std::string key = std::to_string(value) + "@" + join(idx, ",");
   if (auto hit = memo(key)) return *hit;
   std::string reg;
-  if (is_input_[static_cast<size_t>(value)]) {
+  if (auto tr = tile_reads.find(value); tr != tile_reads.end() && tr->second.first == idx) {
+    reg = define(v.dtype, tr->second.second);  // staged in shared memory
+  } else if (is_input_[static_cast<size_t>(value)]) {
     if (v.kind == ValueKind::ScalarInput) return scalar_input(value);
     reg = load_input(value, idx);
   } else if (produced_[static_cast<size_t>(value)]) {
@@ -430,8 +432,6 @@ std::string KernelWriter::scalar_input(int64_t value) {
 
 std::string KernelWriter::load_input(int64_t value, const std::vector<std::string>& idx) {
   const DType t = f_.value(value).dtype;
-  if (auto tr = tile_reads.find(value); tr != tile_reads.end() && tr->second.first == idx)
-    return define(t, tr->second.second);
   if (auto vi = vector_inputs.find(value); lane >= 0 && vi != vector_inputs.end()) {
     bool reshaped = false;
     std::optional<std::vector<std::string>> base = vector_base(vi->second, idx, &reshaped);

@@ -37,6 +37,7 @@ class KernelWriter {
 
   const Fusion& fusion() const { return f_; }
   const ConcreteFusion& concrete() const { return c_; }
+  bool is_input(int64_t value) const { return is_input_[static_cast<size_t>(value)]; }  // read from outside the task
   const std::string& index_type() const { return idx_t_; }
   SizeClass size_class(int64_t value, size_t dim) const {
     return c_.size_classes[static_cast<size_t>(value)][dim];
@@ -216,8 +217,9 @@ class KernelWriter {
   // The host check "extent of `value` at `dim` % modulus == 0".
   ArgCheck extent_multiple(int64_t value, size_t dim, int modulus);
 
-  // Tiles staged in shared memory: a load of `value` at exactly `first`
-  // reads the expression `second` instead (a register form).
+  // Tiles staged in shared memory: a read of `value` (an input, or a value
+  // the task computes) at exactly `first` reads the expression `second`
+  // instead (a register form).
   std::map<int64_t, std::pair<std::vector<std::string>, std::string>> tile_reads;
 
   // Ends one kernel of a multi-kernel source: returns its preamble + body

@@ -90,9 +90,11 @@ struct PointwiseParams {
 // domain dims (a, b) through shared memory: inputs that are contiguous
 // along a are read with threads along a, the outputs computed with threads
 // along b (their fast dim). Any two dims of any rank; the others are outer.
+// A tile holds a task input, or a value computed from one input alone that
+// reads it through a slice or a reshape (filled by evaluating it).
 struct TiledInput {
   int64_t value = -1;
-  IndexMap dims;  // per dim of the input: its domain dim (kZeroIndex: size 1)
+  IndexMap dims;  // per dim of the value: its domain dim (kZeroIndex: size 1)
   bool operator==(const TiledInput&) const = default;
 };
 struct TiledParams {

@@ -4,6 +4,8 @@
 // shared-memory tiles of dims (a, b); everything else is read as in a
 // pointwise loop, the other dims outer.
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "core/schedule/access_map.h"
 #include "core/schedule/why_not.h"
@@ -19,11 +21,112 @@ constexpr int kTile = 64;
 // leaving room for the block reductions' scratch.
 constexpr int kTileBytes = 40 * 1024;
 
-// Whether `map` reads every domain dim of class >1.
-bool reads_every_dim(const IndexMap& map, const std::vector<SizeClass>& dc) {
+// Whether a tile can hold a value read at `map`: plain domain indices
+// only, along dim b and every other dim of class >1. A value broadcast over
+// some (a DiT modulation's [2, 4096] transposed shift over 4095 rows) is
+// re-read from the caches, and its dim a may be tiny (tiles 64 wide over a
+// dim of 2 ran at 0.04x torch.compile, seed 730114261 c0104, session 30).
+bool tileable_map(const IndexMap& map, const std::vector<SizeClass>& dc, size_t b) {
+  for (int m : map)
+    if (m < 0 && m != kZeroIndex) return false;
   for (size_t d = 0; d < dc.size(); ++d)
-    if (dc[d] == SizeClass::Many && std::find(map.begin(), map.end(), static_cast<int>(d)) == map.end()) return false;
+    if ((dc[d] == SizeClass::Many || d == b) && std::find(map.begin(), map.end(), static_cast<int>(d)) == map.end())
+      return false;
   return true;
+}
+
+const std::vector<int>& memory_order(const ConcreteFusion& c, int64_t v) {
+  const Value& val = c.fusion->value(v);
+  return val.kind == ValueKind::TensorInput ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
+                                            : c.stride_orders[static_cast<size_t>(v)];
+}
+
+struct TileSource {
+  int64_t value = -1;
+  IndexMap map;  // the plain map it is read at, and held in the tile at
+  int a = -1;    // the domain dim its input is contiguous along
+};
+
+// Per value the task computes or reads: the one tensor input of the task
+// it is computed from (-1: none, constants and scalars only; -2: several).
+std::map<int64_t, int64_t> sole_inputs(const Fusion& f, const Task& task) {
+  std::map<int64_t, int64_t> sole;
+  for (int64_t in : task.inputs) sole[in] = f.value(in).is_scalar || f.value(in).rank == 0 ? -1 : in;
+  for (int64_t e : task.exprs) {
+    const Expr& ex = f.exprs[static_cast<size_t>(e)];
+    int64_t s = -1;
+    for (int64_t in : ex.inputs) {
+      auto it = sole.find(in);
+      const int64_t si = it == sole.end() ? -1 : it->second;  // (constants)
+      if (si != -1) s = s == -1 || s == si ? si : -2;
+    }
+    for (int64_t out : ex.outputs) sole[out] = s;
+  }
+  return sole;
+}
+
+// What the tiles may hold, in the order they are tried: inputs read at a
+// plain map with their innermost memory dim along a domain dim a of class
+// >1 other than b (first-read order, every such map); then, for an input
+// with no such map (read through a slice, or a reshape of the tiles' dims:
+// a qkv split, a merge of heads), the lowest values computed from it alone
+// that are read at a plain map under which it is contiguous along one dim
+// a and varies along b (an input constant along b is read by a warp at one
+// address: no tile needed). A tile of a computed value is filled by
+// evaluating it, threads along a: the input's loads stay coalesced.
+std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, const AccessMap& reads,
+                                     const std::vector<SizeClass>& dc, size_t b) {
+  const auto is_input = [&](int64_t v) { return std::find(task.inputs.begin(), task.inputs.end(), v) != task.inputs.end(); };
+  const auto along_a = [&](int inner) { return inner >= 0 && inner != static_cast<int>(b) && dc[static_cast<size_t>(inner)] == SizeClass::Many; };
+  std::vector<TileSource> out;
+  std::set<int64_t> direct;
+  for (int64_t v : reads.order) {
+    const std::vector<int>& order = is_input(v) ? memory_order(c, v) : std::vector<int>{};
+    if (order.empty()) continue;
+    for (const IndexMap& m : reads.reads.at(v)) {
+      const int inner = m[static_cast<size_t>(order.back())];
+      if (along_a(inner) && tileable_map(m, dc, b)) {
+        out.push_back({v, m, inner});
+        direct.insert(v);
+      }
+    }
+  }
+  const std::map<int64_t, int64_t> sole = sole_inputs(*c.fusion, task);
+  std::vector<std::pair<TileSource, std::set<int64_t>>> computed;  // with the values each reads below it
+  for (int64_t w : reads.order) {
+    const auto s = sole.find(w);
+    if (is_input(w) || s == sole.end() || s->second < 0 || direct.count(s->second)) continue;
+    const int64_t u = s->second;
+    const std::vector<int>& order = memory_order(c, u);
+    if (order.empty()) continue;
+    for (const IndexMap& m : reads.reads.at(w)) {
+      if (!tileable_map(m, dc, b)) continue;
+      const AccessMap under = trace_accesses(c, task, {{w, m}});
+      const std::vector<IndexMap>* um = under.find(u);
+      int a = -1;
+      bool ok = um != nullptr;
+      for (size_t k = 0; ok && k < um->size(); ++k) {
+        const IndexMap& x = (*um)[k];
+        const int inner = x[static_cast<size_t>(order.back())];
+        const bool varies = std::find(x.begin(), x.end(), static_cast<int>(b)) != x.end() ||
+                            std::find(x.begin(), x.end(), kOpaqueIndex) != x.end();
+        ok = along_a(inner) && (a < 0 || inner == a) && varies;
+        a = inner;
+      }
+      if (!ok) continue;
+      std::set<int64_t> below;
+      for (const auto& [x, maps] : under.reads) below.insert(x);
+      computed.push_back({{w, m, a}, std::move(below)});
+      break;
+    }
+  }
+  for (const auto& [src, below] : computed) {
+    const bool lowest = std::none_of(computed.begin(), computed.end(), [&](const auto& other) {
+      return other.first.value != src.value && below.count(other.first.value);
+    });
+    if (lowest) out.push_back(src);
+  }
+  return out;
 }
 
 }  // namespace
@@ -57,40 +160,24 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   const AccessMap reads = trace_accesses(c, task, roots);
   // a: the domain dim along which the first such input is contiguous;
   // later inputs join the tiles when they are contiguous along the same.
+  // A tile holds an input, or, where an input is read through a slice or
+  // a reshape of the tiles' dims (no plain index of it), the lowest values
+  // computed from it alone that are read at plain indices (tile_sources).
   bool have_a = false;
   int bytes = 0;
   std::vector<int64_t> tiled;
-  for (int64_t v : reads.order) {
-    const Value& val = f.value(v);
-    if (std::find(task.inputs.begin(), task.inputs.end(), v) == task.inputs.end()) continue;
-    const std::vector<int>& order = val.kind == ValueKind::TensorInput
-                                        ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
-                                        : c.stride_orders[static_cast<size_t>(v)];
-    if (order.empty()) continue;
-    // The first map at which v is read at plain domain indices only, with
-    // its innermost memory dim along a domain dim of class >1 other than b
-    // that also varies along b (an input constant along b is read by a warp
-    // at one address: no tile needed), and along every other dim of class
-    // >1: an input broadcast over some (a DiT modulation's [2, 4096]
-    // transposed shift over 4095 rows) is re-read from the caches, and its
-    // dim a may be tiny (tiles 64 wide over a dim of 2 ran at 0.04x
-    // torch.compile, seed 730114261 c0104, session 30).
-    const std::vector<IndexMap>& maps = reads.reads.at(v);
-    auto m = std::find_if(maps.begin(), maps.end(), [&](const IndexMap& map) {
-      const int inner = map[static_cast<size_t>(order.back())];
-      return inner >= 0 && inner != static_cast<int>(p.dim_b) && dc[static_cast<size_t>(inner)] == SizeClass::Many &&
-             (!have_a || inner == static_cast<int>(p.dim_a)) &&
-             std::find(map.begin(), map.end(), static_cast<int>(p.dim_b)) != map.end() &&
-             std::find(map.begin(), map.end(), kOpaqueIndex) == map.end() && reads_every_dim(map, dc);
-    });
-    if (m == maps.end()) continue;
-    const int size = val.dtype == DType::F64 || val.dtype == DType::I64 ? 8 : 4;
+  for (const TileSource& src : tile_sources(c, task, reads, dc, p.dim_b)) {
+    const int64_t v = src.value;
+    if (have_a && src.a != static_cast<int>(p.dim_a)) continue;
+    if (std::find(tiled.begin(), tiled.end(), v) != tiled.end()) continue;  // (its first map)
+    const DType t = f.value(v).dtype;
+    const int size = t == DType::F64 || t == DType::I64 ? 8 : 4;
     const int tile_bytes = kTile * (kTile + 1) * size;  // rows padded by one element
     if (bytes + tile_bytes > kTileBytes) break;
     bytes += tile_bytes;
-    p.dim_a = static_cast<size_t>((*m)[static_cast<size_t>(order.back())]);
+    p.dim_a = static_cast<size_t>(src.a);
     have_a = true;
-    p.inputs.push_back({v, *m});
+    p.inputs.push_back({v, src.map});
     tiled.push_back(v);
   }
   if (p.inputs.empty()) return reject(why, "no input is contiguous along a dim other than the outputs' fast dim");

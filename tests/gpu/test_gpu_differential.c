@@ -708,6 +708,99 @@ static void test_cat_tiles(void** state) {
   end_test("cat tiles");
 }
 
+/* Tiles of computed values: an input laid out across the outputs' fast dim
+   read through a slice (swiglu of a column-major gate_up, a qkv split) or a
+   reshape (heads merged from a tensor stored along the sequence): the tiles
+   hold the slices / the reshape's output, filled by evaluating them. */
+static void test_computed_tiles(void** state) {
+  (void)state;
+  static const char* kSwiglu =
+      "input gu: tensor<%s, 2>\n"
+      "gate = slice(gu) {dim=1, start=0, stop=%lld}\n"
+      "up = slice(gu) {dim=1, start=%lld, stop=end}\n"
+      "sg = silu(gate)\n"
+      "y = mul(sg, up)\n"
+      "output y\n";
+  static const char* kMerge =
+      "input x: tensor<%s, 4>\n"
+      "const half: float32 = 0.5\n"
+      "const b: int64 = %lld\n"
+      "const s: int64 = %lld\n"
+      "const rest: int64 = -1\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "xs = mul(xf, half)\n"
+      "p = permute(xs) {perm=[0, 2, 1, 3]}\n"
+      "m = reshape(p, [b, s, rest])\n"
+      "output m\n";
+  static const char* kQkv =
+      "input qkv: tensor<%s, 3>\n"
+      "const b: int64 = %lld\n"
+      "const s: int64 = %lld\n"
+      "const h: int64 = %lld\n"
+      "const d: int64 = %lld\n"
+      "k = slice(qkv) {dim=2, start=%lld, stop=%lld}\n"
+      "k4 = reshape(k, [b, s, h, d])\n"
+      "kt = permute(k4) {perm=[0, 2, 1, 3]}\n"
+      "output kt\n";
+  const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT32};
+  const int saved = g_row_major_outputs;
+  g_row_major_outputs = 1;
+  char text[1024], what[160];
+  for (int d = 0; d < 2; ++d) {
+    const char* dn = kf_dtype_name(dts[d]);
+    const int64_t sw[][2] = {{256, 128}, {77, 45}, {130, 2}};
+    for (int s = 0; s < 3; ++s) { /* gu [rows, 2 * half] stored column-major */
+      snprintf(text, sizeof text, kSwiglu, dn, (long long)sw[s][1], (long long)sw[s][1]);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t shape[2] = {sw[s][0], 2 * sw[s][1]}, strides[2] = {1, sw[s][0]};
+      tin in[1] = {input(dts[d], 2, shape)};
+      with_strides(&in[0], strides, s == 1 ? 3 : 0);
+      fill(&in[0], -3, 3, 0);
+      snprintf(what, sizeof what, "swiglu of column-major gate_up %s [%lld, %lld]", dn, (long long)shape[0], (long long)shape[1]);
+      run_case_tol(f, in, 1, what, 4.0, -1);
+      free_inputs(in, 1);
+      kf_fusion_release(f);
+    }
+    const int64_t mh[][4] = {{2, 4, 100, 32}, {1, 3, 65, 8}, {2, 2, 129, 40}};
+    for (int s = 0; s < 3; ++s) { /* x [B, H, S, D] stored with S innermost, then B, H, D outermost */
+      const int64_t* sh = mh[s];
+      snprintf(text, sizeof text, kMerge, dn, (long long)sh[0], (long long)sh[2]);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t strides[4] = {sh[2], sh[0] * sh[2], 1, sh[0] * sh[1] * sh[2]};
+      tin in[1] = {input(dts[d], 4, sh)};
+      with_strides(&in[0], strides, 0);
+      fill(&in[0], -3, 3, 0);
+      snprintf(what, sizeof what, "merge heads of x stored along S %s [%lld,%lld,%lld,%lld]", dn, (long long)sh[0],
+               (long long)sh[1], (long long)sh[2], (long long)sh[3]);
+      run_case_tol(f, in, 1, what, 4.0, -1);
+      free_inputs(in, 1);
+      kf_fusion_release(f);
+    }
+    const int64_t qk[][4] = {{2, 96, 3, 16}, {3, 33, 2, 40}}; /* B, S, heads, head dim */
+    for (int s = 0; s < 2; ++s) { /* qkv [B, S, 3 * H * D] stored with S innermost */
+      const int64_t* q = qk[s];
+      const int64_t hd = q[2] * q[3];
+      snprintf(text, sizeof text, kQkv, dn, (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
+               (long long)hd, (long long)(2 * hd));
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t shape[3] = {q[0], q[1], 3 * hd}, strides[3] = {q[1], 1, q[0] * q[1]};
+      tin in[1] = {input(dts[d], 3, shape)};
+      with_strides(&in[0], strides, 0);
+      fill(&in[0], -3, 3, 0);
+      snprintf(what, sizeof what, "qkv split of qkv stored along S %s [%lld,%lld,%lld]", dn, (long long)shape[0],
+               (long long)shape[1], (long long)shape[2]);
+      run_case_tol(f, in, 1, what, 4.0, -1);
+      free_inputs(in, 1);
+      kf_fusion_release(f);
+    }
+  }
+  g_row_major_outputs = saved;
+  end_test("computed tiles");
+}
+
 /* Results into caller-provided, non-compact GPU outputs (kf_execute_into). */
 static void test_strided_outputs(void** state) {
   (void)state;
@@ -3238,7 +3331,9 @@ int main(void) {
       cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_shifted_vectors), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs),
-      cmocka_unit_test(test_cat_tiles), cmocka_unit_test(test_random),
+      cmocka_unit_test(test_cat_tiles),
+      cmocka_unit_test(test_computed_tiles),
+      cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
       cmocka_unit_test(test_staged_mixed_rows),
       cmocka_unit_test(test_flat_vectors),

@@ -467,6 +467,59 @@ void test_fast_paths(void** /*state*/) {
     assert_false(std::holds_alternative<TiledParams>(g.schedule));
     assert_false(contains(g.plan.source, "kf_tile"));
   }
+  {  // swiglu of a column-major gate_up: gate and up are slices (no plain
+     // index of gate_up), so the tiles hold the two slices, filled with
+     // threads along the rows; the contiguous dy is read as usual. (The
+     // output is pinned row-major, as a caller's would be.)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {256, 512}, {1, 256}));
+    in.push_back(kftest::tensor(DType::F32, {256, 256}));
+    int64_t gate = -1, up = -1, dy = -1;
+    const Generated g = generate([&](Builder& b) {
+      const int64_t gu = b.tensor_input(2, DType::F32);
+      dy = b.tensor_input(2, DType::F32);
+      gate = b.op(Op::SLICE, {gu}, {1, 0, 256, 1})[0];
+      up = b.op(Op::SLICE, {gu}, {1, 256, INT64_MAX, 1})[0];
+      const int64_t h = b.op(Op::MUL, {b.op(Op::SILU, {gate}, {})[0], up}, {})[0];
+      b.output(b.op(Op::MUL, {h, dy}, {})[0], {0, 1}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.inputs.size(), 2);
+    assert_int_equal(t.dim_a, 0);
+    assert_int_equal(t.dim_b, 1);
+    for (const TiledInput& ti : t.inputs) assert_true(ti.value == gate || ti.value == up);
+    assert_int_equal(t.vectors.inputs.count(dy), 1);
+    assert_true(contains(g.plan.source, "__shared__ float kf_tile"));
+  }
+  {  // merge heads: [B, H, S, D] laid out along S, permuted to [B, S, H, D]
+     // and reshaped to [B, S, H*D]: the reshape's output is tiled (its
+     // input has no plain index), with dims a = S and b = H*D.
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {2, 4, 100, 32}, {12800, 3200, 1, 100}));
+    int64_t merged = -1;
+    const Generated g = generate([&](Builder& b) {
+      const int64_t x = b.tensor_input(4, DType::BF16);
+      const int64_t xs = b.op(Op::MUL, {b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0], b.constant_f64(0.5, DType::F32)}, {})[0];
+      const int64_t p = b.op(Op::PERMUTE, {xs}, {0, 2, 1, 3})[0];
+      merged = b.op(Op::RESHAPE, {p, ci(b, 2), ci(b, 100), ci(b, -1)}, {})[0];
+      b.output(b.op(Op::CAST, {merged}, {static_cast<int64_t>(DType::BF16)})[0], {}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.inputs.size(), 1);
+    assert_int_equal(t.inputs[0].value, merged);
+    assert_int_equal(t.dim_a, 1);
+    assert_int_equal(t.dim_b, 2);
+  }
+  {  // a slice of a contiguous input is read as usual: no tiles
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {256, 512}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t gu = b.tensor_input(2, DType::F32);
+      const int64_t gate = b.op(Op::SLICE, {gu}, {1, 0, 256, 1})[0], up = b.op(Op::SLICE, {gu}, {1, 256, INT64_MAX, 1})[0];
+      b.output(b.op(Op::MUL, {gate, up}, {})[0], {}, -1);
+    }, in);
+    assert_false(std::holds_alternative<TiledParams>(g.schedule));
+  }
 }
 
 // Short rows (a head_dim of 128, rows of up to a warp's row_items): the
