@@ -164,8 +164,8 @@ struct LaunchRule {
   // the shared memory take the cluster kernel as well
   // (RowParams::cluster_stageable).
   bool cluster_stageable = false;
-  // PerRow with row_items > 0: every row takes the LongRows kernel
-  // (RowParams::stream_rows).
+  // PerRow with row_items > 0: every row takes the LongRows kernel, short
+  // rows (takes_short_rows) the short-row kernel (RowParams::stream_rows).
   bool stream_rows = false;
   // PerRow with row_items > 0: the register budget per thread of
   // KernelPlan::tight_name (0: no such kernel).
@@ -250,7 +250,7 @@ struct KernelPlan {
   // kernel, each thread looping over all the rows of its columns and
   // storing their outputs; its scalar twin in scalar_twins.
   std::string short_name;
-  // PerRow with a register path (no outer reductions, not stream_rows): the
+  // PerRow with a register path (no outer reductions): the
   // register path with several rows per block, for rows that need at most
   // a warp at row_items per thread (takes_short_rows). It reads the vectors
   // the main kernel reads: the same vector_checks.

@@ -2047,6 +2047,17 @@ static void test_cluster_rows(void** state) {
  * not store it), in float32, bfloat16 and float16. Widths the vectors do
  * not divide (1, 3, bfloat16 100) take the Edges or scalar kernels. */
 static const char* const kShortRows[] = {
+    /* log-sum-exp: one pass, no output per element (a streamed plan) */
+    "input x: tensor<%1$s, 2>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=[1], keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=[1], keepdim=true}\n"
+    "ls = log(s)\n"
+    "lse = add(ls, m)\n"
+    "y = cast(lse) {dtype=%1$s}\n"
+    "output y\n",
     "input x: tensor<%1$s, 2>\n"
     "xf = cast(x) {dtype=float32}\n"
     "m = max(xf) {axes=[1], keepdim=true}\n"
@@ -2112,7 +2123,7 @@ static void test_short_rows(void** state) {
   const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16, KF_FLOAT16};
   const int64_t lengths[] = {1, 3, 8, 32, 64, 100, 112, 128, 256};
   const int64_t rows[] = {1, 7, 1000, 100003};
-  const char* const names[] = {"softmax", "log_softmax", "rmsnorm", "layernorm", "sum", "max", "var", "argmax"};
+  const char* const names[] = {"logsumexp", "softmax", "log_softmax", "rmsnorm", "layernorm", "sum", "max", "var", "argmax"};
   for (size_t k = 0; k < sizeof kShortRows / sizeof kShortRows[0]; ++k)
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; ++d) {
       char text[2048];

@@ -604,7 +604,8 @@ void test_short_rows(void** /*state*/) {
     assert_false(cuda::takes_short_rows(plan.launch, std::vector<int64_t>{4096, 32 * items + 8}));
     assert_false(cuda::takes_short_rows(plan.launch, std::vector<int64_t>{64, 8192}));
   }
-  {  // rows streamed in one pass (log-sum-exp: online max and sum): no short-row kernel
+  {  // rows streamed in one pass (log-sum-exp: online max and sum): long
+     // rows stream, short ones take the short-row kernel
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {4096, 128}));
     const Generated g = generate([](Builder& b) {
@@ -615,9 +616,11 @@ void test_short_rows(void** /*state*/) {
     }, in);
     const RowParams& row = std::get<RowParams>(g.schedule);
     assert_true(row.stream_rows);
-    assert_true(g.plan.short_rows_name.empty());
-    assert_int_equal(g.plan.launch.short_row_block, 0);
-    assert_false(cuda::takes_short_rows(g.plan.launch, std::vector<int64_t>{4096, 128}));
+    assert_false(g.plan.short_rows_name.empty());
+    assert_true(g.plan.launch.short_row_block > 0);
+    assert_true(cuda::takes_short_rows(g.plan.launch, std::vector<int64_t>{4096, 128}));
+    assert_false(cuda::takes_short_rows(g.plan.launch, std::vector<int64_t>{64, 8192}));
+    assert_true(cuda::takes_long_rows(g.plan.launch, std::vector<int64_t>{64, 8192}));
   }
 }
 

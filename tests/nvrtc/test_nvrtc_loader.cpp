@@ -618,8 +618,9 @@ void test_short_rows_variant(void**) {
   assert_true(variant(100, 40000) == KernelVariant::LongRows);
   // A call whose tensors fail the vector checks: the register Edges kernel.
   assert_true(edges_variant(plan, KernelVariant::ShortRows, sizes, dev) == KernelVariant::Edges);
-  r.stream_rows = true;
-  assert_true(variant(524288, 128) == KernelVariant::LongRows);
+  r.stream_rows = true;  // a streamed plan's short rows stay short, its others stream
+  assert_true(variant(524288, 128) == KernelVariant::ShortRows);
+  assert_true(variant(4096, 1032) == KernelVariant::LongRows);
   r.stream_rows = false;
   // The launch: 256 threads, blockDim.x per row, blockDim.y rows.
   LaunchDims d = short_row_dims(r, Sizes{524288, 128}, 1 << 30);

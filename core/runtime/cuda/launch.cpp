@@ -364,8 +364,7 @@ bool takes_long_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
 // rows and reduces each within its group by shuffles (H200: sum over rows
 // of 128 float16, one block per row, reached a tenth of the copy rate).
 bool takes_short_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
-  if (rule.kind != LaunchRule::Kind::PerRow || rule.short_row_block <= 0 || rule.row_items <= 0 || rule.stream_rows)
-    return false;
+  if (rule.kind != LaunchRule::Kind::PerRow || rule.short_row_block <= 0 || rule.row_items <= 0) return false;
   return row_length(rule, domain) <= int64_t{32} * rule.row_items;
 }
 

@@ -206,8 +206,10 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
     return KernelVariant::SplitRows;
   if (!plan.wide_name.empty() && takes_wide_rows(plan.launch, domain, device.max_shared_optin))
     return KernelVariant::Wide;
-  if (!plan.long_row_name.empty() && takes_long_rows(plan.launch, domain)) return KernelVariant::LongRows;
+  // Short rows before long ones: a streamed plan (takes_long_rows whatever
+  // the row's length) holds a short row in its group's registers too.
   if (!plan.short_rows_name.empty() && takes_short_rows(plan.launch, domain)) return KernelVariant::ShortRows;
+  if (!plan.long_row_name.empty() && takes_long_rows(plan.launch, domain)) return KernelVariant::LongRows;
   if (!plan.tight_name.empty() && takes_tight_registers(plan.launch, domain)) return KernelVariant::Tight;
   return KernelVariant::Main;
 }
