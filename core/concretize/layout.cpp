@@ -204,7 +204,8 @@ int innermost_many(const ConcreteFusion& c, size_t v, const std::vector<int>& or
 }
 
 // Whether the caller's order for output value `v` lays it across the rows
-// of a reduction it belongs to: v has the sizes of a reduction's input u
+// of a reduction it belongs to, or across a column reduction's results: v
+// has the sizes of a reduction's input u
 // and lies on u's chain (an ancestor of v, or v one of u's), the reduction
 // runs along v's own innermost dim, and the caller's innermost dim is
 // another. The row kernel that produces v walks each row along its memory
@@ -228,9 +229,21 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
     if (p >= 0)
       for (int64_t in : f.exprs[static_cast<size_t>(p)].inputs) stack.push_back(static_cast<size_t>(in));
   }
+  const auto many = [&](size_t x) {
+    return std::count(c.size_classes[x].begin(), c.size_classes[x].end(), SizeClass::Many);
+  };
   for (const Expr& e : f.exprs) {
     if (op_info(e.op).category != OpCategory::Reduction || e.inputs.empty()) continue;
     const size_t u = static_cast<size_t>(e.inputs[0]);
+    // A column reduction (u's innermost dim kept) writes its results along
+    // that dim: v, one of them or computed from them at their dims, would
+    // be stored one element per sector (a max over dim 0 of [2, 4095,
+    // 128256] into a [1, 0] output: 13.6 ms, 0.09x torch.compile, seed
+    // 1631654200 c0111, session 31).
+    const int inner_u = innermost_many(c, u, c.stride_orders[u]);
+    if (inner_u >= 0 && !ReduceAttrs(e).reduced(c.size_classes[u].size())[static_cast<size_t>(inner_u)])
+      for (int64_t o : e.outputs)
+        if (ancestor[static_cast<size_t>(o)] && many(static_cast<size_t>(o)) == many(v)) return true;
     if (c.size_classes[u] != c.size_classes[v] || !ReduceAttrs(e).reduced(c.size_classes[u].size())[static_cast<size_t>(own)])
       continue;
     if (ancestor[u]) return true;  // v is computed from the row (the normalized output)

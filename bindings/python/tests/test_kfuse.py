@@ -422,6 +422,25 @@ class DefinitionTests(unittest.TestCase):
         g = kfuse.Fusion.from_text("input a: tensor<float32, 2>\nb = exp(a)\noutput b\n")
         self.assertNotIn("copied into", g.explain(x, out=[np.zeros((53, 37), np.float32).T]))
 
+    def test_column_reduction_outputs_across_columns_are_copied_in(self):
+        # A column reduction writes along its input's innermost dim: an output
+        # (or a value computed from one at its dims) the caller lays out
+        # along another is produced in kfuse's layout and copied in
+        # (layout.cpp crosses_rows); a row reduction's results are not.
+        f = kfuse.Fusion.from_text("input x: tensor<float32, 3>\na = abs(x)\n"
+                                   "s = sum(a) {axes=[0], keepdim=false}\nm = max(a) {axes=[0], keepdim=false}\n"
+                                   "h = mul(m, m)\noutput s\noutput h\n")
+        x = np.random.default_rng(3).standard_normal((3, 29, 41)).astype(np.float32)
+        s, h = np.zeros((29, 41), np.float32), np.zeros((41, 29), np.float32).T
+        text = f.explain(x, out=[s, h])
+        self.assertEqual(text.count("copied into"), 1, text)
+        self.assertIn("copied into the caller's layout [1, 0]", text)
+        f(x, out=[s, h])
+        np.testing.assert_allclose(s, np.abs(x).sum(0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(h, np.abs(x).max(0) ** 2, rtol=1e-6)
+        g = kfuse.Fusion.from_text("input x: tensor<float32, 3>\nm = max(x) {axes=[2], keepdim=false}\noutput m\n")
+        self.assertNotIn("copied into", g.explain(x, out=[np.zeros((29, 3), np.float32).T]))
+
     def test_outputs_across_rows_edge_cases(self):
         sm = ("input x: tensor<float32, 2>\nm = max(x) {axes=[1], keepdim=true}\nd = sub(x, m)\n"
               "e = exp(d)\ns = sum(e) {axes=[1], keepdim=true}\ny = div(e, s)\n")
