@@ -4,6 +4,9 @@
 //    time per call over N calls, and heap allocations per call (this binary
 //    interposes malloc, which also counts libkfuse's allocations);
 //  - a new shape in the same concretization class, alternating two shapes;
+//  - cached execute of a fusion whose output is also a second output in
+//    another layout (the backend's copy on every call): a pitched 16x16
+//    (the strided-copy kernel) and a transposed 128x128 (the permute copy);
 //  - cold start (define -> first execute, codegen + NVRTC included) of a
 //    pointwise fusion and a layernorm, with an empty kernel cache directory,
 //    and again in a new process with that cache warm.
@@ -87,19 +90,48 @@ Tensors make(const std::vector<int>& ranks, int64_t rows, int64_t cols, DLDevice
   return t;
 }
 
-double run_calls(kf_fusion f, Tensors& t, long calls, kfcli::CudaDriver* gpu, long* allocs) {
-  std::vector<const DLTensor*> in;
-  for (auto& x : t.in) in.push_back(&x);
-  DLTensor* out[1] = {&t.out};
-  check(kf_execute_into(f, in.data(), in.size(), out, 1, nullptr), "warm-up");
+// Wall time per call of `calls` warm kf_execute_into calls, and the heap
+// allocations they make.
+double time_calls(kf_fusion f, const std::vector<const DLTensor*>& in, DLTensor** out, size_t num_outputs,
+                  long calls, kfcli::CudaDriver* gpu, long* allocs) {
+  check(kf_execute_into(f, in.data(), in.size(), out, num_outputs, nullptr), "warm-up");
   if (gpu) gpu->synchronize();
   long a0 = g_allocations.load();
   auto t0 = Clock::now();
-  for (long i = 0; i < calls; ++i) kf_execute_into(f, in.data(), in.size(), out, 1, nullptr);
+  for (long i = 0; i < calls; ++i) kf_execute_into(f, in.data(), in.size(), out, num_outputs, nullptr);
   double us = us_since(t0);
   *allocs = g_allocations.load() - a0;
   if (gpu) gpu->synchronize();
   return us / static_cast<double>(calls);
+}
+
+double run_calls(kf_fusion f, Tensors& t, long calls, kfcli::CudaDriver* gpu, long* allocs) {
+  std::vector<const DLTensor*> in;
+  for (auto& x : t.in) in.push_back(&x);
+  DLTensor* out[1] = {&t.out};
+  return time_calls(f, in, out, 1, calls, gpu, allocs);
+}
+
+// y = a + b returned twice, the second in `strides` (rows x cols): the
+// executor copies the first into it on every call (backend copy).
+double run_copied_output(int64_t rows, int64_t cols, std::vector<int64_t> strides, int64_t span, long calls,
+                         DLDevice dev, kfcli::CudaDriver* gpu, const std::function<void*(size_t)>& alloc,
+                         long* allocs) {
+  kf_fusion f;
+  check(kf_fusion_from_text("input a: tensor<float32, 2>\ninput b: tensor<float32, 2>\n"
+                            "y = add(a, b)\noutput y\noutput y\n",
+                            &f),
+        "define");
+  Tensors t = make({2, 2}, rows, cols, dev, [&](size_t n) { return alloc(n); });
+  DLTensor second = t.out;
+  second.data = alloc(static_cast<size_t>(span) * 4);
+  second.strides = strides.data();
+  std::vector<const DLTensor*> in;
+  for (auto& x : t.in) in.push_back(&x);
+  DLTensor* out[2] = {&t.out, &second};
+  const double us = time_calls(f, in, out, 2, calls, gpu, allocs);
+  kf_fusion_release(f);
+  return us;
 }
 
 double cold_start_ms(const char* text, const std::vector<int>& ranks, DLDevice dev,
@@ -189,5 +221,14 @@ int main(int argc, char** argv) {
   std::printf("alternating shapes in one class: %.2f us per call, %.2f heap allocations per call, %llu new concretizations\n",
               per, allocs_per, static_cast<unsigned long long>(after.concretizations - before.concretizations));
   kf_fusion_release(f);
+
+  // The copy path (issue 46: its kernel source was built and hashed per call).
+  const long copies = calls / 10;
+  double pitched = run_copied_output(16, 16, {20, 1}, 16 * 20, copies, dev, gpu.get(), alloc, &allocs);
+  std::printf("cached execute + copy into a pitched 16x16 output: %.2f us per call, %.2f heap allocations per call\n",
+              pitched, static_cast<double>(allocs) / static_cast<double>(copies));
+  double transposed = run_copied_output(128, 128, {1, 128}, 128 * 128, copies, dev, gpu.get(), alloc, &allocs);
+  std::printf("cached execute + copy into a transposed 128x128 output: %.2f us per call, %.2f heap allocations per call\n",
+              transposed, static_cast<double>(allocs) / static_cast<double>(copies));
   return 0;
 }

@@ -3,8 +3,9 @@
 // size-1 dims and a group of three dims; the kernel's index math walked on
 // the host writes every destination element exactly once, from the right
 // source element, for random permutations, extents, pitches, element sizes
-// and grids; and the tile padding leaves the shared-memory accesses free of
-// bank conflicts for every element size and tile shape.
+// and grids; the tile padding leaves the shared-memory accesses free of
+// bank conflicts for every element size and tile shape; and a plan's
+// variant (the kernel cache key) holds all its kernel fields.
 #include "core/runtime/cuda/permute_copy.h"
 
 #include <stdarg.h>
@@ -17,6 +18,8 @@ extern "C" {
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <string>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -43,6 +46,22 @@ std::vector<int> row_major(size_t rank) {
   std::vector<int> o(rank);
   std::iota(o.begin(), o.end(), 0);
   return o;
+}
+
+// A random order of `rank` dims.
+std::vector<int> shuffled(size_t rank, std::mt19937& rng) {
+  std::vector<int> o = row_major(rank);
+  std::shuffle(o.begin(), o.end(), rng);
+  return o;
+}
+
+// Sizes of 2 to `max_rank` dims drawn from `extents`; their product in *numel.
+template <size_t N>
+std::vector<int64_t> random_sizes(std::mt19937& rng, const int64_t (&extents)[N], size_t max_rank, int64_t* numel) {
+  std::vector<int64_t> sizes(2 + rng() % (max_rank - 1));
+  *numel = 1;
+  for (auto& s : sizes) *numel *= s = extents[rng() % N];
+  return sizes;
 }
 
 // A row-major source copied into a destination laid out in `order`.
@@ -205,20 +224,65 @@ void test_walk_random(void**) {
   const int64_t extents[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 31, 33, 64, 100, 130, 257};
   int planned = 0;
   for (int c = 0; c < 20000 && planned < 150; ++c) {
-    const size_t rank = 2 + rng() % 5;
-    std::vector<int64_t> sizes(rank);
-    int64_t n = 1;
-    for (auto& s : sizes) n *= s = extents[rng() % std::size(extents)];
+    int64_t n = 0;
+    const std::vector<int64_t> sizes = random_sizes(rng, extents, 6, &n);
+    const size_t rank = sizes.size();
     if (n < 16384 || n > 150000) continue;
-    std::vector<int> src_order = row_major(rank), dst_order = row_major(rank);
-    std::shuffle(src_order.begin(), src_order.end(), rng);
-    std::shuffle(dst_order.begin(), dst_order.end(), rng);
+    const std::vector<int> src_order = shuffled(rank, rng), dst_order = shuffled(rank, rng);
     const int64_t pitch = rng() % 3 == 0 ? rng() % 5 : 0;
     const int e = 1 << (rng() % 4);
     const int64_t grid = rng() % 2 ? 0 : 1 + rng() % 11;
     if (walk_checks(sizes, strides_in(sizes, src_order, pitch), strides_in(sizes, dst_order), e, grid)) ++planned;
   }
   assert_true(planned >= 150);
+}
+
+// The variant (the copy kernels' cache key) carries all the plan's kernel
+// fields: a plan rebuilt from it has the same fields, `outer` included, and
+// the name; and names and variants match one to one, so two plans that
+// share a key share a kernel, and plans with different kernels never share
+// a key.
+void test_variant_keys(void**) {
+  std::mt19937 rng(20261129);
+  const int64_t extents[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 31, 33, 64, 100, 130, 257, 1029};
+  std::map<PermuteCopyVariant, std::string> names;
+  std::map<std::string, PermuteCopyVariant> variants;
+  int planned = 0;
+  for (int c = 0; c < 200000 && planned < 2000; ++c) {
+    int64_t n = 0;
+    const std::vector<int64_t> sizes = random_sizes(rng, extents, 8, &n);
+    const size_t rank = sizes.size();
+    if (n < 16384 || n > (int64_t{1} << 34)) continue;
+    const int e = 1 << (rng() % 4);
+    const CopyLayout l = collapse_copy(sizes, strides_in(sizes, shuffled(rank, rng), rng() % 3 == 0 ? rng() % 5 : 0),
+                                       strides_in(sizes, shuffled(rank, rng)));
+    const auto p = plan_permute_copy(l, e, 132, int64_t{1} << 31);
+    if (!p) continue;
+    ++planned;
+    const PermuteCopyVariant v = p->variant();
+    const PermuteCopyPlan q = v.kernel_plan();
+    assert_true(q.variant() == v);
+    assert_int_equal(q.element_bytes, p->element_bytes);
+    assert_int_equal(q.rank, p->rank);
+    assert_dims(q.group_a, p->group_a);
+    assert_dims(q.group_b, p->group_b);
+    assert_dims(q.outer, p->outer);
+    assert_int_equal(q.tile_a, p->tile_a);
+    assert_int_equal(q.tile_b, p->tile_b);
+    assert_int_equal(q.pad, p->pad);
+    assert_int_equal(q.threads, p->threads);
+    assert_int_equal(q.rows_along_b, p->rows_along_b);
+    assert_int_equal(q.index32, p->index32);
+    const std::string name = p->name();
+    assert_string_equal(q.name().c_str(), name.c_str());
+    const auto [by_variant, new_variant] = names.try_emplace(v, name);
+    const auto [by_name, new_name] = variants.try_emplace(name, v);
+    assert_int_equal(new_variant, new_name);
+    assert_string_equal(by_variant->second.c_str(), name.c_str());
+    assert_true(by_name->second == v);
+  }
+  assert_true(planned >= 2000);
+  assert_true(names.size() > 50);  // the keys tell many kernels apart
 }
 
 void test_no_bank_conflicts(void**) {
@@ -261,6 +325,7 @@ int main(void) {
       cmocka_unit_test(test_walk_measured_shapes_scaled),
       cmocka_unit_test(test_walk_random),
       cmocka_unit_test(test_no_bank_conflicts),
+      cmocka_unit_test(test_variant_keys),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -11,8 +11,8 @@
 
 #include "core/codegen/kernel_plan.h"
 #include "core/runtime/backend.h"
+#include "core/runtime/cuda/copy_kernels.h"
 #include "core/runtime/cuda/driver.h"
-#include "core/runtime/cuda/kernel_cache.h"
 #include "core/runtime/cuda/launch.h"
 #include "core/runtime/cuda/library_segment.h"
 #include "core/runtime/cuda/loaded_kernel.h"
@@ -387,26 +387,28 @@ class CudaBackend final : public Backend {
       check(driver().cuMemcpyAsync_(dst_ptr, src_ptr, bytes, stream), "cuMemcpyAsync");
       return;
     }
-    std::vector<int64_t> args = {static_cast<int64_t>(dst_ptr), static_cast<int64_t>(src_ptr), layout.numel};
+    Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call
+    std::vector<int64_t>& args = *arg_block;
+    args.assign({static_cast<int64_t>(dst_ptr), static_cast<int64_t>(src_ptr), layout.numel});
     args.insert(args.end(), layout.sizes.begin(), layout.sizes.end());
     args.insert(args.end(), layout.src_strides.begin(), layout.src_strides.end());
     args.insert(args.end(), layout.dst_strides.begin(), layout.dst_strides.end());
+    // The kernels are cached by variant (copy_kernels.h): a warm copy
+    // generates and hashes no source.
     // A permutation: tiles through shared memory, a grid of 4 blocks per
     // multiprocessor looping over them.
     if (const auto plan = plan_permute_copy(layout, element, context.info().multiprocessors, context.info().max_grid_x)) {
-      const std::string name = plan->name();
-      CUfunction f = load_kernel(device, permute_copy_source(*plan), name);
-      launch(f, name.c_str(), static_cast<uint32_t>(plan->grid), static_cast<uint32_t>(plan->threads), 0, stream,
-             args.data());
+      const CopyKernel& k = copy_kernels().permute(device, plan->variant());
+      launch(k.function, k.name.c_str(), static_cast<uint32_t>(plan->grid), static_cast<uint32_t>(plan->threads), 0,
+             stream, args.data());
       return;
     }
     // Per element: a thread per element.
     const int rank = static_cast<int>(layout.sizes.size());
-    const std::string name = strided_copy_name(element, rank);
-    CUfunction f = load_kernel(device, strided_copy_source(element, rank), name);
+    const CopyKernel& k = copy_kernels().strided(device, {element, rank});
     const int64_t blocks = std::min<int64_t>((layout.numel + kCopyBlock - 1) / kCopyBlock,
                                              std::min<int64_t>(65535LL * 32, context.info().max_grid_x));
-    launch(f, name.c_str(), static_cast<uint32_t>(blocks), kCopyBlock, 0, stream, args.data());
+    launch(k.function, k.name.c_str(), static_cast<uint32_t>(blocks), kCopyBlock, 0, stream, args.data());
   }
 
  private:

@@ -51,6 +51,40 @@ void choose_tile_layout(PermuteCopyPlan& p) {
   }
 }
 
+PermuteCopyVariant PermuteCopyPlan::variant() const {
+  PermuteCopyVariant v;
+  v.element_bytes = static_cast<int8_t>(element_bytes);
+  v.rank = static_cast<int8_t>(rank);
+  v.size_a = static_cast<int8_t>(group_a.size());
+  v.size_b = static_cast<int8_t>(group_b.size());
+  for (size_t i = 0; i < group_a.size() && i < v.group_a.size(); ++i) v.group_a[i] = static_cast<int8_t>(group_a[i]);
+  for (size_t i = 0; i < group_b.size() && i < v.group_b.size(); ++i) v.group_b[i] = static_cast<int8_t>(group_b[i]);
+  v.tile_a = static_cast<int16_t>(tile_a);
+  v.tile_b = static_cast<int16_t>(tile_b);
+  v.pad = static_cast<int16_t>(pad);
+  v.threads = static_cast<int16_t>(threads);
+  v.rows_along_b = rows_along_b;
+  v.index32 = index32;
+  return v;
+}
+
+PermuteCopyPlan PermuteCopyVariant::kernel_plan() const {
+  PermuteCopyPlan p;
+  p.element_bytes = element_bytes;
+  p.rank = rank;
+  p.group_a.assign(group_a.begin(), group_a.begin() + size_a);
+  p.group_b.assign(group_b.begin(), group_b.begin() + size_b);
+  for (int d = rank - 1; d >= 0; --d)
+    if (!contains(p.group_a, d) && !contains(p.group_b, d)) p.outer.push_back(d);
+  p.tile_a = tile_a;
+  p.tile_b = tile_b;
+  p.pad = pad;
+  p.threads = threads;
+  p.rows_along_b = rows_along_b;
+  p.index32 = index32;
+  return p;
+}
+
 std::string PermuteCopyPlan::name() const {
   return "kf_permute_copy_e" + std::to_string(element_bytes) + "_r" + std::to_string(rank) + "_a" + digits(group_a) +
          "_b" + digits(group_b) + "_t" + std::to_string(tile_a) + "x" + std::to_string(tile_b) +
@@ -130,7 +164,10 @@ std::optional<PermuteCopyPlan> plan_permute_copy(const CopyLayout& l, int elemen
   return p;
 }
 
-std::string permute_copy_source(const PermuteCopyPlan& p) {
+std::string permute_copy_source(const PermuteCopyPlan& plan) { return permute_copy_source(plan.variant()); }
+
+std::string permute_copy_source(const PermuteCopyVariant& v) {
+  const PermuteCopyPlan p = v.kernel_plan();
   const char* type = p.element_bytes == 1   ? "unsigned char"
                      : p.element_bytes == 2 ? "unsigned short"
                      : p.element_bytes == 4 ? "unsigned int"

@@ -14,6 +14,8 @@
 // the kernel's source, and a host walk of the kernel's index math for tests.
 #pragma once
 
+#include <array>
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -23,6 +25,25 @@
 #include "core/runtime/cuda/strided_copy.h"
 
 namespace kf::cuda {
+
+struct PermuteCopyPlan;
+
+// Everything permute_copy_source reads of a plan, in a few integers: the
+// copy kernels are cached under it per device (copy_kernels.h), so a warm
+// copy neither generates nor hashes source. The source is generated from a
+// variant, not from a plan, so it cannot depend on anything the key leaves
+// out.
+struct PermuteCopyVariant {
+  int8_t element_bytes = 0, rank = 0;
+  int8_t size_a = 0, size_b = 0;      // the groups' lengths
+  std::array<int8_t, 8> group_a{}, group_b{};  // their dims (the rest 0)
+  int16_t tile_a = 0, tile_b = 0, pad = 0, threads = 0;
+  bool rows_along_b = false, index32 = false;
+  auto operator<=>(const PermuteCopyVariant&) const = default;
+  // The plan's kernel fields for this variant (the launch's fields, extents,
+  // tiles and grid, are 0), `outer` derived from the groups.
+  PermuteCopyPlan kernel_plan() const;
+};
 
 struct PermuteCopyPlan {
   int element_bytes = 0;
@@ -38,7 +59,9 @@ struct PermuteCopyPlan {
   int64_t extent_a = 0, extent_b = 0;  // the groups' flat extents
   int64_t tiles = 0;
   int64_t grid = 0;            // blocks: at most the tiles, 4 per multiprocessor (all resident)
-  // Everything the source depends on: kernels are cached by name.
+  // What the kernel's source depends on (the variant's fields).
+  PermuteCopyVariant variant() const;
+  // The kernel's name: distinct for distinct variants.
   std::string name() const;
   // The shared tile's row stride, and where element (i along A, j along B) is.
   int row() const { return (rows_along_b ? tile_b : tile_a) + pad; }
@@ -66,7 +89,9 @@ std::optional<PermuteCopyPlan> plan_permute_copy(const CopyLayout& l, int elemen
 
 // The kernel (arguments as the strided copy's: dst, src, numel, sizes,
 // source strides, destination strides). Launch plan.grid blocks of
-// plan.threads, no dynamic shared memory.
+// plan.threads, no dynamic shared memory. The plan's form is that of its
+// variant.
+std::string permute_copy_source(const PermuteCopyVariant& v);
 std::string permute_copy_source(const PermuteCopyPlan& p);
 
 // The kernel's index math on the host, for tests: calls move(dst offset,

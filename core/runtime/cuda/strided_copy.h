@@ -7,6 +7,7 @@
 // kernel cache.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,5 +31,14 @@ CopyLayout collapse_copy(const std::vector<int64_t>& sizes, const std::vector<in
 // dst, src, numel, sizes[rank], src strides[rank], dst strides[rank].
 std::string strided_copy_name(int element_bytes, int rank);
 std::string strided_copy_source(int element_bytes, int rank);
+
+// Everything strided_copy_source reads (its arguments): the copy kernels
+// are cached under it per device (copy_kernels.h).
+struct StridedCopyVariant {
+  int element_bytes = 0, rank = 0;
+  auto operator<=>(const StridedCopyVariant&) const = default;
+  std::string name() const { return strided_copy_name(element_bytes, rank); }
+  std::string source() const { return strided_copy_source(element_bytes, rank); }
+};
 
 }  // namespace kf::cuda
