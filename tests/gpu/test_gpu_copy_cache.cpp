@@ -34,7 +34,10 @@ struct DeviceBuffer {
   ~DeviceBuffer() { cuda_backend().release(ptr, bytes, 0, ExecOptions{}); }
 };
 
+// (The backend makes device 0's context current inside its own calls
+// only: these driver calls need it too.)
 void upload(void* dst, const std::vector<float>& v) {
+  ScopedContext context(0);
   check(driver().cuMemcpyHtoDAsync_(reinterpret_cast<CUdeviceptr>(dst), v.data(), v.size() * 4, nullptr),
         "cuMemcpyHtoDAsync");
   check(driver().cuStreamSynchronize_(nullptr), "cuStreamSynchronize");
@@ -42,6 +45,7 @@ void upload(void* dst, const std::vector<float>& v) {
 
 std::vector<float> download(const void* src, size_t n) {
   std::vector<float> v(n);
+  ScopedContext context(0);
   // Unified addressing: the direction follows from the pointers.
   check(driver().cuMemcpyAsync_(reinterpret_cast<CUdeviceptr>(v.data()), reinterpret_cast<CUdeviceptr>(src), n * 4,
                                 nullptr),
