@@ -193,16 +193,27 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
   }
 }
 
-void store_row_outputs(KernelWriter& w, const RowDomain& s) {
+std::vector<std::string> row_output_index(const KernelWriter& w, const RowDomain& s, int64_t o) {
   const size_t r = s.reduced.size();
+  std::vector<std::string> idx;
+  if (w.rank(o) == r) {
+    for (size_t d = 0; d < r; ++d) idx.push_back(s.reduced[d] ? "0" : w.row_index[d]);
+  } else {  // (the output's dims are the kept ones in logical order, whatever order `kept` walks)
+    for (size_t d = 0; d < r; ++d)
+      if (!s.reduced[d]) idx.push_back(w.row_index[d]);
+  }
+  return idx;
+}
+
+int row_output_dim(const KernelWriter& w, const RowDomain& s, int64_t o, size_t d) {
+  if (s.reduced[d]) return -1;
+  if (w.rank(o) == s.reduced.size()) return static_cast<int>(d);
+  return static_cast<int>(std::count(s.reduced.begin(), s.reduced.begin() + static_cast<std::ptrdiff_t>(d), false));
+}
+
+void store_row_outputs(KernelWriter& w, const RowDomain& s) {
   for (int64_t o : s.row_outputs) {
-    std::vector<std::string> idx;
-    if (w.rank(o) == r) {
-      for (size_t d = 0; d < r; ++d) idx.push_back(s.reduced[d] ? "0" : w.row_index[d]);
-    } else {  // (the output's dims are the kept ones in logical order, whatever order `kept` walks)
-      for (size_t d = 0; d < r; ++d)
-        if (!s.reduced[d]) idx.push_back(w.row_index[d]);
-    }
+    const std::vector<std::string> idx = row_output_index(w, s, o);
     w.store(o, idx, w.value_at(o, idx));
   }
 }

@@ -49,5 +49,9 @@ void reduce_block(KernelWriter& w, const std::vector<Accumulator>& accs, const s
 // Writes each row-shaped output once per row (keepdim: reduced dims at 0)
 // at w.row_index.
 void store_row_outputs(KernelWriter& w, const RowDomain& s);
+// Row output o's index at the current row (w.row_index), and which of its
+// dims domain dim d is (-1: a reduced dim, not one of o's).
+std::vector<std::string> row_output_index(const KernelWriter& w, const RowDomain& s, int64_t o);
+int row_output_dim(const KernelWriter& w, const RowDomain& s, int64_t o, size_t d);
 
 }  // namespace kf
