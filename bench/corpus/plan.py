@@ -37,6 +37,9 @@ def main():
         ins = [CudaMetadata(i) for i in e["inputs"]]
         outs = None if args.kfuse_outputs else [
             ins[o["alias"]] if o["alias"] is not None else CudaMetadata(o) for o in e["outputs"]]
+        for line in fusion.explain(*ins, out=outs).splitlines():
+            if "copied" in line:  # inputs copied into kfuse's layout, outputs into the caller's
+                print(" ", line.strip())
         for seg in fusion.segments(*ins, cuda=args.cuda, out=outs):
             print(f"  segment {seg.index}: {seg.scheduler}: {getattr(seg, 'schedule', '')}")
             if args.cuda:
