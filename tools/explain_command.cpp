@@ -56,7 +56,7 @@ int explain_command(const Options& options) {
   for (const DLTensor& t : dl) args.push_back(&t);
 
   std::printf("\n== concretization (%s; layout %s; outputs %s; %s tensors) ==\n", description.c_str(),
-              layout_name(options.layout), out_layout_name(options.out_layout),
+              layouts_name(options).c_str(), out_layout_name(options.out_layout),
               options.cuda ? "kDLCUDA" : "kDLCPU");
   Concrete concrete;
   if (options.out_layout == OutLayout::Kfuse) {

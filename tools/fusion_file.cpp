@@ -191,6 +191,9 @@ std::vector<HostTensor> make_inputs(const Fusion& fusion, const FusionFile& file
   if (scalars.size() != num_scalars)
     throw CliError(KF_OK, "got " + std::to_string(scalars.size()) + " scalars for " +
                               std::to_string(num_scalars) + " scalar inputs");
+  if (!options.layouts.empty() && options.layouts.size() != num_tensors)
+    throw CliError(KF_OK, "--layout lists " + std::to_string(options.layouts.size()) + " layouts for " +
+                              std::to_string(num_tensors) + " tensor inputs");
 
   Rng rng(options.seed);
   std::vector<HostTensor> inputs;
@@ -212,7 +215,9 @@ std::vector<HostTensor> make_inputs(const Fusion& fusion, const FusionFile& file
                                 " has " + std::to_string(shape.size()) + " dims");
     for (int64_t s : shape)
       if (s < 0) throw CliError(KF_OK, input_label(file, i) + ": negative size " + std::to_string(s));
-    inputs.push_back(random_tensor(info.dtype, shape, options.layout, rng));
+    const size_t tensor = next_shape - 1;
+    inputs.push_back(random_tensor(
+        info.dtype, shape, tensor < options.layouts.size() ? options.layouts[tensor] : options.layout, rng));
     // Appended in two steps: `" " + std::string` trips GCC 12's -Wrestrict false positive.
     *description += ' ';
     *description += shape_string(shape.data(), static_cast<int>(shape.size()));
@@ -282,6 +287,13 @@ std::vector<DLTensor> output_tensors(const Fusion& fusion, std::vector<HostTenso
     out.push_back(own[i].dl());
     out.back().device = device;
   }
+  return out;
+}
+
+std::string layouts_name(const Options& options) {
+  if (options.layouts.empty()) return layout_name(options.layout);
+  std::string out;
+  for (Layout l : options.layouts) out += (out.empty() ? "" : ", ") + std::string(layout_name(l));
   return out;
 }
 

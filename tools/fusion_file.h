@@ -21,6 +21,9 @@ struct Options {
   std::optional<std::string> shapes;   // overrides `#! shapes:`
   std::optional<std::string> scalars;  // overrides `#! scalars:`
   Layout layout = Layout::Contiguous;
+  // --layout with a comma-separated list: one layout per tensor input, in
+  // order (empty: `layout` for every input).
+  std::vector<Layout> layouts;
   // --out-layout: the outputs kfuse allocates itself (kf_execute), or
   // outputs the caller allocates (kf_execute_into) row-major or transposed.
   OutLayout out_layout = OutLayout::Kfuse;
@@ -51,6 +54,9 @@ struct FusionFile {
 };
 
 FusionFile load_fusion_file(const std::string& path);
+
+// The --layout option as given: one name, or one per tensor input.
+std::string layouts_name(const Options& options);
 
 // The text with every whole word in `from` spelled `to`, comments left alone.
 std::string replace_words(const std::string& text, const std::vector<std::string>& from,

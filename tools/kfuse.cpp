@@ -1,5 +1,6 @@
 // The `kfuse` command line: run and check a fusion file, explain what kfuse
 // makes of it, benchmark the suite on a GPU, print the version. Uses libkfuse through its C API only.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,7 +33,8 @@ options:
                          the file's '#! scalars:' line
   --layout L             contiguous | transposed (reversed memory order) |
                          strided (every other element) | broadcast (stride 0
-                         in dim 0 where its size is > 1); default contiguous
+                         in dim 0 where its size is > 1); default contiguous;
+                         a comma-separated list gives each tensor input its own
   --out-layout L         kfuse (default: kf_execute allocates the outputs in
                          the layout kfuse picks) | row-major | transposed
                          (reversed memory order): outputs the caller
@@ -95,8 +97,18 @@ int main(int argc, char** argv) {
         if (v.empty() || *end != '\0') return usage_error("--seed expects a number, got '" + v + "'");
       } else if (arg == "--layout") {
         const std::string v = next();
-        if (!kfcli::parse_layout(v, &options.layout))
-          return usage_error("unknown layout '" + v + "' (contiguous, transposed, strided, broadcast)");
+        options.layouts.clear();
+        for (size_t at = 0; at <= v.size();) {
+          const size_t comma = std::min(v.find(',', at), v.size());
+          std::string one = v.substr(at, comma - at);
+          one.erase(0, one.find_first_not_of(' '));
+          one.erase(one.find_last_not_of(' ') + 1);
+          if (!kfcli::parse_layout(one, &options.layout))
+            return usage_error("unknown layout '" + one + "' (contiguous, transposed, strided, broadcast)");
+          options.layouts.push_back(options.layout);
+          at = comma + 1;
+        }
+        if (options.layouts.size() == 1) options.layouts.clear();
       } else if (arg == "--out-layout") {
         const std::string v = next();
         if (!kfcli::parse_out_layout(v, &options.out_layout))

@@ -150,7 +150,7 @@ int run_command(const Options& options) {
   std::vector<HostTensor> inputs = make_inputs(fusion, file, options, &description);
   const std::vector<kf_value_info> outs = fusion.outputs();
   std::printf("fusion: %s (inputs: %zu, outputs: %zu)\n", file.path.c_str(), inputs.size(), outs.size());
-  std::printf("inputs: %s; layout %s, seed %llu; outputs %s\n", description.c_str(), layout_name(options.layout),
+  std::printf("inputs: %s; layout %s, seed %llu; outputs %s\n", description.c_str(), layouts_name(options).c_str(),
               static_cast<unsigned long long>(options.seed), out_layout_name(options.out_layout));
   check_input_shapes(fusion, inputs, outs);
 

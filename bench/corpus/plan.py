@@ -38,8 +38,8 @@ def main():
         outs = None if args.kfuse_outputs else [
             ins[o["alias"]] if o["alias"] is not None else CudaMetadata(o) for o in e["outputs"]]
         for line in fusion.explain(*ins, out=outs).splitlines():
-            if "copied" in line:  # outputs produced in kfuse's layout, then copied into the caller's
-                print("  " + line.strip())
+            if "copied" in line:  # inputs copied into kfuse's layout, outputs into the caller's
+                print(" ", line.strip())
         for seg in fusion.segments(*ins, cuda=args.cuda, out=outs):
             print(f"  segment {seg.index}: {seg.scheduler}: {getattr(seg, 'schedule', '')}")
             if args.cuda:

@@ -34,6 +34,10 @@ struct InputLayout {
   std::vector<int> stride_order;  // dims outermost first
   std::vector<bool> contiguous;   // per dim: stride == inner stride * inner size
   int alignment = 16;
+  // Some dim of size > 1 has stride 0 (an expanded operand): it is never
+  // copied into a layout of kfuse's (relayout_inputs), which would
+  // materialize it.
+  bool expanded = false;
 };
 
 // What one call binds: the inputs' metadata, the sizes of every value and
@@ -71,6 +75,13 @@ class ConcreteFusion {
   // Per output: produced in its own layout and copied into the caller's
   // tensor at the end (layout.cpp crosses_rows), not written where it is.
   std::vector<bool> relayout_outputs;
+  // Per input: laid out across the rows of a reduction that its other
+  // operands read along them (layout.cpp choose_input_relayouts), so it is
+  // copied into a compact buffer of kfuse's first and every segment reads
+  // that; input_layouts[i] is then that buffer's layout (the caller's is
+  // caller_input_layouts[i]).
+  std::vector<bool> relayout_inputs;
+  std::vector<InputLayout> caller_input_layouts;  // per input: as the caller laid it out
   // Per output: the order code (encode_order) of the layout the plan
   // writes it in, so kf_execute_into can tell whether a caller's outputs
   // already match a plan made without them (outputs_in_plan_layout).

@@ -57,7 +57,8 @@ std::string ConcreteFusion::describe() const {
       os << '\n';
       continue;
     }
-    const InputLayout& l = input_layouts[i];
+    const bool copied = i < relayout_inputs.size() && relayout_inputs[i];
+    const InputLayout& l = copied ? caller_input_layouts[i] : input_layouts[i];
     os << ": sizes ";
     list(os, size_classes[static_cast<size_t>(v.id)], [&](SizeClass c) { os << class_name(c); });
     os << ", stride order ";
@@ -68,6 +69,10 @@ std::string ConcreteFusion::describe() const {
     std::vector<int64_t> ids;
     for (int d = 0; d < v.rank; ++d) ids.push_back(f.extent_id(i, d));
     list(os, ids, [&](int64_t id) { os << id; });
+    if (copied) {
+      os << ", copied from the caller's layout into order ";
+      list(os, input_layouts[i].stride_order, [&](int d) { os << d; });
+    }
     sharding(v.id);
     os << '\n';
   }

@@ -1,5 +1,6 @@
 #include "core/concretize/layout.h"
 #include "core/ir/op_attrs.h"
+#include "core/ir/op_table.h"
 
 #include <algorithm>
 #include <array>
@@ -57,6 +58,7 @@ LayoutCode encode_layout(const InputMeta& input) {
   int64_t expected = 1;
   for (size_t k = r; k > 0; --k) {
     size_t d = static_cast<size_t>(order[k - 1]);
+    if (input.sizes[d] > 1 && input.strides[d] == 0) code.expanded |= 1u << d;
     if (input.sizes[d] <= 1 || input.strides[d] == expected) code.contiguous |= 1u << d;
     if (input.sizes[d] <= 1) continue;
     // Wild strides may overflow: then no outer dim can be contiguous.
@@ -72,6 +74,7 @@ InputLayout analyze_layout(const InputMeta& input) {
   l.alignment = input.alignment;
   l.stride_order = decode_order(code.order, r);
   for (size_t d = 0; d < r; ++d) l.contiguous.push_back((code.contiguous >> d) & 1u);
+  l.expanded = code.expanded != 0;
   return l;
 }
 
@@ -264,10 +267,106 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
   return false;
 }
 
+// Decides ConcreteFusion::relayout_inputs. Per reduction, the tensor
+// inputs that span its input u (u's size classes, reached through
+// pointwise ops only, so their dims are u's: those u is computed from and
+// those combined with the reduction's result) are walked by one kernel in
+// one order, so an input whose innermost dim of class >1 differs from the
+// others' is read across its lines (corpus seed 1631654200 on the H200:
+// c0061, a softmax backward of a row-major grad and a column-major y
+// [4096, 32000] f32, 0.29x torch.compile, 2.1 ms; c0047 and c0142,
+// layernorm and RMSNorm backwards with x permuted [0, 2, 1], 0.40x; the
+// copy's gain is a prediction, unmeasured at this commit). Where some input's
+// innermost is u's last dim of class >1 (kfuse's own, row-major, layout,
+// which row, column and inner-outer kernels all read well), every input
+// whose innermost is another dim is copied into that input's order, in a
+// compact buffer of kfuse's, before its first reader; outputs laid out
+// across the rows are copied at the end (crosses_rows). Copying towards a
+// transposed majority instead would hand an inner-outer kernel transposed
+// rows, which it walks without vectors. Never copied: an input an output
+// aliases (the in-place write would still cross its rows: only the output
+// side could fix that), an expanded one (stride 0: a copy would
+// materialize it), inputs broadcast over u (other classes), and inputs
+// where none is laid out row-major or all agree (transposed rows, column
+// reductions, pointwise fusions: their schedulers read them well). Reads
+// only the key's parts: the inputs' layouts and the size classes.
+void choose_input_relayouts(ConcreteFusion& c) {
+  const Fusion& f = *c.fusion;
+  c.relayout_inputs.assign(f.inputs.size(), false);
+  c.caller_input_layouts = c.input_layouts;
+  std::vector<bool> aliased(f.inputs.size(), false);  // read where they are, and a reference
+  for (const Output& o : f.outputs)
+    if (o.alias_input >= 0) aliased[static_cast<size_t>(o.alias_input)] = true;
+  std::vector<char> seen(f.values.size(), 0);
+  std::vector<std::vector<size_t>> consumers(f.values.size());
+  for (size_t k = 0; k < f.exprs.size(); ++k)
+    for (int64_t in : f.exprs[k].inputs) consumers[static_cast<size_t>(in)].push_back(k);
+  // Ops a row kernel runs on the row's elements, and ops that broadcast a
+  // row's result back over it.
+  auto row_op = [](Op op) { return is_pointwise(op) || op_info(op).category == OpCategory::Hint; };
+  auto broadcast_op = [](Op op) {
+    return op == Op::BROADCAST_IN_DIM || op == Op::EXPAND || op == Op::UNSQUEEZE || op == Op::RESHAPE;
+  };
+  for (const Expr& e : f.exprs) {
+    if (op_info(e.op).category != OpCategory::Reduction || e.inputs.empty()) continue;
+    const size_t u = static_cast<size_t>(e.inputs[0]);
+    const std::vector<SizeClass>& cls = c.size_classes[u];
+    // The spanning inputs, (input index, innermost dim): those u is
+    // computed from, and those combined with the reduction's result
+    // (log_softmax backward's y, read only after the row sum).
+    std::vector<std::pair<size_t, int>> spans;
+    std::fill(seen.begin(), seen.end(), 0);
+    std::vector<size_t> up = {u}, down(e.outputs.begin(), e.outputs.end());
+    while (!down.empty()) {
+      const size_t x = down.back();
+      down.pop_back();
+      if (seen[x] & 2) continue;
+      seen[x] |= 2;
+      for (size_t k : consumers[x]) {
+        const Expr& p = f.exprs[k];
+        if (!row_op(p.op) && !broadcast_op(p.op)) continue;
+        if (row_op(p.op)) up.insert(up.end(), p.inputs.begin(), p.inputs.end());
+        down.insert(down.end(), p.outputs.begin(), p.outputs.end());
+      }
+    }
+    while (!up.empty()) {
+      const size_t x = up.back();
+      up.pop_back();
+      if (seen[x] & 1) continue;
+      seen[x] |= 1;
+      const Value& v = f.values[x];
+      const size_t i = static_cast<size_t>(v.input_index);
+      if (v.kind == ValueKind::TensorInput && c.size_classes[x] == cls && !c.input_layouts[i].expanded) {
+        const int inner = innermost_many(c, x, c.input_layouts[i].stride_order);
+        if (inner >= 0) spans.emplace_back(i, inner);
+      }
+      if (v.producer < 0) continue;
+      const Expr& p = f.exprs[static_cast<size_t>(v.producer)];
+      if (row_op(p.op)) up.insert(up.end(), p.inputs.begin(), p.inputs.end());
+    }
+    int last = -1;  // u's last dim of class >1
+    for (size_t d = 0; d < cls.size(); ++d)
+      if (cls[d] == SizeClass::Many) last = static_cast<int>(d);
+    auto reference = std::find_if(spans.begin(), spans.end(), [&](const auto& sp) { return sp.second == last; });
+    if (reference == spans.end()) continue;
+    const InputLayout want = c.input_layouts[reference->first];
+    for (const auto& [i, inner] : spans) {
+      if (inner == last || c.relayout_inputs[i] || aliased[i]) continue;
+      c.relayout_inputs[i] = true;
+      InputLayout& l = c.input_layouts[i];
+      l.stride_order = want.stride_order;
+      l.contiguous.assign(l.contiguous.size(), true);
+      l.alignment = 16;
+      l.expanded = false;
+    }
+  }
+}
+
 }  // namespace
 
 void propagate_layouts(ConcreteFusion& c) {
   const Fusion& f = *c.fusion;
+  choose_input_relayouts(c);
   c.stride_orders.assign(f.values.size(), {});
   for (size_t i = 0; i < f.inputs.size(); ++i)
     c.stride_orders[static_cast<size_t>(f.inputs[i])] = c.input_layouts[i].stride_order;

@@ -15,6 +15,7 @@ namespace kf {
 struct LayoutCode {
   uint64_t order = 0;
   uint32_t contiguous = 0;
+  uint32_t expanded = 0;  // dims of size > 1 and stride 0
 };
 LayoutCode encode_layout(const InputMeta& input);
 // The order part alone, for any tensor's sizes and strides (a caller's

@@ -131,6 +131,13 @@ void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLT
 
   for (size_t k = 0; k < s.segments.size(); ++k) {
     const SegmentRun& run = plan.segments[k];
+    // Inputs laid out across their rows: copied into kfuse's layout first.
+    for (const InputCopy& in : run.copy_in) {
+      const int64_t id = f.inputs[in.input];
+      const DLTensor* copy = guard.make(state->intermediates[in.slot], id, f.value(id).dtype, b.sizes[id],
+                                        c.stride_orders[static_cast<size_t>(id)]);
+      backend.copy(*inputs[in.input], *copy, options);
+    }
     state->ins.clear();
     for (TensorRef r : run.inputs) state->ins.push_back(tensor(r));
     state->outs.clear();

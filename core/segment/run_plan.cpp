@@ -7,7 +7,8 @@
 
 namespace kf {
 
-RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments, const std::vector<bool>& relayout) {
+RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments, const std::vector<bool>& relayout,
+                 const std::vector<bool>& relayout_inputs) {
   const size_t n = f.values.size();
   std::vector<int64_t> last_read_segment(n, -1), producer_segment(n, -1);
   for (size_t k = 0; k < segments.size(); ++k) {
@@ -43,9 +44,32 @@ RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments, const st
   }
 
   RunPlan plan;
-  for (const Segment& seg : segments) {
-    SegmentRun run;
-    for (int64_t in : seg.task.inputs) run.inputs.push_back(where[static_cast<size_t>(in)]);
+  // Inputs copied into kfuse's layout: segments read the copy, made before
+  // the first of them and released after the last; final_values (an output
+  // that is an input) still name the caller's tensor.
+  std::vector<int64_t> copy_slot(n, -1);  // per input value copied in: its slot
+  plan.segments.resize(segments.size());
+  for (size_t i = 0; i < f.inputs.size() && i < relayout_inputs.size(); ++i) {
+    const size_t id = static_cast<size_t>(f.inputs[i]);
+    if (!relayout_inputs[i] || last_read_segment[id] < 0) continue;
+    size_t first = 0;
+    while (std::find(segments[first].task.inputs.begin(), segments[first].task.inputs.end(), f.inputs[i]) ==
+           segments[first].task.inputs.end())
+      ++first;
+    const uint32_t slot = static_cast<uint32_t>(plan.intermediates.size());
+    plan.intermediates.push_back(f.inputs[i]);
+    copy_slot[id] = slot;
+    plan.segments[first].copy_in.push_back({static_cast<uint32_t>(i), slot});
+    plan.segments[static_cast<size_t>(last_read_segment[id])].release_after.push_back(slot);
+  }
+  for (size_t k = 0; k < segments.size(); ++k) {
+    const Segment& seg = segments[k];
+    SegmentRun& run = plan.segments[k];
+    for (int64_t in : seg.task.inputs) {
+      const int64_t slot = copy_slot[static_cast<size_t>(in)];
+      run.inputs.push_back(slot < 0 ? where[static_cast<size_t>(in)]
+                                    : TensorRef{TensorRef::Kind::Intermediate, static_cast<uint32_t>(slot)});
+    }
     for (int64_t out : seg.task.outputs) {
       const size_t id = static_cast<size_t>(out);
       if (!placed[id]) {
@@ -58,7 +82,6 @@ RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments, const st
     for (int64_t dead : seg.dead_after)
       if (where[static_cast<size_t>(dead)].kind == TensorRef::Kind::Intermediate)
         run.release_after.push_back(where[static_cast<size_t>(dead)].index);
-    plan.segments.push_back(std::move(run));
   }
   for (const Output& o : f.outputs) {
     if (!placed[static_cast<size_t>(o.value)])

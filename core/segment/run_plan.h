@@ -21,7 +21,15 @@ struct TensorRef {
   uint32_t index = 0;  // fusion input, fusion output, or intermediate slot
 };
 
+// A fusion input copied from the caller's tensor into an intermediate slot
+// in kfuse's layout (ConcreteFusion::relayout_inputs) before a segment.
+struct InputCopy {
+  uint32_t input = 0;  // fusion input
+  uint32_t slot = 0;   // intermediate slot
+};
+
 struct SegmentRun {
+  std::vector<InputCopy> copy_in;       // inputs copied in before this segment runs
   std::vector<TensorRef> inputs;        // per task.inputs
   std::vector<TensorRef> outputs;       // per task.outputs
   std::vector<uint32_t> release_after;  // intermediate slots this segment reads last
@@ -29,7 +37,7 @@ struct SegmentRun {
 
 struct RunPlan {
   std::vector<SegmentRun> segments;
-  std::vector<int64_t> intermediates;   // per slot: the value it holds
+  std::vector<int64_t> intermediates;   // per slot: the value it holds (an input's copy holds the input)
   std::vector<TensorRef> final_values;  // per fusion output: where its value is at the end
 };
 
@@ -40,6 +48,10 @@ struct RunPlan {
 // final_values.
 // relayout: per output, whether it is produced as an intermediate and
 // copied into the caller's tensor at the end (ConcreteFusion::relayout_outputs).
-RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments, const std::vector<bool>& relayout = {});
+// relayout_inputs: per input, whether it is copied into an intermediate
+// before its first reader, which every segment then reads; the copy is
+// released after its last reader (ConcreteFusion::relayout_inputs).
+RunPlan plan_run(const Fusion& f, const std::vector<Segment>& segments, const std::vector<bool>& relayout = {},
+                 const std::vector<bool>& relayout_inputs = {});
 
 }  // namespace kf

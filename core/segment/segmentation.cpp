@@ -78,7 +78,7 @@ Segmentation segment_fusion(const ConcreteFusion& concrete, const Tuning& tuning
     if (!produced_by_segment[id] || consumers.is_output[id] || last_reader[id] < 0) continue;
     seg->segments[static_cast<size_t>(last_reader[id])].dead_after.push_back(static_cast<int64_t>(id));
   }
-  seg->run_plan = plan_run(f, seg->segments, c->relayout_outputs);
+  seg->run_plan = plan_run(f, seg->segments, c->relayout_outputs, c->relayout_inputs);
   return result;
 }
 

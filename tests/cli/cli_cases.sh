@@ -79,6 +79,19 @@ case $case_name in
     expect 0 "outputs row-major" "$kfuse" explain tadd.kf --out-layout row-major
     expect 2 "unknown output layout 'columns' (kfuse, row-major, transposed)" "$kfuse" run tadd.kf --out-layout columns
     ;;
+  in_layouts)
+    # --layout with one layout per tensor input: a softmax backward with y
+    # transposed copies y into kfuse's layout first (explain says so) and
+    # matches the reference; a list of another length is an input error,
+    # an unknown or empty name a usage error.
+    printf '#! shapes: 16x40, 16x40\ninput dy: tensor<float32, 2>\ninput y: tensor<float32, 2>\np = mul(dy, y)\ns = sum(p) {axes=[1], keepdim=true}\nd = sub(dy, s)\ndx = mul(y, d)\noutput dx\n' > sbwd.kf
+    expect 0 "PASS" "$kfuse" run sbwd.kf --layout "contiguous, transposed" --device cpu
+    expect 0 "layout contiguous, transposed" "$kfuse" run sbwd.kf --layout "contiguous,transposed" --device cpu
+    expect 0 "copied from the caller's layout into order [0, 1]" "$kfuse" explain sbwd.kf --layout "contiguous, transposed"
+    expect 2 "--layout lists 3 layouts for 2 tensor inputs" "$kfuse" run sbwd.kf --layout "transposed, contiguous, strided" --device cpu
+    expect 2 "unknown layout ''" "$kfuse" run sbwd.kf --layout "transposed," --device cpu
+    expect 2 "unknown layout 'rows'" "$kfuse" run sbwd.kf --layout "contiguous, rows" --device cpu
+    ;;
   help)
     # --help names every command, --version included, and the input values.
     expect 0 "kfuse version, kfuse --version" "$kfuse" --help

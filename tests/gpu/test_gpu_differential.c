@@ -1931,6 +1931,177 @@ static void test_memory_order_reductions(void** state) {
   end_test("memory order reductions");
 }
 
+/* Row reductions whose inputs disagree on their innermost dim: the ones
+ * across the rows are copied into kfuse's layout first (layout.cpp
+ * choose_input_relayouts; the permute copy on the GPU, the CPU backend's
+ * copy for the reference), the in-place residual of an add + RMSNorm is
+ * not. %1$s: dtype, %2$d: the reduced dim of the rank-3 inputs (2, or 1
+ * for fusion 0: a column normalization); fusion 3 takes two more
+ * arguments, the others ignore them. */
+static const char* kRelayoutFusions[] = {
+    /* 0: softmax backward */
+    "input dy: tensor<%1$s, 3>\n"
+    "input y: tensor<%1$s, 3>\n"
+    "dyf = cast(dy) {dtype=float32}\n"
+    "yf = cast(y) {dtype=float32}\n"
+    "p = mul(dyf, yf)\n"
+    "s = sum(p) {axes=[%2$d], keepdim=true}\n"
+    "d = sub(dyf, s)\n"
+    "dx = mul(yf, d)\n"
+    "o = cast(dx) {dtype=%1$s}\n"
+    "output o\n",
+    /* 1: log_softmax backward (y read only after the row sum) */
+    "input dy: tensor<%1$s, 3>\n"
+    "input y: tensor<%1$s, 3>\n"
+    "dyf = cast(dy) {dtype=float32}\n"
+    "yf = cast(y) {dtype=float32}\n"
+    "s = sum(dyf) {axes=[%2$d], keepdim=true}\n"
+    "e = exp(yf)\n"
+    "es = mul(e, s)\n"
+    "dx = sub(dyf, es)\n"
+    "o = cast(dx) {dtype=%1$s}\n"
+    "output o\n",
+    /* 2: layer norm backward recomputing its statistics, with weight grad */
+    "input dy: tensor<%1$s, 3>\n"
+    "input x: tensor<%1$s, 3>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "const eps: float32 = 1e-5\n"
+    "dyf = cast(dy) {dtype=float32}\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "wf = cast(w) {dtype=float32}\n"
+    "v, mu = var_mean(xf) {axes=[%2$d], keepdim=true, correction=0}\n"
+    "ve = add(v, eps)\n"
+    "r = rsqrt(ve)\n"
+    "xc = sub(xf, mu)\n"
+    "xhat = mul(xc, r)\n"
+    "g = mul(dyf, wf)\n"
+    "gx = mul(g, xhat)\n"
+    "s1 = mean(g) {axes=[%2$d], keepdim=true}\n"
+    "s2 = mean(gx) {axes=[%2$d], keepdim=true}\n"
+    "a = sub(g, s1)\n"
+    "b = mul(xhat, s2)\n"
+    "c = sub(a, b)\n"
+    "dx = mul(c, r)\n"
+    "o = cast(dx) {dtype=%1$s}\n"
+    "dyx = mul(dyf, xhat)\n"
+    "dw = sum(dyx) {axes=[0, 1], keepdim=false}\n"
+    "output o\n"
+    "output dw\n",
+    /* 3: residual add + RMSNorm, the sum an output too (%3$s, %4$s: each
+       output's attributes, written in place into x and the residual in
+       c0056's class, where neither is copied) */
+    "input x: tensor<%1$s, 3>\n"
+    "input res: tensor<%1$s, 3>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "const eps: float32 = 1e-6\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "rf = cast(res) {dtype=float32}\n"
+    "h = add(xf, rf)\n"
+    "sq = mul(h, h)\n"
+    "ms = mean(sq) {axes=[%2$d], keepdim=true}\n"
+    "ve = add(ms, eps)\n"
+    "r = rsqrt(ve)\n"
+    "n = mul(h, r)\n"
+    "wf = cast(w) {dtype=float32}\n"
+    "y = mul(n, wf)\n"
+    "yo = cast(y) {dtype=%1$s}\n"
+    "ho = cast(h) {dtype=%1$s}\n"
+    "output yo%3$s\n"
+    "output ho%4$s\n",
+};
+
+/* x of rank-3 `shape` laid out in `order` (dims outermost first), its
+ * innermost dim padded by `pad` elements, `offset` elements in. */
+static tin laid_out_input(kf_dtype dt, const int64_t* shape, const int* order, int64_t pad, int64_t offset) {
+  tin t = input(dt, 3, shape);
+  int64_t strides[3], next = 1;
+  for (int k = 2; k >= 0; --k) {
+    strides[order[k]] = next;
+    next *= shape[order[k]] + (k == 2 ? pad : 0);
+  }
+  with_strides(&t, strides, offset);
+  return t;
+}
+
+typedef struct {
+  int fusion;
+  int64_t shape[3];
+  int order[2][3]; /* the two full-size inputs' layouts */
+  int64_t pad[2], offset[2];
+  int in_place; /* fusion 3's outputs written into x and the residual */
+  int dim;      /* the reduced dim */
+} relayout_case;
+
+static void test_relayout_inputs(void** state) {
+  (void)state;
+  static const relayout_case cases[] = {
+      /* c0061's class: y column-major */
+      {0, {1, 300, 1000}, {{0, 1, 2}, {0, 2, 1}}, {0, 0}, {0, 0}, 0, 2},
+      {0, {4, 37, 4100}, {{0, 1, 2}, {2, 0, 1}}, {0, 3}, {17, 5}, 0, 2},
+      {0, {2, 8, 70000}, {{0, 1, 2}, {0, 2, 1}}, {0, 0}, {0, 0}, 0, 2}, /* split rows */
+      /* dy across the rows instead, y at an offset (c0036's class) */
+      {0, {3, 129, 2048}, {{0, 2, 1}, {0, 1, 2}}, {1, 0}, {0, 2049}, 0, 2},
+      /* c0178's class */
+      {1, {1, 64, 30001}, {{0, 1, 2}, {0, 2, 1}}, {0, 0}, {0, 0}, 0, 2},
+      {1, {2, 100, 1024}, {{0, 1, 2}, {1, 2, 0}}, {8, 0}, {0, 3}, 0, 2},
+      /* c0047 and c0142's class, with the weight grad's column sums */
+      {2, {8, 64, 768}, {{0, 1, 2}, {0, 2, 1}}, {0, 0}, {0, 0}, 0, 2},
+      {2, {2, 129, 1000}, {{0, 1, 2}, {2, 0, 1}}, {3, 0}, {0, 1}, 0, 2},
+      /* dy across, x row-major (c0050's class) */
+      {2, {2, 33, 1536}, {{0, 2, 1}, {0, 1, 2}}, {0, 0}, {0, 0}, 0, 2},
+      /* c0026's class: x at an offset, the residual permuted */
+      {3, {4, 96, 2560}, {{0, 1, 2}, {0, 2, 1}}, {0, 0}, {17, 0}, 0, 2},
+      {3, {1, 4, 12288}, {{0, 1, 2}, {0, 2, 1}}, {0, 1}, {0, 0}, 0, 2},
+      /* c0008's class: the middle dim, y with it innermost */
+      {0, {8, 100, 1024}, {{0, 1, 2}, {2, 0, 1}}, {0, 0}, {17, 0}, 0, 1},
+      {0, {3, 1000, 130}, {{0, 1, 2}, {2, 0, 1}}, {0, 0}, {0, 0}, 0, 1},
+      /* c0056's class: in place, not copied */
+      {3, {2, 64, 2560}, {{0, 1, 2}, {0, 2, 1}}, {0, 0}, {0, 0}, 1, 2},
+  };
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  const int saved = g_row_major_outputs;
+  for (int mode = 0; mode < 2; ++mode) {
+    g_row_major_outputs = mode;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+      for (int d = 0; d < 2; ++d) {
+        const relayout_case* rc = &cases[c];
+        char text[4096];
+        const int dim = rc->dim;
+        snprintf(text, sizeof text, kRelayoutFusions[rc->fusion], kf_dtype_name(dts[d]), dim,
+                 rc->in_place ? " {alias=0}" : "", rc->in_place ? " {alias=1}" : "");
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        size_t nin = 0;
+        KF_CHECK(kf_fusion_num_inputs(f, &nin));
+        tin in[3];
+        for (int i = 0; i < 2; ++i) {
+          in[i] = laid_out_input(dts[d], rc->shape, rc->order[i], rc->pad[i], rc->offset[i]);
+          fill(&in[i], -2, 2, 0);
+        }
+        if (nin == 3) {
+          in[2] = input(dts[d], 1, &rc->shape[2]);
+          fill(&in[2], 0.5, 1.5, 0);
+        }
+        char what[240];
+        snprintf(what, sizeof what,
+                 "relayout inputs: fusion %d dim %d %s [%lld,%lld,%lld] orders [%d,%d,%d] [%d,%d,%d] pads %lld %lld offsets "
+                 "%lld %lld%s, %s outputs",
+                 rc->fusion, dim, kf_dtype_name(dts[d]), (long long)rc->shape[0], (long long)rc->shape[1],
+                 (long long)rc->shape[2], rc->order[0][0], rc->order[0][1], rc->order[0][2], rc->order[1][0],
+                 rc->order[1][1], rc->order[1][2], (long long)rc->pad[0], (long long)rc->pad[1],
+                 (long long)rc->offset[0], (long long)rc->offset[1], rc->in_place ? ", in place" : "",
+                 mode ? "row-major" : "kfuse's");
+        const double length = (double)rc->shape[dim];
+        run_case_tol(f, in, nin, what, 16.0 + length / 1024.0 + (rc->fusion == 2 ? rc->shape[0] * rc->shape[1] / 64.0 : 0),
+                     -1);
+        free_inputs(in, nin);
+        kf_fusion_release(f);
+      }
+  }
+  g_row_major_outputs = saved;
+  end_test("relayout inputs");
+}
+
 /* Row inputs aligned to less than a vector (a storage offset of 1, 3 or 5
  * elements, rows padded to an odd stride), which the vector plans leave
  * out (vector_plan.cpp): means, softmax, log_softmax, layer and RMS norm
@@ -3339,7 +3510,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_shifted_vectors), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_relayout_inputs), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_shifted_vectors), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs),
       cmocka_unit_test(test_cat_tiles),

@@ -1166,6 +1166,30 @@ void test_memory_order(void** /*state*/) {
     const RowParams& p = std::get<RowParams>(g.schedule);
     assert_true(p.rows.order == std::vector<size_t>({0, 1}));
   }
+  {  // softmax backward of a row-major dy and a column-major y: y is
+     // copied into dy's layout first (relayout_inputs), so the row kernel
+     // loads both as vectors along the row
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {512, 4096}));
+    in.push_back(kftest::tensor(DType::BF16, {512, 4096}, {1, 512}));
+    const Generated g = plan_of(
+        "input dy: tensor<bfloat16, 2>\n"
+        "input y: tensor<bfloat16, 2>\n"
+        "dyf = cast(dy) {dtype=float32}\n"
+        "yf = cast(y) {dtype=float32}\n"
+        "p = mul(dyf, yf)\n"
+        "s = sum(p) {axes=[1], keepdim=true}\n"
+        "d = sub(dyf, s)\n"
+        "dx = mul(yf, d)\n"
+        "dxo = cast(dx) {dtype=bfloat16}\n"
+        "output dxo\n",
+        std::move(in));
+    assert_true(g.concrete->relayout_inputs == std::vector<bool>({false, true}));
+    const RowParams& p = std::get<RowParams>(g.schedule);
+    assert_true(p.rows.order == std::vector<size_t>({0, 1}));
+    assert_int_equal(p.vectors.dim, 1);
+    assert_int_equal(p.vectors.inputs.size(), 2);
+  }
   {  // norm backward (inner-outer) on transposed inputs: its pattern stays
      // logical; the rows take no vectors, the column partials are walked
      // and finished in memory order
