@@ -60,8 +60,21 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
     const bool input = w.is_input(v);
     if (computed_only && input) continue;
     const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
-    const std::string load = input ? load_form(f.value(v).dtype, w.element(v, at)) : w.value_at(v, at);
     const std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
+    if (!input) {
+      // A computed value's loads are statements of their own: they go
+      // inside the bound (a cat's first operand computed from a slice at
+      // an offset would read past its input).
+      if (!inside.empty()) w.open("if (" + inside + ")");
+      w.line(n.shared[q] + "[k][lx] = " + w.value_at(v, at) + ";");
+      if (!inside.empty()) {
+        w.close_open("else");
+        w.line(n.shared[q] + "[k][lx] = 0;");
+        w.close();
+      }
+      continue;
+    }
+    const std::string load = load_form(f.value(v).dtype, w.element(v, at));
     w.line(n.shared[q] + "[k][lx] = " + (inside.empty() ? load : "(" + inside + ") ? " + load + " : 0") + ";");
   }
   w.close();

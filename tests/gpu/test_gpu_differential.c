@@ -797,6 +797,32 @@ static void test_computed_tiles(void** state) {
       kf_fusion_release(f);
     }
   }
+  /* a cat whose first operand is computed from a slice at an offset of a
+     column-major input: the tile is filled inside that operand's part only */
+  static const char* kCat =
+      "input gu: tensor<%s, 2>\n"
+      "up = slice(gu) {dim=1, start=%lld, stop=end}\n"
+      "gate = slice(gu) {dim=1, start=0, stop=%lld}\n"
+      "su = silu(up)\n"
+      "y = cat(su, gate) {dim=1}\n"
+      "output y\n";
+  for (int d = 0; d < 2; ++d) {
+    const char* dn = kf_dtype_name(dts[d]);
+    const int64_t cs[][2] = {{200, 128}, {67, 45}};
+    for (int s = 0; s < 2; ++s) {
+      snprintf(text, sizeof text, kCat, dn, (long long)cs[s][1], (long long)cs[s][1]);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t shape[2] = {cs[s][0], 2 * cs[s][1]}, strides[2] = {1, cs[s][0]};
+      tin in[1] = {input(dts[d], 2, shape)};
+      with_strides(&in[0], strides, 0);
+      fill(&in[0], -3, 3, 0);
+      snprintf(what, sizeof what, "cat of a computed tile at an offset %s [%lld, %lld]", dn, (long long)shape[0], (long long)shape[1]);
+      run_case_tol(f, in, 1, what, 4.0, -1);
+      free_inputs(in, 1);
+      kf_fusion_release(f);
+    }
+  }
   g_row_major_outputs = saved;
   end_test("computed tiles");
 }

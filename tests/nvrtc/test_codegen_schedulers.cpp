@@ -510,6 +510,25 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.dim_a, 1);
     assert_int_equal(t.dim_b, 2);
   }
+  {  // a cat whose first operand is computed from a slice at an offset of
+     // a column-major input: the tile holds the slice, filled only inside
+     // its part of the cat, its load inside the bound (the statement of a
+     // computed value's load would otherwise run past the input).
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {200, 256}, {1, 200}));
+    int64_t up = -1;
+    const Generated g = generate([&](Builder& b) {
+      const int64_t gu = b.tensor_input(2, DType::F32);
+      up = b.op(Op::SLICE, {gu}, {1, 128, INT64_MAX, 1})[0];
+      const int64_t gate = b.op(Op::SLICE, {gu}, {1, 0, 128, 1})[0];
+      const int64_t su = b.op(Op::SILU, {up}, {})[0];
+      b.output(b.op(Op::CAT, {su, gate}, {1})[0], {0, 1}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.inputs.size(), 1);
+    assert_int_equal(t.inputs[0].value, up);
+    assert_true(contains(g.plan.source, "[k][lx] = 0;"));
+  }
   {  // a slice of a contiguous input is read as usual: no tiles
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {256, 512}));
