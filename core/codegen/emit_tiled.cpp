@@ -17,7 +17,9 @@ namespace kf {
 namespace {
 
 struct TileNames {
-  std::string ea, eb, ia, ib;       // extents and index names of dims a and b
+  std::string ea, eb, ia, ib;       // extents of groups a and b (linear), index names of dims a and b
+  std::string ea_in, eb_in;         // extents of dims a and b (the groups' inner dims)
+  std::string oa, ob;               // index names of the groups' further dims ("": one-dim groups)
   std::vector<std::string> shared;  // one tile per tiled input
   std::string T, rows_step;         // the tile size; rows per scalar step
 };
@@ -29,6 +31,35 @@ std::vector<std::string> tile_index(const IndexMap& map, const std::vector<std::
     if (map[j] >= 0) at[j] = idx[static_cast<size_t>(map[j])];
   return at;
 }
+
+// The names of one tile element's indices along a group: its linear index
+// in the group, its inner and further dims' (lin == inner for one dim).
+struct GroupIndex {
+  std::string lin, inner, outer;
+};
+
+// Defines the indices of the element at offsets (`da`, `db`) in the tile
+// from (a0, b0) and returns its range condition. A group of two dims is
+// unravelled from the tile's base (ar_ = a0 % its inner extent, aq_ = a0 /
+// it, per tile): one division only where the element passes an inner row
+// (every element where the inner extent is below the tile). A group of one
+// dim is today's single line.
+std::string tile_element(KernelWriter& w, const TileNames& n, const GroupIndex& ga, const std::string& da,
+                         const GroupIndex& gb, const std::string& db) {
+  const std::string& t = w.index_type();
+  w.line("const " + t + " " + ga.lin + " = a0 + " + da + ", " + gb.lin + " = b0 + " + db + ";");
+  const auto unravel = [&](const GroupIndex& g, const std::string& off, const std::string& base, const std::string& e) {
+    if (g.outer.empty()) return;
+    w.line(t + " " + g.inner + " = " + base + "r_ + " + off + ", " + g.outer + " = " + base + "q_;");
+    w.line("if (" + g.inner + " >= " + e + ") { " + g.outer + " += " + g.inner + " / " + e + "; " + g.inner + " %= " + e + "; }");
+  };
+  unravel(ga, da, "a", n.ea_in);
+  unravel(gb, db, "b", n.eb_in);
+  return ga.lin + " < " + n.ea + " && " + gb.lin + " < " + n.eb;
+}
+
+GroupIndex group_a_names(const TileNames& n) { return {n.oa.empty() ? n.ia : "la_", n.ia, n.oa}; }
+GroupIndex group_b_names(const TileNames& n) { return {n.ob.empty() ? n.ib : "lb_", n.ib, n.ob}; }
 
 // Where a tiled input is smaller than the domain along a dim it reads (a
 // concatenation's operand, read in its own part of the output only), the
@@ -49,12 +80,10 @@ std::string inside_input(KernelWriter& w, const TiledInput& in, int64_t dom, con
 void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
                bool computed_only = false) {
   const Fusion& f = w.fusion();
-  const std::string& t = w.index_type();
   w.line("#pragma unroll");
   w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
   w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
-  w.line("const " + t + " " + n.ia + " = a0 + lx, " + n.ib + " = b0 + k;");
-  w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+  w.open("if (" + tile_element(w, n, group_a_names(n), "lx", group_b_names(n), "k") + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     const int64_t v = p.inputs[q].value;
     const bool input = w.is_input(v);
@@ -98,7 +127,6 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
                        std::vector<std::string>* conds) {
   const Fusion& f = w.fusion();
   const ConcreteFusion& c = w.concrete();
-  const std::string& t = w.index_type();
   struct Filled {
     std::string reg;
     int V = 0, lanes = 0, rows = 0, steps = 0;  // lanes per tile row, tile rows per step
@@ -116,11 +144,33 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
                                         ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
                                         : c.stride_orders[static_cast<size_t>(v)];
     const size_t inner = static_cast<size_t>(order.back());
-    conds->push_back(n.ea + " % " + std::to_string(V) + " == 0");
+    const std::string Vs = std::to_string(V);
+    // A vector stays in one inner row of group A (its inner extent a
+    // multiple of V), or, where the group's two dims are one dense run of
+    // the input (the further dim's stride is the inner extent, the input
+    // as wide as the domain along a), it may cross rows: then the group's
+    // extent, and the input's part of it along the further dim (a cat's
+    // operand), are multiples of V (c0011: a batch of 2 innermost, bf16).
+    const ExtentSets& esets = extent_sets_of(c);
+    size_t further = w.rank(v);
+    if (!p.group_a.empty() && p.inputs[q].dims[inner] == static_cast<int>(p.dim_a) &&
+        esets.same(v, static_cast<int>(inner), p.outputs[0], static_cast<int>(p.dim_a)))
+      for (size_t j = 0; j < p.inputs[q].dims.size(); ++j)
+        if (p.inputs[q].dims[j] == static_cast<int>(p.group_a[0]) && w.size_class(v, j) == SizeClass::Many) further = j;
+    if (further == w.rank(v)) {
+      conds->push_back(n.ea_in + " % " + Vs + " == 0");
+    } else {
+      const std::string part = esets.same(v, static_cast<int>(further), p.outputs[0], static_cast<int>(p.group_a[0]))
+                                   ? std::string()
+                                   : " && (long long)" + w.extent(v, further) + " * " + n.ea_in + " % " + Vs + " == 0";
+      conds->push_back("((" + n.ea_in + " % " + Vs + " == 0 && " + w.stride(v, further) + " % " + Vs + " == 0) || (" +
+                       w.stride(v, further) + " == " + n.ea_in + " && " + n.ea + " % " + Vs + " == 0" + part + "))");
+    }
     conds->push_back("((unsigned long long)" + w.pointer(v) + " % 16 == 0)");
     conds->push_back(w.stride(v, inner) + " == 1");
     for (size_t d = 0; d < w.rank(v); ++d)
-      if (d != inner && w.size_class(v, d) == SizeClass::Many) conds->push_back(w.stride(v, d) + " % " + std::to_string(V) + " == 0");
+      if (d != inner && d != further && w.size_class(v, d) == SizeClass::Many)
+        conds->push_back(w.stride(v, d) + " % " + Vs + " == 0");
     const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
     std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
     // (A vector starts at a multiple of V along a: inside the input when its
@@ -135,8 +185,8 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
     w.line("#pragma unroll");
     w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
     w.line(fill_coords(fl.rows, fl.lanes, V));
-    w.line("const " + t + " " + n.ia + " = a0 + ga, " + n.ib + " = b0 + k;");
-    w.line(fl.reg + "[s] = (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + (inside.empty() ? "" : " && " + inside) +
+    const std::string in_range = tile_element(w, n, group_a_names(n), "ga", group_b_names(n), "k");
+    w.line(fl.reg + "[s] = (" + in_range + (inside.empty() ? "" : " && " + inside) +
            ") ? *(const " + vt + "*)(" + w.address(v, at) + ") : " + vt + "{};");
     w.close();
     filled.push_back(fl);
@@ -160,12 +210,10 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
 
 // Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
 void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
-  const std::string& t = w.index_type();
   w.line("#pragma unroll 4");  // a full unroll measured slower (docs/perf-log.md)
   w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
   w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
-  w.line("const " + t + " " + n.ia + " = a0 + k, " + n.ib + " = b0 + lx;");
-  w.open("if (" + n.ia + " < " + n.ea + " && " + n.ib + " < " + n.eb + ")");
+  w.open("if (" + tile_element(w, n, group_a_names(n), "k", group_b_names(n), "lx") + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q)
     w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
   for (int64_t o : p.outputs) w.store(o, idx, w.value_at(o, idx));
@@ -182,19 +230,21 @@ struct TileGroups {
 };
 
 TileGroups tile_groups(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
-  const std::string& t = w.index_type();
   const int V = p.vectors.width, lanes_per_row = p.tile / V, rows = p.block / lanes_per_row;
   TileGroups g;
   w.line("const int gb = (int)(threadIdx.x % " + std::to_string(lanes_per_row) + ") * " + std::to_string(V) + ";");
   for (int u = 0; u * rows < p.tile; ++u) {
     const std::string k = w.fresh("tk"), ia = w.fresh("ta"), ib = w.fresh("tb");
     w.line("const int " + k + " = " + std::to_string(u * rows) + " + (int)(threadIdx.x / " + std::to_string(lanes_per_row) + ");");
-    w.line("const " + t + " " + ia + " = a0 + " + k + ", " + ib + " = b0 + gb;");
+    const GroupIndex ga = n.oa.empty() ? GroupIndex{ia, ia, ""} : GroupIndex{ia, w.fresh("ti"), w.fresh("to")};
+    const GroupIndex gb = n.ob.empty() ? GroupIndex{ib, ib, ""} : GroupIndex{ib, w.fresh("ti"), w.fresh("to")};
     std::vector<std::string> gi = idx;
-    gi[p.dim_a] = ia;
-    gi[p.dim_b] = ib;
+    gi[p.dim_a] = ga.inner;
+    gi[p.dim_b] = gb.inner;
+    if (!n.oa.empty()) gi[p.group_a[0]] = ga.outer;
+    if (!n.ob.empty()) gi[p.group_b[0]] = gb.outer;
     g.idx.push_back(gi);
-    g.ok.push_back(ia + " < " + n.ea + " && " + ib + " < " + n.eb);
+    g.ok.push_back(tile_element(w, n, ga, k, gb, "gb"));
     g.k.push_back(k);
   }
   return g;
@@ -214,7 +264,7 @@ void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledPa
     w.tile_reads.clear();
     w.close();
   }
-  conds->push_back(n.eb + " % " + std::to_string(p.vectors.width) + " == 0");
+  conds->push_back(n.eb_in + " % " + std::to_string(p.vectors.width) + " == 0");  // (a vector stays in one inner row)
   used_vector_conditions(w, sets, p.vectors, p.outputs[0], false, conds);
 }
 
@@ -227,14 +277,27 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   const size_t r = w.rank(dom);
   const std::string& t = w.index_type();
   const size_t da = p.dim_a, db = p.dim_b;
-  TileNames n{w.extent(dom, da), w.extent(dom, db), "i" + std::to_string(da), "i" + std::to_string(db), {},
-              std::to_string(p.tile), std::to_string(p.block / p.tile)};
+  TileNames n{w.extent(dom, da), w.extent(dom, db), "i" + std::to_string(da), "i" + std::to_string(db),
+              w.extent(dom, da), w.extent(dom, db), "", "", {}, std::to_string(p.tile), std::to_string(p.block / p.tile)};
+  // Groups of two dims: linear extents (the product), the further dims' indices.
+  if (!p.group_a.empty()) {
+    n.oa = "i" + std::to_string(p.group_a[0]);
+    n.ea = w.hoist("long long", "n", "(long long)" + n.ea_in + " * " + w.extent(dom, p.group_a[0]));
+  }
+  if (!p.group_b.empty()) {
+    n.ob = "i" + std::to_string(p.group_b[0]);
+    n.eb = w.hoist("long long", "n", "(long long)" + n.eb_in + " * " + w.extent(dom, p.group_b[0]));
+  }
+  const auto in_group = [&](size_t d) {
+    return d == da || d == db || std::find(p.group_a.begin(), p.group_a.end(), d) != p.group_a.end() ||
+           std::find(p.group_b.begin(), p.group_b.end(), d) != p.group_b.end();
+  };
   const std::string ta = w.hoist("long long", "n", "((long long)" + n.ea + " + " + n.T + " - 1) / " + n.T);
   const std::string tb = w.hoist("long long", "n", "((long long)" + n.eb + " + " + n.T + " - 1) / " + n.T);
   std::string outer;
   std::vector<size_t> outer_dims;
   for (size_t d = 0; d < r; ++d) {
-    if (d == da || d == db) continue;
+    if (in_group(d)) continue;
     outer_dims.push_back(d);
     const std::string e = w.extent(dom, d);
     if (e != "1") outer = outer.empty() ? "(long long)" + e : outer + " * " + e;
@@ -264,7 +327,12 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   for (size_t k = 0; k < outer_dims.size(); ++k) idx[outer_dims[k]] = o_idx[k];
   idx[da] = n.ia;
   idx[db] = n.ib;
+  if (!n.oa.empty()) idx[p.group_a[0]] = n.oa;
+  if (!n.ob.empty()) idx[p.group_b[0]] = n.ob;
   w.line("const " + t + " a0 = (" + t + ")(ta_ * " + n.T + "), b0 = (" + t + ")(tb_ * " + n.T + ");");
+  // The tile's base in the groups' inner and further dims (tile_element).
+  if (!n.oa.empty()) w.line("const " + t + " ar_ = (" + t + ")(a0 % " + n.ea_in + "), aq_ = (" + t + ")(a0 / " + n.ea_in + ");");
+  if (!n.ob.empty()) w.line("const " + t + " br_ = (" + t + ")(b0 % " + n.eb_in + "), bq_ = (" + t + ")(b0 / " + n.eb_in + ");");
   w.line("__syncthreads();  // the previous tile is consumed");
   const KernelWriter::Section cond = w.reserve();
   const std::string ok = w.fresh("kfvec");

@@ -75,11 +75,18 @@ struct Describe {
     if (p.min_blocks > 0) s += " min_blocks=" + std::to_string(p.min_blocks);
     return s;
   }
+  // A tiled group's further dims ("+1": dim a's group also holds dim 1).
+  static std::string group(const std::vector<size_t>& dims) {
+    std::string s;
+    for (size_t d : dims) s += "+" + std::to_string(d);
+    return s;
+  }
   std::string operator()(const TiledParams& p) const {
     std::vector<int64_t> in;
     for (const TiledInput& t : p.inputs) in.push_back(t.value);
     return "tiled block=" + std::to_string(p.block) + " tile=" + std::to_string(p.tile) + "x" + std::to_string(p.tile) +
-           " dim_a=" + std::to_string(p.dim_a) + " dim_b=" + std::to_string(p.dim_b) + " tiled_inputs=" + ids(in) +
+           " dim_a=" + std::to_string(p.dim_a) + group(p.group_a) + " dim_b=" + std::to_string(p.dim_b) + group(p.group_b) +
+           " tiled_inputs=" + ids(in) +
            " outputs=" + ids(p.outputs) + " " + vectors(p.vectors) +
            (p.order != 3 ? std::string(" order=") + (p.order == 2 ? "a" : "diagonal") : "");
   }

@@ -100,6 +100,14 @@ struct TiledInput {
 struct TiledParams {
   std::vector<int64_t> outputs;
   size_t dim_a = 0, dim_b = 0;
+  // The tiles run over two groups of dims, A = {dim_a} + group_a and B =
+  // {dim_b} + group_b, each indexed by one linear index unravelled at run
+  // time (inner dim fastest): a dim of extent 2-8 innermost (a batch dim)
+  // then fills a 64-wide tile with the next dim's elements instead of
+  // leaving it mostly empty. group_a / group_b: at most one further dim,
+  // the next memory dim of class Many of the tiled input / the outputs
+  // that is not in the other group (empty: the dim alone, today's kernel).
+  std::vector<size_t> group_a, group_b;
   int tile = 64;  // tile x tile elements
   int block = 256;
   // Order of the tiles over the blocks: 3 along dim b first (blocks in

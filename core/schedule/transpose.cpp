@@ -45,7 +45,21 @@ struct TileSource {
   int64_t value = -1;
   IndexMap map;  // the plain map it is read at, and held in the tile at
   int a = -1;    // the domain dim its input is contiguous along
+  // The domain dims its input's further memory dims are read along, next
+  // innermost first, up to the first one not read at a plain index.
+  std::vector<int> next;
 };
+
+std::vector<int> next_dims(const std::vector<int>& order, const IndexMap& map) {
+  std::vector<int> next;
+  for (size_t k = order.size(); k-- > 1;) {
+    const int d = map[static_cast<size_t>(order[k - 1])];
+    if (d == kZeroIndex) continue;
+    if (d < 0) break;
+    next.push_back(d);
+  }
+  return next;
+}
 
 // Per value the task computes or reads: the one tensor input of the task
 // it is computed from (-1: none, constants and scalars only; -2: several).
@@ -86,7 +100,7 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
     for (const IndexMap& m : reads.reads.at(v)) {
       const int inner = m[static_cast<size_t>(order.back())];
       if (along_a(inner) && tileable_map(m, dc, b)) {
-        out.push_back({v, m, inner});
+        out.push_back({v, m, inner, next_dims(order, m)});
         direct.insert(v);
       }
     }
@@ -104,7 +118,7 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
       const AccessMap under = trace_accesses(c, task, {{w, m}});
       const std::vector<IndexMap>* um = under.find(u);
       int a = -1;
-      bool ok = um != nullptr;
+      bool ok = um != nullptr && !um->empty();
       for (size_t k = 0; ok && k < um->size(); ++k) {
         const IndexMap& x = (*um)[k];
         const int inner = x[static_cast<size_t>(order.back())];
@@ -116,7 +130,7 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
       if (!ok) continue;
       std::set<int64_t> below;
       for (const auto& [x, maps] : under.reads) below.insert(x);
-      computed.push_back({{w, m, a}, std::move(below)});
+      computed.push_back({{w, m, a, next_dims(order, um->front())}, std::move(below)});
       break;
     }
   }
@@ -165,6 +179,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // computed from it alone that are read at plain indices (tile_sources).
   bool have_a = false;
   int bytes = 0;
+  std::vector<int> next_a;
   std::vector<int64_t> tiled;
   for (const TileSource& src : tile_sources(c, task, reads, dc, p.dim_b)) {
     const int64_t v = src.value;
@@ -176,11 +191,53 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
     if (bytes + tile_bytes > kTileBytes) break;
     bytes += tile_bytes;
     p.dim_a = static_cast<size_t>(src.a);
+    if (!have_a) next_a = src.next;
     have_a = true;
     p.inputs.push_back({v, src.map});
     tiled.push_back(v);
   }
   if (p.inputs.empty()) return reject(why, "no input is contiguous along a dim other than the outputs' fast dim");
+  // The groups (TiledParams::group_a): extents are known only at run time,
+  // so a dim of 2-8 (a batch dim innermost in memory) cannot be told from
+  // one of thousands; each group takes one further dim, the next one of
+  // class Many in its tensor's memory order (the tiled input's for A, the
+  // outputs' for B; class 0/1 dims skipped), unravelled at run time, unless
+  // that dim is in the other group (then the group is the dim alone: a
+  // further dim away in memory would not help coalescing, and a plain
+  // transpose [B, N, M] -> [B, M, N] keeps today's kernel). Two dims fill a
+  // tile unless both are tiny; a third would add index math to every
+  // kernel for a rare case. Where both
+  // want the same dim (a qkv split: batch then sequence innermost in the
+  // input, head dim then sequence in the outputs), the group whose inner
+  // dim is logically outer chooses first: a logically outer dim innermost
+  // in memory is most likely a batch dim of a few elements (corpus seed
+  // 1631654200: c0170's dim a, c0171's and c0074's dim b are dim 0).
+  const auto taken = [&](size_t d) {
+    return d == p.dim_a || d == p.dim_b || std::find(p.group_a.begin(), p.group_a.end(), d) != p.group_a.end() ||
+           std::find(p.group_b.begin(), p.group_b.end(), d) != p.group_b.end();
+  };
+  const auto choose_a = [&] {
+    for (int d : next_a)
+      if (dc[static_cast<size_t>(d)] == SizeClass::Many) {
+        if (!taken(static_cast<size_t>(d))) p.group_a.push_back(static_cast<size_t>(d));
+        return;
+      }
+  };
+  const std::vector<size_t> out_order = loop_order(c, dom);
+  const auto choose_b = [&] {
+    for (size_t k = out_order.size() - 1; k-- > 0;)
+      if (dc[out_order[k]] == SizeClass::Many) {
+        if (!taken(out_order[k])) p.group_b.push_back(out_order[k]);
+        return;
+      }
+  };
+  if (p.dim_b < p.dim_a) {
+    choose_b();
+    choose_a();
+  } else {
+    choose_a();
+    choose_b();
+  }
   p.vectors = plan_vectors(c, task, outs, dom, p.dim_b, &reads, tiled);
   return p;
 }

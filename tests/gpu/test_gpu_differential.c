@@ -708,6 +708,39 @@ static void test_cat_tiles(void** state) {
   end_test("cat tiles");
 }
 
+/* The k part of a qkv split: qkv [B, S, 3 * H * D] (q = {B, S, H, D})
+   stored with S innermost (then B), or with B innermost (then S), read
+   through a slice and a reshape, permuted to [B, H, S, D]. */
+static void run_qkv_split(kf_dtype dt, const int64_t q[4], int batch_innermost) {
+  static const char* kQkv =
+      "input qkv: tensor<%s, 3>\n"
+      "const b: int64 = %lld\n"
+      "const s: int64 = %lld\n"
+      "const h: int64 = %lld\n"
+      "const d: int64 = %lld\n"
+      "k = slice(qkv) {dim=2, start=%lld, stop=%lld}\n"
+      "k4 = reshape(k, [b, s, h, d])\n"
+      "kt = permute(k4) {perm=[0, 2, 1, 3]}\n"
+      "output kt\n";
+  const char* dn = kf_dtype_name(dt);
+  const int64_t hd = q[2] * q[3];
+  char text[1024], what[200];
+  snprintf(text, sizeof text, kQkv, dn, (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3], (long long)hd,
+           (long long)(2 * hd));
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  const int64_t shape[3] = {q[0], q[1], 3 * hd};
+  const int64_t along_s[3] = {q[1], 1, q[0] * q[1]}, along_b[3] = {1, q[0], q[0] * q[1]};
+  tin in[1] = {input(dt, 3, shape)};
+  with_strides(&in[0], batch_innermost ? along_b : along_s, 0);
+  fill(&in[0], -3, 3, 0);
+  snprintf(what, sizeof what, "qkv split of qkv stored %s innermost %s [%lld,%lld,%lld]", batch_innermost ? "B" : "S", dn,
+           (long long)shape[0], (long long)shape[1], (long long)shape[2]);
+  run_case_tol(f, in, 1, what, 4.0, -1);
+  free_inputs(in, 1);
+  kf_fusion_release(f);
+}
+
 /* Tiles of computed values: an input laid out across the outputs' fast dim
    read through a slice (swiglu of a column-major gate_up, a qkv split) or a
    reshape (heads merged from a tensor stored along the sequence): the tiles
@@ -732,16 +765,6 @@ static void test_computed_tiles(void** state) {
       "p = permute(xs) {perm=[0, 2, 1, 3]}\n"
       "m = reshape(p, [b, s, rest])\n"
       "output m\n";
-  static const char* kQkv =
-      "input qkv: tensor<%s, 3>\n"
-      "const b: int64 = %lld\n"
-      "const s: int64 = %lld\n"
-      "const h: int64 = %lld\n"
-      "const d: int64 = %lld\n"
-      "k = slice(qkv) {dim=2, start=%lld, stop=%lld}\n"
-      "k4 = reshape(k, [b, s, h, d])\n"
-      "kt = permute(k4) {perm=[0, 2, 1, 3]}\n"
-      "output kt\n";
   const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT32};
   const int saved = g_row_major_outputs;
   g_row_major_outputs = 1;
@@ -779,23 +802,7 @@ static void test_computed_tiles(void** state) {
       kf_fusion_release(f);
     }
     const int64_t qk[][4] = {{2, 96, 3, 16}, {3, 33, 2, 40}}; /* B, S, heads, head dim */
-    for (int s = 0; s < 2; ++s) { /* qkv [B, S, 3 * H * D] stored with S innermost */
-      const int64_t* q = qk[s];
-      const int64_t hd = q[2] * q[3];
-      snprintf(text, sizeof text, kQkv, dn, (long long)q[0], (long long)q[1], (long long)q[2], (long long)q[3],
-               (long long)hd, (long long)(2 * hd));
-      kf_fusion f;
-      KF_CHECK(kf_fusion_from_text(text, &f));
-      const int64_t shape[3] = {q[0], q[1], 3 * hd}, strides[3] = {q[1], 1, q[0] * q[1]};
-      tin in[1] = {input(dts[d], 3, shape)};
-      with_strides(&in[0], strides, 0);
-      fill(&in[0], -3, 3, 0);
-      snprintf(what, sizeof what, "qkv split of qkv stored along S %s [%lld,%lld,%lld]", dn, (long long)shape[0],
-               (long long)shape[1], (long long)shape[2]);
-      run_case_tol(f, in, 1, what, 4.0, -1);
-      free_inputs(in, 1);
-      kf_fusion_release(f);
-    }
+    for (int s = 0; s < 2; ++s) run_qkv_split(dts[d], qk[s], 0);
   }
   /* a cat whose first operand is computed from a slice at an offset of a
      column-major input: the tile is filled inside that operand's part only */
@@ -825,6 +832,76 @@ static void test_computed_tiles(void** state) {
   }
   g_row_major_outputs = saved;
   end_test("computed tiles");
+}
+
+/* Tiles over groups of dims (TiledParams::group_a / group_b): a batch dim
+   of 2-8 innermost in memory in the tiled input (a channel cat, a qkv
+   split) or in the outputs (an add whose first operand is stored batch
+   innermost) shares its tile's group with the next memory dim; the tile's
+   linear index is unravelled at run time. Odd extents: tiles straddle the
+   inner dim's rows and the groups' ends (corpus seed 1631654200 c0011,
+   c0117, c0074, c0170, c0171). */
+static void test_tile_groups(void** state) {
+  (void)state;
+  static const char* kCat =
+      "input x0: tensor<%s, 4>\n"
+      "input x1: tensor<%s, 4>\n"
+      "y = cat(x0, x1) {dim=1}\n"
+      "output y\n";
+  const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT32};
+  const int saved = g_row_major_outputs;
+  char text[1024], what[200];
+  for (int d = 0; d < 2; ++d) {
+    const char* dn = kf_dtype_name(dts[d]);
+    /* channel cat: x0 [N, C, H, W] stored with N innermost (then C, H, W
+       outermost, or then H), x1 contiguous; outputs row-major or following x0 */
+    const int64_t cs[][4] = {{2, 12, 9, 7}, {3, 5, 13, 11}, {8, 16, 8, 8}, {2, 40, 3, 5}};
+    for (int s = 0; s < 4; ++s)
+      for (int order = 0; order < 2; ++order)
+        for (int rm = 0; rm < 2; ++rm) {
+          const int64_t* sh = cs[s];
+          snprintf(text, sizeof text, kCat, dn, dn);
+          kf_fusion f;
+          KF_CHECK(kf_fusion_from_text(text, &f));
+          /* order 0: memory (W, H, C, N) outermost first; 1: (W, C, H, N) */
+          const int64_t st0[4] = {1, sh[0], sh[0] * sh[1], sh[0] * sh[1] * sh[2]};
+          const int64_t st1[4] = {1, sh[0] * sh[2], sh[0], sh[0] * sh[1] * sh[2]};
+          tin in[2] = {input(dts[d], 4, sh), input(dts[d], 4, sh)};
+          with_strides(&in[0], order == 0 ? st0 : st1, 0);
+          fill(&in[0], -3, 3, 0);
+          fill(&in[1], -3, 3, 0);
+          g_row_major_outputs = rm;
+          snprintf(what, sizeof what, "channel cat, x0 batch innermost (order %d) %s [%lld,%lld,%lld,%lld]%s", order, dn,
+                   (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)sh[3], rm ? " row-major out" : "");
+          run_case(f, in, 2, what);
+          free_inputs(in, 2);
+          kf_fusion_release(f);
+        }
+    /* an add into outputs with the batch innermost: y [B, S, H] stored with
+       B innermost (the outputs follow it), x contiguous (tiled along H) */
+    g_row_major_outputs = 0;
+    kf_fusion add = build_binary_rank(KF_OP_ADD, dts[d], 3);
+    const int64_t as[][3] = {{2, 67, 130}, {8, 33, 64}, {5, 129, 17}, {3, 7, 200}};
+    for (int s = 0; s < 4; ++s) {
+      const int64_t* sh = as[s];
+      const int64_t st[3] = {1, sh[0], sh[0] * sh[1]};
+      tin in[2] = {input(dts[d], 3, sh), input(dts[d], 3, sh)};
+      with_strides(&in[0], st, 0);
+      fill(&in[0], -3, 3, 0);
+      fill(&in[1], -3, 3, 0);
+      snprintf(what, sizeof what, "add into batch-innermost outputs %s [%lld,%lld,%lld]", dn, (long long)sh[0], (long long)sh[1],
+               (long long)sh[2]);
+      run_case(add, in, 2, what);
+      free_inputs(in, 2);
+    }
+    kf_fusion_release(add);
+    /* qkv split of qkv [B, S, 3 * H * D] stored with B innermost, then S */
+    g_row_major_outputs = 1;
+    const int64_t qk[][4] = {{2, 96, 3, 16}, {3, 33, 2, 40}, {8, 17, 2, 8}};
+    for (int s = 0; s < 3; ++s) run_qkv_split(dts[d], qk[s], 1);
+  }
+  g_row_major_outputs = saved;
+  end_test("tile groups");
 }
 
 /* Results into caller-provided, non-compact GPU outputs (kf_execute_into). */
@@ -3541,6 +3618,7 @@ int main(void) {
       cmocka_unit_test(test_strided_outputs),
       cmocka_unit_test(test_cat_tiles),
       cmocka_unit_test(test_computed_tiles),
+      cmocka_unit_test(test_tile_groups),
       cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
       cmocka_unit_test(test_staged_mixed_rows),

@@ -1318,6 +1318,179 @@ void test_matmul_epilogue_kernels(void** /*state*/) {
   }
 }
 
+// The tiled kernel's loop over groups of dims, replayed on the host as
+// emit_tiled writes it (tile order 3, tile_element's unravelling from the
+// tile's base): every domain index of `ext` is computed by exactly one
+// (tile, row, lane), the groups' indices in range. Returns the count.
+int64_t walk_tiles(const TiledParams& p, const std::vector<int64_t>& ext) {
+  const int64_t T = p.tile;
+  std::vector<size_t> ga{p.dim_a}, gb{p.dim_b};
+  ga.insert(ga.end(), p.group_a.begin(), p.group_a.end());
+  gb.insert(gb.end(), p.group_b.begin(), p.group_b.end());
+  assert_true(ga.size() <= 2 && gb.size() <= 2);
+  const auto in = [](const std::vector<size_t>& g, size_t d) { return std::find(g.begin(), g.end(), d) != g.end(); };
+  int64_t ea = 1, eb = 1, outer = 1;
+  for (size_t d : ga) ea *= ext[d];
+  for (size_t d : gb) eb *= ext[d];
+  std::vector<size_t> outer_dims;
+  for (size_t d = 0; d < ext.size(); ++d)
+    if (!in(ga, d) && !in(gb, d)) {
+      outer_dims.push_back(d);
+      outer *= ext[d];
+    }
+  const int64_t ta = (ea + T - 1) / T, tb = (eb + T - 1) / T, tiles = outer * ta * tb;
+  int64_t total = 1;
+  for (int64_t e : ext) total *= e;
+  std::vector<int> seen(static_cast<size_t>(total), 0);
+  // (i inner, i outer) at offset `off` from the tile's base, as emitted.
+  const auto unravel = [](const std::vector<size_t>& g, const std::vector<int64_t>& ext, int64_t base, int64_t off,
+                          std::vector<int64_t>& idx) {
+    if (g.size() == 1) {
+      idx[g[0]] = base + off;
+      return;
+    }
+    const int64_t e = ext[g[0]];
+    int64_t i = base % e + off, o = base / e;
+    if (i >= e) {
+      o += i / e;
+      i %= e;
+    }
+    idx[g[0]] = i;
+    idx[g[1]] = o;
+  };
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t in_ = tile % (ta * tb), tb_ = in_ % tb, ta_ = in_ / tb;
+    int64_t rest = tile / (ta * tb);
+    std::vector<int64_t> idx(ext.size(), 0);
+    for (size_t k = outer_dims.size(); k-- > 0;) {  // (any order covers them once)
+      idx[outer_dims[k]] = rest % ext[outer_dims[k]];
+      rest /= ext[outer_dims[k]];
+    }
+    const int64_t a0 = ta_ * T, b0 = tb_ * T;
+    for (int64_t k = 0; k < T; ++k)
+      for (int64_t lx = 0; lx < T; ++lx) {
+        if (a0 + k >= ea || b0 + lx >= eb) continue;
+        unravel(ga, ext, a0, k, idx);
+        unravel(gb, ext, b0, lx, idx);
+        int64_t lin = 0;
+        for (size_t d = 0; d < ext.size(); ++d) {
+          assert_true(idx[d] >= 0 && idx[d] < ext[d]);
+          lin = lin * ext[d] + idx[d];
+        }
+        ++seen[static_cast<size_t>(lin)];
+      }
+  }
+  for (int c : seen) assert_int_equal(c, 1);
+  return total;
+}
+
+void check_walks(const TiledParams& p, std::vector<int64_t> ext) {
+  walk_tiles(p, ext);
+  // Odd extents of every dim in turn, and the tiny ones the groups are for.
+  for (size_t d = 0; d < ext.size(); ++d)
+    for (int64_t e : {1, 2, 3, 7, 65, 130}) {
+      std::vector<int64_t> x = ext;
+      x[d] = e;
+      walk_tiles(p, x);
+    }
+}
+
+// Tiles over groups of dims (TiledParams::group_a / group_b) for the corpus
+// cases with a batch dim of 2-8 innermost (seed 1631654200 c0011, c0074,
+// c0170, c0171): the groups chosen, the kernel's unravelling, the host walk
+// of its tiles covering every index once for odd extents.
+void test_tile_groups(void** /*state*/) {
+  {  // channel cat (c0011): x0 stored with N innermost, then C (memory
+     // order W, H, C, N), the output (W, C, N, H): A = {N, C}, B = {H}
+     // (the output's next dim, N, is in A)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {2, 12, 9, 7}, {1, 2, 24, 216}));
+    in.push_back(kftest::tensor(DType::BF16, {2, 12, 9, 7}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x0 = b.tensor_input(4, DType::BF16), x1 = b.tensor_input(4, DType::BF16);
+      b.output(b.op(Op::CAT, {x0, x1}, {1})[0], {3, 1, 0, 2}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 0);
+    assert_true(t.group_a == std::vector<size_t>({1}));
+    assert_int_equal(t.dim_b, 2);
+    assert_true(t.group_b.empty());
+    assert_true(contains(g.plan.source, "const int ar_ = (int)(a0 % "));
+    assert_true(contains(g.plan.source, "int i0 = ar_ + lx, i1 = aq_;"));
+    assert_true(contains(g.plan.source, "if (i0 >= "));  // (the unravelling walk_tiles replays)
+    assert_true(contains(g.plan.source, "{ i1 += i0 / "));
+    assert_true(contains(g.plan.source, "; i0 %= "));
+    assert_false(contains(g.plan.source, "br_"));
+    // x0's vectors may cross N's rows where N and C are one dense run
+    assert_true(contains(g.plan.source, " % 8 == 0) || (st"));
+    assert_true(contains(describe(g.schedule), "dim_a=0+1 dim_b=2 "));
+    check_walks(t, {2, 24, 9, 7});
+  }
+  {  // pointwise into outputs stored batch innermost (c0171): x contiguous
+     // (a = 2), the output (H, S, B) outermost first: B = {B, S}, A = {H}
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 33, 130}));
+    in.push_back(kftest::tensor(DType::F32, {130}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(3, DType::F32), u = b.tensor_input(1, DType::F32);
+      b.output(b.op(Op::MUL, {x, u}, {})[0], {2, 1, 0}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 2);
+    assert_true(t.group_a.empty());
+    assert_int_equal(t.dim_b, 0);
+    assert_true(t.group_b == std::vector<size_t>({1}));
+    check_walks(t, {8, 33, 130});
+  }
+  {  // channel cat of three (c0074): x1 with its last two dims swapped, the
+     // output (C, W, H, N): b = N logically outer, so B = {N, H} chooses
+     // first; A = {W} alone (x0's next dim, H, is in B)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {8, 20, 16, 16}));
+    in.push_back(kftest::tensor(DType::BF16, {8, 20, 16, 16}, {5120, 256, 1, 16}));
+    in.push_back(kftest::tensor(DType::BF16, {8, 20, 16, 16}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x0 = b.tensor_input(4, DType::BF16), x1 = b.tensor_input(4, DType::BF16), x2 = b.tensor_input(4, DType::BF16);
+      b.output(b.op(Op::CAT, {x0, x1, x2}, {1})[0], {1, 3, 2, 0}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 3);
+    assert_true(t.group_a.empty());
+    assert_int_equal(t.dim_b, 0);
+    assert_true(t.group_b == std::vector<size_t>({2}));
+    check_walks(t, {8, 60, 16, 16});
+  }
+  {  // qkv split with qkv stored batch innermost, then S (c0170): the tile
+     // of the computed slice, A = {B, S} (a = B logically outer chooses
+     // first), B = {D} (the outputs' next dim, S, is in A)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 17, 48}, {1, 8, 136}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t qkv = b.tensor_input(3, DType::F32);
+      const int64_t k = b.op(Op::SLICE, {qkv}, {2, 16, 32, 1})[0];
+      const int64_t k4 = b.op(Op::RESHAPE, {k, ci(b, 8), ci(b, 17), ci(b, 2), ci(b, 8)}, {})[0];
+      b.output(b.op(Op::PERMUTE, {k4}, {0, 2, 1, 3})[0], {0, 1, 2, 3}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 0);
+    assert_true(t.group_a == std::vector<size_t>({2}));
+    assert_int_equal(t.dim_b, 3);
+    assert_true(t.group_b.empty());
+    assert_true(contains(g.plan.source, "aq_"));
+    check_walks(t, {8, 2, 17, 8});
+  }
+  {  // a plain 2-d transpose: one-dim groups, today's kernel (no unravelling)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}));
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 8}));
+    const Generated g = generate(add_2d(DType::F32), in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_true(t.group_a.empty() && t.group_b.empty());
+    assert_false(contains(g.plan.source, "ar_"));
+    check_walks(t, {8, 64});
+  }
+}
+
 void test_compile(void** /*state*/) {
   const std::string err = batch().compile_all();
   if (!err.empty()) fail_msg("%zu kernels: %s", batch().size(), err.substr(0, 4000).c_str());
@@ -1341,6 +1514,7 @@ int main() {
       cmocka_unit_test(test_short_columns),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
+      cmocka_unit_test(test_tile_groups),
       cmocka_unit_test(test_compile),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
