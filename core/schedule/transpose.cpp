@@ -120,7 +120,9 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
       break;
     }
   }
-  for (const auto& [src, below] : computed) {
+  for (const auto& candidate : computed) {  // (no structured binding: clang 14 cannot capture one)
+    const TileSource& src = candidate.first;
+    const std::set<int64_t>& below = candidate.second;
     const bool lowest = std::none_of(computed.begin(), computed.end(), [&](const auto& other) {
       return other.first.value != src.value && below.count(other.first.value);
     });
