@@ -311,8 +311,12 @@ void emit_columns(KernelWriter& w, const ColumnParams& p, size_t phase, std::vec
       if (d < 0 || chunk < 2 || w.size_class(o, static_cast<size_t>(d)) != SizeClass::Many) {
         scalar_stores();
       } else {
-        w.open("if (" + w.stride(o, static_cast<size_t>(d)) + " == 1 && (unsigned long long)(" + w.address(o, index(0)) +
-               ") % " + std::to_string(chunk * dtype_size(t)) + " == 0)");
+        // (one hoisting call per statement: the names they number must not
+        // depend on the C++ compiler's order of evaluation)
+        const std::string first = w.address(o, index(0));
+        const std::string stride = w.stride(o, static_cast<size_t>(d));
+        w.open("if (" + stride + " == 1 && (unsigned long long)(" + first + ") % " + std::to_string(chunk * dtype_size(t)) +
+               " == 0)");
         const std::string vt = vector_type(w, o, chunk);
         for (int c = 0; c < V; c += chunk) {
           const std::string kv = w.fresh("ov");

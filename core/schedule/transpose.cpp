@@ -105,14 +105,37 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
       }
     }
   }
+  // Only inputs some read takes across their memory (their innermost dim
+  // along another dim than b, or at a computed index) may need a computed
+  // tile; and only the lowest plain-read values computed from one alone (no
+  // operand of theirs computed from it is plain-read) are traced again: a
+  // chain of 10000 ops would otherwise trace each value (quadratic).
+  std::set<int64_t> across;
+  for (int64_t v : reads.order) {
+    const std::vector<int>& order = is_input(v) && !direct.count(v) ? memory_order(c, v) : std::vector<int>{};
+    if (order.empty()) continue;
+    for (const IndexMap& m : reads.reads.at(v)) {
+      const int inner = m[static_cast<size_t>(order.back())];
+      if (inner == kOpaqueIndex || along_a(inner)) across.insert(v);
+    }
+  }
+  if (across.empty()) return out;
   const std::map<int64_t, int64_t> sole = sole_inputs(*c.fusion, task);
-  std::vector<std::pair<TileSource, std::set<int64_t>>> computed;  // with the values each reads below it
+  const auto plain_read = [&](int64_t x) {
+    const std::vector<IndexMap>* maps = reads.find(x);
+    return maps != nullptr && std::any_of(maps->begin(), maps->end(), [&](const IndexMap& m) { return tileable_map(m, dc, b); });
+  };
   for (int64_t w : reads.order) {
     const auto s = sole.find(w);
-    if (is_input(w) || s == sole.end() || s->second < 0 || direct.count(s->second)) continue;
+    if (is_input(w) || s == sole.end() || !across.count(s->second) || !plain_read(w)) continue;
     const int64_t u = s->second;
+    const Expr& e = c.fusion->exprs[static_cast<size_t>(c.fusion->value(w).producer)];
+    if (std::any_of(e.inputs.begin(), e.inputs.end(), [&](int64_t x) {
+          const auto sx = sole.find(x);
+          return !is_input(x) && sx != sole.end() && sx->second == u && plain_read(x);
+        }))
+      continue;  // (not the lowest)
     const std::vector<int>& order = memory_order(c, u);
-    if (order.empty()) continue;
     for (const IndexMap& m : reads.reads.at(w)) {
       if (!tileable_map(m, dc, b)) continue;
       const AccessMap under = trace_accesses(c, task, {{w, m}});
@@ -128,17 +151,9 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
         a = inner;
       }
       if (!ok) continue;
-      std::set<int64_t> below;
-      for (const auto& [x, maps] : under.reads) below.insert(x);
-      computed.push_back({{w, m, a, next_dims(order, um->front())}, std::move(below)});
+      out.push_back({w, m, a, next_dims(order, um->front())});
       break;
     }
-  }
-  for (const auto& [src, below] : computed) {
-    const bool lowest = std::none_of(computed.begin(), computed.end(), [&](const auto& other) {
-      return other.first.value != src.value && below.count(other.first.value);
-    });
-    if (lowest) out.push_back(src);
   }
   return out;
 }
