@@ -1479,6 +1479,24 @@ void test_tile_groups(void** /*state*/) {
     assert_true(contains(g.plan.source, "aq_"));
     check_walks(t, {8, 2, 17, 8});
   }
+  {  // dropout + residual (corpus 1631654200 c0127): x stored B innermost,
+     // then H; the outputs contiguous. b = H, the last dim, stays alone
+     // (a feature dim fills tiles; the unravel cost 28% there), A = {B}
+     // alone (x's next dim, H, is b)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {4, 6, 70}, {1, 280, 4}));
+    in.push_back(kftest::tensor(DType::BF16, {4, 6, 70}));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(3, DType::BF16), r = b.tensor_input(3, DType::BF16);
+      b.output(b.op(Op::ADD, {x, r}, {})[0], {0, 1, 2}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 0);
+    assert_int_equal(t.dim_b, 2);
+    assert_true(t.group_a.empty() && t.group_b.empty());
+    assert_false(contains(g.plan.source, "br_"));
+    check_walks(t, {4, 6, 70});
+  }
   {  // a plain 2-d transpose: one-dim groups, today's kernel (no unravelling)
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 64}));
