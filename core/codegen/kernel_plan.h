@@ -178,6 +178,12 @@ struct LaunchRule {
   // blockDim.x threads per row (a power of two up to 32) and
   // short_row_block / blockDim.x rows per block (short_row_dims).
   int short_row_block = 0;
+  // Elementwise, a tiled kernel over groups of dims (TiledParams::group_a):
+  // the groups' inner dims, and the tile's side. A call whose every such
+  // dim fills more than half a tile takes KernelPlan::ungrouped_name
+  // (takes_ungrouped_tiles).
+  std::vector<int> tile_group_dims;
+  int tile = 0;
   bool scan_block_per_line = false;  // Scan
   // Scan, a thread per line, when > 0: the single-pass kernel's elements
   // per warp (ScanParams::pass_rows); items_per_thread is then the lines
@@ -255,6 +261,10 @@ struct KernelPlan {
   // a warp at row_items per thread (takes_short_rows). It reads the vectors
   // the main kernel reads: the same vector_checks.
   std::string short_rows_name;
+  // Elementwise, tiled over groups of dims: the same tiles over single
+  // dims (no unravelling), for calls whose groups' inner dims fill tiles
+  // alone (LaunchRule::tile_group_dims).
+  std::string ungrouped_name;
   std::vector<ArgCheck> edge_checks;
   int edge_row_pad = 0;
   int edge_partial_bytes = 0;

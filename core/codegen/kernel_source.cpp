@@ -99,6 +99,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
        : sfx == "_cluster" ? plan.cluster_name
        : sfx == "_short" ? plan.short_name
        : sfx == "_rows" ? plan.short_rows_name
+       : sfx == "_ungrouped" ? plan.ungrouped_name
                          : plan.name) = name + sfx;
   }
   plan.source = prelude_for(text) + text;
@@ -349,6 +350,25 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     launch.domain_value = t->outputs[0];
     launch.block = t->block;
     launch.items_per_thread = t->tile * t->tile / t->block;  // one tile per block
+    if (!t->group_a.empty() || !t->group_b.empty()) {
+      // Whether a group's inner dim is a batch of a few or a feature dim of
+      // thousands is known only at run time: where each fills tiles alone,
+      // the unravelling only costs (registers, instructions), so the same
+      // tiles over single dims are the twin taken then (takes_ungrouped_tiles).
+      const std::string grouped = w.take_kernel();
+      TiledParams single = *t;
+      single.group_a.clear();
+      single.group_b.clear();
+      emit_tiled(w, single);
+      if (!t->group_a.empty()) launch.tile_group_dims.push_back(static_cast<int>(t->dim_a));
+      if (!t->group_b.empty()) launch.tile_group_dims.push_back(static_cast<int>(t->dim_b));
+      launch.tile = t->tile;
+      plan.args = w.args();
+      assemble(plan, args_struct(plan.args.size(), ""),
+               {kernel_text(launch.block, false, grouped), kernel_text(launch.block, false, w.take_kernel())},
+               {"", "_ungrouped"});
+      return plan;
+    }
   } else {
     const RowParams& row = std::get<RowParams>(schedule);
     // With a long-row kernel (which takes the rows the registers cannot

@@ -1424,6 +1424,13 @@ void test_tile_groups(void** /*state*/) {
     // x0's vectors may cross N's rows where N and C are one dense run
     assert_true(contains(g.plan.source, " % 8 == 0) || (st"));
     assert_true(contains(describe(g.schedule), "dim_a=0+1 dim_b=2 "));
+    // its twin over single dims, for calls whose N fills half a tile
+    assert_true(g.plan.launch.tile_group_dims == std::vector<int>({0}));
+    assert_int_equal(g.plan.launch.tile, 64);
+    assert_false(g.plan.ungrouped_name.empty());
+    const std::string& single = g.plan.units[g.plan.unit_of(g.plan.ungrouped_name)].source;
+    assert_false(contains(single, "ar_"));
+    assert_true(contains(single, g.plan.ungrouped_name + "(const KfArgs args)"));
     check_walks(t, {2, 24, 9, 7});
   }
   {  // pointwise into outputs stored batch innermost (c0171): x contiguous
@@ -1505,6 +1512,7 @@ void test_tile_groups(void** /*state*/) {
     const auto& t = std::get<TiledParams>(g.schedule);
     assert_true(t.group_a.empty() && t.group_b.empty());
     assert_false(contains(g.plan.source, "ar_"));
+    assert_true(g.plan.ungrouped_name.empty() && g.plan.launch.tile_group_dims.empty());
     check_walks(t, {8, 64});
   }
 }

@@ -570,6 +570,46 @@ void test_short_column_variant(void**) {
   assert_true(variant(2) == KernelVariant::Main);
 }
 
+// Which kernel a tiled plan over groups of dims takes (kernel_variant,
+// takes_ungrouped_tiles): the grouped main kernel while some group's inner
+// dim leaves more than half a 64-wide tile empty, the ungrouped twin once
+// every such dim fills half a tile alone.
+void test_ungrouped_tiles_variant(void**) {
+  Builder b;
+  const int64_t x = b.tensor_input(3, DType::BF16);
+  b.output(b.op(Op::NEG, {x}, {})[0], {}, -1);
+  auto f = b.finalize();
+  KernelPlan plan;
+  plan.name = "k";
+  LaunchRule& r = plan.launch;
+  r.kind = LaunchRule::Kind::Elementwise;
+  r.domain_value = x;
+  r.block = 256;
+  r.items_per_thread = 16;
+  r.tile = 64;
+  r.tile_group_dims = {0};
+  DeviceInfo dev;
+  dev.sm = 90;
+  dev.multiprocessors = 132;
+  ValueSizes sizes;
+  sizes.reset(*f);
+  auto variant = [&](int64_t a, int64_t b1, int64_t c) {
+    const int64_t shape[3] = {a, b1, c};
+    sizes.set(x, shape);
+    return kernel_variant(plan, sizes, dev);
+  };
+  assert_true(variant(8, 100, 100) == KernelVariant::Main);  // no ungrouped twin
+  plan.ungrouped_name = "k_ungrouped";
+  assert_true(variant(8, 100, 100) == KernelVariant::Main);
+  assert_true(variant(32, 100, 100) == KernelVariant::Main);       // half a tile: grouped
+  assert_true(variant(33, 100, 100) == KernelVariant::Ungrouped);
+  assert_true(variant(4096, 2, 2) == KernelVariant::Ungrouped);
+  r.tile_group_dims = {0, 2};  // both groups: ungrouped only where neither helps
+  assert_true(variant(4096, 2, 8) == KernelVariant::Main);
+  assert_true(variant(4096, 2, 40) == KernelVariant::Ungrouped);
+  assert_true(variant(0, 2, 40) == KernelVariant::Main);  // (empty: no launch either way)
+}
+
 // Which kernel a row plan's call takes when the plan has a short-row
 // kernel (kernel_variant): rows that need at most a warp at row_items per
 // thread take it, longer ones the main, tight or long-row kernel; and its
@@ -747,6 +787,7 @@ int main() {
       cmocka_unit_test(test_cluster_variant),
       cmocka_unit_test(test_short_column_variant),
       cmocka_unit_test(test_short_rows_variant),
+      cmocka_unit_test(test_ungrouped_tiles_variant),
       cmocka_unit_test(test_fill_arguments),
       cmocka_unit_test(test_no_driver_reports_no_device),
   };

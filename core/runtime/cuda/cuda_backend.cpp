@@ -183,7 +183,8 @@ class CudaBackend final : public Backend {
                wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar,
                edges = run == KernelVariant::Edges, long_edges = run == KernelVariant::LongEdges,
                clustered = run == KernelVariant::Cluster, short_columns = run == KernelVariant::ShortColumns,
-               short_scalar = run == KernelVariant::ShortColumnsScalar, short_rows = run == KernelVariant::ShortRows;
+               short_scalar = run == KernelVariant::ShortColumnsScalar, short_rows = run == KernelVariant::ShortRows,
+               ungrouped = run == KernelVariant::Ungrouped;
     // (as kernel_variant chose; the kernel streams a part its shared memory cannot stage)
     const int cluster = clustered ? cluster_blocks_on(k.plan, domain, context.info()) : 0;
     const LaunchDims dims =
@@ -191,7 +192,7 @@ class CudaBackend final : public Backend {
                    : launch_dims(wide ? k.wide_launch : long_edges ? k.long_edges_launch : edges ? k.edges_launch : k.plan.launch,
                                  domain, context.info().max_grid_x, context.info().multiprocessors,
                                  long_rows ? k.long_limits : long_edges ? k.long_edges_limits : edges ? k.edges_limits
-                                           : clustered ? k.cluster_limits : k.limits,
+                                           : clustered ? k.cluster_limits : ungrouped ? k.ungrouped_limits : k.limits,
                                  cluster);
     if (dims.long_rows != (long_rows || long_edges || clustered) && !k.plan.long_row_name.empty())
       fail(KF_ERR_INTERNAL, "kernel ", k.plan.name, ": the launch and the variant disagree on long rows");
@@ -207,6 +208,7 @@ class CudaBackend final : public Backend {
                           : short_columns ? k.short_columns
                           : short_scalar ? k.short_scalar
                           : short_rows ? k.short_rows
+                          : ungrouped ? k.ungrouped
                                       : k.function;
     const char* name = scalar_twin ? k.plan.scalar_of(k.plan.name).c_str()
                        : long_rows ? k.plan.long_row_name.c_str()
@@ -218,6 +220,7 @@ class CudaBackend final : public Backend {
                        : short_columns ? k.plan.short_name.c_str()
                        : short_scalar ? k.plan.scalar_of(k.plan.short_name).c_str()
                        : short_rows ? k.plan.short_rows_name.c_str()
+                       : ungrouped ? k.plan.ungrouped_name.c_str()
                                    : k.plan.name.c_str();
     if (!k.plan.finish_name.empty() && !dims.short_columns) {
       // Partials into a stream-ordered scratch buffer, then the finishing

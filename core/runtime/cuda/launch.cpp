@@ -368,6 +368,17 @@ bool takes_short_rows(const LaunchRule& rule, std::span<const int64_t> domain) {
   return row_length(rule, domain) <= int64_t{32} * rule.row_items;
 }
 
+// A group pays for its unravelling (H200, corpus seeds 730114261,
+// 259726623, 1542175980, docs/perf-log.md session 32: inner dims of 63 to
+// 4095 ran 1.4-1.8x slower grouped) unless its inner dim leaves most of a
+// tile empty (2-32: 1.07-18x faster grouped).
+bool takes_ungrouped_tiles(const LaunchRule& rule, std::span<const int64_t> domain) {
+  if (rule.kind != LaunchRule::Kind::Elementwise || rule.tile_group_dims.empty()) return false;
+  return std::all_of(rule.tile_group_dims.begin(), rule.tile_group_dims.end(), [&](int d) {
+    return 2 * domain[static_cast<size_t>(d)] > rule.tile;
+  });
+}
+
 LaunchDims short_row_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x) {
   int64_t rows = 1, row = 1;
   for (size_t d = 0; d < domain.size(); ++d) (d < rule.reduced_dims.size() && rule.reduced_dims[d] ? row : rows) *= domain[d];

@@ -102,6 +102,11 @@ bool takes_tight_registers(const LaunchRule& per_row, std::span<const int64_t> d
 // row_items each, so that the main kernel would launch one warp per row.
 bool takes_short_rows(const LaunchRule& per_row, std::span<const int64_t> domain);
 
+// Whether an Elementwise call of a tiled kernel over groups of dims takes
+// KernelPlan::ungrouped_name: each group's inner dim
+// (LaunchRule::tile_group_dims) fills more than half a tile alone.
+bool takes_ungrouped_tiles(const LaunchRule& rule, std::span<const int64_t> domain);
+
 // The short-row kernel's launch: blockDim.x the threads per row (the
 // fewest, a power of two, that hold it at row_items each), blockDim.y =
 // short_row_block / blockDim.x rows per block, and blocks for every row

@@ -43,6 +43,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::ShortColumns: return 9;
     case KernelVariant::ShortColumnsScalar: return 10;
     case KernelVariant::ShortRows: return 11;
+    case KernelVariant::Ungrouped: return 12;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -187,6 +188,8 @@ KernelVariant kernel_variant(const KernelPlan& plan, const ValueSizes& sizes, co
   if (plan.launch.kind == LaunchRule::Kind::ColumnReduce && !plan.short_name.empty() &&
       takes_short_columns(plan.launch, sizes[plan.launch.domain_value]))
     return KernelVariant::ShortColumns;
+  if (!plan.ungrouped_name.empty() && takes_ungrouped_tiles(plan.launch, sizes[plan.launch.domain_value]))
+    return KernelVariant::Ungrouped;
   if (plan.launch.kind != LaunchRule::Kind::PerRow) return KernelVariant::Main;
   const std::span<const int64_t> domain = sizes[plan.launch.domain_value];
   // The cluster kernel takes rows that one block would re-read (LongRows)
@@ -275,6 +278,7 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::LongEdges: names.push_back(plan.long_edges_name); break;
     case KernelVariant::Cluster: names.push_back(plan.cluster_name); break;
     case KernelVariant::ShortRows: names.push_back(plan.short_rows_name); break;
+    case KernelVariant::Ungrouped: names.push_back(plan.ungrouped_name); break;
     case KernelVariant::ScatterAtomic: names.push_back(plan.name); break;
     case KernelVariant::ShortColumns: return {plan.short_name};  // alone: no finish, no later kernels
     case KernelVariant::ShortColumnsScalar: return {plan.scalar_of(plan.short_name)};
@@ -342,6 +346,11 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     cluster_limits = long_row_limits(device, plan, cluster);
   } else if (v == KernelVariant::ShortRows) {
     short_rows = load(plan.short_rows_name);
+  } else if (v == KernelVariant::Ungrouped) {  // (Elementwise: its grid is a few waves of resident blocks)
+    ungrouped = load(plan.ungrouped_name);
+    allow_shared(device, plan, ungrouped, plan.ungrouped_name);
+    check(driver().cuFuncGetAttribute_(&ungrouped_limits.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, ungrouped),
+          "cuFuncGetAttribute");
   } else {
     long_row = load(plan.long_row_name);
     long_limits = long_row_limits(device, plan, long_row);

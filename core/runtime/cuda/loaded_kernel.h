@@ -37,6 +37,7 @@ enum class KernelVariant : uint8_t {
   LongEdges,  // PerRow: plan.long_edges_name (edge_kernel_fits, longer rows)
   Cluster,    // PerRow: plan.cluster_name (cluster_blocks > 0 on an sm_90 device)
   ShortRows,  // PerRow: plan.short_rows_name (takes_short_rows)
+  Ungrouped,  // Elementwise, tiled over groups: plan.ungrouped_name (takes_ungrouped_tiles)
   // Scatter with both paths (ScatterKernels::sorted_min_width): plan.name
   // with the atomic path's later kernels, for calls that do not take the
   // sorted one (Main then loads the sorted path's only), so a first call
@@ -113,6 +114,8 @@ struct LoadedKernel {
   CUfunction short_scalar = nullptr;   // ShortScalar
   CUfunction cluster = nullptr;       // Cluster
   CUfunction short_rows = nullptr;    // ShortRows
+  CUfunction ungrouped = nullptr;     // Ungrouped
+  cuda::KernelLimits ungrouped_limits;  // Ungrouped: for its waves
   cuda::KernelLimits cluster_limits;  // Cluster: for its block and stage
   std::unique_ptr<LoadedKernel> split;  // PerRow with plan.split_rows: that plan
   int64_t product = -1;  // a matmul pattern's epilogue: the product, an input of `task`
@@ -132,8 +135,8 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[12]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic,
-                                            // Short, ShortScalar, ShortRows
+  mutable std::atomic<bool> loaded_[13]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic,
+                                            // Short, ShortScalar, ShortRows, Ungrouped
 };
 
 // The kernel of generated segment `index`. The first call of a
