@@ -882,8 +882,10 @@ static void test_tile_groups(void** state) {
        B innermost (the outputs follow it), x contiguous (tiled along H) */
     g_row_major_outputs = 0;
     kf_fusion add = build_binary_rank(KF_OP_ADD, dts[d], 3);
-    const int64_t as[][3] = {{2, 67, 130}, {8, 33, 64}, {5, 129, 17}, {3, 7, 200}};
-    for (int s = 0; s < 4; ++s) {
+    /* (one fusion: its plan's grouped kernel for B of 2-8, then the same
+       plan's ungrouped twin for B = 40, chosen at launch) */
+    const int64_t as[][3] = {{2, 67, 130}, {8, 33, 64}, {5, 129, 17}, {3, 7, 200}, {40, 9, 70}};
+    for (int s = 0; s < 5; ++s) {
       const int64_t* sh = as[s];
       const int64_t st[3] = {1, sh[0], sh[0] * sh[1]};
       tin in[2] = {input(dts[d], 3, sh), input(dts[d], 3, sh)};
