@@ -163,8 +163,9 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
       const std::string part = esets.same(v, static_cast<int>(further), p.outputs[0], static_cast<int>(p.group_a[0]))
                                    ? std::string()
                                    : " && (long long)" + w.extent(v, further) + " * " + n.ea_in + " % " + Vs + " == 0";
-      conds->push_back("((" + n.ea_in + " % " + Vs + " == 0 && " + w.stride(v, further) + " % " + Vs + " == 0) || (" +
-                       w.stride(v, further) + " == " + n.ea_in + " && " + n.ea + " % " + Vs + " == 0" + part + "))");
+      const std::string st = w.stride(v, further);
+      conds->push_back("((" + n.ea_in + " % " + Vs + " == 0 && " + st + " % " + Vs + " == 0) || (" + st + " == " + n.ea_in +
+                       " && " + n.ea + " % " + Vs + " == 0" + part + "))");
     }
     conds->push_back("((unsigned long long)" + w.pointer(v) + " % 16 == 0)");
     conds->push_back(w.stride(v, inner) + " == 1");
@@ -288,16 +289,12 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
     n.ob = "i" + std::to_string(p.group_b[0]);
     n.eb = w.hoist("long long", "n", "(long long)" + n.eb_in + " * " + w.extent(dom, p.group_b[0]));
   }
-  const auto in_group = [&](size_t d) {
-    return d == da || d == db || std::find(p.group_a.begin(), p.group_a.end(), d) != p.group_a.end() ||
-           std::find(p.group_b.begin(), p.group_b.end(), d) != p.group_b.end();
-  };
   const std::string ta = w.hoist("long long", "n", "((long long)" + n.ea + " + " + n.T + " - 1) / " + n.T);
   const std::string tb = w.hoist("long long", "n", "((long long)" + n.eb + " + " + n.T + " - 1) / " + n.T);
   std::string outer;
   std::vector<size_t> outer_dims;
   for (size_t d = 0; d < r; ++d) {
-    if (in_group(d)) continue;
+    if (p.tiles_dim(d)) continue;
     outer_dims.push_back(d);
     const std::string e = w.extent(dom, d);
     if (e != "1") outer = outer.empty() ? "(long long)" + e : outer + " * " + e;

@@ -11,6 +11,7 @@
 // reshapes, gathers).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -108,6 +109,11 @@ struct TiledParams {
   // the next memory dim of class Many of the tiled input / the outputs
   // that is not in the other group (empty: the dim alone, today's kernel).
   std::vector<size_t> group_a, group_b;
+  // Whether domain dim d is one the tiles run over (a, b or a group's).
+  bool tiles_dim(size_t d) const {
+    return d == dim_a || d == dim_b || std::find(group_a.begin(), group_a.end(), d) != group_a.end() ||
+           std::find(group_b.begin(), group_b.end(), d) != group_b.end();
+  }
   int tile = 64;  // tile x tile elements
   int block = 256;
   // Order of the tiles over the blocks: 3 along dim b first (blocks in

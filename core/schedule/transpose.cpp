@@ -212,33 +212,30 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
     tiled.push_back(v);
   }
   if (p.inputs.empty()) return reject(why, "no input is contiguous along a dim other than the outputs' fast dim");
-  // The groups (TiledParams::group_a): extents are known only at run time,
-  // so a dim of 2-8 (a batch dim innermost in memory) cannot be told from
-  // one of thousands; each group takes one further dim, the next one of
-  // class Many in its tensor's memory order (the tiled input's for A, the
-  // outputs' for B; class 0/1 dims skipped), unravelled at run time, unless
-  // that dim is in the other group (then the group is the dim alone: a
-  // further dim away in memory would not help coalescing, and a plain
-  // transpose [B, N, M] -> [B, M, N] keeps today's kernel). Two dims fill a
-  // tile unless both are tiny; a third would add index math to every
-  // kernel for a rare case. Where both
-  // want the same dim (a qkv split: batch then sequence innermost in the
-  // input, head dim then sequence in the outputs), the group whose inner
-  // dim is logically outer chooses first: a logically outer dim innermost
-  // in memory is most likely a batch dim of a few elements (corpus seed
-  // 1631654200: c0170's dim a, c0171's and c0074's dim b are dim 0).
-  // The domain's last dim is never a group's inner dim: it is most likely
-  // a feature dim of hundreds or thousands, which fills tiles alone, and
-  // the unravel costs registers and instructions (ncu, c0127 [32, 1024,
-  // 4096] grouped along 2+1: 47 -> 64 registers, 298 -> 381 us).
-  const auto taken = [&](size_t d) {
-    return d == p.dim_a || d == p.dim_b || std::find(p.group_a.begin(), p.group_a.end(), d) != p.group_a.end() ||
-           std::find(p.group_b.begin(), p.group_b.end(), d) != p.group_b.end();
-  };
+  // The groups (TiledParams::group_a): each takes one further dim, the
+  // next one of class Many in its tensor's memory order (the tiled input's
+  // for A, the outputs' for B; class 0/1 dims skipped), unless that dim is
+  // in the other group (then the group is the dim alone: a further dim
+  // away in memory would not help coalescing, and a plain transpose [B, N,
+  // M] -> [B, M, N] keeps the single-dim kernel). Two dims fill a tile
+  // unless both are tiny; a third would add index math for a rare case.
+  // Whether a group's inner dim is a batch of a few or a sequence of
+  // thousands is known only at run time: the plan's ungrouped twin takes
+  // the calls where every group's inner dim fills half a tile
+  // (takes_ungrouped_tiles). Where both groups want the same dim (a qkv
+  // split: batch then sequence innermost in the input, head dim then
+  // sequence in the outputs), the group whose inner dim is logically outer
+  // chooses first: a logically outer dim innermost in memory is most
+  // likely a batch dim of a few elements (corpus seed 1631654200: c0170's
+  // dim a, c0171's and c0074's dim b are dim 0). The domain's last dim is
+  // never a group's inner dim: it is most likely a feature dim that fills
+  // tiles alone, and where one group helps and the other does not, the
+  // kernel with both loses to the one with the helpful group (seed
+  // 259726623 c0119: 0.086 -> 0.107 ms without this rule, session 32).
   const auto choose_a = [&] {
     for (int d : next_a)
       if (dc[static_cast<size_t>(d)] == SizeClass::Many) {
-        if (!taken(static_cast<size_t>(d))) p.group_a.push_back(static_cast<size_t>(d));
+        if (!p.tiles_dim(static_cast<size_t>(d))) p.group_a.push_back(static_cast<size_t>(d));
         return;
       }
   };
@@ -246,7 +243,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   const auto choose_b = [&] {
     for (size_t k = out_order.size() - 1; k-- > 0;)
       if (dc[out_order[k]] == SizeClass::Many) {
-        if (!taken(out_order[k])) p.group_b.push_back(out_order[k]);
+        if (!p.tiles_dim(out_order[k])) p.group_b.push_back(out_order[k]);
         return;
       }
   };
