@@ -138,15 +138,18 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
     const std::vector<int>& order = memory_order(c, u);
     for (const IndexMap& m : reads.reads.at(w)) {
       if (!tileable_map(m, dc, b)) continue;
-      const AccessMap under = trace_accesses(c, task, {{w, m}});
+      // (Shifted entries by their dim: a slice of step 1 along the input's
+      // innermost dim, a fused gate_up's halves, still fills coalesced.)
+      const AccessMap under = trace_accesses(c, task, {{w, m}}, true, true);
       const std::vector<IndexMap>* um = under.find(u);
       int a = -1;
       bool ok = um != nullptr && !um->empty();
       for (size_t k = 0; ok && k < um->size(); ++k) {
         const IndexMap& x = (*um)[k];
-        const int inner = x[static_cast<size_t>(order.back())];
-        const bool varies = std::find(x.begin(), x.end(), static_cast<int>(b)) != x.end() ||
-                            std::find(x.begin(), x.end(), kOpaqueIndex) != x.end();
+        const int inner = read_dim(x[static_cast<size_t>(order.back())]);
+        const bool varies = std::any_of(x.begin(), x.end(), [&](int e) {
+          return e == kOpaqueIndex || read_dim(e) == static_cast<int>(b);
+        });
         ok = along_a(inner) && (a < 0 || inner == a) && varies;
         a = inner;
       }
