@@ -529,6 +529,26 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.inputs[0].value, up);
     assert_true(contains(g.plan.source, "[k][lx] = 0;"));
   }
+  {  // swiglu of a contiguous fused gate_up [B, S, 2H] into outputs stored
+     // (H, B, S) outermost first (corpus seed 1177032527 c0141): the halves
+     // are slices along the input's innermost dim, so the tiles hold them
+     // (a = H, the slices' dim; b = S), filled coalesced at their shifts
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F16, {2, 100, 192}));
+    int64_t gate = -1, up = -1;
+    const Generated g = generate([&](Builder& b) {
+      const int64_t gu = b.op(Op::CAST, {b.tensor_input(3, DType::F16)}, {static_cast<int64_t>(DType::F32)})[0];
+      gate = b.op(Op::SLICE, {gu}, {2, 0, 96, 1})[0];
+      up = b.op(Op::SLICE, {gu}, {2, 96, INT64_MAX, 1})[0];
+      const int64_t y = b.op(Op::MUL, {b.op(Op::SILU, {gate}, {})[0], up}, {})[0];
+      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::F16)})[0], {2, 0, 1}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.inputs.size(), 2);
+    assert_int_equal(t.dim_a, 2);
+    assert_int_equal(t.dim_b, 1);
+    for (const TiledInput& ti : t.inputs) assert_true(ti.value == gate || ti.value == up);
+  }
   {  // a slice of a contiguous input is read as usual: no tiles
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {256, 512}));
