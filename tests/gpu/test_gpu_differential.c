@@ -28,8 +28,10 @@
 static gpu_stream g_stream;
 static int g_row_major_outputs; /* KF_TEST_OUTPUTS=row-major (run_case_tol) */
 /* With g_row_major_outputs: when set, the caller's outputs are stored in
-   this memory order instead (outermost first, as many dims as each output) */
+   this memory order instead (outermost first, as many dims as each output),
+   or output o in g_out_orders[o] where that is set */
 static const int* g_out_order;
+static const int* const* g_out_orders;
 static int g_failures;
 
 /* ---- dtypes ------------------------------------------------------------ */
@@ -271,11 +273,12 @@ static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, dou
           into[o].data = into_dev[o];
           into[o].byte_offset = 0;
           into[o].strides = NULL; /* compact row-major */
-          if (g_out_order != NULL) { /* compact, in g_out_order */
+          const int* order = g_out_orders != NULL && g_out_orders[o] != NULL ? g_out_orders[o] : g_out_order;
+          if (order != NULL) { /* compact, in that order */
             int64_t st = 1;
             for (int k = c->ndim - 1; k >= 0; --k) {
-              out_strides[o][g_out_order[k]] = st;
-              st *= c->shape[g_out_order[k]];
+              out_strides[o][order[k]] = st;
+              st *= c->shape[order[k]];
             }
             into[o].strides = out_strides[o];
           }
@@ -766,6 +769,17 @@ static void test_computed_tiles(void** state) {
       "sg = silu(gate)\n"
       "y = mul(sg, up)\n"
       "output y\n";
+  static const char* kBiasSigmoid =
+      "input x: tensor<%s, 2>\n"
+      "input bias: tensor<%s, 1>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "bf = cast(bias) {dtype=float32}\n"
+      "h = add(xf, bf)\n"
+      "sg = sigmoid(h)\n"
+      "y = cast(sg) {dtype=%s}\n"
+      "pre = cast(h) {dtype=%s}\n"
+      "output y\n"
+      "output pre\n";
   static const char* kSwiglu3 =
       "input gu: tensor<%s, 3>\n"
       "guf = cast(gu) {dtype=float32}\n"
@@ -843,6 +857,30 @@ static void test_computed_tiles(void** state) {
       run_case_tol(f, in, 1, what, 4.0, -1);
       g_out_order = NULL;
       free_inputs(in, 1);
+      kf_fusion_release(f);
+    }
+    /* sigmoid(x + bias) and its pre-activation, x column-major, the result
+       row-major and the pre-activation column-major (into outputs in two
+       orders): phase 1 writes the pre-activation along a (corpus seed
+       1177032527 c0086) */
+    static const int kRows[2] = {0, 1}, kCols[2] = {1, 0};
+    static const int* const kTwoOrders[2] = {kRows, kCols};
+    const int64_t bs[][2] = {{256, 192}, {77, 130}, {64, 9}};
+    for (int s = 0; s < 3; ++s) {
+      snprintf(text, sizeof text, kBiasSigmoid, dn, dn, dn, dn);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t shape[2] = {bs[s][0], bs[s][1]}, col_major[2] = {1, bs[s][0]};
+      tin in[2] = {input(dts[d], 2, shape), input(dts[d], 1, &shape[1])};
+      with_strides(&in[0], col_major, s == 1 ? 5 : 0);
+      fill(&in[0], -3, 3, 0);
+      fill(&in[1], -1, 1, 0);
+      snprintf(what, sizeof what, "bias sigmoid, outputs in two orders %s [%lld, %lld]", dn, (long long)shape[0],
+               (long long)shape[1]);
+      g_out_orders = kTwoOrders;
+      run_case(f, in, 2, what);
+      g_out_orders = NULL;
+      free_inputs(in, 2);
       kf_fusion_release(f);
     }
   }
