@@ -209,6 +209,30 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
   }
 }
 
+// The outputs phase 2 writes: those not stored along a.
+std::vector<int64_t> outputs_b(const TiledParams& p) {
+  std::vector<int64_t> b;
+  for (int64_t o : p.outputs)
+    if (std::find(p.outputs_a.begin(), p.outputs_a.end(), o) == p.outputs_a.end()) b.push_back(o);
+  return b;
+}
+
+// Phase 1 for the outputs stored along a (TiledParams::outputs_a): thread
+// (k, lx) computes them at (a0 + lx, b0 + k) from the inputs directly,
+// the stores and the loads of inputs contiguous along a coalesced (the
+// tiles' loads of the same elements are in L1).
+void tile_outputs_a(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
+  if (p.outputs_a.empty()) return;
+  w.tile_reads.clear();
+  w.line("#pragma unroll 4");
+  w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
+  w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
+  w.open("if (" + tile_element(w, n, group_a_names(n), "lx", group_b_names(n), "k") + ")");
+  for (int64_t o : p.outputs_a) w.store(o, idx, w.value_at(o, idx));
+  w.close();
+  w.close();
+}
+
 // Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
 void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   w.line("#pragma unroll 4");  // a full unroll measured slower (docs/perf-log.md)
@@ -217,7 +241,7 @@ void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, con
   w.open("if (" + tile_element(w, n, group_a_names(n), "k", group_b_names(n), "lx") + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q)
     w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
-  for (int64_t o : p.outputs) w.store(o, idx, w.value_at(o, idx));
+  for (int64_t o : outputs_b(p)) w.store(o, idx, w.value_at(o, idx));
   w.tile_reads.clear();
   w.close();
   w.close();
@@ -257,7 +281,7 @@ void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledPa
   for (size_t u = 0; u < g.idx.size(); ++u) {
     w.open("if (" + g.ok[u] + ")");
     w.group = static_cast<int>(u);
-    vector_group(w, p.vectors, p.outputs, g.idx[u], [&](int lane) {
+    vector_group(w, p.vectors, outputs_b(p), g.idx[u], [&](int lane) {
       for (size_t q = 0; q < p.inputs.size(); ++q)
         w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, w.lane_index),
                                            n.shared[q] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "]"};
@@ -346,6 +370,7 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   tile_fill_vectors(w, p, n, idx, &conds);
   if (std::any_of(p.inputs.begin(), p.inputs.end(), [&](const TiledInput& in) { return !w.is_input(in.value); }))
     tile_fill(w, p, n, idx, true);
+  tile_outputs_a(w, p, n, idx);
   w.line("__syncthreads();");
   if (p.vectors.width > 0) {
     tile_compute_vectors(w, sets, p, n, groups, &conds);
@@ -356,6 +381,7 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
   w.close_open("else");
   tile_fill(w, p, n, idx);
+  tile_outputs_a(w, p, n, idx);
   w.line("__syncthreads();");
   tile_compute(w, p, n, idx);
   w.close();

@@ -40,7 +40,13 @@ IndexMap identity_map(const ConcreteFusion& c, int64_t domain);
 // each padded dim) are shifted entries (kShiftedIndex) instead of opaque
 // or plain ones: the pointwise vector plan's view, in which such reads can
 // be vectors (codegen guards them by the bound).
+//
+// With `slices` too, a slice of step 1 reads its dim at a shift of unknown
+// alignment (a shifted entry of alignment 1): where its elements lie, not
+// whether they align (the tiled scheduler's view: a tile filled through a
+// slice along its dim a is filled coalesced).
 AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
-                         const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts = false);
+                         const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts = false,
+                         bool slices = false);
 
 }  // namespace kf

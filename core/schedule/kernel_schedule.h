@@ -121,6 +121,10 @@ struct TiledParams {
   // diagonal (they differ in both coordinates). Tuning::tiled_order.
   int order = 3;
   std::vector<TiledInput> inputs;
+  // Outputs stored with dim a innermost (the caller's layouts differ: a
+  // result beside a transposed copy of an input): written in phase 1,
+  // threads along a, from the inputs directly; phase 2 writes the others.
+  std::vector<int64_t> outputs_a;
   VectorPlan vectors;  // phase 2, along dim_b (tiled inputs come from shared memory)
   bool operator==(const TiledParams&) const = default;
 };

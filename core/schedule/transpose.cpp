@@ -138,15 +138,18 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
     const std::vector<int>& order = memory_order(c, u);
     for (const IndexMap& m : reads.reads.at(w)) {
       if (!tileable_map(m, dc, b)) continue;
-      const AccessMap under = trace_accesses(c, task, {{w, m}});
+      // (Shifted entries by their dim: a slice of step 1 along the input's
+      // innermost dim, a fused gate_up's halves, still fills coalesced.)
+      const AccessMap under = trace_accesses(c, task, {{w, m}}, true, true);
       const std::vector<IndexMap>* um = under.find(u);
       int a = -1;
       bool ok = um != nullptr && !um->empty();
       for (size_t k = 0; ok && k < um->size(); ++k) {
         const IndexMap& x = (*um)[k];
-        const int inner = x[static_cast<size_t>(order.back())];
-        const bool varies = std::find(x.begin(), x.end(), static_cast<int>(b)) != x.end() ||
-                            std::find(x.begin(), x.end(), kOpaqueIndex) != x.end();
+        const int inner = read_dim(x[static_cast<size_t>(order.back())]);
+        const bool varies = std::any_of(x.begin(), x.end(), [&](int e) {
+          return e == kOpaqueIndex || read_dim(e) == static_cast<int>(b);
+        });
         ok = along_a(inner) && (a < 0 || inner == a) && varies;
         a = inner;
       }
@@ -255,7 +258,42 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
     if (group_a) choose_a();
     if (group_b) choose_b();
   }
-  p.vectors = plan_vectors(c, task, outs, dom, p.dim_b, &reads, tiled);
+  // Outputs stored along a, beside some along b (kf_execute_into with two
+  // orders: c0086's result and its pre-activation in the input's order):
+  // phase 1 writes them along a, coalesced, where every input they read is
+  // contiguous along a or constant along a (a bias along b: one address
+  // per warp) (phase 2 would
+  // write each across its memory; phase 1 would read an input contiguous
+  // along b across its memory instead). In-place outputs of tiled plans
+  // are written to temporaries (in_place.cpp), so phase 1 never changes
+  // what phase 2 reads.
+  const auto reads_along_a = [&](int64_t o) {
+    const AccessMap under = trace_accesses(c, task, {{o, id}}, true);
+    for (int64_t u : task.inputs) {
+      const std::vector<IndexMap>* maps = under.find(u);
+      if (maps == nullptr || f.value(u).is_scalar || f.value(u).rank == 0) continue;
+      const std::vector<int>& order = memory_order(c, u);
+      if (order.empty()) return false;
+      for (const IndexMap& m : *maps) {
+        const bool varies = std::any_of(m.begin(), m.end(), [&](int e) {
+          return e == kOpaqueIndex || read_dim(e) == static_cast<int>(p.dim_a);
+        });
+        if (varies && read_dim(m[static_cast<size_t>(order.back())]) != static_cast<int>(p.dim_a)) return false;
+      }
+    }
+    return true;
+  };
+  std::vector<int64_t> outs_b;
+  for (int64_t o : outs) {
+    const std::vector<int>& order = memory_order(c, o);
+    const bool along_a = order.size() == r && order.back() == static_cast<int>(p.dim_a) && reads_along_a(o);
+    (along_a ? p.outputs_a : outs_b).push_back(o);
+  }
+  if (outs_b.empty()) {  // (none along b: phase 2 writes them all, as before)
+    p.outputs_a.clear();
+    outs_b = outs;
+  }
+  p.vectors = plan_vectors(c, task, outs_b, dom, p.dim_b, &reads, tiled);
   return p;
 }
 

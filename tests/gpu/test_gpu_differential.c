@@ -27,6 +27,11 @@
 
 static gpu_stream g_stream;
 static int g_row_major_outputs; /* KF_TEST_OUTPUTS=row-major (run_case_tol) */
+/* With g_row_major_outputs: when set, the caller's outputs are stored in
+   this memory order instead (outermost first, as many dims as each output),
+   or output o in g_out_orders[o] where that is set */
+static const int* g_out_order;
+static const int* const* g_out_orders;
 static int g_failures;
 
 /* ---- dtypes ------------------------------------------------------------ */
@@ -252,6 +257,7 @@ static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, dou
      * outputs the caller allocates (kf_execute_into; an in-place output is
      * its input), whatever layout kfuse would pick for them. */
     DLTensor into[MAX_IO];
+    int64_t out_strides[MAX_IO][MAX_RANK];
     void* into_dev[MAX_IO] = {0};
     if (g_row_major_outputs) {
       DLTensor* pout[MAX_IO];
@@ -267,6 +273,15 @@ static void run_case_tol(kf_fusion f, tin* in, size_t nin, const char* what, dou
           into[o].data = into_dev[o];
           into[o].byte_offset = 0;
           into[o].strides = NULL; /* compact row-major */
+          const int* order = g_out_orders != NULL && g_out_orders[o] != NULL ? g_out_orders[o] : g_out_order;
+          if (order != NULL) { /* compact, in that order */
+            int64_t st = 1;
+            for (int k = c->ndim - 1; k >= 0; --k) {
+              out_strides[o][order[k]] = st;
+              st *= c->shape[order[k]];
+            }
+            into[o].strides = out_strides[o];
+          }
           into[o].device.device_type = kDLCUDA;
           into[o].device.device_id = 0;
         }
@@ -754,6 +769,25 @@ static void test_computed_tiles(void** state) {
       "sg = silu(gate)\n"
       "y = mul(sg, up)\n"
       "output y\n";
+  static const char* kBiasSigmoid =
+      "input x: tensor<%s, 2>\n"
+      "input bias: tensor<%s, 1>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "bf = cast(bias) {dtype=float32}\n"
+      "h = add(xf, bf)\n"
+      "sg = sigmoid(h)\n"
+      "y = cast(sg) {dtype=%s}\n"
+      "pre = cast(h) {dtype=%s}\n"
+      "output y\n"
+      "output pre\n";
+  static const char* kSwiglu3 =
+      "input gu: tensor<%s, 3>\n"
+      "guf = cast(gu) {dtype=float32}\n"
+      "gate = slice(guf) {dim=2, start=0, stop=%lld}\n"
+      "up = slice(guf) {dim=2, start=%lld, stop=end}\n"
+      "sg = silu(gate)\n"
+      "y = mul(sg, up)\n"
+      "output y\n";
   static const char* kMerge =
       "input x: tensor<%s, 4>\n"
       "const half: float32 = 0.5\n"
@@ -803,6 +837,52 @@ static void test_computed_tiles(void** state) {
     }
     const int64_t qk[][4] = {{2, 96, 3, 16}, {3, 33, 2, 40}}; /* B, S, heads, head dim */
     for (int s = 0; s < 2; ++s) run_qkv_split(dts[d], qk[s], 0);
+    /* swiglu of a contiguous fused gate_up [B, S, 2H] into outputs stored
+       (H, B, S) outermost first: tiles of the two halves, each a slice
+       along the input's innermost dim (corpus seed 1177032527 c0141) */
+    static const int kHbs[3] = {2, 0, 1};
+    const int64_t g3[][3] = {{2, 100, 96}, {3, 65, 40}, {1, 130, 72}};
+    for (int s = 0; s < 3; ++s) {
+      snprintf(text, sizeof text, kSwiglu3, dn, (long long)g3[s][2], (long long)g3[s][2]);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t shape[3] = {g3[s][0], g3[s][1], 2 * g3[s][2]};
+      tin in[1] = {input(dts[d], 3, shape)};
+      const int64_t contiguous[3] = {shape[1] * shape[2], shape[2], 1};
+      if (s == 1) with_strides(&in[0], contiguous, 3); /* at an offset: no vectors */
+      fill(&in[0], -3, 3, 0);
+      snprintf(what, sizeof what, "swiglu of a fused gate_up into outputs (H, B, S) %s [%lld, %lld, %lld]", dn,
+               (long long)shape[0], (long long)shape[1], (long long)shape[2]);
+      g_out_order = kHbs;
+      run_case_tol(f, in, 1, what, 4.0, -1);
+      g_out_order = NULL;
+      free_inputs(in, 1);
+      kf_fusion_release(f);
+    }
+    /* sigmoid(x + bias) and its pre-activation, x column-major, the result
+       row-major and the pre-activation column-major (into outputs in two
+       orders): phase 1 writes the pre-activation along a (corpus seed
+       1177032527 c0086) */
+    static const int kRows[2] = {0, 1}, kCols[2] = {1, 0};
+    static const int* const kTwoOrders[2] = {kRows, kCols};
+    const int64_t bs[][2] = {{256, 192}, {77, 130}, {64, 9}};
+    for (int s = 0; s < 3; ++s) {
+      snprintf(text, sizeof text, kBiasSigmoid, dn, dn, dn, dn);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t shape[2] = {bs[s][0], bs[s][1]}, col_major[2] = {1, bs[s][0]};
+      tin in[2] = {input(dts[d], 2, shape), input(dts[d], 1, &shape[1])};
+      with_strides(&in[0], col_major, s == 1 ? 5 : 0);
+      fill(&in[0], -3, 3, 0);
+      fill(&in[1], -1, 1, 0);
+      snprintf(what, sizeof what, "bias sigmoid, outputs in two orders %s [%lld, %lld]", dn, (long long)shape[0],
+               (long long)shape[1]);
+      g_out_orders = kTwoOrders;
+      run_case(f, in, 2, what);
+      g_out_orders = NULL;
+      free_inputs(in, 2);
+      kf_fusion_release(f);
+    }
   }
   /* a cat whose first operand is computed from a slice at an offset of a
      column-major input: the tile is filled inside that operand's part only */

@@ -529,6 +529,70 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.inputs[0].value, up);
     assert_true(contains(g.plan.source, "[k][lx] = 0;"));
   }
+  {  // swiglu of a contiguous fused gate_up [B, S, 2H] into outputs stored
+     // (H, B, S) outermost first (corpus seed 1177032527 c0141): the halves
+     // are slices along the input's innermost dim, so the tiles hold them
+     // (a = H, the slices' dim; b = S), filled coalesced at their shifts
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F16, {2, 100, 192}));
+    int64_t gate = -1, up = -1;
+    const Generated g = generate([&](Builder& b) {
+      const int64_t gu = b.op(Op::CAST, {b.tensor_input(3, DType::F16)}, {static_cast<int64_t>(DType::F32)})[0];
+      gate = b.op(Op::SLICE, {gu}, {2, 0, 96, 1})[0];
+      up = b.op(Op::SLICE, {gu}, {2, 96, INT64_MAX, 1})[0];
+      const int64_t y = b.op(Op::MUL, {b.op(Op::SILU, {gate}, {})[0], up}, {})[0];
+      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::F16)})[0], {2, 0, 1}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.inputs.size(), 2);
+    assert_int_equal(t.dim_a, 2);
+    assert_int_equal(t.dim_b, 1);
+    for (const TiledInput& ti : t.inputs) assert_true(ti.value == gate || ti.value == up);
+  }
+  {  // sigmoid(x + bias) and its pre-activation into outputs in two orders
+     // (corpus seed 1177032527 c0086): x column-major, y row-major (b = 1),
+     // pre column-major like x: phase 1 writes pre along a (outputs_a),
+     // phase 2 writes y only, in vectors
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {256, 192}, {1, 256}));
+    in.push_back(kftest::tensor(DType::BF16, {192}));
+    int64_t y = -1, pre = -1;
+    const Generated g = generate([&](Builder& b) {
+      const auto f32 = static_cast<int64_t>(DType::F32), bf16 = static_cast<int64_t>(DType::BF16);
+      const int64_t x = b.op(Op::CAST, {b.tensor_input(2, DType::BF16)}, {f32})[0];
+      const int64_t bias = b.op(Op::CAST, {b.tensor_input(1, DType::BF16)}, {f32})[0];
+      const int64_t h = b.op(Op::ADD, {x, bias}, {})[0];
+      y = b.op(Op::CAST, {b.op(Op::SIGMOID, {h}, {})[0]}, {bf16})[0];
+      pre = b.op(Op::CAST, {h}, {bf16})[0];
+      b.output(y, {0, 1}, -1);
+      b.output(pre, {1, 0}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 0);
+    assert_int_equal(t.dim_b, 1);
+    assert_true(t.outputs == std::vector<int64_t>({y, pre}));
+    assert_true(t.outputs_a == std::vector<int64_t>({pre}));
+    assert_true(t.vectors.outputs == std::vector<int64_t>({y}));
+    assert_true(contains(describe(g.schedule), "outputs_a=[" + std::to_string(pre) + "]"));
+    // the phase-1 loop, threads along a: (a0 + lx, b0 + k)
+    assert_true(contains(g.plan.source, "const int i0 = a0 + lx, i1 = b0 + k;"));
+  }
+  {  // the same with both outputs row-major: phase 2 writes both
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {256, 192}, {1, 256}));
+    in.push_back(kftest::tensor(DType::BF16, {192}));
+    const Generated g = generate([&](Builder& b) {
+      const auto f32 = static_cast<int64_t>(DType::F32), bf16 = static_cast<int64_t>(DType::BF16);
+      const int64_t x = b.op(Op::CAST, {b.tensor_input(2, DType::BF16)}, {f32})[0];
+      const int64_t bias = b.op(Op::CAST, {b.tensor_input(1, DType::BF16)}, {f32})[0];
+      const int64_t h = b.op(Op::ADD, {x, bias}, {})[0];
+      b.output(b.op(Op::CAST, {b.op(Op::SIGMOID, {h}, {})[0]}, {bf16})[0], {0, 1}, -1);
+      b.output(b.op(Op::CAST, {h}, {bf16})[0], {0, 1}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_true(t.outputs_a.empty());
+    assert_int_equal(t.vectors.outputs.size(), 2);
+  }
   {  // a slice of a contiguous input is read as usual: no tiles
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {256, 512}));
