@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "test_util.h"
+#include "op_sweep.h"
 #include "gpu/dl_values.h"
 #include "gpu/gpu_util.h"
 
@@ -36,9 +37,8 @@ static int g_failures;
 
 /* ---- dtypes ------------------------------------------------------------ */
 
-static const kf_dtype kAll[] = {KF_FLOAT64, KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16,
-                                KF_INT64,   KF_INT32,   KF_BOOL};
-#define NUM_DTYPES 7
+#define kAll kSweepDtypes  /* (tests/op_sweep.h) */
+#define NUM_DTYPES NUM_SWEEP_DTYPES
 
 static int is_float_dtype(kf_dtype t) {
   return t == KF_FLOAT64 || t == KF_FLOAT32 || t == KF_FLOAT16 || t == KF_BFLOAT16 || t == KF_FLOAT8_E4M3FN ||
@@ -380,68 +380,54 @@ static range op_range(kf_op op, int arg, int is_int) {
 
 static const int64_t kSweepShape[2] = {3, 70};
 
-/* Builds op(args of dtype dt) with `arity` tensor inputs; NULL when the
- * op's type rule rejects the dtype. */
-static kf_fusion build_op(kf_op op, int arity, kf_dtype dt) {
-  kf_builder b;
-  KF_CHECK(kf_builder_create(&b));
-  int64_t in[3], out = -1;
-  for (int k = 0; k < arity; ++k) {
-    kf_dtype t = (op == KF_OP_WHERE && k == 0) ? KF_BOOL : dt;
-    KF_CHECK(kf_define_tensor(b, 2, t, &in[k]));
-  }
-  kf_status s = arity == 1   ? kf_unary(b, op, in[0], &out)
-                : arity == 2 ? kf_binary(b, op, in[0], in[1], &out)
-                             : kf_ternary(b, op, in[0], in[1], in[2], &out);
-  kf_fusion f = NULL;
-  if (s == KF_OK) {
-    KF_CHECK(kf_add_output(b, out, NULL, 0, -1));
-    KF_CHECK(kf_builder_finalize(b, &f));
-  }
-  kf_builder_destroy(b);
-  return f;
-}
-
-static void sweep(kf_op first, kf_op last, int arity) {
+/* Each op of `category` (the library's op table: tests/op_sweep.h) on
+ * every dtype its type rule accepts; an op that runs for no dtype fails. */
+static void sweep(kf_op_category category, int arity) {
+  kf_op ops[256];
+  const int nops = sweep_ops(category, arity, ops, 256);
   int ran = 0;
-  for (int op = (int)first; op <= (int)last; ++op) {
-    for (int k = 0; k < NUM_DTYPES; ++k) {
-      kf_dtype dt = kAll[k];
-      kf_fusion f = build_op((kf_op)op, arity, dt);
+  for (int i = 0; i < nops; ++i) {
+    const kf_op op = ops[i];
+    int dtypes = 0;
+    for (int k = 0; k < NUM_SWEEP_DTYPES; ++k) {
+      kf_dtype dt = kSweepDtypes[k];
+      kf_fusion f = sweep_fusion(op, arity, dt);
       if (f == NULL) continue;  // the type rule rejects this dtype
       tin in[3];
       for (int a = 0; a < arity; ++a) {
         kf_dtype t = (op == KF_OP_WHERE && a == 0) ? KF_BOOL : dt;
         in[a] = input(t, 2, kSweepShape);
-        range r = op_range((kf_op)op, a, !is_float_dtype(dt));
+        range r = op_range(op, a, !is_float_dtype(dt));
         fill(&in[a], r.lo, r.hi, r.nonzero);
       }
       char what[128];
-      snprintf(what, sizeof what, "%s on %s", kf_op_name((kf_op)op), kf_dtype_name(dt));
+      snprintf(what, sizeof what, "%s on %s", kf_op_name(op), kf_dtype_name(dt));
       run_case(f, in, (size_t)arity, what);
       free_inputs(in, (size_t)arity);
       kf_fusion_release(f);
-      ++ran;
+      ++dtypes;
     }
+    if (dtypes == 0) fail_msg("%s: runs for no dtype", kf_op_name(op));
+    ran += dtypes;
   }
-  printf("%d op/dtype cases\n", ran);
+  printf("%d ops, %d op/dtype cases\n", nops, ran);
 }
 
 static void test_unary_ops(void** state) {
   (void)state;
-  sweep(KF_OP_NEG, KF_OP_BITWISE_NOT, 1);
+  sweep(KF_OP_CATEGORY_UNARY, 1);
   end_test("unary ops");
 }
 
 static void test_binary_ops(void** state) {
   (void)state;
-  sweep(KF_OP_ADD, KF_OP_SHIFT_RIGHT, 2);
+  sweep(KF_OP_CATEGORY_BINARY, 2);
   end_test("binary ops");
 }
 
 static void test_ternary_ops(void** state) {
   (void)state;
-  sweep(KF_OP_WHERE, KF_OP_FMA, 3);
+  sweep(KF_OP_CATEGORY_TERNARY, 3);
   end_test("ternary ops");
 }
 
