@@ -209,14 +209,6 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
   }
 }
 
-// The outputs phase 2 writes: those not stored along a.
-std::vector<int64_t> outputs_b(const TiledParams& p) {
-  std::vector<int64_t> b;
-  for (int64_t o : p.outputs)
-    if (std::find(p.outputs_a.begin(), p.outputs_a.end(), o) == p.outputs_a.end()) b.push_back(o);
-  return b;
-}
-
 // Phase 1 for the outputs stored along a (TiledParams::outputs_a): thread
 // (k, lx) computes them at (a0 + lx, b0 + k) from the inputs directly,
 // the stores and the loads of inputs contiguous along a coalesced (the
@@ -241,7 +233,7 @@ void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, con
   w.open("if (" + tile_element(w, n, group_a_names(n), "k", group_b_names(n), "lx") + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q)
     w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
-  for (int64_t o : outputs_b(p)) w.store(o, idx, w.value_at(o, idx));
+  for (int64_t o : p.outputs_b()) w.store(o, idx, w.value_at(o, idx));
   w.tile_reads.clear();
   w.close();
   w.close();
@@ -281,7 +273,7 @@ void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledPa
   for (size_t u = 0; u < g.idx.size(); ++u) {
     w.open("if (" + g.ok[u] + ")");
     w.group = static_cast<int>(u);
-    vector_group(w, p.vectors, outputs_b(p), g.idx[u], [&](int lane) {
+    vector_group(w, p.vectors, p.outputs_b(), g.idx[u], [&](int lane) {
       for (size_t q = 0; q < p.inputs.size(); ++q)
         w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, w.lane_index),
                                            n.shared[q] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "]"};

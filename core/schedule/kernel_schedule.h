@@ -125,6 +125,13 @@ struct TiledParams {
   // result beside a transposed copy of an input): written in phase 1,
   // threads along a, from the inputs directly; phase 2 writes the others.
   std::vector<int64_t> outputs_a;
+  // The outputs phase 2 writes: those not in outputs_a.
+  std::vector<int64_t> outputs_b() const {
+    std::vector<int64_t> b;
+    for (int64_t o : outputs)
+      if (std::find(outputs_a.begin(), outputs_a.end(), o) == outputs_a.end()) b.push_back(o);
+    return b;
+  }
   VectorPlan vectors;  // phase 2, along dim_b (tiled inputs come from shared memory)
   bool operator==(const TiledParams&) const = default;
 };

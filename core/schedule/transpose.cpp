@@ -262,9 +262,9 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // orders: c0086's result and its pre-activation in the input's order):
   // phase 1 writes them along a, coalesced, where every input they read is
   // contiguous along a or constant along a (a bias along b: one address
-  // per warp) (phase 2 would
-  // write each across its memory; phase 1 would read an input contiguous
-  // along b across its memory instead). In-place outputs of tiled plans
+  // per warp). Phase 2 would write each across its memory; phase 1 would
+  // read an input contiguous along b across its memory instead, so such
+  // outputs stay in phase 2. In-place outputs of tiled plans
   // are written to temporaries (in_place.cpp), so phase 1 never changes
   // what phase 2 reads.
   const auto reads_along_a = [&](int64_t o) {
@@ -283,17 +283,12 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
     }
     return true;
   };
-  std::vector<int64_t> outs_b;
   for (int64_t o : outs) {
     const std::vector<int>& order = memory_order(c, o);
-    const bool along_a = order.size() == r && order.back() == static_cast<int>(p.dim_a) && reads_along_a(o);
-    (along_a ? p.outputs_a : outs_b).push_back(o);
+    if (order.size() == r && order.back() == static_cast<int>(p.dim_a) && reads_along_a(o)) p.outputs_a.push_back(o);
   }
-  if (outs_b.empty()) {  // (none along b: phase 2 writes them all, as before)
-    p.outputs_a.clear();
-    outs_b = outs;
-  }
-  p.vectors = plan_vectors(c, task, outs_b, dom, p.dim_b, &reads, tiled);
+  if (p.outputs_a.size() == outs.size()) p.outputs_a.clear();  // (none along b: phase 2 writes them all, as before)
+  p.vectors = plan_vectors(c, task, p.outputs_b(), dom, p.dim_b, &reads, tiled);
   return p;
 }
 
