@@ -15,6 +15,7 @@
 #include "core/text/text_printer.h"
 #include "core/runtime/executor.h"
 #include "core/runtime/outputs.h"
+#include "core/schedule/registry.h"
 #include "core/segment/matmul_pattern.h"
 #include "core/segment/segment_text.h"
 #include "core/util/scratch.h"
@@ -361,6 +362,27 @@ KF_API kf_status kf_segment_schedule(kf_segmentation s, size_t index, char** out
       kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index, ": no scheduler takes it: ", seg.unscheduled_why);
     }
     *out = copy_string(kf::describe(*seg.schedule));
+  });
+}
+
+KF_API kf_status kf_segment_schedulers(kf_segmentation s, size_t index, char** out) {
+  return guard([&] {
+    const char* fn = "kf_segment_schedulers";
+    auto* h = kf::capi::segmentation_of(s, fn);
+    require(out, fn, "out");
+    const kf::Segment& seg = segment_at(h, index, fn);
+    if (seg.scheduler == kf::SchedulerKind::Library)
+      kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index, " is a library call (matmul/linear): no scheduler is asked");
+    if (seg.task.exprs.empty()) kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index, " computes nothing (no-op)");
+    // Asked again with reasons (segmentation asked without): the registry
+    // answers the same for the same task and tuning.
+    const kf::ScheduleProposal p = kf::propose_schedule(*h->concrete, seg.task, kf::default_tuning(), true);
+    if (!p.schedule && p.declined.empty())
+      kf::fail(KF_ERR_UNSUPPORTED, fn, ": segment ", index, ": no scheduler is asked: ", p.why);
+    std::string text;
+    for (const kf::Declined& d : p.declined) text += std::string(d.family) + ": declined: " + d.why + "\n";
+    if (p.schedule) text += std::string(kf::family_of(*p.schedule)) + ": takes it\n";
+    *out = copy_string(text);
   });
 }
 

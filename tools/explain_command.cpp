@@ -4,7 +4,9 @@
 // linear + bias + gelu_tanh, run as one library call) and (with --cuda) the
 // CUDA C++ generated for each segment.
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <string_view>
 
 #include "commands.h"
 #include "fusion_file.h"
@@ -101,6 +103,20 @@ int explain_command(const Options& options) {
     OwnedString schedule;
     if (kf_segment_schedule(seg.s, k, &schedule.s) == KF_OK)
       std::printf("  schedule:   %s%s\n", info.num_children > 0 ? "(epilogue fallback) " : "", schedule.s);
+    // The schedulers that declined it first, each with its reason.
+    OwnedString asked;
+    if (kf_segment_schedulers(seg.s, k, &asked.s) == KF_OK)
+      for (const char* line = asked.s; *line != '\0';) {
+        const char* end = std::strchr(line, '\n');
+        const std::string_view text(line, end != nullptr ? static_cast<size_t>(end - line) : std::strlen(line));
+        constexpr std::string_view kDeclined = ": declined: ";
+        if (const size_t at = text.find(kDeclined); at != std::string_view::npos) {
+          const std::string_view why = text.substr(at + kDeclined.size());
+          std::printf("  declined:   %.*s: %.*s\n", static_cast<int>(at), text.data(), static_cast<int>(why.size()), why.data());
+        }
+        if (end == nullptr) break;
+        line = end + 1;
+      }
     OwnedString text;
     check(kf_segment_to_text(seg.s, k, &text.s), "kf_segment_to_text");
     std::printf("  text:\n");

@@ -30,6 +30,11 @@ struct Options {
   uint64_t seed = 0;
   std::string device = "auto";  // auto | cpu | cuda
   bool cuda = false;            // explain --cuda
+  // compile: every FILE, each --shapes (a shape class each), --arch, -o.
+  std::vector<std::string> files;
+  std::vector<std::string> shapes_list;
+  int arch = 0;  // 10 * major + minor
+  std::string output;
 };
 
 // A failed kfuse call (status and message) or a CLI-level problem

@@ -19,6 +19,13 @@ constexpr const char* kUsage = R"USAGE(usage:
                                 in [-2, 2), integers 0 to 3, bools 0 or 1)
   kfuse explain FILE [options]  print the definition, its concretization and
                                 its segments (--cuda: their CUDA C++ too)
+  kfuse compile FILE... --arch sm_XY -o OUT [options]
+                                write a kernel bundle: every kernel of each
+                                FILE at each --shapes (repeatable; default
+                                the file's '#! shapes:'), compiled for sm_XY
+                                with NVRTC (no GPU needed); an application
+                                loads it with kf_bundle_load and never
+                                compiles those kernels (docs/cuda-runtime.md)
   kfuse bench [options]         time the benchmark suite on the GPU (kfuse
                                 bench --help lists its options; exit status
                                 3 when there is no GPU)
@@ -79,8 +86,9 @@ int main(int argc, char** argv) {
   }
   if (options.command == "version" || options.command == "--version") return version();
   if (options.command == "bench") return kfcli::bench_command(argc - 2, argv + 2);
-  if (options.command != "run" && options.command != "explain")
+  if (options.command != "run" && options.command != "explain" && options.command != "compile")
     return usage_error("unknown command '" + options.command + "'");
+  const bool compile = options.command == "compile";
 
   kfcli::ArgReader args(argc, argv, 2);
   while (args.next()) {
@@ -88,7 +96,17 @@ int main(int argc, char** argv) {
     auto next = [&] { return args.value(); };
     const bool has_value = args.has_value();
     try {
-      if (arg == "--shapes") options.shapes = next();
+      if (arg == "--shapes" && compile) options.shapes_list.push_back(next());
+      else if (arg == "--shapes") options.shapes = next();
+      else if (arg == "--arch" && compile) {
+        std::string v = next();
+        if (v.rfind("sm_", 0) == 0) v = v.substr(3);
+        char* end = nullptr;
+        const long sm = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || sm < 80 || sm > 127)
+          return usage_error("--arch expects sm_XY from sm_80 to sm_127 (or XY), got '" + args.raw() + "'");
+        options.arch = static_cast<int>(sm);
+      } else if ((arg == "-o" || arg == "--output") && compile) options.output = next();
       else if (arg == "--scalars") options.scalars = next();
       else if (arg == "--seed") {
         const std::string v = next();
@@ -122,10 +140,11 @@ int main(int argc, char** argv) {
       } else if (arg == "--help" || arg == "-h") {
         std::fputs(kUsage, stdout);
         return 0;
-      } else if (arg.rfind("-", 0) == 0 || !options.file.empty()) {
+      } else if (arg.rfind("-", 0) == 0 || (!options.file.empty() && !compile)) {
         return usage_error("unexpected argument '" + args.raw() + "'");
       } else {
-        options.file = arg;
+        if (options.file.empty()) options.file = arg;
+        options.files.push_back(arg);
       }
     } catch (const std::string& message) {
       return usage_error(message);
@@ -133,9 +152,13 @@ int main(int argc, char** argv) {
   }
   if (options.file.empty()) return usage_error(options.command + ": missing FILE");
   if (options.cuda && options.command != "explain") return usage_error("--cuda is an explain option");
+  if (compile && options.arch == 0) return usage_error("compile: missing --arch sm_XY (the GPU's architecture)");
+  if (compile && options.output.empty()) return usage_error("compile: missing -o OUT (the bundle to write)");
 
   try {
-    return options.command == "run" ? kfcli::run_command(options) : kfcli::explain_command(options);
+    return options.command == "run"       ? kfcli::run_command(options)
+           : options.command == "compile" ? kfcli::compile_command(options)
+                                          : kfcli::explain_command(options);
   } catch (const kfcli::CliError& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "kfuse %s: %s: %s\n", options.command.c_str(), options.file.c_str(), e.what());

@@ -19,9 +19,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 RULE = "=" * 100
 
 
-def plans(lib, seed, count, cuda):
-    """plan.py's text for fusions 0..count-1 under `lib`, one string per fusion."""
+def plans(lib, seed, count, cuda, pythonpath=None):
+    """plan.py's text for fusions 0..count-1 under `lib`, one string per fusion
+    (with the kfuse package of `pythonpath` when given)."""
     env = dict(os.environ, KFUSE_LIBRARY=str(pathlib.Path(lib).resolve()))
+    if pythonpath:
+        env["PYTHONPATH"] = str(pathlib.Path(pythonpath).resolve())
     cmd = [sys.executable, str(HERE / "plan.py"), "--seed", str(seed)] + [str(n) for n in range(count)]
     if cuda:
         cmd.append("--cuda")
@@ -42,6 +45,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lib-a", required=True, help="the build before (libkfuse.so)")
     p.add_argument("--lib-b", required=True, help="the build after")
+    p.add_argument("--pythonpath-a", help="the kfuse Python package matching --lib-a, where the C API "
+                   "changed between the two (e.g. bindings/python of a git worktree at the old commit)")
     p.add_argument("--seed", type=int, nargs="+", required=True)
     p.add_argument("--count", type=int, default=200, help="fusions per seed (corpus_bench.py's --count)")
     p.add_argument("--schedules-only", action="store_true",
@@ -51,7 +56,7 @@ def main():
         p.error(f"--count: expected at least 1, got {args.count}")
     summary = []
     for seed in args.seed:
-        a = plans(args.lib_a, seed, args.count, not args.schedules_only)
+        a = plans(args.lib_a, seed, args.count, not args.schedules_only, args.pythonpath_a)
         b = plans(args.lib_b, seed, args.count, not args.schedules_only)
         changed = [n for n in range(args.count) if a[n] != b[n]]
         print(f"seed {seed}: {len(changed)} of {args.count} plans differ")

@@ -105,9 +105,16 @@ static void kfgo_string_free(uintptr_t s) { kf_string_free((char*)s); }
 %ignore kf_segment_child;
 %ignore kf_segment_to_text;
 %ignore kf_segment_schedule;
+%ignore kf_segment_schedulers;
 %ignore kf_fusion_value;
 %ignore kf_value_shape;
 %ignore kf_segment_cuda_source;
+%ignore kf_bundle_create;
+%ignore kf_bundle_destroy;
+%ignore kf_bundle_add;
+%ignore kf_bundle_count;
+%ignore kf_bundle_save;
+%ignore kf_bundle_load;
 %ignore kf_execute_segment;
 %ignore kf_allocator;
 

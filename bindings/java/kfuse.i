@@ -72,9 +72,16 @@ static void kfj_throw(JNIEnv* env, int code, const char* message) {
 %ignore kf_segment_child;
 %ignore kf_segment_to_text;
 %ignore kf_segment_schedule;
+%ignore kf_segment_schedulers;
 %ignore kf_fusion_value;
 %ignore kf_value_shape;
 %ignore kf_segment_cuda_source;
+%ignore kf_bundle_create;
+%ignore kf_bundle_destroy;
+%ignore kf_bundle_add;
+%ignore kf_bundle_count;
+%ignore kf_bundle_save;
+%ignore kf_bundle_load;
 %ignore kf_execute_segment;
 
 /* kf_status: void in Java; a failure throws. */

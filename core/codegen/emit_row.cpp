@@ -37,7 +37,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   const bool long_rows = which == RowKernel::LongRows || which == RowKernel::LongEdges || cluster;
   if (cluster && (p.has_outer() || p.vectors.width == 0))
     fail(KF_ERR_INTERNAL, "the cluster row kernel takes rows with a vector plan and no outer reductions");
-  if (short_rows && (!has_short_row_kernel(p) || w.paths != KernelWriter::Paths::Vector))
+  if (short_rows && (p.kernels.short_rows_block <= 0 || w.paths != KernelWriter::Paths::Vector))
     fail(KF_ERR_INTERNAL, "the short-row kernel is the register path alone, of rows without outer reductions");
   w.reduced = s.reduced;
   w.views = s.views;
@@ -106,7 +106,9 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     w.open("for (long long kf_rb = (long long)blockIdx.x * blockDim.y; kf_rb < " + rows +
            "; kf_rb += (long long)gridDim.x * blockDim.y)");
     w.line("const bool kf_live = kf_rb + threadIdx.y < " + rows + ";");
-    w.line("const long long row = kf_live ? kf_rb + threadIdx.y : " + rows + " - 1;");
+    // (Rows over every dim, one row in all, never read `row`.)
+    w.line(std::string(kept.empty() ? "[[maybe_unused]] " : "") + "const long long row = kf_live ? kf_rb + threadIdx.y : " +
+           rows + " - 1;");
     w.row_live = "kf_live";
     w.row_reduce = "kf_group_reduce";
   } else {
@@ -229,7 +231,7 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
     emit_row_kernel(w, task, p, which, checks);
     return;
   }
-  if (!has_edge_kernel(p)) fail(KF_ERR_INTERNAL, "a row plan without edge vectors has no Edges kernels");
+  if (!p.kernels.long_edges) fail(KF_ERR_INTERNAL, "a row plan without edge vectors has no Edges kernels");
   if (which == RowKernel::Edges && w.paths != KernelWriter::Paths::Vector)
     fail(KF_ERR_INTERNAL, "the Edges kernel is the register path alone");
   RowParams e = p;
@@ -237,19 +239,6 @@ void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel w
   std::erase_if(e.staged, [&](int64_t in) { return !e.vectors.inputs.contains(in); });
   emit_row_kernel(w, task, e, which, checks);
 }
-
-bool has_long_row_kernel(const RowParams& p) { return p.vectors.width > 0; }
-
-bool has_edge_kernel(const RowParams& p) { return p.edge_vectors.width > 0; }
-
-bool has_cluster_kernel(const RowParams& p) {
-  return p.cluster_max > 1 && p.vectors.width > 0 && !p.staged.empty() && !p.has_outer() && !p.stream_rows;
-}
-
-// (Streamed plans too: a log-sum-exp over rows of 128 half floats took a
-// 1024-thread block per row of 16 vectors, 0.09x torch.compile, seed
-// 1631654200 c0109, session 31.)
-bool has_short_row_kernel(const RowParams& p) { return p.vectors.width > 0 && !p.has_outer(); }
 
 namespace {
 // Bytes of one column's accumulators, over the outer reductions.
@@ -263,7 +252,7 @@ int outer_accumulator_bytes(const Fusion& f, const RowParams& p) {
 }  // namespace
 
 int row_partial_bytes(const Fusion& f, const RowParams& p) {
-  return has_edge_kernel(p) ? outer_accumulator_bytes(f, p) : 0;
+  return p.kernels.long_edges ? outer_accumulator_bytes(f, p) : 0;
 }
 
 int row_stage_bytes(const Fusion& f, const RowParams& p) {

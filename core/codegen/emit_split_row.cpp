@@ -18,19 +18,11 @@
 
 namespace kf {
 
-// Rows without a vector plan (an input at an odd offset or in another
-// memory order) split too, on the element loop alone: one block reading a
-// whole float32 tensor of 724 MB took 282 ms (docs/perf-log.md, session 28).
-bool has_split_row_kernels(const RowParams& p) { return !p.has_outer(); }
-
 ColumnParams split_row_finish(const RowParams& p) {
   ColumnParams c;
   c.rows = p.rows;
   c.vectors = p.vectors;
-  // A reduction over every dim (an amax or a loss over the whole tensor)
-  // has one row: one column per block, so that all the block's threads
-  // share the splits instead of 8 of 256 (13 us for 4096 splits).
-  if (std::all_of(p.rows.reduced.begin(), p.rows.reduced.end(), [](bool r) { return r; })) c.col_threads = 1;
+  c.col_threads = p.kernels.split_col_threads;
   return c;
 }
 

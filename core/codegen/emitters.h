@@ -16,12 +16,12 @@ void emit_tiled(KernelWriter& w, const TiledParams& p);                         
 // longer than the registers hold (staged in shared memory, or streamed in
 // 16-byte steps). Two kernels, so that the long-row paths' registers do
 // not lower the main kernel's occupancy or make it spill.
-// Edges and LongEdges (has_edge_kernel) are Main's register path (w.paths
+// Edges and LongEdges (RowKernels::edges, long_edges) are Main's register path (w.paths
 // Vector) and LongRows for rows of any length and start
 // (RowParams::edge_vectors): launched for calls whose rows fail the vector
 // checks (an odd length), where the others would run one element at a time.
 // In inner-outer plans Edges keeps its column partials in shared memory.
-// Cluster (has_cluster_kernel) is LongRows with each row shared by the
+// Cluster (RowKernels::cluster) is LongRows with each row shared by the
 // blocks of a thread-block cluster (sm_90): each stages and reduces its
 // part, the blocks' values combine over the cluster, so a row too long for
 // one block's shared memory is still read once (docs/perf-log.md, session 22).
@@ -30,13 +30,9 @@ enum class RowKernel { Main, LongRows, Edges, LongEdges, Cluster, ShortRows };
 // the streaming one or both; `checks` (when not null) receives the register
 // path's conditions for the host. ShortRows: the register path alone
 // (w.paths Vector) with several rows per block, blockDim.x threads per row
-// and blockDim.y rows (has_short_row_kernel).
+// and blockDim.y rows (RowKernels::short_rows_block).
 void emit_row(KernelWriter& w, const Task& task, const RowParams& p, RowKernel which,
               std::vector<ArgCheck>* checks = nullptr);
-bool has_long_row_kernel(const RowParams& p);
-bool has_edge_kernel(const RowParams& p);
-bool has_cluster_kernel(const RowParams& p);
-bool has_short_row_kernel(const RowParams& p);
 // Bytes of dynamic shared memory per row element of the staged path (0:
 // the kernel has none): LaunchRule::row_stage_bytes.
 int row_stage_bytes(const Fusion& f, const RowParams& p);
@@ -64,7 +60,6 @@ bool column_epilogue(const ColumnParams& p);
 // splits) then emit_column_finish; the epilogue is the partials kernel
 // with phase = the number of phases. LaunchDims::split_rows says when.
 void emit_split_row(KernelWriter& w, const RowParams& p, size_t phase);
-bool has_split_row_kernels(const RowParams& p);
 // The column finish for the rows of `p` (the same kernels serve both).
 ColumnParams split_row_finish(const RowParams& p);
 

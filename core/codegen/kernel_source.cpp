@@ -52,14 +52,6 @@ KernelText kernel_text(int block, bool one_block_per_sm, const std::string& body
 // alignment of the next row (LaunchRule::row_stage_pad).
 constexpr int kStageRowAlign = 16;
 
-// The most row elements a thread of a wide kernel holds (KernelPlan::wide_name).
-constexpr int kWideRowItems = 32;
-
-// Threads per block of the short-row kernel (KernelPlan::short_rows_name),
-// at most kShortRowMinBlocks blocks of them per multiprocessor's registers:
-// 64 registers per thread, the main kernel's budget for the same path.
-constexpr int kShortRowBlock = 256, kShortRowMinBlocks = 4;
-
 // A kernel's scalar twin (KernelPlan::scalar_twins): its suffix + this.
 constexpr std::string_view kScalarSuffix = "_scalar";
 
@@ -116,7 +108,7 @@ void assemble(KernelPlan& plan, const std::string& args, const std::vector<Kerne
 // the partials and the column finish, then the epilogue of a
 // normalization.
 KernelPlan split_row_plan(const ConcreteFusion& c, const Task& task, const RowParams& row, SchedulerKind scheduler) {
-  constexpr int kSplitBlock = 256;
+  const int block = row.kernels.split_block;
   KernelWriter w(c, task);
   KernelPlan plan;
   plan.scheduler = scheduler;
@@ -124,7 +116,7 @@ KernelPlan split_row_plan(const ConcreteFusion& c, const Task& task, const RowPa
   launch.kind = LaunchRule::Kind::SplitRows;
   launch.domain_value = row.rows.domain;
   launch.reduced_dims = row.rows.reduced;
-  launch.block = kSplitBlock;
+  launch.block = block;
   launch.items_per_thread = row.vectors.width;
   const ColumnParams finish = split_row_finish(row);
   launch.finish_block = finish.finish_block;
@@ -137,7 +129,7 @@ KernelPlan split_row_plan(const ConcreteFusion& c, const Task& task, const RowPa
   std::vector<std::string> suffixes;
   for (size_t ph = 0; ph < phases; ++ph) {
     emit_split_row(w, row, ph);
-    kernels.push_back(kernel_text(kSplitBlock, false, w.take_kernel()));
+    kernels.push_back(kernel_text(block, false, w.take_kernel()));
     emit_column_finish(w, finish, ph);
     kernels.push_back(kernel_text(finish.finish_block, false, w.take_kernel()));
     suffixes.push_back(ph == 0 ? "" : "_p" + std::to_string(ph));
@@ -145,7 +137,7 @@ KernelPlan split_row_plan(const ConcreteFusion& c, const Task& task, const RowPa
   }
   if (row.rows.normalizes) {
     emit_split_row(w, row, phases);
-    kernels.push_back(kernel_text(kSplitBlock, false, w.take_kernel()));
+    kernels.push_back(kernel_text(block, false, w.take_kernel()));
     suffixes.push_back("_epilogue");
   }
   plan.args = w.args();
@@ -370,13 +362,10 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
       return plan;
     }
   } else {
+    // The main kernel, then those of RowKernels (the schedule's choice).
     const RowParams& row = std::get<RowParams>(schedule);
-    // With a long-row kernel (which takes the rows the registers cannot
-    // hold), the main kernel's register path and its streaming fallback are
-    // twins, as a column kernel's are. Not for inner-outer kernels: alone,
-    // their register path ran 2.5% slower (layernorm backward, docs/perf-log.md
-    // session 14), and they compile in under 200 ms with both.
-    const bool twins = has_long_row_kernel(row) && !row.has_outer();
+    const RowKernels& planned = row.kernels;
+    const bool twins = planned.scalar_twin;
     if (twins) w.paths = KernelWriter::Paths::Vector;
     emit_row(w, task, row, RowKernel::Main, &plan.vector_checks);
     w.paths = KernelWriter::Paths::Both;
@@ -390,7 +379,6 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     // bytes more per staged input, each at least a byte per element.
     launch.row_stage_pad = kStageRowAlign;
     launch.stream_rows = row.stream_rows;
-    const bool long_rows = has_long_row_kernel(row);
     const std::string main = w.take_kernel();
     std::vector<KernelText> kernels = {kernel_text(launch.block, launch.row_items > 0, main)};
     std::vector<std::string> suffixes = {""};
@@ -401,25 +389,14 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
       kernels.push_back(kernel_text(launch.block, launch.row_items > 0, w.take_kernel()));
       suffixes.push_back(std::string(kScalarSuffix));
     }
-    // The register path under a 48-register budget: a block of 17-21
-    // warps then fits twice on a multiprocessor, not once (docs/perf-log.md,
-    // session 15: softmax 32768x16392 bf16 1.18 -> 0.82 ms). Not for
-    // inner-outer kernels, whose grid assumes the main kernel's budget.
-    if (launch.row_items > 0 && !row.stream_rows && !row.has_outer()) {
-      constexpr int kTightRegisters = 48;
-      kernels.push_back(kernel_text(launch.block, true, main, kTightRegisters));
+    if (planned.tight_registers > 0) {  // the register path under a register budget
+      kernels.push_back(kernel_text(launch.block, true, main, planned.tight_registers));
       suffixes.push_back("_tight");
-      launch.tight_registers = kTightRegisters;
+      launch.tight_registers = planned.tight_registers;
     }
-    // The register path at twice the vectors per thread, for rows the main
-    // kernel cannot hold that the long-row kernel would stream rather than
-    // stage (float32 rows of 32768: 2.17 -> 1.43 ms for softmax; where the
-    // row is staged it won or lost by the case: docs/perf-log.md, session 15).
-    // At most 32 elements per thread: a row value held as floats (softmax's
-    // exp) at 64 spilled (bf16 softmax 1.2x slower).
-    if (twins && launch.row_stage_bytes > 0 && !row.stream_rows && 2 * launch.row_items <= kWideRowItems) {
+    if (planned.wide_vectors_per_thread > 0) {  // the register path with more vectors per thread
       RowParams wide = row;
-      wide.vectors_per_thread *= 2;
+      wide.vectors_per_thread = planned.wide_vectors_per_thread;
       w.paths = KernelWriter::Paths::Vector;
       emit_row(w, task, wide, RowKernel::Main);
       w.paths = KernelWriter::Paths::Both;
@@ -427,14 +404,14 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
       suffixes.push_back("_wide");
       launch.wide_row_items = wide.vectors.width * wide.vectors_per_thread;
     }
-    if (long_rows) {  // rows longer than the main kernel's registers hold
+    if (planned.long_rows) {  // rows longer than the main kernel's registers hold
       emit_row(w, task, row, RowKernel::LongRows);
       kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
       suffixes.push_back("_long");
     }
     // Rows shared by the blocks of a cluster (sm_90): compiled only for
     // the calls that take it (cluster_blocks).
-    if (has_cluster_kernel(row)) {
+    if (planned.cluster) {
       emit_row(w, task, row, RowKernel::Cluster);
       kernels.push_back(kernel_text(launch.block, false, w.take_kernel()));
       suffixes.push_back("_cluster");
@@ -444,8 +421,8 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     }
     // Rows of any length and start (an odd width), which fail the vector
     // checks of the kernels above: held in registers, or as long rows.
-    if (long_rows && has_edge_kernel(row)) {
-      if (!row.stream_rows) {
+    if (planned.long_edges) {
+      if (planned.edges) {
         w.paths = KernelWriter::Paths::Vector;
         emit_row(w, task, row, RowKernel::Edges, &plan.edge_checks);
         w.paths = KernelWriter::Paths::Both;
@@ -462,7 +439,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     }
     // The register path with several rows per block, for rows that leave
     // the main kernel a block of one warp, most of it idle (takes_short_rows).
-    if (twins && has_short_row_kernel(row)) {
+    if (planned.short_rows_block > 0) {
       std::vector<ArgCheck> checks;
       w.paths = KernelWriter::Paths::Vector;
       emit_row(w, task, row, RowKernel::ShortRows, &checks);
@@ -470,11 +447,11 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
       for (const ArgCheck& c : checks)
         if (std::find(plan.vector_checks.begin(), plan.vector_checks.end(), c) == plan.vector_checks.end())
           fail(KF_ERR_INTERNAL, "the short-row kernel checks a vector the main kernel does not");
-      kernels.push_back(kernel_text(kShortRowBlock, false, w.take_kernel(), 0, kShortRowMinBlocks));
+      kernels.push_back(kernel_text(planned.short_rows_block, false, w.take_kernel(), 0, planned.short_rows_min_blocks));
       suffixes.push_back("_rows");
-      launch.short_row_block = kShortRowBlock;
+      launch.short_row_block = planned.short_rows_block;
     }
-    if (has_split_row_kernels(row)) plan.split_rows.push_back(split_row_plan(c, task, row, plan.scheduler));
+    if (planned.split_block > 0) plan.split_rows.push_back(split_row_plan(c, task, row, plan.scheduler));
     if (row.has_outer()) {  // inner-outer: the partials' finishing kernel
       launch.outer_accumulators = static_cast<int>(row.outer.phases[0].size());
       launch.threads_per_sm = row.outer_threads_per_sm;

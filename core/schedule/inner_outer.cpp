@@ -84,6 +84,7 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
   p.cluster_stageable = false;
   p.stage_outer = !p.staged.empty();
   p.outer_threads_per_sm = tuning.inner_outer_threads_per_sm;
+  p.kernels = plan_row_kernels(p, tuning);  // (again: the outer reductions change them)
   return p;
 }
 

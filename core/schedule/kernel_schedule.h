@@ -185,6 +185,38 @@ struct RowDomain {
 // row of partials (args.scratch); a second kernel combines the blocks'
 // partials per column in order (deterministic) and writes the outer
 // results. No full-size intermediate goes through memory.
+// The kernels a row plan is compiled into besides its main kernel, each
+// taken per call by a rule of core/runtime/cuda/launch.h. Decided with the
+// plan (plan_row_kernels, row_kernels.cpp) so that codegen emits exactly
+// these; the suffixes name them in KernelPlan (kernel_source.cpp).
+struct RowKernels {
+  // The main kernel's register path alone, its streaming path a scalar
+  // twin ("_scalar") compiled only for calls that fail the vector checks.
+  bool scalar_twin = false;
+  // Rows longer than the registers hold, staged or streamed ("_long").
+  bool long_rows = false;
+  // > 0: the register path again under this many registers per thread
+  // ("_tight"; takes_tight_registers).
+  int tight_registers = 0;
+  // > 0: the register path at this many vectors per thread ("_wide";
+  // takes_wide_rows).
+  int wide_vectors_per_thread = 0;
+  // Rows shared by the blocks of a cluster ("_cluster"; cluster_blocks).
+  bool cluster = false;
+  // Rows of any start (edge_vectors): held in registers ("_edges") and
+  // long ("_long_edges").
+  bool edges = false, long_edges = false;
+  // > 0: several short rows per block of this many threads, compiled for
+  // short_rows_min_blocks blocks per multiprocessor ("_rows";
+  // takes_short_rows).
+  int short_rows_block = 0, short_rows_min_blocks = 0;
+  // > 0: the split-row kernels (KernelPlan::split_rows; prefer_split_rows)
+  // in blocks of this many threads, their finish split_col_threads rows
+  // per block (ColumnParams::col_threads).
+  int split_block = 0, split_col_threads = 0;
+  bool operator==(const RowKernels&) const = default;
+};
+
 struct RowParams {
   RowDomain rows;
   VectorPlan vectors;  // along the innermost dim in memory (rows.order.back())
@@ -236,6 +268,8 @@ struct RowParams {
   // 1024-thread blocks; parts of half the size keep twice the threads
   // resident). Tuning::row_cluster_stageable.
   bool cluster_stageable = false;
+  // The kernels besides the main one (set last: plan_row_kernels).
+  RowKernels kernels;
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };

@@ -1,3 +1,6 @@
+// The registry: the schedulers in priority order, each with the kind of
+// task it is for; the first that takes a task schedules it. Each one's
+// reason for declining is kept when asked (kfuse explain prints them).
 #include "core/schedule/registry.h"
 
 #include "core/schedule/row_domain.h"
@@ -5,7 +8,79 @@
 
 namespace kf {
 
-ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
+namespace {
+
+// What the registry knows of a task before it asks a scheduler.
+struct TaskKind {
+  bool scan = false, scatter = false;  // the first scan or scatter op (at most one is set)
+  bool reduces = false;
+  std::optional<RowDomain> rows;  // tasks with reductions: their one row domain
+  std::string rows_why;           // (or why there is none)
+  bool plain() const { return !scan && !scatter; }
+};
+
+using Proposal = std::optional<KernelSchedule>;
+
+struct Entry {
+  std::string_view family;  // as family_of names its schedules
+  bool (*for_task)(const TaskKind&);
+  // why: the reason it declines (nullptr: not asked for).
+  Proposal (*propose)(const ConcreteFusion&, const Task&, const Tuning&, const TaskKind&, std::string* why);
+};
+
+template <class T>
+Proposal as_proposal(std::optional<T> t) {
+  if (!t) return std::nullopt;
+  return KernelSchedule(std::move(*t));
+}
+
+// The column and row schedulers' answer to reductions of no one domain.
+Proposal no_rows(const TaskKind& k, std::string* why) {
+  if (why != nullptr) *why = k.rows_why;
+  return std::nullopt;
+}
+
+constexpr Entry kSchedulers[] = {
+    {"scan", [](const TaskKind& k) { return k.scan; },
+     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind&, std::string* why) {
+       return as_proposal(schedule_scan(c, t, tu, why));
+     }},
+    {"scatter", [](const TaskKind& k) { return k.scatter; },
+     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind&, std::string* why) {
+       return as_proposal(schedule_scatter(c, t, tu, why));
+     }},
+    // Without reductions: tiles where an input is contiguous along another
+    // dim than the outputs' fast one, else plain loops (which take any).
+    {"tiled", [](const TaskKind& k) { return k.plain() && !k.reduces; },
+     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind&, std::string* why) {
+       return as_proposal(schedule_tiled(c, t, tu, why));
+     }},
+    {"pointwise", [](const TaskKind& k) { return k.plain() && !k.reduces; },
+     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind&, std::string*) -> Proposal {
+       return schedule_pointwise(c, t, tu);
+     }},
+    // Reductions of one domain: columns where the innermost dim is kept,
+    // else rows (which take any such task).
+    {"column", [](const TaskKind& k) { return k.plain() && k.reduces; },
+     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind& k, std::string* why) {
+       if (!k.rows) return no_rows(k, why);
+       return as_proposal(schedule_column(c, t, *k.rows, tu, why));
+     }},
+    {"row", [](const TaskKind& k) { return k.plain() && k.reduces; },
+     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind& k, std::string* why) -> Proposal {
+       if (!k.rows) return no_rows(k, why);
+       return schedule_row(c, t, *k.rows, tu);
+     }},
+    // Row and column reductions of one domain (norm backward).
+    {"inner_outer", [](const TaskKind& k) { return k.plain() && k.reduces && !k.rows; },
+     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind&, std::string* why) {
+       return as_proposal(schedule_inner_outer(c, t, tu, why));
+     }},
+};
+
+}  // namespace
+
+ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, const Tuning& tuning, bool reasons) {
   const Fusion& f = *c.fusion;
   ScheduleProposal p;
   if (task.exprs.empty()) {
@@ -16,7 +91,7 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
     p.why = "the task has no outputs";
     return p;
   }
-  bool reduces = false;
+  TaskKind kind;
   for (int64_t ei : task.exprs) {
     const OpCategory cat = op_info(f.exprs[static_cast<size_t>(ei)].op).category;
     if (cat == OpCategory::Library) {
@@ -27,32 +102,30 @@ ScheduleProposal propose_schedule(const ConcreteFusion& c, const Task& task, con
       p.why = "communication runs through the call's communicator";
       return p;
     }
-    if (cat == OpCategory::Scan) {
-      if (std::optional<ScanParams> s = schedule_scan(c, task, tuning, &p.why)) p.schedule = *s;
-      return p;
+    if (cat == OpCategory::Scan || cat == OpCategory::Scatter) {
+      (cat == OpCategory::Scan ? kind.scan : kind.scatter) = true;
+      break;
     }
-    if (cat == OpCategory::Scatter) {
-      if (std::optional<ScatterParams> s = schedule_scatter(c, task, tuning, &p.why)) p.schedule = *s;
-      return p;
-    }
-    reduces = reduces || cat == OpCategory::Reduction;
+    kind.reduces = kind.reduces || cat == OpCategory::Reduction;
   }
-  if (!reduces) {
-    if (std::optional<TiledParams> t = schedule_tiled(c, task, tuning, nullptr)) p.schedule = std::move(*t);
-    else p.schedule = schedule_pointwise(c, task, tuning);
-    return p;
-  }
-  const std::optional<RowDomain> rows = find_row_domain(c, task, &p.why);
-  if (!rows) {
-    std::string why_not;
-    if (std::optional<RowParams> io = schedule_inner_outer(c, task, tuning, &why_not)) {
-      p.schedule = std::move(*io);
+  if (kind.plain() && kind.reduces) kind.rows = find_row_domain(c, task, &kind.rows_why);
+  for (const Entry& e : kSchedulers) {
+    if (!e.for_task(kind)) continue;
+    std::string why;
+    // (Reasons cost strings: built only when asked for, or when they are
+    // the proposal's answer: scans and scatters have one scheduler each.)
+    const bool ask = reasons || !kind.plain();
+    if (Proposal s = e.propose(c, task, tuning, kind, ask ? &why : nullptr)) {
+      p.schedule = std::move(s);
       p.why.clear();
+      return p;
     }
-    return p;
+    p.why = why;
+    if (reasons) p.declined.push_back({e.family, std::move(why)});
   }
-  if (std::optional<ColumnParams> col = schedule_column(c, task, *rows, tuning, nullptr)) p.schedule = std::move(*col);
-  else p.schedule = schedule_row(c, task, *rows, tuning);
+  // Reductions no scheduler takes: why they have no row domain (the
+  // inner-outer scheduler's own reason is among the declined).
+  if (kind.reduces && !kind.rows) p.why = kind.rows_why;
   return p;
 }
 

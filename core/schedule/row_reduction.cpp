@@ -88,9 +88,8 @@ VectorPlan edge_vectors(const RowDomain& rows, const VectorPlan& vectors) {
   return e;
 }
 
-}  // namespace
-
-RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
+// Every field of the plan but its kernels.
+RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
   RowParams p;
   p.rows = rows;
   p.vectors_per_thread = tuning.row_vectors;
@@ -138,6 +137,14 @@ RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomai
   for (int n = 2; n <= std::min(tuning.row_cluster_max, 8) && !p.staged.empty(); n *= 2) p.cluster_max = n;
   p.cluster_block = std::clamp(tuning.row_cluster_block / 32 * 32, 32, p.block);
   p.cluster_stageable = p.cluster_max > 1 && !p.online.empty() && output_pass && tuning.row_cluster_stageable != 0;
+  return p;
+}
+
+}  // namespace
+
+RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
+  RowParams p = row_plan(c, task, rows, tuning);
+  p.kernels = plan_row_kernels(p, tuning);
   return p;
 }
 

@@ -46,5 +46,8 @@ std::optional<ScanParams> schedule_scan(const ConcreteFusion& c, const Task& tas
                                         std::string* why);
 // row_reduction.cpp: any rows (one block per row).
 RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning);
+// row_kernels.cpp: the kernels a finished row plan is compiled into
+// besides its main one (RowParams::kernels; every other field set).
+RowKernels plan_row_kernels(const RowParams& p, const Tuning& tuning);
 
 }  // namespace kf

@@ -50,6 +50,11 @@ const Tuning& default_tuning() {
     d.row_cluster_max = tuning_value("KFUSE_TUNE_ROW_CLUSTER_MAX", d.row_cluster_max, 0, 8);
     d.row_cluster_block = tuning_value("KFUSE_TUNE_ROW_CLUSTER_BLOCK", d.row_cluster_block, 32, 1024);
     d.row_cluster_stageable = tuning_value("KFUSE_TUNE_ROW_CLUSTER_STAGEABLE", d.row_cluster_stageable, 0, 1);
+    d.row_tight_registers = tuning_value("KFUSE_TUNE_ROW_TIGHT_REGISTERS", d.row_tight_registers, 0, 255);
+    d.row_wide_items = tuning_value("KFUSE_TUNE_ROW_WIDE_ITEMS", d.row_wide_items, 0, 64);
+    d.row_short_block = tuning_value("KFUSE_TUNE_ROW_SHORT_BLOCK", d.row_short_block, 32, 1024);
+    d.row_short_min_blocks = tuning_value("KFUSE_TUNE_ROW_SHORT_MIN_BLOCKS", d.row_short_min_blocks, 1, 32);
+    d.split_row_block = tuning_value("KFUSE_TUNE_SPLIT_ROW_BLOCK", d.split_row_block, 32, 1024);
     d.column_epilogue_blocks = tuning_value("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks, 1, 32);
     d.column_scalar_rows = tuning_value("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows, 1, 16);
     d.column_any_rows = tuning_value("KFUSE_TUNE_COLUMN_ANY_ROWS", d.column_any_rows, 0, 16);

@@ -88,6 +88,22 @@ struct Tuning {
   // 16392 float32 0.127 -> 0.113 ms; layer and RMS norm rows lose 3-9%
   // that way, so they keep the one-block kernel.
   int row_cluster_stageable = 1;
+  // The kernels a row plan gets besides its main one (RowKernels):
+  // the tight kernel's register budget (0: none), where a block of 17-21
+  // warps fits twice on a multiprocessor, not once (docs/perf-log.md,
+  // session 15: softmax 32768 x 16392 bf16 1.18 -> 0.82 ms);
+  int row_tight_registers = 48;
+  // the wide kernel's most row elements per thread (0: none): at 64 a row
+  // value held as floats (softmax's exp) spilled, bf16 softmax 1.2x slower
+  // (session 15);
+  int row_wide_items = 32;
+  // the short-row kernel's threads per block, and the blocks per
+  // multiprocessor it is compiled for (4 x 256 threads at 64 registers:
+  // the main kernel's register budget for the same path; session 31);
+  int row_short_block = 256;
+  int row_short_min_blocks = 4;
+  // the split-row kernels' threads per block (session 13).
+  int split_row_block = 256;
   // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on
   // an H100 (docs/perf-log.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.
@@ -160,6 +176,11 @@ struct Tuning {
 //   KFUSE_TUNE_ROW_CLUSTER_MAX          0..8
 //   KFUSE_TUNE_ROW_CLUSTER_BLOCK        32..1024 (threads)
 //   KFUSE_TUNE_ROW_CLUSTER_STAGEABLE    0..1
+//   KFUSE_TUNE_ROW_TIGHT_REGISTERS      0..255 (registers per thread)
+//   KFUSE_TUNE_ROW_WIDE_ITEMS           0..64 (elements per thread)
+//   KFUSE_TUNE_ROW_SHORT_BLOCK          32..1024 (threads)
+//   KFUSE_TUNE_ROW_SHORT_MIN_BLOCKS     1..32 (blocks per SM)
+//   KFUSE_TUNE_SPLIT_ROW_BLOCK          32..1024 (threads)
 //   KFUSE_TUNE_TILED_BLOCK              256..512 (threads: 512, else 256)
 //   KFUSE_TUNE_TILED_ORDER              1..3
 //   KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS   1..32 (blocks per SM)

@@ -214,6 +214,8 @@ static void test_null_runtime_calls(void** state) {
   EXPECT_FAIL(kf_segment_cuda_source(s, 0, NULL), KF_ERR_INVALID_ARGUMENT, "kf_segment_cuda_source: argument 'out'");
   EXPECT_FAIL(kf_segment_schedule(NULL, 0, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedule: argument 'segmentation'");
   EXPECT_FAIL(kf_segment_schedule(s, 0, NULL), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedule: argument 'out'");
+  EXPECT_FAIL(kf_segment_schedulers(NULL, 0, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedulers: argument 'segmentation'");
+  EXPECT_FAIL(kf_segment_schedulers(s, 0, NULL), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedulers: argument 'out'");
 
   float y[6];
   int64_t shape_y[2] = {2, 3};
@@ -395,6 +397,12 @@ static void test_wrong_counts(void** state) {
   EXPECT_FAIL(kf_segment_schedule(s, 4, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedule: index 4 is out of range (1 segments)");
   KF_CHECK(kf_segment_schedule(s, 0, &text));
   assert_non_null(strstr(text, "pointwise block=256"));
+  kf_string_free(text);
+  /* The registry asked the tiled scheduler first; it declined, saying why. */
+  EXPECT_FAIL(kf_segment_schedulers(s, 4, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedulers: index 4 is out of range (1 segments)");
+  KF_CHECK(kf_segment_schedulers(s, 0, &text));
+  assert_string_equal(text, "tiled: declined: no input is contiguous along a dim other than the outputs' fast dim\n"
+                            "pointwise: takes it\n");
   kf_string_free(text);
   float y[6];
   int64_t shape_y[2] = {2, 3};

@@ -352,6 +352,32 @@ static void check_fusion(kf_fusion f, host_in* in, size_t nin, size_t expected_c
       assert_int_equal(ss, KF_OK);
       assert_true(strncmp(schedule, "pointwise", 9) == 0 || strncmp(schedule, "tiled", 5) == 0 ||
                   strncmp(schedule, "row", 3) == 0 || strncmp(schedule, "column", 6) == 0);
+      /* The schedulers asked: each earlier one declined with a reason, and
+       * the last line names the family of this schedule (a row schedule
+       * with outer reductions is inner_outer's). */
+      char* asked = NULL;
+      const kf_status sa = kf_segment_schedulers(s, si, &asked);
+      if (info.num_children > 0) {
+        assert_int_equal(sa, KF_ERR_UNSUPPORTED);
+      } else {
+        assert_int_equal(sa, KF_OK);
+        const char* last = asked;
+        for (const char* line = asked; *line != '\0';) {
+          const char* end = strchr(line, '\n');
+          assert_non_null(end);
+          last = line;
+          if (end[1] != '\0') {
+            const char* d = strstr(line, ": declined: ");
+            assert_true(d != NULL && d < end && d + strlen(": declined: ") < end);
+          }
+          line = end + 1;
+        }
+        const char* family = strstr(schedule, " outer={") != NULL ? "inner_outer" : schedule;
+        const size_t len = strstr(schedule, " outer={") != NULL ? strlen("inner_outer") : strcspn(schedule, " ");
+        assert_true(strncmp(last, family, len) == 0);
+        assert_string_equal(last + len, ": takes it\n");
+        kf_string_free(asked);
+      }
       kf_string_free(schedule);
     }
     const DLTensor* sin[16];

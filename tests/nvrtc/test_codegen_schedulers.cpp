@@ -44,12 +44,12 @@ struct Generated {
   KernelPlan plan;
 };
 
-Generated generate(const std::function<void(Builder&)>& define, const Inputs& inputs) {
+Generated generate(const std::function<void(Builder&)>& define, const Inputs& inputs, const Tuning& tuning = Tuning{}) {
   Builder b;
   define(b);
   auto f = b.finalize();
   auto c = kftest::concretize(f, inputs);
-  Generated g{c, kftest::schedule(c), {}};
+  Generated g{c, kftest::schedule(c, tuning), {}};
   g.plan = emit_kernel(*c, root_task(*f), g.schedule);
   batch().add(g.plan);
   return g;
@@ -704,6 +704,98 @@ void test_short_rows(void** /*state*/) {
     assert_true(cuda::takes_short_rows(g.plan.launch, std::vector<int64_t>{4096, 128}));
     assert_false(cuda::takes_short_rows(g.plan.launch, std::vector<int64_t>{64, 8192}));
     assert_true(cuda::takes_long_rows(g.plan.launch, std::vector<int64_t>{64, 8192}));
+  }
+}
+
+// A row plan's kernels are the schedule's (RowParams::kernels, from
+// Tuning): codegen emits exactly those, with the planned budgets and
+// blocks, and no other.
+void test_row_kernels_follow_the_plan(void** /*state*/) {
+  auto softmax = [&](Builder& b) {  // float32 rows: staged, 16 elements per thread
+    const int64_t x = b.tensor_input(2, DType::F32);
+    const int64_t m = b.op(Op::MAX, {x}, {1, 1})[0];
+    const int64_t e = b.op(Op::EXP, {b.op(Op::SUB, {x, m}, {})[0]}, {})[0];
+    b.output(b.op(Op::DIV, {e, b.op(Op::SUM, {e}, {1, 1})[0]}, {})[0], {}, -1);
+  };
+  const auto kernel_head = [](const KernelPlan& plan, const std::string& name) {
+    const std::string& unit = plan.units[plan.unit_of(name)].source;
+    const size_t at = unit.find("__global__");
+    return unit.substr(at, unit.find('(', unit.find(name, at)) - at);
+  };
+  Inputs in;
+  in.push_back(kftest::tensor(DType::F32, {4096, 1000}));
+  {  // the defaults
+    const Generated g = generate(softmax, in);
+    const RowParams& row = std::get<RowParams>(g.schedule);
+    const RowKernels& k = row.kernels;
+    assert_true(k.scalar_twin && k.long_rows && k.edges && k.long_edges && k.cluster);
+    assert_int_equal(k.tight_registers, Tuning{}.row_tight_registers);
+    assert_int_equal(k.wide_vectors_per_thread, 2 * row.vectors_per_thread);
+    assert_int_equal(k.short_rows_block, 256);
+    assert_int_equal(k.short_rows_min_blocks, 4);
+    assert_int_equal(k.split_block, 256);
+    assert_int_equal(k.split_col_threads, ColumnParams{}.col_threads);
+    assert_true(contains(kernel_head(g.plan, g.plan.tight_name), "KF_MAXNREG(" + std::to_string(row.block) + ", 48)"));
+    assert_int_equal(g.plan.launch.tight_registers, 48);
+    assert_int_equal(g.plan.launch.wide_row_items, row.vectors.width * k.wide_vectors_per_thread);
+    assert_true(contains(kernel_head(g.plan, g.plan.short_rows_name), "__launch_bounds__(256, 4)"));
+    for (const std::string* name : {&g.plan.long_row_name, &g.plan.wide_name, &g.plan.edges_name,
+                                    &g.plan.long_edges_name, &g.plan.cluster_name})
+      assert_false(name->empty());
+    assert_int_equal(g.plan.split_rows.size(), 1);
+    assert_int_equal(g.plan.split_rows[0].launch.block, 256);
+    assert_true(contains(kernel_head(g.plan.split_rows[0], g.plan.split_rows[0].name), "__launch_bounds__(256)"));
+  }
+  {  // other settings: the kernels follow; those set to 0 are not emitted
+    Tuning t;
+    t.row_tight_registers = 0;
+    t.row_wide_items = 8;  // (fewer than the wide kernel would hold)
+    t.row_short_block = 130;  // (a multiple of a warp is taken: 128)
+    t.row_short_min_blocks = 2;
+    t.split_row_block = 512;
+    t.row_cluster_max = 0;
+    const Generated g = generate(softmax, in, t);
+    const RowKernels& k = std::get<RowParams>(g.schedule).kernels;
+    assert_int_equal(k.tight_registers, 0);
+    assert_int_equal(k.wide_vectors_per_thread, 0);
+    assert_false(k.cluster);
+    assert_true(g.plan.tight_name.empty() && g.plan.wide_name.empty() && g.plan.cluster_name.empty());
+    assert_int_equal(g.plan.launch.tight_registers, 0);
+    assert_int_equal(g.plan.launch.wide_row_items, 0);
+    assert_int_equal(k.short_rows_block, 128);
+    assert_int_equal(g.plan.launch.short_row_block, 128);
+    assert_true(contains(kernel_head(g.plan, g.plan.short_rows_name), "__launch_bounds__(128, 2)"));
+    assert_int_equal(g.plan.split_rows.at(0).launch.block, 512);
+  }
+  {  // a sum over every dim: the split rows' finish takes one row per block
+    Inputs all;
+    all.push_back(kftest::tensor(DType::F32, {64, 1000}));
+    const Generated g = generate([&](Builder& b) {
+      b.output(b.op(Op::SUM, {b.tensor_input(2, DType::F32)}, {0, 1, 0})[0], {}, -1);
+    }, all);
+    if (const RowParams* row = std::get_if<RowParams>(&g.schedule)) {
+      assert_int_equal(row->kernels.split_col_threads, 1);
+      assert_int_equal(g.plan.split_rows.at(0).launch.finish_cols, 1);
+    } else {
+      fail_msg("a sum over every dim: expected a row plan");
+    }
+  }
+  {  // inner-outer (layernorm backward's weight gradient): none of the
+     // register path's twins, no split rows
+    Inputs io;
+    io.push_back(kftest::tensor(DType::F32, {256, 1024}));
+    io.push_back(kftest::tensor(DType::F32, {256, 1024}));
+    const Generated g = generate([&](Builder& b) {
+      const int64_t dy = b.tensor_input(2, DType::F32), x = b.tensor_input(2, DType::F32);
+      b.output(b.op(Op::SUM, {dy}, {1, 1})[0], {}, -1);
+      b.output(b.op(Op::SUM, {b.op(Op::MUL, {dy, x}, {})[0]}, {0, 0})[0], {}, -1);
+    }, io);
+    const RowParams* row = std::get_if<RowParams>(&g.schedule);
+    if (row == nullptr || !row->has_outer()) fail_msg("expected an inner-outer plan");
+    const RowKernels& k = row->kernels;
+    assert_false(k.scalar_twin || k.cluster || k.tight_registers > 0 || k.short_rows_block > 0 || k.split_block > 0);
+    assert_true(g.plan.tight_name.empty() && g.plan.short_rows_name.empty() && g.plan.split_rows.empty());
+    assert_true(g.plan.scalar_twins.empty());
   }
 }
 
@@ -1602,6 +1694,7 @@ int main() {
       cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_memory_order),
       cmocka_unit_test(test_short_columns),
+      cmocka_unit_test(test_row_kernels_follow_the_plan),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
       cmocka_unit_test(test_tile_groups),

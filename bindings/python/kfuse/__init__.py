@@ -14,8 +14,8 @@ optional C extension (kfuse._fastcall); see docs/python.md.
 from ._lib import KfuseError, Status, library_path, version
 from ._ext import extension_loaded, extension_path, extension_status
 from ._core import (Communicator, DType, Definition, Fusion, Segment, Tensor, Value, bfloat16, bool_, dtype,
-                    float8_e4m3fn, float8_e5m2, float16, float32, float64, int8, int32, int64, nccl_unique_id, ops,
-                    uint8)
+                    float8_e4m3fn, float8_e5m2, float16, float32, float64, int8, int32, int64, load_bundle,
+                    nccl_unique_id, ops, uint8)
 
 __version__ = "0.1.0"
 
@@ -23,5 +23,5 @@ globals()["bool"] = bool_  # kfuse.bool, like torch.bool (kfuse.bool_ too)
 
 __all__ = ["Communicator", "nccl_unique_id", "Definition", "Fusion", "Tensor", "Value", "Segment", "DType", "KfuseError", "Status",
            "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64", "int32", "int8", "uint8",
-           "bool_", "dtype", "ops",
+           "bool_", "dtype", "ops", "load_bundle",
            "library_path", "version", "extension_loaded", "extension_path", "extension_status"]

@@ -1,5 +1,6 @@
 """Definitions, fusions and output tensors over libkfuse's C API."""
 import ctypes
+import os
 import struct
 import sys
 
@@ -1045,6 +1046,8 @@ class Fusion:
                 lines.append(f"    outputs:  {ids(task['outputs'])}")
             if s.schedule is not None:
                 lines.append(f"  schedule:   {s.schedule}")
+            lines.extend(f"  declined:   {l.replace(': declined: ', ': ', 1)}"
+                         for l in (s.schedulers or "").splitlines() if ": declined: " in l)
             lines.append("  text:")
             lines.extend("    " + l for l in s.text.splitlines())
             if cuda:
@@ -1105,12 +1108,13 @@ class Fusion:
             return L.take_string(p), None
 
         schedule, _ = text_of(L.kf_segment_schedule, "kf_segment_schedule", True)
+        schedulers, _ = text_of(L.kf_segment_schedulers, "kf_segment_schedulers", True)
         text, _ = text_of(L.kf_segment_to_text, "kf_segment_to_text", False)
         source, err = text_of(L.kf_segment_cuda_source, "kf_segment_cuda_source", True) if cuda else (None, None)
         return Segment(index=k, run_order=info.run_order, scheduler=info.scheduler.decode(),
                        inputs=ids(info.inputs, info.num_inputs), outputs=ids(info.outputs, info.num_outputs),
                        dead_after=ids(info.dead_after, info.num_dead_after), children=children,
-                       schedule=schedule, text=text, cuda=source, cuda_error=err)
+                       schedule=schedule, schedulers=schedulers, text=text, cuda=source, cuda_error=err)
 
 
 class Communicator:
@@ -1190,3 +1194,14 @@ class Communicator:
 def nccl_unique_id():
     """An NCCL unique id (128 bytes) for Communicator.nccl."""
     return Communicator.nccl_unique_id()
+
+
+def load_bundle(path, device=-1):
+    """Installs the kernel bundle at ``path`` (written by ``kfuse compile``)
+    for the process's life and returns its kernel count: calls whose
+    kernels it holds never run NVRTC. ``device`` >= 0: the bundle's
+    architecture must be that CUDA device's (docs/cuda-runtime.md)."""
+    L = lib()
+    n = ctypes.c_size_t()
+    L.check(L.kf_bundle_load(os.fsencode(path), int(device), ctypes.byref(n)), "kf_bundle_load")
+    return n.value

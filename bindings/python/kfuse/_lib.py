@@ -110,6 +110,8 @@ class _Library:
         self._fn("kf_segment_child", S, P, Z, Z, ctypes.POINTER(TaskInfo))
         self._fn("kf_segment_to_text", S, P, Z, ctypes.POINTER(P))
         self._fn("kf_segment_schedule", S, P, Z, ctypes.POINTER(P))
+        self._fn("kf_segment_schedulers", S, P, Z, ctypes.POINTER(P))
+        self._fn("kf_bundle_load", S, cp, ctypes.c_int, Zp)
         self._fn("kf_segment_cuda_source", S, P, Z, ctypes.POINTER(P))
         self._fn("kf_output_shape", S, P, c_void_pp, Z, Z, c_int64_p, Z)
         self._fn("kf_execute_flagged", S, P, c_void_pp, ctypes.POINTER(ctypes.c_uint64), Z,

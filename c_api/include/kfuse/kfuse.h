@@ -520,12 +520,66 @@ KF_API kf_status kf_segment_to_text(kf_segmentation s, size_t index, char** out)
  * alone, a no-op). *out: free with kf_string_free. */
 KF_API kf_status kf_segment_schedule(kf_segmentation s, size_t index, char** out);
 
+/* The schedulers asked for a segment's kernel, in the registry's priority
+ * order, one line each: "<family>: declined: <why>" for each that did not
+ * take it, then "<family>: takes it" for the one whose schedule
+ * kf_segment_schedule prints (none when no scheduler takes the segment).
+ * Families: scan, scatter, tiled, pointwise, column, row, inner_outer.
+ * KF_ERR_UNSUPPORTED for a library segment or a no-op. Works without a
+ * GPU. *out: free with kf_string_free. */
+KF_API kf_status kf_segment_schedulers(kf_segmentation s, size_t index, char** out);
+
 /* The CUDA C++ that kfuse generates for a segment, preceded by a comment
  * with its scheduler, launch rule and parameters (what `kfuse explain
  * --cuda` prints). Works without a GPU. KF_ERR_UNSUPPORTED (saying why)
  * when no GPU scheduler accepts the segment, or for library segments.
  * *out: free with kf_string_free. */
 KF_API kf_status kf_segment_cuda_source(kf_segmentation s, size_t index, char** out);
+
+/* ------------------------------------------------------------------------ */
+/* Ahead-of-time kernel bundles: the compiled kernels of some fusions at some
+ * shape classes for one GPU architecture, in one file. An application that
+ * loads one (kf_bundle_load) before its first call runs those kernels
+ * without NVRTC: nothing compiles on the call's path, and where every
+ * kernel a call needs is in a loaded bundle NVRTC is never loaded. A kernel
+ * is taken from a bundle only where its generated source is exactly the one
+ * the bundle compiled (its SHA-256 is the key), so a bundle never runs a
+ * kernel for another fusion, shape class or library; what it lacks is
+ * compiled as usual. `kfuse compile` writes one from the command line
+ * (docs/cuda-runtime.md, "Bundles"). Copy kernels (outputs the caller laid
+ * out in another order, in-place copies back) are not bundled yet. */
+typedef struct kf_bundle_s* kf_bundle;
+
+/* An empty bundle for architecture `sm` (10 * major + minor: 90 for sm_90,
+ * 80 to 127). Free with kf_bundle_destroy. */
+KF_API kf_status kf_bundle_create(int sm, kf_bundle* out);
+KF_API void kf_bundle_destroy(kf_bundle b);
+
+/* Compiles every kernel of the concretization `c` (kf_concretize with
+ * kDLCUDA tensors: their sizes, layouts and alignment make the shape
+ * class; the data is never read, so host memory may stand in for device
+ * memory) that the bundle lacks, each kernel variant a call of that class
+ * may take included. Runs NVRTC on a pool; needs no GPU. KF_ERR_BACKEND
+ * with NVRTC's log when a compile fails. */
+KF_API kf_status kf_bundle_add(kf_bundle b, kf_concrete c);
+
+/* The number of compiled kernels in the bundle. */
+KF_API kf_status kf_bundle_count(kf_bundle b, size_t* out);
+
+/* Writes the bundle to `path` (through a temporary file in the same
+ * directory, renamed over it). */
+KF_API kf_status kf_bundle_save(kf_bundle b, const char* path);
+
+/* Reads the bundle at `path`, checks it and installs it for the process's
+ * life (thread-safe; bundles for several architectures may be loaded).
+ * `device` >= 0: the bundle's architecture must be that CUDA device's
+ * (KF_ERR_DEVICE_MISMATCH naming both; KF_ERR_NO_DEVICE without one); -1
+ * checks no device. Errors: KF_ERR_INVALID_ARGUMENT for a file that cannot
+ * be read, is not a bundle, or is damaged (its checksum fails);
+ * KF_ERR_VERSION_MISMATCH for a bundle of another format version or written
+ * by a kfuse whose code generator differs. `kernels` (may be NULL): its
+ * kernel count. */
+KF_API kf_status kf_bundle_load(const char* path, int device, size_t* kernels);
 
 /* ------------------------------------------------------------------------ */
 /* Execute                                                                  */

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "core/runtime/cuda/bundle.h"
 #include "core/runtime/cuda/driver.h"
 #include "core/runtime/cuda/nvrtc.h"
 #include "core/util/debug_log.h"
@@ -94,7 +95,13 @@ bool kernel_loaded(int device, const Digest& key) {
 }
 
 CUfunction load_kernel(int device, const std::string& source, const std::string& name) {
-  return load_kernel(device, kernel_key(source, device_info(device).sm), source, name, nullptr);
+  const int sm = device_info(device).sm;
+  Digest key;
+  if (const CachedImage* bundled = bundled_image(source, sm, &key)) {  // (no NVRTC: bundle.h)
+    const KernelImage image{*bundled, ImageOrigin::Bundle, false};
+    return load_kernel(device, key, source, name, &image);
+  }
+  return load_kernel(device, kernel_key(source, sm), source, name, nullptr);
 }
 
 CUfunction load_kernel(int device, const Digest& key, const std::string& source,
@@ -116,8 +123,9 @@ CUfunction load_kernel(int device, const Digest& key, const std::string& source,
     if (r != CUDA_SUCCESS) {
       entry->module = nullptr;
       fail(KF_ERR_BACKEND, "CUDA driver could not load kernel ", name, " (",
-           image.origin == ImageOrigin::Disk ? "from the disk cache " + process_disk_cache().path_of(key)
-                                             : std::string("just compiled"),
+           image.origin == ImageOrigin::Disk     ? "from the disk cache " + process_disk_cache().path_of(key)
+           : image.origin == ImageOrigin::Bundle ? std::string("from a loaded bundle")
+                                                 : std::string("just compiled"),
            "): ", describe_result("cuModuleLoadData", r));
     }
   }

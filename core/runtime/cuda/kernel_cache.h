@@ -23,7 +23,7 @@ namespace kf::cuda {
 
 Digest kernel_key(const std::string& source, int sm);
 
-enum class ImageOrigin : uint8_t { Disk, Compiled };
+enum class ImageOrigin : uint8_t { Disk, Compiled, Bundle };
 
 struct KernelImage {
   CachedImage code;

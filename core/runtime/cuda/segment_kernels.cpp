@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 
+#include "core/runtime/cuda/bundle.h"
 #include "core/util/debug_log.h"
 #include "core/util/parallel.h"
 
@@ -31,13 +32,20 @@ std::vector<CompiledUnits> compile_units(const std::vector<UnitRequest>& request
     size_t request, unit;
   };
   std::vector<CompiledUnits> out(requests.size());
+  // Units an installed bundle holds take its key and image: no NVRTC,
+  // not even its version for kernel_key (bundle.h).
+  std::vector<std::vector<const CachedImage*>> bundled(requests.size());
   std::map<Digest, size_t> compile_index;
   std::vector<Use> first_of;           // per compile: its first use
   std::vector<std::vector<Use>> uses;  // per compile: every use
   for (size_t r = 0; r < requests.size(); ++r) {
     const KernelPlan& plan = *requests[r].plan;
     const std::vector<std::string>& wanted = requests[r].kernels;
-    for (const KernelPlan::Unit& u : plan.units) out[r].keys.push_back(kernel_key(u.source, sm));
+    for (const KernelPlan::Unit& u : plan.units) {
+      Digest key;
+      bundled[r].push_back(bundled_image(u.source, sm, &key));
+      out[r].keys.push_back(bundled[r].back() != nullptr ? key : kernel_key(u.source, sm));
+    }
     out[r].images.resize(plan.units.size());
     for (size_t u = 0; u < plan.units.size(); ++u) {
       if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), plan.units[u].kernel) == wanted.end()) continue;
@@ -55,8 +63,10 @@ std::vector<CompiledUnits> compile_units(const std::vector<UnitRequest>& request
   parallel_for(first_of.size(), pool_size(first_of.size(), kMaxCompileThreads), [&](size_t n) {
     const Use& first = first_of[n];
     const KernelPlan::Unit& unit = requests[first.request].plan->units[first.unit];
+    const CachedImage* from_bundle = bundled[first.request][first.unit];
     auto image = std::make_shared<const KernelImage>(
-        kernel_image(out[first.request].keys[first.unit], unit.source, unit.kernel, sm, disk));
+        from_bundle != nullptr ? KernelImage{*from_bundle, ImageOrigin::Bundle, false}
+                               : kernel_image(out[first.request].keys[first.unit], unit.source, unit.kernel, sm, disk));
     for (const Use& use : uses[n]) out[use.request].images[use.unit] = image;  // distinct slots per task
   });
   return out;
