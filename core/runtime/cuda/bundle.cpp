@@ -171,11 +171,11 @@ std::shared_ptr<KernelBundle> make_kernel_bundle(int sm) {
 void bundle_add_plan(KernelBundle& bundle, const Plan& plan) {
   // Every unit of every generated segment's plan, the split-row plans'
   // too, once each.
-  std::vector<KernelPlan> plans;
+  std::vector<KernelPlan> plans, splits;
   for (const Segment& s : plan.segmentation.segments)
     if (s.schedule) plans.push_back(emit_segment_kernel(*plan.concrete, s));
-  for (size_t i = 0, n = plans.size(); i < n; ++i)
-    for (const KernelPlan& split : plans[i].split_rows) plans.push_back(split);
+  for (const KernelPlan& p : plans) splits.insert(splits.end(), p.split_rows.begin(), p.split_rows.end());
+  plans.insert(plans.end(), std::make_move_iterator(splits.begin()), std::make_move_iterator(splits.end()));
   struct Unit {
     const KernelPlan::Unit* unit;
     cuda::Digest key;
