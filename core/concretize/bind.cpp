@@ -117,6 +117,8 @@ namespace {
 
 // The order code of the caller's tensor for output value `v` (row-major
 // where its metadata is missing or malformed: the output checks report it).
+// NULL strides are compact row-major (dl_strides, core/util/dl_layout.h),
+// whose order is row-major for any sizes: no strides need deriving here.
 uint64_t caller_order_code(const Value& v, std::span<const int64_t> sizes, const DLTensor* t) {
   constexpr uint64_t kRowMajor = 0xfedcba9876543210ull;  // decodes to 0, 1, 2, ... for any rank <= 16
   uint64_t code = kRowMajor;

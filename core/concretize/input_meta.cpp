@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/util/dl_layout.h"
 #include "core/util/error.h"
 
 namespace kf {
@@ -35,8 +36,6 @@ std::string input_name(const Fusion& fusion, size_t index) {
 }
 
 namespace {
-
-constexpr int64_t kMaxElements = int64_t{1} << 62;
 
 Device device_of(const DLTensor* t, const TensorName& name) {
   std::optional<DeviceKind> kind = device_kind(t->device);
@@ -84,48 +83,35 @@ void read_tensor(const Value& v, const DLTensor* t, const TensorName& name, Inpu
     fail(KF_ERR_INVALID_ARGUMENT, name, ": shape is NULL for rank ", t->ndim);
   const size_t r = static_cast<size_t>(t->ndim);
   m.sizes.assign(t->shape, t->shape + r);
-  int64_t count = 1;
-  for (size_t d = 0; d < r; ++d) {
+  for (size_t d = 0; d < r; ++d)
     if (m.sizes[d] < 0)
       fail(KF_ERR_SHAPE_MISMATCH, name, ": size of dim ", d, " is ", m.sizes[d],
            ", expected >= 0");
-    if (__builtin_mul_overflow(count, m.sizes[d], &count) || count > kMaxElements)
-      fail(KF_ERR_SHAPE_MISMATCH, name, ": element count overflows int64 at dim ", d);
-  }
-  if (t->strides != nullptr) {
-    m.strides.assign(t->strides, t->strides + r);
+  const ElementCount elements = element_count(m.sizes);
+  if (elements.bad_dim >= 0)
+    fail(KF_ERR_SHAPE_MISMATCH, name, ": element count overflows int64 at dim ", elements.bad_dim);
+  const int64_t count = elements.count;
+  m.strides.resize(r);
+  dl_strides(*t, m.strides.data());
+  if (t->strides != nullptr)
     for (size_t d = 0; d < r; ++d)
       if (m.strides[d] < 0)
         fail(KF_ERR_UNSUPPORTED, name, ": stride of dim ", d, " is ", m.strides[d],
              "; negative strides are not supported");
-  } else {
-    m.strides.assign(r, 1);
-    // Saturates: only an empty tensor (never addressed) can overflow here.
-    for (size_t d = r; d > 1; --d)
-      if (__builtin_mul_overflow(m.strides[d - 1], std::max<int64_t>(m.sizes[d - 1], 1), &m.strides[d - 2]))
-        m.strides[d - 2] = INT64_MAX;
-  }
   m.count = count;
   if (count > 0) {
-    for (size_t d = 0; d < r; ++d) {
-      int64_t reach;
-      if (__builtin_mul_overflow(m.sizes[d] - 1, m.strides[d], &reach) ||
-          __builtin_add_overflow(m.max_offset, reach, &m.max_offset) ||
-          m.max_offset > kMaxElements)
-        fail(KF_ERR_SHAPE_MISMATCH, name, ": strides reach beyond int64 offsets at dim ", d);
-    }
+    const ElementReach reach = element_reach(m.sizes, m.strides);
+    if (reach.bad_dim >= 0)
+      fail(KF_ERR_SHAPE_MISMATCH, name, ": strides reach beyond int64 offsets at dim ", reach.bad_dim);
+    m.max_offset = reach.max_offset;
     if (t->data == nullptr)
       fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL for ", count, " elements");
   }
   // Integer arithmetic: a NULL data pointer (allowed for empty tensors) must
-  // not be offset as a pointer.
-  // The address range the tensor reaches must not wrap around the address
-  // space (a byte_offset near 2^64 is a negative offset in disguise).
-  uintptr_t start, bytes, end;
-  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t->data), t->byte_offset, &start) ||
-      (count > 0 && (__builtin_mul_overflow(static_cast<uintptr_t>(m.max_offset + 1),
-                                            static_cast<uintptr_t>(dtype_size(v.dtype)), &bytes) ||
-                     __builtin_add_overflow(start, bytes, &end))))
+  // not be offset as a pointer. The address range the tensor reaches must
+  // not wrap around the address space.
+  uintptr_t start, end;
+  if (!dl_address_checked(*t, &start) || (count > 0 && !byte_end(start, m.max_offset, dtype_size(v.dtype), &end)))
     fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,
          ") and the strides reach past the end of the address space");
   m.data = reinterpret_cast<std::byte*>(start);

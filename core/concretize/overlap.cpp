@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/util/dl_layout.h"
+
 namespace kf {
 
 namespace {
@@ -41,29 +43,32 @@ bool windows_meet(Window a, Window b, uint64_t period) {
 
 MemoryRegion region_of(const std::byte* data, std::span<const int64_t> sizes, std::span<const int64_t> strides,
                        int64_t elem) {
+  // Reaches were checked against int64 offsets (at most 2^62) and the
+  // address space when the tensor was read; an empty one ends at its base.
+  const auto base = reinterpret_cast<uintptr_t>(data);
+  uintptr_t end;
+  byte_end(base, element_reach(sizes, strides).max_offset, elem, &end);
+  return region_of(base, end, sizes, strides, elem);
+}
+
+MemoryRegion region_of(uintptr_t base, uintptr_t end, std::span<const int64_t> sizes, std::span<const int64_t> strides,
+                       int64_t elem) {
   MemoryRegion r;
-  r.base = reinterpret_cast<uintptr_t>(data);
-  r.end = r.base;
+  r.base = base;
+  r.end = end;
   r.elem = elem;
   r.sizes.assign(sizes.begin(), sizes.end());
   r.strides.assign(strides.begin(), strides.end());
-  // Reaches were checked against int64 offsets (at most 2^62) and the
-  // address space when the tensor was read.
-  uint64_t reach = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return r;
-    reach += static_cast<uint64_t>(sizes[d] - 1) * static_cast<uint64_t>(strides[d]);
-  }
-  r.end = r.base + static_cast<uintptr_t>((reach + 1) * static_cast<uint64_t>(elem));
   return r;
 }
 
 bool may_overlap_input(const MemoryRegion& other, const InputMeta& input, int64_t elem) {
   if (other.empty() || input.count == 0) return false;
   const auto first = reinterpret_cast<uintptr_t>(input.data);
-  const uintptr_t last = first + static_cast<uintptr_t>(input.max_offset + 1) * static_cast<uintptr_t>(elem);
+  uintptr_t last;
+  byte_end(first, input.max_offset, elem, &last);  // checked by read_tensor
   if (other.end <= first || last <= other.base) return false;
-  return may_overlap(other, region_of(input.data, input.sizes, input.strides, elem));
+  return may_overlap(other, region_of(first, last, input.sizes, input.strides, elem));
 }
 
 int64_t self_overlap_dim(std::span<const int64_t> sizes, std::span<const int64_t> strides, int64_t* span_out) {
@@ -82,7 +87,7 @@ int64_t self_overlap_dim(std::span<const int64_t> sizes, std::span<const int64_t
       if (span_out != nullptr) *span_out = span;
       return static_cast<int64_t>(d);
     }
-    span = strides[d] * sizes[d];
+    span = mul_saturating(strides[d], sizes[d]);  // the outermost dim's may pass int64: unused
   }
   return -1;
 }

@@ -27,6 +27,9 @@ struct MemoryRegion {
 // check_output_tensor in core/runtime/outputs.h).
 MemoryRegion region_of(const std::byte* data, std::span<const int64_t> sizes, std::span<const int64_t> strides,
                        int64_t elem);
+// The same where the checks computed its bytes [base, end) already.
+MemoryRegion region_of(uintptr_t base, uintptr_t end, std::span<const int64_t> sizes, std::span<const int64_t> strides,
+                       int64_t elem);
 // The region of a checked input, built only where its bytes meet `other`'s
 // (the common, disjoint case costs two compares).
 bool may_overlap_input(const MemoryRegion& other, const InputMeta& input, int64_t elem);

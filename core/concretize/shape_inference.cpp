@@ -4,16 +4,13 @@
 #include <array>
 #include <limits>
 
+#include "core/util/dl_layout.h"
 #include "core/util/error.h"
 #include "core/ir/op_attrs.h"
 
 namespace kf {
 
-int64_t numel(std::span<const int64_t> s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+int64_t numel(std::span<const int64_t> s) { return checked_numel(s); }
 
 void ValueSizes::reset(const Fusion& fusion) {
   fusion_ = &fusion;
@@ -413,10 +410,8 @@ void set_shape_scalar(const Fusion& fusion, const Expr& e, ValueSizes& sizes) {
 // Every value's element count fits int64 with room for index arithmetic
 // (2^62), whatever op made it (a broadcast of huge stride-0 inputs, a pad).
 void check_element_count(const Expr& e, std::span<const int64_t> sizes) {
-  int64_t count = 1;
-  for (int64_t x : sizes)
-    if (__builtin_mul_overflow(count, x, &count) || count > (int64_t{1} << 62))
-      fail(KF_ERR_SHAPE_MISMATCH, op_name(e.op), " (value ", e.outputs[0], "): element count overflows int64");
+  if (element_count(sizes).bad_dim >= 0)
+    fail(KF_ERR_SHAPE_MISMATCH, op_name(e.op), " (value ", e.outputs[0], "): element count overflows int64");
 }
 
 }  // namespace

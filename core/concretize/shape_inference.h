@@ -79,6 +79,8 @@ struct SliceRange {
 };
 SliceRange slice_range(int64_t extent, int64_t start, int64_t stop, int64_t step);
 
+// The element count of sizes the checks passed (checked_numel,
+// core/util/dl_layout.h: 0 for an empty tensor whatever its other dims).
 int64_t numel(std::span<const int64_t> s);
 
 }  // namespace kf

@@ -29,20 +29,8 @@ struct View {
 
 std::array<int64_t, kMaxRank + 1> strides_of(const DLTensor& t) {
   std::array<int64_t, kMaxRank + 1> s{};
-  for (int d = 0; d < t.ndim; ++d) s[static_cast<size_t>(d)] = dl_stride(t, d);
+  dl_strides(t, s.data());
   return s;
-}
-
-int64_t numel_of(const DLTensor& t) { return dl_numel(t); }
-
-bool is_compact(const DLTensor& t) {
-  const auto s = strides_of(t);
-  int64_t step = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    if (t.shape[d] != 1 && s[static_cast<size_t>(d)] != step) return false;
-    step = mul_saturating(step, t.shape[d]);
-  }
-  return true;
 }
 
 void* data_of(const DLTensor& t) { return reinterpret_cast<void*>(dl_address(t)); }
@@ -72,15 +60,13 @@ class Buffer {
  public:
   Buffer(Backend& backend, const DLTensor& like, int ndim, const int64_t* shape, const ExecOptions& options)
       : backend_(backend), options_(options), device_(like.device.device_id) {
-    int64_t n = 1;
-    for (int d = 0; d < ndim; ++d) n *= shape[d];
-    bytes_ = static_cast<size_t>(std::max<int64_t>(n, 1)) * ((like.dtype.bits * like.dtype.lanes + 7) / 8);
     view_.t = like;
     view_.t.ndim = ndim;
     for (int d = 0; d < ndim; ++d) view_.shape[static_cast<size_t>(d)] = shape[d];
     view_.t.shape = view_.shape.data();
     view_.t.strides = nullptr;
     view_.t.byte_offset = 0;
+    bytes_ = static_cast<size_t>(std::max<int64_t>(dl_numel(view_.t), 1) * dl_element_bytes(like));
     view_.t.data = backend.allocate(bytes_, device_, options);
   }
   ~Buffer() { backend_.release(view_.t.data, bytes_, device_, options_); }
@@ -135,8 +121,8 @@ void run_collective(Backend& backend, const Fusion& fusion, const Expr& e, const
   void* stream = options.stream;
   switch (e.op) {
     case Op::ALLREDUCE: {
-      const auto count = static_cast<size_t>(numel_of(in));
-      if (is_compact(in) && is_compact(out)) {
+      const auto count = static_cast<size_t>(dl_numel(in));
+      if (dl_is_compact(in) && dl_is_compact(out)) {
         comm.all_reduce(data_of(in), data_of(out), count, dtype, reduce, stream);
         return;
       }
@@ -147,11 +133,11 @@ void run_collective(Backend& backend, const Fusion& fusion, const Expr& e, const
       return;
     }
     case Op::ALLGATHER: {
-      const auto count = static_cast<size_t>(numel_of(in));
-      const bool direct = ca.dim == 0 && is_compact(out);  // rank-major blocks are out's layout
+      const auto count = static_cast<size_t>(dl_numel(in));
+      const bool direct = ca.dim == 0 && dl_is_compact(out);  // rank-major blocks are out's layout
       std::unique_ptr<Buffer> send;
       const void* src = data_of(in);
-      if (!is_compact(in)) {
+      if (!dl_is_compact(in)) {
         send = std::make_unique<Buffer>(backend, in, in.ndim, in.shape, options);
         backend.copy(in, send->tensor(), options);
         src = send->data();
@@ -168,17 +154,17 @@ void run_collective(Backend& backend, const Fusion& fusion, const Expr& e, const
       return;
     }
     case Op::REDUCE_SCATTER: {
-      const auto count = static_cast<size_t>(numel_of(out));
+      const auto count = static_cast<size_t>(dl_numel(out));
       View blocks;
       split_ranks(in, ca.dim, ca.ranks, &blocks);
       std::unique_ptr<Buffer> send;
       const void* src = data_of(in);
-      if (!(ca.dim == 0 && is_compact(in))) {
+      if (!(ca.dim == 0 && dl_is_compact(in))) {
         send = std::make_unique<Buffer>(backend, in, blocks.t.ndim, blocks.t.shape, options);
         backend.copy(blocks.t, send->tensor(), options);
         src = send->data();
       }
-      if (is_compact(out)) {
+      if (dl_is_compact(out)) {
         comm.reduce_scatter(src, data_of(out), count, dtype, reduce, stream);
         return;
       }
@@ -202,7 +188,7 @@ void run_collective(Backend& backend, const Fusion& fusion, const Expr& e, const
       mine.t.shape = mine.shape.data();
       mine.t.strides = mine.strides.data();
       mine.t.byte_offset += static_cast<uint64_t>(comm.rank() * out.shape[ca.dim] * s[static_cast<size_t>(ca.dim)] *
-                                                  ((in.dtype.bits * in.dtype.lanes + 7) / 8));
+                                                  dl_element_bytes(in));
       backend.copy(mine.t, out, options);
       return;
     }

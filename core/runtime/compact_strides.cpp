@@ -1,6 +1,6 @@
 #include "core/runtime/compact_strides.h"
 
-#include <algorithm>
+#include "core/util/dl_layout.h"
 
 namespace kf {
 
@@ -11,9 +11,9 @@ Extents compact_strides_inline(std::span<const int64_t> sizes, std::span<const i
   for (size_t k = r; k > 0; --k) {
     const size_t d = order.empty() ? k - 1 : static_cast<size_t>(order[k - 1]);
     strides[d] = s;
-    // Saturates as read_tensor does: only an empty tensor (never addressed)
-    // can overflow here, e.g. [2, 0, INT64_MAX].
-    if (__builtin_mul_overflow(s, std::max<int64_t>(sizes[d], 1), &s)) s = INT64_MAX;
+    // dl_strides' rule (core/util/dl_layout.h): only an empty tensor (never
+    // addressed) can saturate here, e.g. [2, 0, INT64_MAX].
+    s = compact_outer_stride(s, sizes[d]);
   }
   return strides;
 }

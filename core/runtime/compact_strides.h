@@ -11,8 +11,8 @@
 
 namespace kf {
 
-// `order` lists dims outermost first (empty: row-major). Strides saturate
-// at INT64_MAX where only an empty tensor (never addressed) overflows.
+// `order` lists dims outermost first (empty: row-major). With the empty
+// order these are dl_strides' strides for NULL (core/util/dl_layout.h).
 std::vector<int64_t> compact_strides(std::span<const int64_t> sizes, std::span<const int> order = {});
 // The same strides held inline (no allocation: the executor and the output
 // checks use it on every call).

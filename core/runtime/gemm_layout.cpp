@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/util/dl_layout.h"
 #include "core/util/error.h"
 
 namespace kf {
@@ -25,23 +26,16 @@ bool col_ok(const GemmMatrix& m, int64_t* ld) {
 // Stored row-major, i.e. its transpose is column-major?
 bool row_ok(const GemmMatrix& m, int64_t* ld) { return col_ok(transposed(m), ld); }
 
-int64_t numel(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (int64_t v : s) n *= v;
-  return n;
-}
-
-// [lo, hi) bytes that extents `sizes` with element strides `strides` touch
-// from `address` (empty when there are no elements).
+// [lo, hi) bytes that extents `sizes` with element strides `strides` (>= 0:
+// the tensors passed the entry checks) touch from `address` (empty when
+// there are no elements).
 std::pair<uintptr_t, uintptr_t> span_of(uintptr_t address, const std::vector<int64_t>& sizes,
                                         const std::vector<int64_t>& strides, int elem) {
-  intptr_t lo = 0, hi = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) return {0, 0};
-    const intptr_t step = static_cast<intptr_t>((sizes[d] - 1) * strides[d]);
-    (step < 0 ? lo : hi) += step;
-  }
-  return {address + static_cast<uintptr_t>(lo * elem), address + static_cast<uintptr_t>((hi + 1) * elem)};
+  const int64_t max_offset = element_reach(sizes, strides).max_offset;
+  if (max_offset < 0) return {0, 0};
+  uintptr_t end;
+  byte_end(address, max_offset, elem, &end);
+  return {address, end};
 }
 
 // The span of a matrix of the problem; a broadcast batch dim counts once
@@ -196,7 +190,7 @@ GemmPlan plan_gemm(const GemmInputs& in) {
   GemmMatrix a, b;
   describe(in, p, a, b);
   const int64_t M = p.output.rows, N = p.output.cols, K = a.cols;
-  if (M == 0 || N == 0 || numel(p.batch) == 0) return p;
+  if (M == 0 || N == 0 || checked_numel(p.batch) == 0) return p;
 
   const GemmTensor* bias = in.bias ? &*in.bias : nullptr;
   int64_t ld = 0;

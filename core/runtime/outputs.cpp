@@ -10,6 +10,7 @@
 #include "core/runtime/backend.h"
 #include "core/concretize/overlap.h"
 #include "core/util/byte_count.h"
+#include "core/util/dl_layout.h"
 #include "core/util/error.h"
 
 namespace kf {
@@ -58,25 +59,19 @@ MemoryRegion check_output_tensor(const Value& v, std::span<const int64_t> sizes,
   if (!same)
     fail(KF_ERR_DEVICE_MISMATCH, name, ": expected a tensor on ",
          device.kind == DeviceKind::CPU ? "cpu" : "cuda", " where the inputs are");
-  const Extents strides = t->strides ? Extents(t->strides, t->strides + v.rank)
-                                     : compact_strides_inline(sizes);
+  Extents strides(sizes.size(), 0);
+  dl_strides(*t, strides.data());
   for (int64_t s : strides)
     if (s < 0) fail(KF_ERR_UNSUPPORTED, name, ": negative strides are not supported");
   const int64_t elem = dtype_size(v.dtype);
-  if (numel(sizes) == 0) return region_of(nullptr, sizes, strides, elem);  // nothing is written
-  if (t->data == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL");
   // Reach in int64 (as for inputs), then in the address space.
-  int64_t reach = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    int64_t step;
-    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) || __builtin_add_overflow(reach, step, &reach) ||
-        reach > (int64_t{1} << 62))
-      fail(KF_ERR_SHAPE_MISMATCH, name, ": strides reach beyond int64 offsets at dim ", d);
-  }
-  uintptr_t start, bytes, end;
-  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t->data), t->byte_offset, &start) ||
-      __builtin_mul_overflow(static_cast<uintptr_t>(reach + 1), static_cast<uintptr_t>(elem), &bytes) ||
-      __builtin_add_overflow(start, bytes, &end))
+  const ElementReach reach = element_reach(sizes, strides);
+  if (reach.max_offset < 0) return region_of(nullptr, sizes, strides, elem);  // empty: nothing is written
+  if (t->data == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL");
+  if (reach.bad_dim >= 0)
+    fail(KF_ERR_SHAPE_MISMATCH, name, ": strides reach beyond int64 offsets at dim ", reach.bad_dim);
+  uintptr_t start, end;
+  if (!dl_address_checked(*t, &start) || !byte_end(start, reach.max_offset, elem, &end))
     fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,
          ") and the strides reach past the end of the address space");
   // Kernels store whole elements (vectors of them on the GPU): a split
@@ -89,7 +84,7 @@ MemoryRegion check_output_tensor(const Value& v, std::span<const int64_t> sizes,
   if (d >= 0)
     fail(KF_ERR_INVALID_ARGUMENT, name, ": strides make the tensor overlap itself (dim ", d, " has stride ",
          strides[static_cast<size_t>(d)], ", inner dims span ", span, " elements)");
-  return region_of(reinterpret_cast<const std::byte*>(start), sizes, strides, elem);
+  return region_of(start, end, sizes, strides, elem);
 }
 
 void check_output(const ConcreteFusion& c, const Binding& b, size_t index, const DLTensor* t,

@@ -11,6 +11,7 @@
 #include "core/runtime/backend.h"
 #include "core/runtime/cpu/eval.h"
 #include "core/runtime/cpu/host_memory.h"
+#include "core/util/dl_layout.h"
 #include "core/util/env_switch.h"
 #include "core/util/error.h"
 #include "core/util/scratch.h"
@@ -28,12 +29,12 @@ cpu::TensorView view_of(const DLTensor& t, DType dtype) {
   cpu::TensorView v;
   v.dtype = dtype;
   v.sizes.assign(t.shape, t.shape + t.ndim);
-  v.strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim)
-                        : cpu::compact_strides(v.sizes);
+  v.strides.resize(static_cast<size_t>(t.ndim));
+  dl_strides(t, v.strides.data());
   // In integer arithmetic, as the checks compute it: an empty tensor (never
   // addressed) may have NULL data or an offset that wraps around (2^64 - 4
   // on an empty output), which pointer arithmetic may not express.
-  v.data = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(t.data) + t.byte_offset);
+  v.data = reinterpret_cast<std::byte*>(dl_address(t));
   return v;
 }
 

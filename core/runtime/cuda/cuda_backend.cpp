@@ -37,7 +37,7 @@ CUstream stream_of(const ExecOptions& o) { return static_cast<CUstream>(o.stream
 
 std::vector<int64_t> strides_of(const DLTensor& t) {
   std::vector<int64_t> s(static_cast<size_t>(t.ndim));
-  for (int d = 0; d < t.ndim; ++d) s[static_cast<size_t>(d)] = dl_stride(t, d);
+  dl_strides(t, s.data());
   return s;
 }
 
@@ -335,8 +335,7 @@ class CudaBackend final : public Backend {
     temp.strides = nullptr;
     temp.byte_offset = 0;
     temp.dtype = to_dlpack(c.fusion->value(product).dtype);
-    size_t bytes = static_cast<size_t>(dtype_size(c.fusion->value(product).dtype));
-    for (int d = 0; d < out.ndim; ++d) bytes *= static_cast<size_t>(out.shape[d]);
+    const size_t bytes = static_cast<size_t>(dl_numel(out) * dtype_size(c.fusion->value(product).dtype));
     temp.data = allocate(bytes, c.device.id, options);
     try {
       run_library_product(*this, c, s, index, inputs, temp, options);
@@ -360,7 +359,7 @@ class CudaBackend final : public Backend {
   }
 
   void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions& options) override {
-    const int element = (src.dtype.bits * src.dtype.lanes + 7) / 8;
+    const auto element = static_cast<int>(dl_element_bytes(src));
     if (element != 1 && element != 2 && element != 4 && element != 8)
       fail(KF_ERR_UNSUPPORTED, "CUDA copy: ", element, "-byte elements are not supported");
     if (on_host(dst))
@@ -371,8 +370,7 @@ class CudaBackend final : public Backend {
     const int device = dst.device.device_id;
     ScopedContext context(device);
     const CUstream stream = stream_of(options);
-    const auto src_ptr = reinterpret_cast<uintptr_t>(src.data) + src.byte_offset;
-    const auto dst_ptr = reinterpret_cast<uintptr_t>(dst.data) + dst.byte_offset;
+    const uintptr_t src_ptr = dl_address(src), dst_ptr = dl_address(dst);
     const auto bytes = static_cast<size_t>(layout.numel) * static_cast<size_t>(element);
     if (on_host(src)) {  // a scalar input (0-dim CPU tensor) that is also an output
       if (!layout.contiguous())
@@ -416,12 +414,11 @@ class CudaBackend final : public Backend {
 
  private:
   static bool overlaps(const CopyLayout& l, uintptr_t src, uintptr_t dst, int element) {
-    auto span = [&](const std::vector<int64_t>& strides) {
-      uintptr_t last = 0;
-      for (size_t d = 0; d < l.sizes.size(); ++d) last += static_cast<uintptr_t>((l.sizes[d] - 1) * strides[d]);
-      return (last + 1) * static_cast<uintptr_t>(element);
-    };
-    return src < dst + span(l.dst_strides) && dst < src + span(l.src_strides);
+    // Both tensors passed the entry checks: their byte ranges do not wrap.
+    uintptr_t src_end, dst_end;
+    byte_end(src, element_reach(l.sizes, l.src_strides).max_offset, element, &src_end);
+    byte_end(dst, element_reach(l.sizes, l.dst_strides).max_offset, element, &dst_end);
+    return src < dst_end && dst < src_end;
   }
 
   // src and dst share memory: go through a compact temporary, in stream order.

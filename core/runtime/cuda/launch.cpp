@@ -24,7 +24,7 @@ int64_t encode_scalar(DType dtype, double f64, int64_t i64) {
 
 // The value of a 0-dim CPU scalar tensor, exactly (int64 does not go through double).
 int64_t read_scalar_slot(const DLTensor& t, DType dtype) {
-  const std::byte* p = static_cast<const std::byte*>(t.data) + t.byte_offset;
+  const auto* p = reinterpret_cast<const std::byte*>(dl_address(t));
   switch (dtype) {
     case DType::I64: { int64_t x; std::memcpy(&x, p, 8); return x; }
     case DType::I32: { int32_t x; std::memcpy(&x, p, 4); return x; }

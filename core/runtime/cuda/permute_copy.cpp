@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include "core/util/dl_layout.h"
+
 namespace kf::cuda {
 
 namespace {
@@ -147,15 +149,16 @@ std::optional<PermuteCopyPlan> plan_permute_copy(const CopyLayout& l, int elemen
   choose_tile_layout(p);
   p.extent_a = ea;
   p.extent_b = eb;
-  int64_t outer = 1, src_span = 0, dst_span = 0;
+  int64_t outer = 1;
   for (int d = r - 1; d >= 0; --d) {
     if (!contains(p.group_a, d) && !contains(p.group_b, d)) {
       p.outer.push_back(d);
       outer *= l.sizes[d];
     }
-    src_span += (l.sizes[d] - 1) * std::llabs(l.src_strides[d]);
-    dst_span += (l.sizes[d] - 1) * std::llabs(l.dst_strides[d]);
   }
+  // Strides are >= 0: both tensors passed the entry checks.
+  const int64_t src_span = element_reach(l.sizes, l.src_strides).max_offset;
+  const int64_t dst_span = element_reach(l.sizes, l.dst_strides).max_offset;
   p.index32 = std::max({src_span, dst_span, l.numel}) < (int64_t{1} << 31);
   p.tiles = outer * ((ea + ta - 1) / ta) * ((eb + tb - 1) / tb);
   int64_t grid = std::min<int64_t>(p.tiles, max_grid_x > 0 ? max_grid_x : 65535);
