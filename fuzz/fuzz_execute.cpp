@@ -297,10 +297,16 @@ bool analyze(Tensor& x) {
   if (t.ndim > 0 && t.shape == nullptr) return x.must_reject = true;
   const int r = t.ndim;
   int64_t count = 1;
+  bool empty = false;
   for (int d = 0; d < r; ++d) {
     if (t.shape[d] < 0) return x.must_reject = true;
-    if (__builtin_mul_overflow(count, t.shape[d], &count) || count > (int64_t{1} << 62)) return x.must_reject = true;
+    empty = empty || t.shape[d] == 0;
   }
+  // An empty tensor is taken whatever its other dims, wherever its 0 is
+  // (core/util/dl_layout.h element_count); any other count must fit.
+  if (empty) count = 0;
+  for (int d = 0; d < r && !empty; ++d)
+    if (__builtin_mul_overflow(count, t.shape[d], &count) || count > (int64_t{1} << 62)) return x.must_reject = true;
   int64_t st[kMaxRank];
   if (t.strides) {
     for (int d = 0; d < r; ++d) {
@@ -652,6 +658,8 @@ void check_same(const DLTensor& a, const DLTensor& b, int esize, size_t output) 
 }
 
 int64_t numel(const int64_t* s, int r, bool* overflow) {
+  for (int d = 0; d < r; ++d)
+    if (s[d] == 0) return 0;  // (empty whatever the other dims)
   int64_t n = 1;
   for (int d = 0; d < r; ++d)
     if (__builtin_mul_overflow(n, s[d], &n)) *overflow = true;

@@ -65,11 +65,12 @@ MemoryRegion check_output_tensor(const Value& v, std::span<const int64_t> sizes,
     if (s < 0) fail(KF_ERR_UNSUPPORTED, name, ": negative strides are not supported");
   const int64_t elem = dtype_size(v.dtype);
   // Reach in int64 (as for inputs), then in the address space.
+  // (bad_dim first: an overflowing reach is never taken for an empty tensor)
   const ElementReach reach = element_reach(sizes, strides);
-  if (reach.max_offset < 0) return region_of(nullptr, sizes, strides, elem);  // empty: nothing is written
-  if (t->data == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL");
   if (reach.bad_dim >= 0)
     fail(KF_ERR_SHAPE_MISMATCH, name, ": strides reach beyond int64 offsets at dim ", reach.bad_dim);
+  if (reach.max_offset < 0) return region_of(nullptr, sizes, strides, elem);  // empty: nothing is written
+  if (t->data == nullptr) fail(KF_ERR_INVALID_ARGUMENT, name, ": data is NULL");
   uintptr_t start, end;
   if (!dl_address_checked(*t, &start) || !byte_end(start, reach.max_offset, elem, &end))
     fail(KF_ERR_INVALID_ARGUMENT, name, ": data pointer + byte_offset (", t->data, " + ", t->byte_offset,

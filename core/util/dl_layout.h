@@ -115,7 +115,9 @@ inline bool dl_is_compact(const DLTensor& t) {
 
 // The largest element offset reached through `sizes` and non-negative
 // `strides`, -1 where a dim is 0 (nothing is reached), and the first dim
-// whose reach overflows or passes kMaxElementOffset (-1 where none does).
+// whose reach overflows or passes kMaxElementOffset (-1 where none does;
+// max_offset is then INT64_MAX, never a wrapped value that could pass for
+// an empty tensor's -1).
 struct ElementReach {
   int64_t max_offset = -1;
   int bad_dim = -1;
@@ -127,7 +129,8 @@ inline ElementReach element_reach(std::span<const int64_t> sizes, std::span<cons
     int64_t step;
     if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) || __builtin_add_overflow(reach, step, &reach) ||
         reach > kMaxElementOffset)  // unless a later dim is 0
-      return std::find(sizes.begin() + d, sizes.end(), 0) != sizes.end() ? ElementReach{} : ElementReach{reach, static_cast<int>(d)};
+      return std::find(sizes.begin() + d, sizes.end(), 0) != sizes.end() ? ElementReach{}
+                                                                         : ElementReach{INT64_MAX, static_cast<int>(d)};
   }
   return {reach, -1};
 }

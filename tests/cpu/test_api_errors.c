@@ -477,6 +477,18 @@ static void test_wrong_inputs(void** state) {
   make_inputs(&in);
   in.x.strides = far_strides;
   EXPECT_FAIL(kf_execute(g_fusion, in.list, 2, &out, 1, NULL), KF_ERR_SHAPE_MISMATCH, "input 0 (value 0): strides reach beyond int64 offsets");
+  /* An output whose reach wraps int64 in the sum over dims (2 + 2 *
+   * (2^62 - 1) > 2^63 - 1) is refused too, never taken for an empty one
+   * (fuzz_execute found a wrapped, negative reach accepted). */
+  {
+    make_inputs(&in);
+    float y[6];
+    int64_t shape_y[2] = {2, 3}, wrap[2] = {2, ((int64_t)1 << 62) - 1};
+    DLTensor yt = kf_test_tensor(y, kf_test_f32(), 2, shape_y, wrap);
+    DLTensor* outs[1] = {&yt};
+    EXPECT_FAIL(kf_execute_into(g_fusion, in.list, 2, outs, 1, NULL), KF_ERR_SHAPE_MISMATCH,
+                "output 0 (value 3): strides reach beyond int64 offsets at dim 1");
+  }
 
   /* Elements must be whole: data + byte_offset aligned to the dtype's size
    * (a float32 read at byte 2 would also run 2 bytes past the buffer). */
