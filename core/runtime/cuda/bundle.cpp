@@ -10,6 +10,8 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "core/codegen/kernel_plan.h"
 #include "core/codegen/prelude.h"
@@ -176,27 +178,23 @@ void bundle_add_plan(KernelBundle& bundle, const Plan& plan) {
     if (s.schedule) plans.push_back(emit_segment_kernel(*plan.concrete, s));
   for (const KernelPlan& p : plans) splits.insert(splits.end(), p.split_rows.begin(), p.split_rows.end());
   plans.insert(plans.end(), std::make_move_iterator(splits.begin()), std::make_move_iterator(splits.end()));
-  struct Unit {
-    const KernelPlan::Unit* unit;
-    cuda::Digest key;
-  };
-  std::vector<Unit> todo;
+  // The units the bundle lacks, each source once (a pointwise kernel's
+  // source recurs across segments).
+  std::vector<std::pair<const KernelPlan::Unit*, cuda::Digest>> missing;
+  std::set<cuda::Digest> seen;
   for (const KernelPlan& p : plans)
     for (const KernelPlan::Unit& u : p.units) {
       const cuda::Digest key = cuda::bundle_key(u.source, bundle.sm);
-      if (bundle.images.contains(key) ||
-          std::any_of(todo.begin(), todo.end(), [&](const Unit& t) { return t.key == key; }))
-        continue;
-      todo.push_back({&u, key});
+      if (!bundle.images.contains(key) && seen.insert(key).second) missing.emplace_back(&u, key);
     }
-  if (todo.empty()) return;
+  if (missing.empty()) return;
   const cuda::NvrtcVersion v = cuda::nvrtc_version();  // (throws KF_ERR_BACKEND without NVRTC)
-  std::vector<cuda::CompiledCode> compiled(todo.size());
-  parallel_for(todo.size(), pool_size(todo.size(), cuda::kMaxCompileThreads), [&](size_t i) {
-    compiled[i] = cuda::nvrtc_compile(todo[i].unit->source, todo[i].unit->kernel, bundle.sm);
+  std::vector<cuda::CompiledCode> compiled(missing.size());
+  parallel_for(missing.size(), pool_size(missing.size(), cuda::kMaxCompileThreads), [&](size_t i) {
+    compiled[i] = cuda::nvrtc_compile(missing[i].first->source, missing[i].first->kernel, bundle.sm);
   });
-  for (size_t i = 0; i < todo.size(); ++i)
-    bundle.images.emplace(todo[i].key, cuda::CachedImage{std::move(compiled[i].image), compiled[i].is_ptx});
+  for (size_t i = 0; i < missing.size(); ++i)
+    bundle.images.emplace(missing[i].second, cuda::CachedImage{std::move(compiled[i].image), compiled[i].is_ptx});
   bundle.nvrtc_major = v.major;
   bundle.nvrtc_minor = v.minor;
 }
