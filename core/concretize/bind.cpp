@@ -102,7 +102,8 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
       w.push_back(static_cast<int64_t>(l.order));
       w.push_back(static_cast<int64_t>(l.contiguous | (static_cast<uint64_t>(m.alignment) << 20) |
                                        (static_cast<uint64_t>(m.device.kind) << 28) |
-                                       (static_cast<uint64_t>(l.expanded != 0) << 40)));
+                                       (static_cast<uint64_t>(l.expanded != 0) << 40) |
+                                       (static_cast<uint64_t>(l.row_alignment) << 44)));
     }
     for (size_t id = 0; id < fusion.values.size(); ++id) w.push_back(pack_classes(b.sizes[static_cast<int64_t>(id)]));
     for (int64_t ei : fusion.reshapes) {

@@ -33,7 +33,8 @@ struct ConcreteKey {
 struct InputLayout {
   std::vector<int> stride_order;  // dims outermost first
   std::vector<bool> contiguous;   // per dim: stride == inner stride * inner size
-  int alignment = 16;
+  int alignment = 16;      // bytes: the largest power of two <= 16 dividing the address
+  int row_alignment = 16;  // elements: LayoutCode::row_alignment
   // Some dim of size > 1 has stride 0 (an expanded operand): it is never
   // copied into a layout of kfuse's (relayout_inputs), which would
   // materialize it.

@@ -65,7 +65,9 @@ std::string ConcreteFusion::describe() const {
     list(os, l.stride_order, [&](int d) { os << d; });
     os << ", contiguous ";
     list(os, l.contiguous, [&](bool c) { os << (c ? 't' : 'f'); });
-    os << ", alignment " << l.alignment << ", extents ";
+    os << ", alignment " << l.alignment;
+    if (l.row_alignment < 16) os << ", rows aligned to " << l.row_alignment << " elements";
+    os << ", extents ";
     std::vector<int64_t> ids;
     for (int d = 0; d < v.rank; ++d) ids.push_back(f.extent_id(i, d));
     list(os, ids, [&](int64_t id) { os << id; });

@@ -64,6 +64,18 @@ LayoutCode encode_layout(const InputMeta& input) {
     // Wild strides may overflow: then no outer dim can be contiguous.
     if (__builtin_mul_overflow(input.strides[d], input.sizes[d], &expected)) expected = -1;
   }
+  bool dense = true;
+  for (size_t d = 0; d < r; ++d) dense = dense && ((code.contiguous >> d) & 1u) != 0;
+  if (!dense && r > 0) {
+    size_t inner = r;  // the innermost dim of size > 1 (size-1 dims keep their place in the order)
+    for (size_t k = r; k > 0 && inner == r; --k)
+      if (input.sizes[static_cast<size_t>(order[k - 1])] > 1) inner = static_cast<size_t>(order[k - 1]);
+    for (size_t d = 0; d < r; ++d) {
+      if (d == inner || input.sizes[d] <= 1 || input.strides[d] == 0) continue;
+      const uint64_t s = input.strides[d] < 0 ? 0 - static_cast<uint64_t>(input.strides[d]) : static_cast<uint64_t>(input.strides[d]);
+      while (code.row_alignment > 1 && s % static_cast<uint64_t>(code.row_alignment) != 0) code.row_alignment /= 2;
+    }
+  }
   return code;
 }
 
@@ -72,6 +84,7 @@ InputLayout analyze_layout(const InputMeta& input) {
   const LayoutCode code = encode_layout(input);
   InputLayout l;
   l.alignment = input.alignment;
+  l.row_alignment = code.row_alignment;
   l.stride_order = decode_order(code.order, r);
   for (size_t d = 0; d < r; ++d) l.contiguous.push_back((code.contiguous >> d) & 1u);
   l.expanded = code.expanded != 0;
@@ -357,6 +370,7 @@ void choose_input_relayouts(ConcreteFusion& c) {
       l.stride_order = want.stride_order;
       l.contiguous.assign(l.contiguous.size(), true);
       l.alignment = 16;
+      l.row_alignment = 16;
       l.expanded = false;
     }
   }

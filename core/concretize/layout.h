@@ -16,6 +16,12 @@ struct LayoutCode {
   uint64_t order = 0;
   uint32_t contiguous = 0;
   uint32_t expanded = 0;  // dims of size > 1 and stride 0
+  // The largest power of two (<= 16) dividing, in elements, every stride
+  // but the innermost of the dims of size > 1: 16 for a dense tensor
+  // whatever its extents (its rows are read as flat vectors where the
+  // extents are odd, and dynamic odd and even extents share one key).
+  // Below a plan's vector width, that tensor's rows start misaligned.
+  int row_alignment = 16;
 };
 LayoutCode encode_layout(const InputMeta& input);
 // The order part alone, for any tensor's sizes and strides (a caller's

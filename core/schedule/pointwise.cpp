@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/schedule/access_map.h"
+#include "core/schedule/in_place.h"
 
 #include "core/concretize/extent_sets.h"
 #include "core/schedule/schedulers.h"
@@ -73,10 +74,18 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
       }
       keep_aligned_shifts(&loop.vectors);
     }
-    if (loop.vectors.width > 0)
-      loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), loop.vectors);
     loop.outputs = std::move(outs);
     p.loops.push_back(std::move(loop));
+  }
+  // Outputs written straight into a misaligned input are stored per lane;
+  // those the run plan sends to an intermediate (the input is read
+  // elsewhere: a rotary embedding's other half) keep their vectors.
+  const std::vector<int64_t> in_place = inputs_read_where_written(c, task, p);
+  for (PointwiseLoop& loop : p.loops) {
+    const int64_t dom = loop.outputs[0];
+    drop_misaligned(c, dom, in_place, &loop.vectors);
+    if (loop.vectors.width > 0)
+      loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), loop.vectors);
   }
   return p;
 }

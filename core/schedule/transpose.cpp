@@ -289,6 +289,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   }
   if (p.outputs_a.size() == outs.size()) p.outputs_a.clear();  // (none along b: phase 2 writes them all, as before)
   p.vectors = plan_vectors(c, task, p.outputs_b(), dom, p.dim_b, &reads, tiled);
+  drop_misaligned(c, dom, {}, &p.vectors);  // (tiled outputs are never written in place: in_place.h)
   return p;
 }
 

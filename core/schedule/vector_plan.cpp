@@ -121,6 +121,56 @@ void keep_aligned_shifts(VectorPlan* p) {
   });
 }
 
+void drop_misaligned(const ConcreteFusion& c, int64_t dom, const std::vector<int64_t>& in_place, VectorPlan* p) {
+  if (p->width == 0) return;
+  const Fusion& f = *c.fusion;
+  // Can a vector of p's width start at every row of input i?
+  const auto aligned = [&](size_t i, int64_t v) {
+    const InputLayout& l = c.input_layouts[i];
+    const int bytes = std::min(p->width * dtype_size(f.value(v).dtype), kVectorBytes);
+    return l.alignment >= bytes && l.row_alignment >= p->width;
+  };
+  // Bytes per domain element: an input broadcast along a dim of class >1
+  // moves few (its rows stay in cache), counted as none.
+  const std::vector<SizeClass>& classes = c.size_classes[static_cast<size_t>(dom)];
+  const auto input_bytes = [&](int64_t v, const IndexMap& dims) {
+    for (size_t d = 0; d < classes.size(); ++d)
+      if (classes[d] == SizeClass::Many &&
+          std::none_of(dims.begin(), dims.end(), [&](int m) { return read_dim(m) == static_cast<int>(d); }))
+        return 0;
+    return dtype_size(f.value(v).dtype);
+  };
+  int kept = 0, dropped = 0;
+  std::erase_if(p->inputs, [&](const auto& in) {
+    const Value& val = f.value(in.first);
+    const bool drop = val.kind == ValueKind::TensorInput && !aligned(static_cast<size_t>(val.input_index), in.first);
+    (drop ? dropped : kept) += input_bytes(in.first, in.second);
+    return drop;
+  });
+  std::erase_if(p->outputs, [&](int64_t o) {
+    bool drop = false;
+    for (const Output& out : f.outputs)
+      if (out.value == o && out.alias_input >= 0) {
+        const size_t i = static_cast<size_t>(out.alias_input);
+        const bool into_input = std::find(in_place.begin(), in_place.end(), f.inputs[i]) != in_place.end();
+        drop = drop || (into_input && !aligned(i, o));
+      }
+    (drop ? dropped : kept) += dtype_size(f.value(o).dtype);
+    return drop;
+  });
+  // Lanes read or written one by one touch 16 bytes of a warp's span per
+  // element they move, four to sixteen times the sectors of the scalar
+  // loop's coalesced accesses: where they move most of the bytes, the
+  // scalar loop is faster (seed 80188397 c0190, Lion in place into a
+  // padded and an offset tensor: 0.183 ms scalar, 0.237 ms per lane;
+  // docs/perf-log.md, session 35).
+  if (dropped > kept) {
+    VectorPlan none;
+    none.dim = p->dim;
+    *p = none;
+  }
+}
+
 void narrow_vectors(const ConcreteFusion& c, VectorPlan* p) {
   if (p->width > 0) p->width = kVectorBytes / dtype_size_bound(c, *p, false);
 }

@@ -49,6 +49,18 @@ VectorPlan inputs_reading(const ConcreteFusion& c, int64_t dom, const std::vecto
 // other dims, and shifts by a multiple of the width, keep their vectors.
 void keep_aligned_shifts(VectorPlan* p);
 
+// Drops from `p` the task inputs whose address or rows (InputLayout's
+// alignment and row_alignment, from the key) cannot start a vector of
+// `p`'s width, and the outputs written into such an input (`in_place`:
+// the inputs the kernel updates in place, inputs_read_where_written): they
+// are read or written per lane, inside the vector loop, rather than
+// failing its run-time test and sending every other tensor of the loop to
+// the scalar path (a padded moment beside aligned parameters, an update in
+// place into a tensor at an odd storage offset). The width stays, unless
+// the dropped tensors move more bytes per domain element than the vector
+// ones: then the plan has no vectors (the scalar loop serves them better).
+void drop_misaligned(const ConcreteFusion& c, int64_t dom, const std::vector<int64_t>& in_place, VectorPlan* p);
+
 // Sets the width to 16 bytes of the narrowest dtype among `p`'s inputs and
 // outputs: wider dtypes then move several 16-byte vectors per lane group
 // (a bf16 loop reading float32 tables takes 8 lanes, not 4), which halves

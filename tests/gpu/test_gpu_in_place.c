@@ -18,28 +18,35 @@
 
 /* Runs `text` (float32 inputs of one rank-2 shape; output o aliases input
  * alias[o]) in place on the CPU and on the GPU, and compares every input
- * buffer afterwards; also kf_execute_into with the inputs as the outputs. */
-static void check_in_place(const char* text, int64_t rows, int64_t cols, size_t n_in, const int* alias) {
+ * buffer afterwards (padding included: it must stay untouched); also
+ * kf_execute_into with the inputs as the outputs. layout (NULL: all
+ * compact): per input, {element offset, row padding}. */
+static void check_in_place_at(const char* text, int64_t rows, int64_t cols, size_t n_in, const int* alias,
+                              const int64_t (*layout)[2]) {
   kf_fusion f;
   KF_CHECK(kf_fusion_from_text(text, &f));
   size_t n_out;
   KF_CHECK(kf_fusion_num_outputs(f, &n_out));
-  const size_t n = (size_t)(rows * cols);
   int64_t shape[2] = {rows, cols};
+  size_t n[4];
   float* host[4];
-  float* got = malloc(n * sizeof(float));
   void* dev[4];
   DLTensor cpu_t[4], gpu_t[4];
+  int64_t strides[4][2];
   const DLTensor *cpu_in[4], *gpu_in[4];
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < n_in; ++i) {
-      host[i] = malloc(n * sizeof(float));
-      for (size_t k = 0; k < n; ++k) host[i][k] = (float)((int)((k * 7 + i * 3) % 19) - 9) / 8.0f;
-      dev[i] = gpu_alloc(n * sizeof(float));
-      gpu_to_device(dev[i], host[i], n * sizeof(float));
-      cpu_t[i] = kf_test_tensor(host[i], kf_test_f32(), 2, shape, NULL);
+      const int64_t off = layout != NULL ? layout[i][0] : 0, pad = layout != NULL ? layout[i][1] : 0;
+      strides[i][0] = cols + pad;
+      strides[i][1] = 1;
+      n[i] = (size_t)(off + rows * (cols + pad));
+      host[i] = malloc(n[i] * sizeof(float));
+      for (size_t k = 0; k < n[i]; ++k) host[i][k] = (float)((int)((k * 7 + i * 3) % 19) - 9) / 8.0f;
+      dev[i] = gpu_alloc(n[i] * sizeof(float));
+      gpu_to_device(dev[i], host[i], n[i] * sizeof(float));
+      cpu_t[i] = kf_test_tensor(host[i] + off, kf_test_f32(), 2, shape, strides[i]);
       gpu_t[i] = cpu_t[i];
-      gpu_t[i].data = dev[i];
+      gpu_t[i].data = (float*)dev[i] + off;
       gpu_t[i].device.device_type = kDLCUDA;
       cpu_in[i] = &cpu_t[i];
       gpu_in[i] = &gpu_t[i];
@@ -58,21 +65,27 @@ static void check_in_place(const char* text, int64_t rows, int64_t cols, size_t 
     }
     GPU_CHECK(gpu.ctx_sync());
     for (size_t i = 0; i < n_in; ++i) {
-      gpu_to_host(got, dev[i], n * sizeof(float));
-      for (size_t k = 0; k < n; ++k) {
+      float* got = malloc(n[i] * sizeof(float));
+      gpu_to_host(got, dev[i], n[i] * sizeof(float));
+      for (size_t k = 0; k < n[i]; ++k) {
         const float want = host[i][k];
         /* Reductions sum in another order on each backend; a wrong element
          * (read after another thread wrote it) is off by O(1). */
         if (!(fabsf(got[k] - want) <= 1e-4f * (1.0f + fabsf(want))))
-          fail_msg("%s\ninput %zu element %zu (pass %d, %lldx%lld): gpu %g, cpu %g", text, i, k, pass,
-                   (long long)rows, (long long)cols, (double)got[k], (double)want);
+          fail_msg("%s\ninput %zu element %zu (pass %d, %lldx%lld, offset %lld, row stride %lld): gpu %g, cpu %g", text,
+                   i, k, pass, (long long)rows, (long long)cols, (long long)(layout != NULL ? layout[i][0] : 0),
+                   (long long)strides[i][0], (double)got[k], (double)want);
       }
+      free(got);
       gpu_free(dev[i]);
       free(host[i]);
     }
   }
-  free(got);
   kf_fusion_release(f);
+}
+
+static void check_in_place(const char* text, int64_t rows, int64_t cols, size_t n_in, const int* alias) {
+  check_in_place_at(text, rows, cols, n_in, alias, NULL);
 }
 
 /* Scatters updated in place (an embedding gradient's index_add_, a KV-cache
@@ -156,6 +169,26 @@ static void test_pointwise_step(void** state) {
   check_in_place(kAdam, 1023, 1001, 3, kAdamAlias); /* odd width: scalar kernel */
 }
 
+/* A step whose tensors do not all start 16-byte vectors: a parameter at
+ * an odd offset updated in place, a padded moment, a gradient at an
+ * offset. The vector loop reads and writes those per lane beside the
+ * others' vectors (vector_plan.h, drop_misaligned), or, where they move
+ * most of the bytes, the plan is the scalar loop. */
+static void test_misaligned_step(void** state) {
+  (void)state;
+  static const int64_t layouts[][3][2] = {
+      {{1, 0}, {0, 0}, {0, 0}},  /* p at an offset of one element: its stores per lane */
+      {{0, 0}, {3, 0}, {0, 0}},  /* g at an offset of three: its loads per lane */
+      {{0, 0}, {0, 0}, {0, 1}},  /* m's rows padded by one: m per lane */
+      {{0, 0}, {0, 4}, {0, 0}},  /* g padded by a whole vector: all in vectors */
+      {{1, 1}, {2, 0}, {0, 3}},  /* all misaligned: the scalar loop */
+  };
+  for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; ++k) {
+    check_in_place_at(kAdam, 512, 1024, 3, kAdamAlias, layouts[k]);
+    check_in_place_at(kAdam, 37, 1001, 3, kAdamAlias, layouts[k]);
+  }
+}
+
 static void test_transposed_read(void** state) {
   (void)state;
   const char* text = "input x: tensor<float32, 2>\nt = permute(x) {perm=[1, 0]}\ny = add(x, t)\noutput y {alias=0}\n";
@@ -236,6 +269,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pointwise_step),
+      cmocka_unit_test(test_misaligned_step),
       cmocka_unit_test(test_transposed_read),
       cmocka_unit_test(test_shifted_read),
       cmocka_unit_test(test_row_kernels),

@@ -913,6 +913,62 @@ void test_flat_vectors(void** /*state*/) {
   assert_false(contains(main, "kfflat"));
 }
 
+// Tensors whose rows cannot start a vector (a padded row stride, an odd
+// offset: InputLayout's row_alignment and alignment, in the key) are read
+// or written per lane inside the vector loop (drop_misaligned), so the
+// others keep their vectors; where they move more bytes than the vector
+// tensors, the plan has no vectors at all.
+void test_misaligned_vectors(void** /*state*/) {
+  {  // z = x + y + w, y's rows padded by one: y per lane, x and w in vectors
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}));
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}, {1025, 1}));
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}));
+    int64_t x = -1, y = -1, w = -1;
+    const Generated g = generate([&](Builder& b) {
+      x = b.tensor_input(2, DType::F32);
+      y = b.tensor_input(2, DType::F32);
+      w = b.tensor_input(2, DType::F32);
+      b.output(b.op(Op::ADD, {b.op(Op::ADD, {x, y}, {})[0], w}, {})[0], {}, -1);
+    }, in);
+    assert_int_equal(g.concrete->input_layouts[1].row_alignment, 1);
+    assert_int_equal(g.concrete->input_layouts[0].row_alignment, 16);
+    const PointwiseLoop& loop = std::get<PointwiseParams>(g.schedule).loops.at(0);
+    assert_int_equal(loop.vectors.width, 4);
+    assert_true(loop.vectors.inputs.contains(x) && loop.vectors.inputs.contains(w) && !loop.vectors.inputs.contains(y));
+    assert_int_equal(loop.vectors.outputs.size(), 1);
+  }
+  // p2 = p - (g + m) written in place into p at an offset of two floats
+  // (8-byte aligned: no 16-byte vector starts there): p is read and
+  // written per lane, g and m (8 bytes per element) stay vectors.
+  const auto step = [](bool with_m) {
+    return [with_m](Builder& b) {
+      const int64_t p = b.tensor_input(2, DType::F32), g = b.tensor_input(2, DType::F32);
+      int64_t u = g;
+      if (with_m) u = b.op(Op::ADD, {g, b.tensor_input(2, DType::F32)}, {})[0];
+      b.output(b.op(Op::SUB, {p, u}, {})[0], {}, 0);
+    };
+  };
+  {
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}, {}, 8));
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}));
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}));
+    const Generated g = generate(step(true), in);
+    const PointwiseLoop& loop = std::get<PointwiseParams>(g.schedule).loops.at(0);
+    assert_int_equal(loop.vectors.width, 4);
+    assert_int_equal(loop.vectors.inputs.size(), 2);
+    assert_true(loop.vectors.outputs.empty());
+  }
+  {  // without m: p's 8 bytes per element against g's 4: the scalar loop
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}, {}, 8));
+    in.push_back(kftest::tensor(DType::F32, {64, 1024}));
+    const Generated g = generate(step(false), in);
+    assert_int_equal(std::get<PointwiseParams>(g.schedule).loops.at(0).vectors.width, 0);
+  }
+}
+
 // Reads at a shift (VectorPlan entries kShiftedIndex): a cat's operands and
 // a pad's input are vector inputs of the pointwise plan where the shift
 // keeps a vector whole, each load guarded by its bound; the host checks a
@@ -1690,6 +1746,7 @@ int main() {
       cmocka_unit_test(test_edge_kernel),
       cmocka_unit_test(test_lanes_past_the_row),
       cmocka_unit_test(test_flat_vectors),
+      cmocka_unit_test(test_misaligned_vectors),
       cmocka_unit_test(test_shifted_vectors),
       cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_memory_order),
