@@ -133,13 +133,11 @@ struct LaunchRule {
   int items_per_thread = 1;
   int shared_bytes = 0;
   int64_t max_blocks = 65535LL * 32;
-  // Elementwise: at most a few waves of resident blocks (launch.cpp), so
-  // that each thread loops. Set for kernels of several loops (outputs of
-  // different domains), whose threads each pay every loop's set-up
-  // (arguments, vector conditions, divisors) even where a small domain
-  // gives them no step. One-step grids stay faster for single loops
-  // (docs/perf-log.md, session 7).
-  bool bounded_grid = false;
+  // The plan's grid targets (kernel_schedule.h): Elementwise with
+  // grid.waves > 0, at most that many waves of resident blocks, each
+  // thread looping; the partials and epilogue grids of ColumnReduce and
+  // SplitRows; when a PerRow call is split (prefer_split_rows).
+  GridTargets grid;
   // PerRow: when > 0, the elements each thread holds in registers; the
   // block is then chosen per call: ceil(row length / row_items) threads
   // rounded up to a warp, at most `block` (the kernel reads blockDim.x).

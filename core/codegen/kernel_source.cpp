@@ -114,6 +114,7 @@ KernelPlan split_row_plan(const ConcreteFusion& c, const Task& task, const RowPa
   plan.scheduler = scheduler;
   LaunchRule& launch = plan.launch;
   launch.kind = LaunchRule::Kind::SplitRows;
+  launch.grid = row.grid;
   launch.domain_value = row.rows.domain;
   launch.reduced_dims = row.rows.reduced;
   launch.block = block;
@@ -165,6 +166,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
   LaunchRule& launch = plan.launch;
   if (const auto* col = std::get_if<ColumnParams>(&schedule)) {
     launch.kind = LaunchRule::Kind::ColumnReduce;
+    launch.grid = col->grid;
     launch.domain_value = col->rows.domain;
     launch.reduced_dims = col->rows.reduced;
     launch.block = col->block;
@@ -319,7 +321,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     int width = 1;
     for (const PointwiseLoop& l : pw->loops) width = std::max(width, l.vectors.width * pw->unroll);
     launch.items_per_thread = width;
-    launch.bounded_grid = pw->loops.size() > 1;
+    launch.grid = pw->grid;
     // The vector loops and their scalar fallbacks as twin kernels (the
     // fallbacks were 30-45% of such a kernel's compile time: rope).
     if (std::any_of(pw->loops.begin(), pw->loops.end(), [](const PointwiseLoop& l) { return l.vectors.width > 0; })) {
@@ -370,6 +372,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     emit_row(w, task, row, RowKernel::Main, &plan.vector_checks);
     w.paths = KernelWriter::Paths::Both;
     launch.kind = LaunchRule::Kind::PerRow;
+    launch.grid = row.grid;
     launch.domain_value = row.rows.domain;
     launch.reduced_dims = row.rows.reduced;
     launch.block = row.block;

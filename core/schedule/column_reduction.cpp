@@ -25,6 +25,7 @@ std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task&
   if (!inner || rows.reduced[*inner]) return reject(why, "the innermost dim in memory is reduced, or every dim is of size class 0/1");
   ColumnParams p;
   p.rows = rows;
+  p.grid = grid_targets(tuning);
   p.scalar_rows = tuning.column_scalar_rows;
   p.any_rows = tuning.column_any_rows;
   p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner);

@@ -60,6 +60,19 @@ struct VectorPlan {
   bool operator==(const VectorPlan&) const = default;
 };
 
+// What a plan asks of its grids, met per call by the launch (launch.cpp:
+// launch_dims, prefer_split_rows) from the call's sizes; the values are
+// Tuning's grid_* (grid_targets, schedulers.h).
+struct GridTargets {
+  int waves = 0;                // pointwise: at most this many waves of resident blocks (0: one step per thread)
+  int split_blocks = 1024;      // column and split-row partials: blocks in all, about
+  int split_rows = 128;         // column partials: reduced rows per block, at least
+  int epilogue_blocks = 4096;   // column and split-row epilogues: blocks in all, about
+  int epilogue_rows = 32;       // column epilogue: rows per block, at least
+  int streamed_items = 16;      // row plans: elements per thread of a streamed row before it is split
+  bool operator==(const GridTargets&) const = default;
+};
+
 // Pointwise: grid-stride loops, one per group of outputs of provably equal
 // sizes; each loop runs over the sizes of its first output, its linear
 // index unravelled over `order` (dims outermost first: the outputs' memory
@@ -84,6 +97,12 @@ struct PointwiseParams {
   // Blocks per multiprocessor the vector kernel is compiled for
   // (__launch_bounds__'s second argument; 0: the compiler's choice).
   int min_blocks = 0;
+  // waves > 0 for kernels of several loops (outputs of different
+  // domains), whose threads each pay every loop's set-up (arguments,
+  // vector conditions, divisors) even where a small domain gives them no
+  // step; one-step grids stay faster for single loops (docs/perf-log.md,
+  // session 7).
+  GridTargets grid;
   bool operator==(const PointwiseParams&) const = default;
 };
 
@@ -270,6 +289,7 @@ struct RowParams {
   bool cluster_stageable = false;
   // The kernels besides the main one (set last: plan_row_kernels).
   RowKernels kernels;
+  GridTargets grid;  // the split-row kernels' grids, and when rows are split
   bool has_outer() const { return outer.domain >= 0; }
   bool operator==(const RowParams&) const = default;
 };
@@ -329,6 +349,7 @@ struct ColumnParams {
     t.row_groups = 1;
     return t;
   }
+  GridTargets grid;  // the partials' and the epilogue's grids
   bool operator==(const ColumnParams&) const = default;
 };
 

@@ -93,6 +93,7 @@ RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& r
   RowParams p;
   p.rows = rows;
   p.vectors_per_thread = tuning.row_vectors;
+  p.grid = grid_targets(tuning);
   const size_t r = rows.reduced.size();
   // Vectors along the innermost dim in memory (RowDomain::order), when reduced.
   if (const std::optional<size_t> inner = innermost_dim(c, rows); inner && rows.reduced[*inner]) {

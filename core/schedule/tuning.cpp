@@ -55,6 +55,12 @@ const Tuning& default_tuning() {
     d.row_short_block = tuning_value("KFUSE_TUNE_ROW_SHORT_BLOCK", d.row_short_block, 32, 1024);
     d.row_short_min_blocks = tuning_value("KFUSE_TUNE_ROW_SHORT_MIN_BLOCKS", d.row_short_min_blocks, 1, 32);
     d.split_row_block = tuning_value("KFUSE_TUNE_SPLIT_ROW_BLOCK", d.split_row_block, 32, 1024);
+    d.grid_waves = tuning_value("KFUSE_TUNE_GRID_WAVES", d.grid_waves, 1, 1024);
+    d.grid_split_blocks = tuning_value("KFUSE_TUNE_GRID_SPLIT_BLOCKS", d.grid_split_blocks, 1, 1 << 20);
+    d.grid_split_rows = tuning_value("KFUSE_TUNE_GRID_SPLIT_ROWS", d.grid_split_rows, 1, 1 << 20);
+    d.grid_epilogue_blocks = tuning_value("KFUSE_TUNE_GRID_EPILOGUE_BLOCKS", d.grid_epilogue_blocks, 1, 1 << 20);
+    d.grid_epilogue_rows = tuning_value("KFUSE_TUNE_GRID_EPILOGUE_ROWS", d.grid_epilogue_rows, 1, 1 << 20);
+    d.grid_streamed_items = tuning_value("KFUSE_TUNE_GRID_STREAMED_ITEMS", d.grid_streamed_items, 1, 1 << 20);
     d.column_epilogue_blocks = tuning_value("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks, 1, 32);
     d.column_scalar_rows = tuning_value("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows, 1, 16);
     d.column_any_rows = tuning_value("KFUSE_TUNE_COLUMN_ANY_ROWS", d.column_any_rows, 0, 16);

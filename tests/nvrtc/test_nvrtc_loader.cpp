@@ -213,12 +213,12 @@ void test_launch_dims(void**) {
   // waves of resident blocks, each thread looping (16 blocks of 128
   // threads per multiprocessor; 4 with 64 registers).
   assert_int_equal(launch_dims(r, Sizes{1 << 20, 1024}, 1 << 30, 132).grid, 1 << 20);
-  r.bounded_grid = true;
+  r.grid.waves = 16;
   assert_int_equal(launch_dims(r, Sizes{1 << 20, 1024}, 1 << 30, 132).grid, 132 * 16 * 16);
   assert_int_equal(launch_dims(r, Sizes{1 << 20, 1024}, 1 << 30, 132, KernelLimits{0, 128}).grid, 132 * 4 * 16);
   assert_int_equal(launch_dims(r, Sizes{1 << 20, 1024}, 1 << 30, 0).grid, 1 << 20);  // no device count: max_blocks
   assert_int_equal(launch_dims(r, Sizes{1000, 3}, 1 << 30, 132).grid, (3000 + 511) / 512);  // small: unchanged
-  r.bounded_grid = false;
+  r.grid.waves = 0;
   r.kind = LaunchRule::Kind::PerRow;
   r.reduced_dims = {false, true, false};
   assert_int_equal(launch_dims(r, sizes[2], 1 << 30, 132).grid, 36);
@@ -345,6 +345,19 @@ void test_launch_dims(void**) {
   d = launch_dims(col, Sizes{100, 8192}, 1 << 30, 132);
   assert_int_equal(d.grid_y, 1);
   assert_int_equal(d.epilogue_grid_y, 3);
+  {  // the plan's grid targets (Tuning::grid_*), not constants of the launch
+    LaunchRule c2 = col;
+    c2.grid.split_blocks = 256;
+    c2.grid.epilogue_blocks = 1024;
+    d = launch_dims(c2, Sizes{32768, 8192}, 1 << 30, 132);
+    assert_int_equal(d.grid_y, 8);
+    assert_int_equal(d.epilogue_grid_y, 32);
+    c2.grid.split_rows = 8192;  // at least 8192 rows per block: 4 splits
+    c2.grid.epilogue_rows = 8192;
+    d = launch_dims(c2, Sizes{32768, 8192}, 1 << 30, 132);
+    assert_int_equal(d.grid_y, 4);
+    assert_int_equal(d.epilogue_grid_y, 4);
+  }
   // More tiles than max_blocks (65535 x 32): one block per tile still (the
   // kernels have no grid-stride loop over tiles; this once gave grid 0, a
   // call that wrote nothing and succeeded); the finish kernel, which
@@ -400,6 +413,14 @@ void test_launch_dims(void**) {
   assert_false(prefer_split_rows(row, Sizes{264, 327680}, 132));  // enough rows
   assert_false(prefer_split_rows(row, Sizes{128, 32768}, 132));   // fits the registers
   assert_false(prefer_split_rows(row, Sizes{0, 327680}, 132));
+  {  // a streamed row (no register plan): split past grid.streamed_items per thread
+    LaunchRule s = row;
+    s.row_items = 0;
+    assert_true(prefer_split_rows(s, Sizes{128, 16385}, 132));
+    assert_false(prefer_split_rows(s, Sizes{128, 16384}, 132));
+    s.grid.streamed_items = 32;
+    assert_false(prefer_split_rows(s, Sizes{128, 16385}, 132));
+  }
   // Cluster rows (rows too long to stage in half the shared memory, or too
   // few for two per multiprocessor): the fewest blocks per row, a power of
   // two up to cluster_max, whose parts stage in a quarter of it (else half)
@@ -471,6 +492,11 @@ void test_launch_dims(void**) {
   d = launch_dims(split, Sizes{3, 20000}, 1 << 30, 132);
   assert_int_equal(d.grid_y, 2);           // 20000 / (4 * 2048) rows per split at least
   assert_int_equal(d.epilogue_grid_y, 9);  // 20000 / 2048
+  split.grid.split_blocks = 256;
+  split.grid.epilogue_blocks = 512;
+  d = launch_dims(split, Sizes{128, 327680}, 1 << 30, 132);
+  assert_int_equal(d.grid_y, 2);
+  assert_int_equal(d.epilogue_grid_y, 4);
 }
 
 // Which kernel a row plan's call takes on an sm_90 device with clusters

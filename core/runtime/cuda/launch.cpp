@@ -135,11 +135,6 @@ namespace {
 // targets, sm_80 to sm_100, has these).
 constexpr int64_t kThreadsPerSm = 2048, kRegistersPerSm = 65536;
 
-// Elementwise grids with bounded_grid: at most this many waves of resident
-// blocks (4, 8, 16 and 32 measured on rope: 16 is as fast as 8 and longer
-// loops gain nothing more).
-constexpr int64_t kElementwiseWaves = 16;
-
 // Blocks of `block` threads resident on one multiprocessor, by threads,
 // registers (allocated in units of 8 per thread) and shared memory.
 int64_t resident_blocks(int64_t block, int registers, int64_t shared, int64_t max_shared) {
@@ -188,20 +183,20 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     if (tiles > max_grid_x)
       fail(KF_ERR_UNSUPPORTED, "a column reduction over ", cols, " columns needs ", tiles,
            " blocks, more than the device's grid limit of ", max_grid_x);
-    // About 1024 blocks in all (several waves on any current GPU), each
-    // reducing at least 128 rows (16 per row group).
-    constexpr int64_t kTargetBlocks = 1024, kMinRows = 128;
-    const int64_t splits = std::clamp<int64_t>((kTargetBlocks + tiles - 1) / tiles, 1,
-                                               std::max<int64_t>(1, (rows + kMinRows - 1) / kMinRows));
+    // About grid.split_blocks blocks in all, each reducing at least
+    // grid.split_rows rows (Tuning::grid_split_blocks).
+    const int64_t target = std::max(rule.grid.split_blocks, 1), least = std::max(rule.grid.split_rows, 1);
+    const int64_t splits =
+        std::clamp<int64_t>((target + tiles - 1) / tiles, 1, std::max<int64_t>(1, (rows + least - 1) / least));
     dims.grid = static_cast<uint32_t>(tiles);
     dims.grid_y = static_cast<uint32_t>(std::min<int64_t>(splits, 65535));
     dims.splits = dims.grid_y;
     dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((cols + rule.finish_cols - 1) / rule.finish_cols, cap));
-    // The epilogue: about 4096 blocks (a short tail on any current GPU),
-    // each writing at least 32 rows (4 per row group).
-    constexpr int64_t kEpilogueBlocks = 4096, kEpilogueRows = 32;
+    // The epilogue: about grid.epilogue_blocks blocks, each writing at
+    // least grid.epilogue_rows rows.
+    const int64_t epilogue = std::max(rule.grid.epilogue_blocks, 1), epilogue_rows = std::max(rule.grid.epilogue_rows, 1);
     dims.epilogue_grid_y = static_cast<uint32_t>(std::clamp<int64_t>(
-        (kEpilogueBlocks + tiles - 1) / tiles, 1, std::min<int64_t>(65535, std::max<int64_t>(1, rows / kEpilogueRows))));
+        (epilogue + tiles - 1) / tiles, 1, std::min<int64_t>(65535, std::max<int64_t>(1, rows / epilogue_rows))));
     dims.scratch_bytes =
         (static_cast<uint64_t>(rule.accumulators) * dims.grid_y + static_cast<uint64_t>(rule.result_words)) *
         static_cast<uint64_t>(cols) * 8;
@@ -221,15 +216,17 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? row : rows) *= domain[d];
     const int64_t cap = std::min<int64_t>(rule.max_blocks, max_grid_x);
     if (rows == 0 || rows > cap) return dims;  // (prefer_split_rows never picks these)
-    // About 1024 partials blocks, each at least kRowsInFlight vectors per
-    // thread; the epilogue about 4096 blocks, at least one vector per thread.
+    // About grid.split_blocks partials blocks, each at least four vectors
+    // per thread; the epilogue about grid.epilogue_blocks blocks, at least
+    // one vector per thread.
     const int64_t vector = int64_t{rule.block} * std::max(rule.items_per_thread, 1);
+    const int64_t target = std::max(rule.grid.split_blocks, 1), epilogue = std::max(rule.grid.epilogue_blocks, 1);
     dims.grid = static_cast<uint32_t>(rows);
     dims.grid_y = static_cast<uint32_t>(
-        std::clamp<int64_t>((1024 + rows - 1) / rows, 1, std::clamp<int64_t>(row / (4 * vector), 1, 65535)));
+        std::clamp<int64_t>((target + rows - 1) / rows, 1, std::clamp<int64_t>(row / (4 * vector), 1, 65535)));
     dims.splits = dims.grid_y;
     dims.epilogue_grid_y = static_cast<uint32_t>(
-        std::clamp<int64_t>((4096 + rows - 1) / rows, 1, std::clamp<int64_t>(row / vector, 1, 65535)));
+        std::clamp<int64_t>((epilogue + rows - 1) / rows, 1, std::clamp<int64_t>(row / vector, 1, 65535)));
     dims.finish_grid = static_cast<uint32_t>(std::min<int64_t>((rows + rule.finish_cols - 1) / rule.finish_cols, cap));
     dims.scratch_bytes =
         (static_cast<uint64_t>(rule.accumulators) * dims.grid_y + static_cast<uint64_t>(rule.result_words)) *
@@ -241,11 +238,11 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
     for (int64_t s : domain) work *= s;
     const int64_t per_block = static_cast<int64_t>(rule.block) * std::max(rule.items_per_thread, 1);
     work = (work + per_block - 1) / per_block;
-    // bounded_grid: a few waves of resident blocks, each thread looping,
+    // grid.waves: a few waves of resident blocks, each thread looping,
     // so the set-up before the loops is paid once per thread for many
     // steps (docs/perf-log.md: rope, 56 instructions per element with one step).
-    if (rule.bounded_grid && multiprocessors > 0)
-      elementwise_cap = int64_t{multiprocessors} * kElementwiseWaves *
+    if (rule.grid.waves > 0 && multiprocessors > 0)
+      elementwise_cap = int64_t{multiprocessors} * rule.grid.waves *
                         std::max<int64_t>(1, resident_blocks(rule.block, limits.registers, rule.shared_bytes,
                                                              std::max<int64_t>(max_dynamic_shared, rule.shared_bytes)));
   }
@@ -450,10 +447,8 @@ bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, 
   for (size_t d = 0; d < domain.size(); ++d) (d < rule.reduced_dims.size() && rule.reduced_dims[d] ? row : rows) *= domain[d];
   // A row without a register plan is streamed by one block whatever its
   // length: split it once each thread of that block would load more than
-  // 16 elements (a block reads 4096 elements in a few microseconds; the
-  // split kernels cost two launches more).
-  constexpr int64_t kStreamedItems = 16;
-  const int64_t items = rule.row_items > 0 ? rule.row_items : kStreamedItems;
+  // grid.streamed_items elements (Tuning::grid_streamed_items).
+  const int64_t items = rule.row_items > 0 ? rule.row_items : std::max(rule.grid.streamed_items, 1);
   return rows > 0 && rows < 2 * int64_t{std::max(multiprocessors, 1)} && row > int64_t{rule.block} * items;
 }
 
