@@ -97,6 +97,10 @@ class ConcreteFusion {
   std::map<int64_t, ReshapeGroups> reshapes;
 
   std::string describe() const;
+  // The caller's layout that relayout output i is copied into: its tensor
+  // of kf_execute_into, or (kf_execute, an output updating an input that
+  // is copied in) the input's own.
+  const std::vector<int>& copied_output_order(size_t i) const;
 };
 
 // Binds one call into `b`: checks the inputs, infers every value's sizes

@@ -31,7 +31,7 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
     // overflow: an empty tensor's other dims may be huge).
     const std::span<const int64_t> sizes = b.sizes[o.value];
     const std::vector<int>& order =
-        c->relayout_outputs[i] ? c->caller_output_orders[i] : c->stride_orders[static_cast<size_t>(o.value)];
+        c->relayout_outputs[i] ? c->copied_output_order(i) : c->stride_orders[static_cast<size_t>(o.value)];
     Extents strides(sizes.size(), 0);
     for (size_t k = 0; k < order.size(); ++k)
       strides[static_cast<size_t>(order[k])] = static_cast<int64_t>(order.size() - k);
@@ -43,6 +43,11 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
   sets->freeze();
   c->extent_sets = std::move(sets);
   return c;
+}
+
+const std::vector<int>& ConcreteFusion::copied_output_order(size_t i) const {
+  if (i < caller_output_orders.size()) return caller_output_orders[i];
+  return caller_input_layouts.at(static_cast<size_t>(fusion->outputs.at(i).alias_input)).stride_order;
 }
 
 }  // namespace kf

@@ -101,7 +101,7 @@ std::string ConcreteFusion::describe() const {
     if (o.alias_input >= 0) os << ", aliases input " << o.alias_input;
     if (i < relayout_outputs.size() && relayout_outputs[i]) {
       os << ", copied into the caller's layout ";
-      list(os, caller_output_orders[i], [&](int d) { os << d; });
+      list(os, copied_output_order(i), [&](int d) { os << d; });
     }
     sharding(o.value);
     os << '\n';

@@ -296,10 +296,12 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
 // compact buffer of kfuse's, before its first reader; outputs laid out
 // across the rows are copied at the end (crosses_rows). Copying towards a
 // transposed majority instead would hand an inner-outer kernel transposed
-// rows, which it walks without vectors. Never copied: an input an output
-// aliases (the in-place write would still cross its rows: only the output
-// side could fix that), an expanded one (stride 0: a copy would
-// materialize it), inputs broadcast over u (other classes), and inputs
+// rows, which it walks without vectors. An input an output updates in
+// place is copied too: that output is then produced in kfuse's layout and
+// copied into the input at the end (propagate_layouts), as its in-place
+// write would cross the rows (seed 80188397 c0094, add_rmsnorm in place
+// into a transposed x: 0.17x torch.compile, docs/perf-log.md session 35).
+// Never copied: an expanded input (stride 0: a copy would materialize it), inputs broadcast over u (other classes), and inputs
 // where none is laid out row-major or all agree (transposed rows, column
 // reductions, pointwise fusions: their schedulers read them well). Reads
 // only the key's parts: the inputs' layouts and the size classes.
@@ -307,9 +309,6 @@ void choose_input_relayouts(ConcreteFusion& c) {
   const Fusion& f = *c.fusion;
   c.relayout_inputs.assign(f.inputs.size(), false);
   c.caller_input_layouts = c.input_layouts;
-  std::vector<bool> aliased(f.inputs.size(), false);  // read where they are, and a reference
-  for (const Output& o : f.outputs)
-    if (o.alias_input >= 0) aliased[static_cast<size_t>(o.alias_input)] = true;
   std::vector<char> seen(f.values.size(), 0);
   std::vector<std::vector<size_t>> consumers(f.values.size());
   for (size_t k = 0; k < f.exprs.size(); ++k)
@@ -364,7 +363,7 @@ void choose_input_relayouts(ConcreteFusion& c) {
     if (reference == spans.end()) continue;
     const InputLayout want = c.input_layouts[reference->first];
     for (const auto& [i, inner] : spans) {
-      if (inner == last || c.relayout_inputs[i] || aliased[i]) continue;
+      if (inner == last || c.relayout_inputs[i]) continue;
       c.relayout_inputs[i] = true;
       InputLayout& l = c.input_layouts[i];
       l.stride_order = want.stride_order;
@@ -398,6 +397,15 @@ void propagate_layouts(ConcreteFusion& c) {
   // that are inputs keep theirs (an output that is an input is a copy),
   // and a value given twice is written into its first output.
   c.relayout_outputs.assign(f.outputs.size(), false);
+  // An output that updates an input copied in (choose_input_relayouts):
+  // produced in the copy's layout, copied into the input's memory at the
+  // end (after every segment read the copy), never written across its rows.
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    const int64_t a = f.outputs[i].alias_input;
+    if (a >= 0 && c.relayout_inputs[static_cast<size_t>(a)] && !f.value(f.outputs[i].value).is_scalar &&
+        f.outputs[i].value != f.inputs[static_cast<size_t>(a)])
+      c.relayout_outputs[i] = true;
+  }
   if (c.caller_output_orders.empty()) return;
   std::vector<bool> set(f.values.size(), false);
   for (const int64_t in : f.inputs) set[static_cast<size_t>(in)] = true;
@@ -405,6 +413,7 @@ void propagate_layouts(ConcreteFusion& c) {
     const size_t v = static_cast<size_t>(f.outputs[i].value);
     if (set[v]) continue;
     set[v] = true;
+    if (c.relayout_outputs[i]) continue;
     if (f.outputs[i].alias_input < 0 && crosses_rows(c, v, c.caller_output_orders[i])) {
       c.relayout_outputs[i] = true;
       continue;

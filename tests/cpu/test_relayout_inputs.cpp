@@ -267,23 +267,63 @@ void test_add_rmsnorm_permuted_residual(void**) {
   assert_true(out[2] == res.values());
 }
 
-// Not copied: an input the in-place output writes (c0056's class: the
-// write would still cross the rows), an expanded input (a copy would
-// materialize it), inputs that all agree (a column reduction of
-// column-major inputs; a row-major softmax backward), and pointwise
-// fusions (the tiled scheduler transposes there).
+// c0056's and c0094's class: an input across the rows that an output
+// updates in place (h written into a column-major res, the normalized y
+// into a transposed x). The input is copied in like any other; the output
+// is produced in the copy's layout and copied into the input's memory at
+// the end (ConcreteFusion::relayout_outputs), never written across its
+// rows. Results, and the inputs' memory afterwards, as on row-major copies.
+void test_in_place_input_copied(void**) {
+  struct Case {
+    const char* text;
+    std::vector<int> x_order, res_order;
+    std::vector<bool> copied;
+    int64_t pad;
+  };
+  const Case cases[] = {
+      {"input x: tensor<float32, 2>\ninput res: tensor<float32, 2>\n"
+       "h = add(x, res)\nsq = mul(h, h)\nms = mean(sq) {axes=[1], keepdim=true}\nr = rsqrt(ms)\n"
+       "y = mul(h, r)\noutput y\noutput h {alias=1}\n",
+       {}, {1, 0}, {false, true}, 0},
+      {"input x: tensor<float32, 2>\ninput res: tensor<float32, 2>\n"
+       "h = add(x, res)\nsq = mul(h, h)\nms = mean(sq) {axes=[1], keepdim=true}\nr = rsqrt(ms)\n"
+       "y = mul(h, r)\noutput y {alias=0}\noutput h {alias=1}\noutput r\n",
+       {1, 0}, {}, {true, false}, 3},
+  };
+  for (const Case& c : cases)
+    for (bool into : {false, true}) {
+      Tensor x({16, 64}, c.x_order, c.pad, 5), res({16, 64}, c.res_order, 0, 0, 2);
+      Tensor xc = row_major_copy(x, 1), rc = row_major_copy(res, 1);
+      auto f = kf::parse_fusion(c.text);
+      const Run reference = run(*f, {&xc, &rc}, false);
+      const Run r = run(*f, {&x, &res}, into);
+      assert_true(relayouts(r) == c.copied);
+      const kf::ConcreteFusion& cf = *r.plan->concrete;
+      for (size_t i = 0; i < f->outputs.size(); ++i) {
+        const int64_t a = f->outputs[i].alias_input;
+        assert_int_equal(cf.relayout_outputs.at(i), a >= 0 && c.copied[static_cast<size_t>(a)]);
+      }
+      assert_true(cf.describe().find("copied into the caller's layout") != std::string::npos);
+      for (size_t o = 0; o < r.outputs.size(); ++o)
+        for (size_t k = 0; k < r.outputs[o].size(); ++k)
+          if (std::fabs(r.outputs[o][k] - reference.outputs[o][k]) > 1e-5f * (1.0f + std::fabs(reference.outputs[o][k])))
+            fail_msg("output %zu element %zu: %g, expected %g (into %d)", o, k, static_cast<double>(r.outputs[o][k]),
+                     static_cast<double>(reference.outputs[o][k]), into);
+      assert_true(x.values() == xc.values());  // the inputs' memory after the call
+      assert_true(res.values() == rc.values());
+      // The padding of a padded x is left alone.
+      if (c.pad > 0)
+        for (int64_t row = 0; row < 64; ++row)
+          for (int64_t p = 0; p < c.pad; ++p)
+            assert_true(x.data[static_cast<size_t>(5 + row * (16 + c.pad) + 16 + p)] == -7.0f);
+    }
+}
+
+// Not copied: an expanded input (a copy would materialize it), inputs
+// that all agree (a column reduction of column-major inputs; a row-major
+// softmax backward), and pointwise fusions (the tiled scheduler
+// transposes there).
 void test_not_copied(void**) {
-  // In place: h written into res.
-  constexpr const char* in_place =
-      "input x: tensor<float32, 2>\ninput res: tensor<float32, 2>\n"
-      "h = add(x, res)\nsq = mul(h, h)\nms = mean(sq) {axes=[1], keepdim=true}\nr = rsqrt(ms)\n"
-      "y = mul(h, r)\noutput y\noutput h {alias=1}\n";
-  {
-    Tensor x({16, 64}), res({16, 64}, {1, 0}, 0, 0, 2);
-    auto f = kf::parse_fusion(in_place);
-    const Run r = run(*f, {&x, &res}, false);
-    assert_true(relayouts(r) == (std::vector<bool>{false, false}));
-  }
   // An input written in place still orders the rows: y written into x
   // (row-major), the column-major residual copied; results as on copies.
   {
@@ -374,6 +414,7 @@ int main() {
       cmocka_unit_test(test_layernorm_bwd_permuted_x),
       cmocka_unit_test(test_rmsnorm_bwd_permuted_x),
       cmocka_unit_test(test_add_rmsnorm_permuted_residual),
+      cmocka_unit_test(test_in_place_input_copied),
       cmocka_unit_test(test_not_copied),
       cmocka_unit_test(test_copy_read_by_two_segments),
   };

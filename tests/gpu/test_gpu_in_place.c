@@ -20,9 +20,10 @@
  * alias[o]) in place on the CPU and on the GPU, and compares every input
  * buffer afterwards (padding included: it must stay untouched); also
  * kf_execute_into with the inputs as the outputs. layout (NULL: all
- * compact): per input, {element offset, row padding}. */
+ * compact): per input, {element offset, padding of the inner dim, 1 for
+ * column-major}. */
 static void check_in_place_at(const char* text, int64_t rows, int64_t cols, size_t n_in, const int* alias,
-                              const int64_t (*layout)[2]) {
+                              const int64_t (*layout)[3]) {
   kf_fusion f;
   KF_CHECK(kf_fusion_from_text(text, &f));
   size_t n_out;
@@ -37,9 +38,10 @@ static void check_in_place_at(const char* text, int64_t rows, int64_t cols, size
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < n_in; ++i) {
       const int64_t off = layout != NULL ? layout[i][0] : 0, pad = layout != NULL ? layout[i][1] : 0;
-      strides[i][0] = cols + pad;
-      strides[i][1] = 1;
-      n[i] = (size_t)(off + rows * (cols + pad));
+      const int column_major = layout != NULL && layout[i][2] != 0;
+      strides[i][0] = column_major ? 1 : cols + pad;
+      strides[i][1] = column_major ? rows + pad : 1;
+      n[i] = (size_t)(off + (column_major ? cols * (rows + pad) : rows * (cols + pad)));
       host[i] = malloc(n[i] * sizeof(float));
       for (size_t k = 0; k < n[i]; ++k) host[i][k] = (float)((int)((k * 7 + i * 3) % 19) - 9) / 8.0f;
       dev[i] = gpu_alloc(n[i] * sizeof(float));
@@ -176,12 +178,12 @@ static void test_pointwise_step(void** state) {
  * most of the bytes, the plan is the scalar loop. */
 static void test_misaligned_step(void** state) {
   (void)state;
-  static const int64_t layouts[][3][2] = {
-      {{1, 0}, {0, 0}, {0, 0}},  /* p at an offset of one element: its stores per lane */
-      {{0, 0}, {3, 0}, {0, 0}},  /* g at an offset of three: its loads per lane */
-      {{0, 0}, {0, 0}, {0, 1}},  /* m's rows padded by one: m per lane */
-      {{0, 0}, {0, 4}, {0, 0}},  /* g padded by a whole vector: all in vectors */
-      {{1, 1}, {2, 0}, {0, 3}},  /* all misaligned: the scalar loop */
+  static const int64_t layouts[][3][3] = {
+      {{1, 0, 0}, {0, 0, 0}, {0, 0, 0}},  /* p at an offset of one element: its stores per lane */
+      {{0, 0, 0}, {3, 0, 0}, {0, 0, 0}},  /* g at an offset of three: its loads per lane */
+      {{0, 0, 0}, {0, 0, 0}, {0, 1, 0}},  /* m's rows padded by one: m per lane */
+      {{0, 0, 0}, {0, 4, 0}, {0, 0, 0}},  /* g padded by a whole vector: all in vectors */
+      {{1, 1, 0}, {2, 0, 0}, {0, 3, 0}},  /* all misaligned: the scalar loop */
   };
   for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; ++k) {
     check_in_place_at(kAdam, 512, 1024, 3, kAdamAlias, layouts[k]);
@@ -244,6 +246,23 @@ static void test_row_kernel_shifted_read(void** state) {
  * input its own group may already have overwritten, so they must store
  * nothing. RMSNorm over QK-norm's head dims, and a residual add + RMSNorm;
  * row counts that are not multiples of the rows per block. */
+/* A residual add + RMSNorm written in place into a column-major input
+ * (rows across its memory): that input is copied into the other's layout
+ * first, the output produced there and copied back at the end
+ * (ConcreteFusion::relayout_outputs). */
+static void test_rows_across_an_in_place_input(void** state) {
+  (void)state;
+  const char* add_norm =
+      "input x: tensor<float32, 2>\ninput r: tensor<float32, 2>\nconst eps: float32 = 1e-6\n"
+      "s = add(x, r)\nsq = mul(s, s)\nms = mean(sq) {axes=[1], keepdim=true}\nme = add(ms, eps)\n"
+      "inv = rsqrt(me)\ny = mul(s, inv)\noutput y {alias=0}\noutput s {alias=1}\n";
+  static const int both[2] = {0, 1};
+  static const int64_t x_transposed[2][3] = {{0, 0, 1}, {0, 0, 0}};
+  static const int64_t r_transposed_padded[2][3] = {{3, 0, 0}, {0, 5, 1}};
+  check_in_place_at(add_norm, 1024, 2048, 2, both, x_transposed);
+  check_in_place_at(add_norm, 333, 1001, 2, both, r_transposed_padded);
+}
+
 static void test_short_rows(void** state) {
   (void)state;
   const char* rmsnorm =
@@ -275,6 +294,7 @@ int main(void) {
       cmocka_unit_test(test_row_kernels),
       cmocka_unit_test(test_row_kernel_shifted_read),
       cmocka_unit_test(test_short_rows),
+      cmocka_unit_test(test_rows_across_an_in_place_input),
       cmocka_unit_test(test_scatters),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
