@@ -241,43 +241,41 @@ static void test_row_kernel_shifted_read(void** state) {
   check_in_place(text, 37, 50257, 1, kFirst);
 }
 
-/* Short rows (the short-row kernel: several rows per block) in place: the
- * last block's groups past the last row compute that row again from an
- * input its own group may already have overwritten, so they must store
- * nothing. RMSNorm over QK-norm's head dims, and a residual add + RMSNorm;
- * row counts that are not multiples of the rows per block. */
+/* A residual add + RMSNorm, both outputs in place. */
+static const char* const kAddNorm =
+    "input x: tensor<float32, 2>\ninput r: tensor<float32, 2>\nconst eps: float32 = 1e-6\n"
+    "s = add(x, r)\nsq = mul(s, s)\nms = mean(sq) {axes=[1], keepdim=true}\nme = add(ms, eps)\n"
+    "inv = rsqrt(me)\ny = mul(s, inv)\noutput y {alias=0}\noutput s {alias=1}\n";
+
 /* A residual add + RMSNorm written in place into a column-major input
  * (rows across its memory): that input is copied into the other's layout
  * first, the output produced there and copied back at the end
  * (ConcreteFusion::relayout_outputs). */
 static void test_rows_across_an_in_place_input(void** state) {
   (void)state;
-  const char* add_norm =
-      "input x: tensor<float32, 2>\ninput r: tensor<float32, 2>\nconst eps: float32 = 1e-6\n"
-      "s = add(x, r)\nsq = mul(s, s)\nms = mean(sq) {axes=[1], keepdim=true}\nme = add(ms, eps)\n"
-      "inv = rsqrt(me)\ny = mul(s, inv)\noutput y {alias=0}\noutput s {alias=1}\n";
   static const int both[2] = {0, 1};
   static const int64_t x_transposed[2][3] = {{0, 0, 1}, {0, 0, 0}};
   static const int64_t r_transposed_padded[2][3] = {{3, 0, 0}, {0, 5, 1}};
-  check_in_place_at(add_norm, 1024, 2048, 2, both, x_transposed);
-  check_in_place_at(add_norm, 333, 1001, 2, both, r_transposed_padded);
+  check_in_place_at(kAddNorm, 1024, 2048, 2, both, x_transposed);
+  check_in_place_at(kAddNorm, 333, 1001, 2, both, r_transposed_padded);
 }
 
+/* Short rows (the short-row kernel: several rows per block) in place: the
+ * last block's groups past the last row compute that row again from an
+ * input its own group may already have overwritten, so they must store
+ * nothing. RMSNorm over QK-norm's head dims, and a residual add + RMSNorm;
+ * row counts that are not multiples of the rows per block. */
 static void test_short_rows(void** state) {
   (void)state;
   const char* rmsnorm =
       "input x: tensor<float32, 2>\nconst eps: float32 = 1e-6\n"
       "sq = mul(x, x)\nms = mean(sq) {axes=[1], keepdim=true}\nme = add(ms, eps)\n"
       "inv = rsqrt(me)\ny = mul(x, inv)\noutput y {alias=0}\n";
-  const char* add_norm =
-      "input x: tensor<float32, 2>\ninput r: tensor<float32, 2>\nconst eps: float32 = 1e-6\n"
-      "s = add(x, r)\nsq = mul(s, s)\nms = mean(sq) {axes=[1], keepdim=true}\nme = add(ms, eps)\n"
-      "inv = rsqrt(me)\ny = mul(s, inv)\noutput y {alias=0}\noutput s {alias=1}\n";
   static const int both[2] = {0, 1};
   const int64_t shapes[][2] = {{1000, 128}, {7, 64}, {100003, 64}, {333, 32}, {1001, 8}, {999, 256}, {77, 112}};
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; ++k) {
     check_in_place(rmsnorm, shapes[k][0], shapes[k][1], 1, kFirst);
-    check_in_place(add_norm, shapes[k][0], shapes[k][1], 2, both);
+    check_in_place(kAddNorm, shapes[k][0], shapes[k][1], 2, both);
   }
 }
 
