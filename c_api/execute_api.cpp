@@ -424,6 +424,64 @@ KF_API kf_status kf_execute_into(kf_fusion f, const DLTensor* const* inputs, siz
   });
 }
 
+namespace {
+
+// The plan kf_execute (outputs NULL, none) or kf_execute_into with these
+// tensors would run, from the cache alone: nullptr where that call would
+// build one. The outputs are checked only where the plan is found.
+std::shared_ptr<kf::Plan> cached_call_plan(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                           DLTensor* const* outputs, size_t num_outputs, const char* fn,
+                                           kf::Binding& b) {
+  kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
+  kf::bind_inputs(*fusion, inputs, num_inputs, &b);
+  if (outputs == nullptr && num_outputs == 0) return kf::cached_plan(*fusion, b);
+  check_output_count(*fusion, num_outputs, fn);
+  require(outputs, fn, "outputs");
+  auto p = kf::cached_plan(*fusion, b);
+  if (p != nullptr && !kf::outputs_in_plan_layout(*fusion, *p->concrete, outputs, num_outputs, b)) {
+    kf::bind_output_layouts(*fusion, outputs, num_outputs, &b);
+    p = kf::cached_plan(*fusion, b);
+  }
+  if (p != nullptr) {
+    kf::Scratch<std::vector<kf::MemoryRegion>> regions;
+    regions->clear();
+    for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, b, i, outputs[i], regions.get());
+  }
+  return p;
+}
+
+}  // namespace
+
+KF_API kf_status kf_fusion_is_ready(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                    DLTensor* const* outputs, size_t num_outputs, int* ready) {
+  return guard([&] {
+    const char* fn = "kf_fusion_is_ready";
+    require(ready, fn, "ready");
+    *ready = 0;
+    if (num_inputs > 0) require(inputs, fn, "inputs");
+    kf::Scratch<kf::Binding> b;
+    const auto p = cached_call_plan(f, inputs, num_inputs, outputs, num_outputs, fn, *b);
+    if (p == nullptr) return;
+    try {
+      *ready = kf::prepared(*p) ? 1 : 0;
+    } catch (const kf::Error& e) {
+      if (e.status() != KF_ERR_NO_DEVICE) throw;  // (no GPU: the call cannot start, so it is not ready)
+    }
+  });
+}
+
+KF_API kf_status kf_fusion_prepare(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                   DLTensor* const* outputs, size_t num_outputs) {
+  return guard([&] {
+    const char* fn = "kf_fusion_prepare";
+    if (num_inputs > 0) require(inputs, fn, "inputs");
+    kf::Scratch<kf::Binding> b;
+    const auto p = outputs == nullptr && num_outputs == 0 ? bind(f, inputs, num_inputs, fn, *b)
+                                                          : plan_into(f, inputs, num_inputs, outputs, num_outputs, fn, *b);
+    kf::prepare(*p, *b);
+  });
+}
+
 KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTensor* const* inputs,
                                     size_t num_inputs, DLTensor* const* outputs,
                                     size_t num_outputs, const kf_exec_options* options) {

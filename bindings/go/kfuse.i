@@ -115,6 +115,8 @@ static void kfgo_string_free(uintptr_t s) { kf_string_free((char*)s); }
 %ignore kf_bundle_count;
 %ignore kf_bundle_save;
 %ignore kf_bundle_load;
+%ignore kf_fusion_is_ready;
+%ignore kf_fusion_prepare;
 %ignore kf_execute_segment;
 %ignore kf_allocator;
 

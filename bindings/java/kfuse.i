@@ -82,6 +82,8 @@ static void kfj_throw(JNIEnv* env, int code, const char* message) {
 %ignore kf_bundle_count;
 %ignore kf_bundle_save;
 %ignore kf_bundle_load;
+%ignore kf_fusion_is_ready;
+%ignore kf_fusion_prepare;
 %ignore kf_execute_segment;
 
 /* kf_status: void in Java; a failure throws. */

@@ -62,6 +62,10 @@ class Plan : public kf_concrete_s, public ExternallyHeld<Plan, kf_concrete_s> {
 // default tuning). Thread-safe; a failed build caches nothing.
 std::shared_ptr<Plan> plan_for(const Fusion& fusion, const Binding& binding);
 
+// The cached plan for binding.key, or nullptr: never builds one (the
+// plan's recency and the cache's statistics are left as they are).
+std::shared_ptr<Plan> cached_plan(const Fusion& fusion, const Binding& binding);
+
 // Runs the stages without caching (tests vary the tuning).
 std::shared_ptr<Plan> build_plan(const Fusion& fusion, const Binding& binding, const Tuning& tuning);
 

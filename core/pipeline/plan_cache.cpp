@@ -55,6 +55,13 @@ std::shared_ptr<Plan> plan_for(const Fusion& fusion, const Binding& binding) {
   return plan;
 }
 
+std::shared_ptr<Plan> cached_plan(const Fusion& fusion, const Binding& binding) {
+  PlanCache& cache = fusion.plan_cache.get([] { return std::make_shared<PlanCache>(); });
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto it = cache.index.find(binding.key);
+  return it == cache.index.end() ? nullptr : *it->second;
+}
+
 PlanStats plan_stats() { return {g_built.load(), g_hits.load()}; }
 void set_plan_limit(size_t max_per_fusion) { g_limit = max_per_fusion; }
 void reset_plan_stats() {

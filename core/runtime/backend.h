@@ -28,6 +28,12 @@ class Backend {
                            DLTensor* const* outputs, const ExecOptions& options) = 0;
   // dst = src, same sizes and dtype, any strides.
   virtual void copy(const DLTensor& src, const DLTensor& dst, const ExecOptions& options) = 0;
+  // Makes whatever the plan's first run with `sizes` would make before it
+  // can launch (the CUDA backend: every segment's kernels, compiled and
+  // loaded), without running anything; and whether that is done. The CPU
+  // backend needs nothing.
+  virtual void prepare(const Plan& /*plan*/, const ValueSizes& /*sizes*/) {}
+  virtual bool prepared(const Plan& /*plan*/) const { return true; }
 };
 
 Backend& cpu_backend();

@@ -161,6 +161,13 @@ void execute(const Plan& p, const Binding& b, const DLTensor* const* inputs, DLT
   }
 }
 
+void prepare(const Plan& p, const Binding& b) { backend_for(p.concrete->device.kind).prepare(p, b.sizes); }
+
+bool prepared(const Plan& p) {
+  // (a CPU plan needs no backend: the CUDA one is not asked, so no driver loads)
+  return p.concrete->device.kind == DeviceKind::CPU || backend_for(p.concrete->device.kind).prepared(p);
+}
+
 namespace {
 
 // Per-call state of a segment run on its own, kept per thread (Scratch).

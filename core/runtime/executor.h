@@ -21,6 +21,12 @@ void execute(const Plan& plan, const Binding& b, const DLTensor* const* inputs, 
 void segment_output_shape(const Plan& plan, size_t index, const DLTensor* const* inputs, size_t num_inputs,
                           size_t output, int64_t* shape, size_t rank);
 
+// Makes what the plan's first run with `b` would make before it launches
+// (compiled and loaded kernels), without running anything (kf_fusion_prepare);
+// and whether that is done (kf_fusion_is_ready).
+void prepare(const Plan& plan, const Binding& b);
+bool prepared(const Plan& plan);
+
 void execute_segment(const Plan& plan, size_t index,
                      const DLTensor* const* inputs, size_t num_inputs, DLTensor* const* outputs,
                      size_t num_outputs, const ExecOptions& options);

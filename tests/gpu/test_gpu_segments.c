@@ -136,6 +136,47 @@ static size_t check(const char* text, const int64_t shapes[][4], const int* rank
   return n_seg;
 }
 
+/* kf_fusion_prepare compiles and loads every segment's kernels without
+ * running: a two-segment fusion on CUDA tensors is not ready, then ready,
+ * and its first call gives what the CPU backend gives. */
+static void test_prepare(void** state) {
+  (void)state;
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text("input x: tensor<float32, 2>\nconst two: float32 = 2\nm = mul(x, two)\n"
+                               "e = exp(m)\ns = segment_set(e)\nz = sum(s) {axes=[1], keepdim=true}\n"
+                               "y = div(s, z)\noutput y\n", &f));
+  const int64_t shape[2] = {33, 1000};
+  float* host = malloc(33 * 1000 * sizeof(float));
+  for (size_t k = 0; k < 33 * 1000; ++k) host[k] = (float)((int)(k % 19) - 9) / 16.0f;
+  dev_tensor x;
+  make(&x, shape, 2, host);
+  const DLTensor* in[1] = {&x.t};
+  int ready = -1;
+  KF_CHECK(kf_fusion_is_ready(f, in, 1, NULL, 0, &ready));
+  assert_int_equal(ready, 0);
+  KF_CHECK(kf_fusion_prepare(f, in, 1, NULL, 0));
+  KF_CHECK(kf_fusion_is_ready(f, in, 1, NULL, 0, &ready));
+  assert_int_equal(ready, 1);
+  DLManagedTensor* out = NULL;
+  KF_CHECK(kf_execute(f, in, 1, &out, 1, NULL));
+  GPU_CHECK(gpu.ctx_sync());
+  float* got = malloc(33 * 1000 * sizeof(float));
+  gpu_to_host(got, out->dl_tensor.data, 33 * 1000 * sizeof(float));
+  out->deleter(out);
+  DLTensor cx = kf_test_tensor(host, kf_test_f32(), 2, (int64_t*)shape, NULL);
+  const DLTensor* cin[1] = {&cx};
+  KF_CHECK(kf_execute(f, cin, 1, &out, 1, NULL));
+  const float* want = (const float*)out->dl_tensor.data;
+  for (size_t k = 0; k < 33 * 1000; ++k)
+    if (!(fabsf(got[k] - want[k]) <= 1e-5f * (1.0f + fabsf(want[k]))))
+      fail_msg("element %zu: gpu %g, cpu %g", k, (double)got[k], (double)want[k]);
+  out->deleter(out);
+  free(got);
+  free(host);
+  gpu_free(x.dev);
+  kf_fusion_release(f);
+}
+
 static void test_segment_set(void** state) {
   (void)state;
   const int64_t shapes[1][4] = {{64, 100}};
@@ -202,6 +243,7 @@ static void test_matmul_patterns(void** state) {
 int main(void) {
   GPU_REQUIRE_DEVICE();
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_prepare),
       cmocka_unit_test(test_segment_set),
       cmocka_unit_test(test_reduction_epilogue),
       cmocka_unit_test(test_two_reductions_two_axes),

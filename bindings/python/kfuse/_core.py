@@ -930,6 +930,39 @@ class Fusion:
                 if id(b) not in kept:
                     b.release()
 
+    def is_ready(self, *tensors, out=None):
+        """Whether a call with these tensors (and ``out``, as in ``__call__``)
+        would start at once: its plan is cached and its kernels are loaded
+        (kf_fusion_is_ready). Builds, compiles and runs nothing."""
+        return self._readiness("kf_fusion_is_ready", tensors, out)
+
+    def prepare(self, *tensors, out=None):
+        """Builds the plan and compiles and loads the kernels a call with
+        these tensors (and ``out``) would take, without running it
+        (kf_fusion_prepare): the call then starts at once."""
+        self._readiness("kf_fusion_prepare", tensors, out)
+
+    def _readiness(self, fn, tensors, out):
+        L = self._lib
+        borrowed = self._borrow_inputs(tensors, None)
+        ob = []
+        try:
+            ins, _, n = self._arrays(borrowed)
+            optr, on = None, 0
+            if out is not None:
+                targets = list(out) if isinstance(out, (list, tuple)) else [out]
+                ob = [dl.borrow(o, None, f"output {i}") for i, o in enumerate(targets)]
+                optr, _, on = self._arrays(ob)
+            if fn == "kf_fusion_is_ready":
+                ready = ctypes.c_int()
+                L.check(L.kf_fusion_is_ready(self._handle(), ins, n, optr, on, ctypes.byref(ready)), fn)
+                return bool(ready.value)
+            L.check(L.kf_fusion_prepare(self._handle(), ins, n, optr, on), fn)
+            return None
+        finally:
+            for b in borrowed + ob:
+                b.release()
+
     def _call_torch(self, tensors, stream, communicator):
         """The call when every tensor argument is a torch tensor the bridge
         takes (None otherwise: the DLPack path runs). With no stream given,

@@ -118,6 +118,8 @@ class _Library:
                  c_void_pp, Z, ctypes.POINTER(ExecOptions))
         self._fn("kf_execute_into_flagged", S, P, c_void_pp, ctypes.POINTER(ctypes.c_uint64), Z,
                  c_void_pp, ctypes.POINTER(ctypes.c_uint64), Z, ctypes.POINTER(ExecOptions))
+        self._fn("kf_fusion_is_ready", S, P, c_void_pp, Z, c_void_pp, Z, ctypes.POINTER(ctypes.c_int))
+        self._fn("kf_fusion_prepare", S, P, c_void_pp, Z, c_void_pp, Z)
         self._fn("kf_cache_get_stats", S, ctypes.POINTER(CacheStats))
         self._fn("kf_builder_set_mesh", S, P, I)
         self._fn("kf_shard", S, P, I, I)

@@ -485,6 +485,22 @@ class DefinitionTests(unittest.TestCase):
         with self.assertRaises(kfuse.KfuseError):  # a wrong shape is the C library's error
             f.segments(x, x, out=[np.zeros((8, 6), np.float32)])
 
+    def test_prepare_and_is_ready(self):
+        # kf_fusion_prepare / kf_fusion_is_ready: per shape class and output layout.
+        f = kfuse.Fusion.from_text("input a: tensor<float32, 2>\ninput b: tensor<float32, 2>\n"
+                                   "c = add(a, b)\nd = sum(c) {axes=[1], keepdim=true}\noutput d\n")
+        x = np.arange(12, dtype=np.float32).reshape(3, 4)
+        self.assertFalse(f.is_ready(x, x))
+        self.assertIsNone(f.prepare(x, x))
+        self.assertTrue(f.is_ready(x, x))
+        self.assertFalse(f.is_ready(x[:1], x[:1]))  # another class: a dim of size 1
+        out = np.zeros((3, 1), np.float32)
+        self.assertTrue(f.is_ready(x, x, out=[out]))  # kfuse's own layout
+        f(x, x, out=[out])
+        np.testing.assert_array_equal(out, (2 * x).sum(1, keepdims=True))
+        with self.assertRaises(kfuse.KfuseError):
+            f.is_ready(x, x, out=[np.zeros((4, 1), np.float32)])
+
 
 class ExampleFusionTests(unittest.TestCase):
     """The two fusions of examples/python/torch_layernorm.py (which needs

@@ -657,6 +657,27 @@ KF_API kf_status kf_execute_segment(kf_segmentation s, size_t index, const DLTen
 KF_API kf_status kf_segment_output_shape(kf_segmentation s, size_t index, const DLTensor* const* inputs,
                                          size_t num_inputs, size_t output, int64_t* shape, size_t rank);
 
+/* Ask before you pay. A call's first run in its shape class builds a plan
+ * and, on a GPU, compiles (NVRTC, or a disk cache or bundle) and loads its
+ * kernels: tens to hundreds of milliseconds. kf_fusion_is_ready says
+ * whether kf_execute (outputs NULL, num_outputs 0) or kf_execute_into
+ * (the caller's outputs: their layouts join the plan) with these tensors
+ * would do any of that: *ready 1 when the plan is cached and every kernel
+ * its segments take first is loaded, else 0; it builds, compiles and runs
+ * nothing, and reads no tensor data. kf_fusion_prepare does that work now
+ * (the compiles on the pool, as a first call would) without running
+ * anything, so a later call with tensors of that class starts at once.
+ * Both check the tensors as the call would (same statuses). On CPU tensors
+ * the plan is all there is to prepare. Not counted: a kernel variant
+ * chosen only by the data pointers' alignment (the scalar twin of a vector
+ * kernel), and the copy kernels of layout copies, each compiled once per
+ * process and device on first need. Without a usable GPU, *ready is 0 for
+ * CUDA tensors and kf_fusion_prepare returns KF_ERR_NO_DEVICE. */
+KF_API kf_status kf_fusion_is_ready(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                    DLTensor* const* outputs, size_t num_outputs, int* ready);
+KF_API kf_status kf_fusion_prepare(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                   DLTensor* const* outputs, size_t num_outputs);
+
 /* Shape of output `index` for these inputs (so a caller can allocate for
  * kf_execute_into). shape: room for the output's rank. */
 KF_API kf_status kf_output_shape(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,

@@ -116,6 +116,12 @@ class CudaBackend final : public Backend {
     }
   }
 
+  void prepare(const Plan& p, const ValueSizes& sizes) override {
+    ScopedContext context(p.concrete->device.id);  // first, so a missing GPU is reported as such
+    load_segments(p, sizes);
+  }
+  bool prepared(const Plan& p) const override { return segments_loaded(p); }
+
   void run_segment(const Plan& p, size_t index, const ValueSizes& sizes, const DLTensor* const* inputs,
                    DLTensor* const* outputs, const ExecOptions& options) override {
     const ConcreteFusion& c = *p.concrete;

@@ -120,6 +120,8 @@ bool has_kernel(const Segment& seg) {
          !seg.task.exprs.empty();
 }
 
+}  // namespace
+
 // Fills the kernel slot of every generated segment of `p` that has none:
 // every plan is generated and the variant each segment takes with `sizes`
 // (Main or, when an extent check fails already, Scalar)
@@ -174,7 +176,12 @@ void load_segments(const Plan& p, const ValueSizes& sizes) {
   if (step) step.done("kernels of " + std::to_string(missing.size()) + " segment(s) ready");
 }
 
-}  // namespace
+bool segments_loaded(const Plan& p) {
+  const Segmentation& s = p.segmentation;
+  for (size_t k = 0; k < s.segments.size(); ++k)
+    if (has_kernel(s.segments[k]) && p.kernel_slot(k).ready.load(std::memory_order_acquire) == nullptr) return false;
+  return true;
+}
 
 int cluster_blocks_on(const KernelPlan& plan, std::span<const int64_t> domain, const cuda::DeviceInfo& device) {
   if (plan.cluster_name.empty() || device.sm < 90) return 0;

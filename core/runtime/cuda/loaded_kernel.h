@@ -146,6 +146,12 @@ struct LoadedKernel {
 // sizes: its main kernels).
 const LoadedKernel& loaded_segment(const Plan& p, size_t index, const ValueSizes& sizes);
 
+// What loaded_segment does on a segmentation's first call, for every
+// segment at once (kf_fusion_prepare); and whether every generated
+// segment's kernel is loaded (kf_fusion_is_ready).
+void load_segments(const Plan& p, const ValueSizes& sizes);
+bool segments_loaded(const Plan& p);
+
 // The kernel of a matmul pattern's epilogue (bias, casts, activation),
 // for a library segment that cuBLASLt cannot run as one call: generated
 // and loaded on first use, kept in the segment's slot.
