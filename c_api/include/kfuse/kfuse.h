@@ -667,7 +667,9 @@ KF_API kf_status kf_segment_output_shape(kf_segmentation s, size_t index, const 
  * nothing, and reads no tensor data. kf_fusion_prepare does that work now
  * (the compiles on the pool, as a first call would) without running
  * anything, so a later call with tensors of that class starts at once.
- * Both check the tensors as the call would (same statuses). On CPU tensors
+ * Both check the inputs and the outputs' count as the call would (same
+ * statuses); kf_fusion_is_ready checks the outputs' shapes and layouts
+ * once a plan for the inputs exists. On CPU tensors
  * the plan is all there is to prepare. Not counted: a kernel variant
  * chosen only by the data pointers' alignment (the scalar twin of a vector
  * kernel), and the copy kernels of layout copies, each compiled once per
