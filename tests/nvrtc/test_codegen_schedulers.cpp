@@ -960,6 +960,14 @@ void test_misaligned_vectors(void** /*state*/) {
     assert_true(loop.vectors.inputs.contains(x) && loop.vectors.inputs.contains(w) && !loop.vectors.inputs.contains(y));
     assert_int_equal(loop.vectors.outputs.size(), 1);
   }
+  {  // dense rows of any width: 16 (odd and even extents share a key); rows padded by 8: 8
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {64, 1023}));
+    in.push_back(kftest::tensor(DType::F32, {64, 1023}, {1032, 1}));
+    const Generated g = generate(add_2d(DType::F32), in);
+    assert_int_equal(g.concrete->input_layouts[0].row_alignment, 16);
+    assert_int_equal(g.concrete->input_layouts[1].row_alignment, 8);
+  }
   // p2 = p - (g + m) written in place into p at an offset of two floats
   // (8-byte aligned: no 16-byte vector starts there): p is read and
   // written per lane, g and m (8 bytes per element) stay vectors.
