@@ -72,7 +72,8 @@ LayoutCode encode_layout(const InputMeta& input) {
       if (input.sizes[static_cast<size_t>(order[k - 1])] > 1) inner = static_cast<size_t>(order[k - 1]);
     for (size_t d = 0; d < r; ++d) {
       if (d == inner || input.sizes[d] <= 1 || input.strides[d] == 0) continue;
-      const uint64_t s = input.strides[d] < 0 ? 0 - static_cast<uint64_t>(input.strides[d]) : static_cast<uint64_t>(input.strides[d]);
+      const uint64_t s = input.strides[d] < 0 ? 0 - static_cast<uint64_t>(input.strides[d])
+                                              : static_cast<uint64_t>(input.strides[d]);
       while (code.row_alignment > 1 && s % static_cast<uint64_t>(code.row_alignment) != 0) code.row_alignment /= 2;
     }
   }
@@ -301,10 +302,11 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
 // copied into the input at the end (propagate_layouts), as its in-place
 // write would cross the rows (seed 80188397 c0094, add_rmsnorm in place
 // into a transposed x: 0.17x torch.compile, docs/perf-log.md session 35).
-// Never copied: an expanded input (stride 0: a copy would materialize it), inputs broadcast over u (other classes), and inputs
-// where none is laid out row-major or all agree (transposed rows, column
-// reductions, pointwise fusions: their schedulers read them well). Reads
-// only the key's parts: the inputs' layouts and the size classes.
+// Never copied: an expanded input (stride 0: a copy would materialize
+// it), inputs broadcast over u (other classes), and inputs where none is
+// laid out row-major or all agree (transposed rows, column reductions,
+// pointwise fusions: their schedulers read them well). Reads only the
+// key's parts: the inputs' layouts and the size classes.
 void choose_input_relayouts(ConcreteFusion& c) {
   const Fusion& f = *c.fusion;
   c.relayout_inputs.assign(f.inputs.size(), false);
