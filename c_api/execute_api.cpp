@@ -120,19 +120,23 @@ void execute_allocating(kf_fusion f, const DLTensor* const* inputs, const uint64
 // with the outputs checked against it. The plan is made for the outputs'
 // memory order too (a row-major output of a transposed input gets a tiled
 // kernel): where the caller's outputs are not laid out as kfuse would lay
-// them out, their orders join the key.
+// them out, their orders join the key. `lookup`: plan_for (builds what is
+// missing), or cached_plan (kf_fusion_is_ready: nullptr where a call would
+// build a plan; the outputs are then checked no further than their count).
+using PlanLookup = std::shared_ptr<kf::Plan> (*)(const kf::Fusion&, const kf::Binding&);
 std::shared_ptr<kf::Plan> plan_into(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
                                     DLTensor* const* outputs, size_t num_outputs, const char* fn,
-                                    kf::Binding& b) {
+                                    kf::Binding& b, PlanLookup lookup = kf::plan_for) {
   kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
   kf::bind_inputs(*fusion, inputs, num_inputs, &b);
   check_output_count(*fusion, num_outputs, fn);
   if (num_outputs > 0) require(outputs, fn, "outputs");
-  auto p = kf::plan_for(*fusion, b);
-  if (!kf::outputs_in_plan_layout(*fusion, *p->concrete, outputs, num_outputs, b)) {
+  auto p = lookup(*fusion, b);
+  if (p != nullptr && !kf::outputs_in_plan_layout(*fusion, *p->concrete, outputs, num_outputs, b)) {
     kf::bind_output_layouts(*fusion, outputs, num_outputs, &b);
-    p = kf::plan_for(*fusion, b);
+    p = lookup(*fusion, b);
   }
+  if (p == nullptr) return p;
   kf::Scratch<std::vector<kf::MemoryRegion>> regions;
   regions->clear();
   for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, b, i, outputs[i], regions.get());
@@ -427,27 +431,15 @@ KF_API kf_status kf_execute_into(kf_fusion f, const DLTensor* const* inputs, siz
 namespace {
 
 // The plan kf_execute (outputs NULL, none) or kf_execute_into with these
-// tensors would run, from the cache alone: nullptr where that call would
-// build one. The outputs are checked only where the plan is found.
-std::shared_ptr<kf::Plan> cached_call_plan(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
-                                           DLTensor* const* outputs, size_t num_outputs, const char* fn,
-                                           kf::Binding& b) {
+// tensors would run: from `lookup` (plan_for or cached_plan, see plan_into).
+std::shared_ptr<kf::Plan> call_plan(kf_fusion f, const DLTensor* const* inputs, size_t num_inputs,
+                                    DLTensor* const* outputs, size_t num_outputs, const char* fn, kf::Binding& b,
+                                    PlanLookup lookup) {
+  if (num_inputs > 0) require(inputs, fn, "inputs");
+  if (outputs != nullptr || num_outputs > 0) return plan_into(f, inputs, num_inputs, outputs, num_outputs, fn, b, lookup);
   kf::Fusion* fusion = kf::capi::fusion_of(f, fn);
   kf::bind_inputs(*fusion, inputs, num_inputs, &b);
-  if (outputs == nullptr && num_outputs == 0) return kf::cached_plan(*fusion, b);
-  check_output_count(*fusion, num_outputs, fn);
-  require(outputs, fn, "outputs");
-  auto p = kf::cached_plan(*fusion, b);
-  if (p != nullptr && !kf::outputs_in_plan_layout(*fusion, *p->concrete, outputs, num_outputs, b)) {
-    kf::bind_output_layouts(*fusion, outputs, num_outputs, &b);
-    p = kf::cached_plan(*fusion, b);
-  }
-  if (p != nullptr) {
-    kf::Scratch<std::vector<kf::MemoryRegion>> regions;
-    regions->clear();
-    for (size_t i = 0; i < num_outputs; ++i) kf::check_output(*p->concrete, b, i, outputs[i], regions.get());
-  }
-  return p;
+  return lookup(*fusion, b);
 }
 
 }  // namespace
@@ -458,9 +450,8 @@ KF_API kf_status kf_fusion_is_ready(kf_fusion f, const DLTensor* const* inputs, 
     const char* fn = "kf_fusion_is_ready";
     require(ready, fn, "ready");
     *ready = 0;
-    if (num_inputs > 0) require(inputs, fn, "inputs");
     kf::Scratch<kf::Binding> b;
-    const auto p = cached_call_plan(f, inputs, num_inputs, outputs, num_outputs, fn, *b);
+    const auto p = call_plan(f, inputs, num_inputs, outputs, num_outputs, fn, *b, kf::cached_plan);
     if (p == nullptr) return;
     try {
       *ready = kf::prepared(*p) ? 1 : 0;
@@ -474,11 +465,8 @@ KF_API kf_status kf_fusion_prepare(kf_fusion f, const DLTensor* const* inputs, s
                                    DLTensor* const* outputs, size_t num_outputs) {
   return guard([&] {
     const char* fn = "kf_fusion_prepare";
-    if (num_inputs > 0) require(inputs, fn, "inputs");
     kf::Scratch<kf::Binding> b;
-    const auto p = outputs == nullptr && num_outputs == 0 ? bind(f, inputs, num_inputs, fn, *b)
-                                                          : plan_into(f, inputs, num_inputs, outputs, num_outputs, fn, *b);
-    kf::prepare(*p, *b);
+    kf::prepare(*call_plan(f, inputs, num_inputs, outputs, num_outputs, fn, *b, kf::plan_for), *b);
   });
 }
 

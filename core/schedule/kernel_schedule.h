@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/ir/op_attrs.h"
+#include "core/schedule/grid_targets.h"
 #include "core/schedule/scheduler_kind.h"
 
 namespace kf {
@@ -58,19 +59,6 @@ struct VectorPlan {
   std::map<int64_t, IndexMap> inputs;  // input -> its dims' domain dims (kZeroIndex: broadcast)
   std::vector<int64_t> outputs;
   bool operator==(const VectorPlan&) const = default;
-};
-
-// What a plan asks of its grids, met per call by the launch (launch.cpp:
-// launch_dims, prefer_split_rows) from the call's sizes; the values are
-// Tuning's grid_* (grid_targets, schedulers.h).
-struct GridTargets {
-  int waves = 0;                // pointwise: at most this many waves of resident blocks (0: one step per thread)
-  int split_blocks = 1024;      // column and split-row partials: blocks in all, about
-  int split_rows = 128;         // column partials: reduced rows per block, at least
-  int epilogue_blocks = 4096;   // column and split-row epilogues: blocks in all, about
-  int epilogue_rows = 32;       // column epilogue: rows per block, at least
-  int streamed_items = 16;      // row plans: elements per thread of a streamed row before it is split
-  bool operator==(const GridTargets&) const = default;
 };
 
 // Pointwise: grid-stride loops, one per group of outputs of provably equal

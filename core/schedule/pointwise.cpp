@@ -77,11 +77,11 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
     loop.outputs = std::move(outs);
     p.loops.push_back(std::move(loop));
   }
+  p.grid = grid_targets(tuning);
+  if (p.loops.size() > 1) p.grid.waves = tuning.grid.waves;
   // Outputs written straight into a misaligned input are stored per lane;
   // those the run plan sends to an intermediate (the input is read
   // elsewhere: a rotary embedding's other half) keep their vectors.
-  p.grid = grid_targets(tuning);
-  if (p.loops.size() > 1) p.grid.waves = tuning.grid_waves;
   const std::vector<int64_t> in_place = inputs_read_where_written(c, task, p);
   for (PointwiseLoop& loop : p.loops) {
     const int64_t dom = loop.outputs[0];

@@ -14,20 +14,14 @@
 #include "core/ir/task.h"
 
 namespace kf {
-// Tuning's grid_* as a plan's GridTargets (waves 0: set by the pointwise
-// scheduler where a kernel has several loops).
+
+// Tuning's grid targets as a plan's (waves 0: the pointwise scheduler sets
+// it where a kernel has several loops).
 inline GridTargets grid_targets(const Tuning& t) {
-  GridTargets g;
-  g.split_blocks = t.grid_split_blocks;
-  g.split_rows = t.grid_split_rows;
-  g.epilogue_blocks = t.grid_epilogue_blocks;
-  g.epilogue_rows = t.grid_epilogue_rows;
-  g.streamed_items = t.grid_streamed_items;
+  GridTargets g = t.grid;
+  g.waves = 0;
   return g;
 }
-}  // namespace kf
-
-namespace kf {
 
 // pointwise.cpp: the task's outputs grouped by provably equal sizes.
 std::vector<std::vector<int64_t>> pointwise_loops(const ConcreteFusion& c, const Task& task);

@@ -4,6 +4,8 @@
 // the API.
 #pragma once
 
+#include "core/schedule/grid_targets.h"
+
 namespace kf {
 
 struct Tuning {
@@ -104,27 +106,14 @@ struct Tuning {
   int row_short_min_blocks = 4;
   // the split-row kernels' threads per block (session 13).
   int split_row_block = 256;
-  // Grids, as targets the launch meets per call (GridTargets,
-  // core/runtime/cuda/launch.cpp): a pointwise kernel of several loops
-  // runs at most grid_waves waves of resident blocks, each thread looping
-  // (4, 8, 16 and 32 measured on rope: 16 is as fast as 8, longer loops
-  // gain nothing; docs/perf-log.md, session 7);
-  int grid_waves = 16;
-  // column reductions and split rows: about grid_split_blocks partials
-  // blocks (several waves on any current GPU), each reducing at least
-  // grid_split_rows rows of a column (16 per row group);
-  int grid_split_blocks = 1024;
-  int grid_split_rows = 128;
-  // their epilogues: about grid_epilogue_blocks blocks (a short tail on
-  // any current GPU), each writing at least grid_epilogue_rows rows of a
-  // column (4 per row group);
-  int grid_epilogue_blocks = 4096;
-  int grid_epilogue_rows = 32;
-  // a row without a register plan is streamed by one block, and split
-  // over blocks once each thread would load more than this many elements
-  // (a block reads 4096 elements in a few microseconds; the split kernels
-  // cost two launches more).
-  int grid_streamed_items = 16;
+  // Grids, as targets the launch meets per call (GridTargets, with the
+  // measured defaults and their reasons); waves here is the bound the
+  // pointwise scheduler gives kernels of several loops.
+  GridTargets grid = [] {
+    GridTargets g;
+    g.waves = 16;
+    return g;
+  }();
   // Threads of a tiled (transpose) kernel's block: 256 or 512. Measured on
   // an H100 (docs/perf-log.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.

@@ -141,11 +141,11 @@ void test_pointwise_layouts(void** /*state*/) {
       b.output(b.op(Op::EXP, {y}, {})[0], {}, -1);
     }, in);
     assert_int_equal(std::get<PointwiseParams>(g.schedule).loops.size(), 2);
-    // Two loops: a grid of at most Tuning::grid_waves waves; one loop: one step per thread.
-    assert_int_equal(g.plan.launch.grid.waves, Tuning{}.grid_waves);
+    // Two loops: a grid of at most Tuning::grid.waves waves; one loop: one step per thread.
+    assert_int_equal(g.plan.launch.grid.waves, Tuning{}.grid.waves);
     Tuning t;
-    t.grid_waves = 3;
-    t.grid_split_blocks = 77;
+    t.grid.waves = 3;
+    t.grid.split_blocks = 77;
     assert_int_equal(generate([](Builder& b) {
       const int64_t x = b.tensor_input(2, DType::F32), y = b.tensor_input(1, DType::F32);
       b.output(b.op(Op::MUL, {x, y}, {})[0], {}, -1);
@@ -157,7 +157,7 @@ void test_pointwise_layouts(void** /*state*/) {
     assert_int_equal(generate(add_2d(DType::F32), two, t).plan.launch.grid.waves, 0);
     Inputs one;
     one.push_back(kftest::tensor(DType::F32, {4096, 64}));
-    // A column sum's partials grid follows Tuning::grid_split_blocks.
+    // A column sum's partials grid follows Tuning::grid.split_blocks.
     const Generated col = generate([](Builder& b) {
       b.output(b.op(Op::SUM, {b.tensor_input(2, DType::F32)}, {1, 0})[0], {}, -1);
     }, one, t);

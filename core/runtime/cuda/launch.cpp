@@ -184,7 +184,7 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       fail(KF_ERR_UNSUPPORTED, "a column reduction over ", cols, " columns needs ", tiles,
            " blocks, more than the device's grid limit of ", max_grid_x);
     // About grid.split_blocks blocks in all, each reducing at least
-    // grid.split_rows rows (Tuning::grid_split_blocks).
+    // grid.split_rows rows (GridTargets).
     const int64_t target = std::max(rule.grid.split_blocks, 1), least = std::max(rule.grid.split_rows, 1);
     const int64_t splits =
         std::clamp<int64_t>((target + tiles - 1) / tiles, 1, std::max<int64_t>(1, (rows + least - 1) / least));
@@ -447,7 +447,7 @@ bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, 
   for (size_t d = 0; d < domain.size(); ++d) (d < rule.reduced_dims.size() && rule.reduced_dims[d] ? row : rows) *= domain[d];
   // A row without a register plan is streamed by one block whatever its
   // length: split it once each thread of that block would load more than
-  // grid.streamed_items elements (Tuning::grid_streamed_items).
+  // grid.streamed_items elements (GridTargets).
   const int64_t items = rule.row_items > 0 ? rule.row_items : std::max(rule.grid.streamed_items, 1);
   return rows > 0 && rows < 2 * int64_t{std::max(multiprocessors, 1)} && row > int64_t{rule.block} * items;
 }
