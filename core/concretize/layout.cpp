@@ -281,6 +281,27 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
   return false;
 }
 
+// The caller's outputs of the reduction's chain (`seen`: the values
+// choose_input_relayouts walked from it) of its input's size classes
+// `cls`, written in place of none, whose innermost dim of class >1 is
+// `last`. The row domain's walk follows them against inputs laid out
+// across their lines (their bytes vote twice: row_domain.cpp
+// memory_order), so the kernel would read those inputs one element per
+// sector: a layernorm of a transposed x [32768, 768] into a row-major y
+// took 0.344 ms, 0.23x torch.compile (seed 1978985695 c0147,
+// docs/perf-log.md session 36).
+std::vector<size_t> row_major_outputs(const ConcreteFusion& c, const std::vector<char>& seen,
+                                      const std::vector<SizeClass>& cls, int last) {
+  const Fusion& f = *c.fusion;
+  std::vector<size_t> out;
+  for (size_t i = 0; i < c.caller_output_orders.size() && i < f.outputs.size(); ++i) {
+    const size_t v = static_cast<size_t>(f.outputs[i].value);
+    if (f.outputs[i].alias_input >= 0 || !seen[v] || c.size_classes[v] != cls) continue;
+    if (innermost_many(c, v, c.caller_output_orders[i]) == last) out.push_back(i);
+  }
+  return out;
+}
+
 // Decides ConcreteFusion::relayout_inputs. Per reduction, the tensor
 // inputs that span its input u (u's size classes, reached through
 // pointwise ops only, so their dims are u's: those u is computed from and
@@ -302,14 +323,20 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
 // copied into the input at the end (propagate_layouts), as its in-place
 // write would cross the rows (seed 80188397 c0094, add_rmsnorm in place
 // into a transposed x: 0.17x torch.compile, docs/perf-log.md session 35).
+// Where no input is laid out row-major but the caller's outputs of the
+// chain are (row_major_outputs), the inputs are copied into their order,
+// or, where the inputs hold more bytes, those outputs are produced in the
+// inputs' order and copied at the end (returned: per output).
 // Never copied: an expanded input (stride 0: a copy would materialize
-// it), inputs broadcast over u (other classes), and inputs where none is
-// laid out row-major or all agree (transposed rows, column reductions,
-// pointwise fusions: their schedulers read them well). Reads only the
-// key's parts: the inputs' layouts and the size classes.
-void choose_input_relayouts(ConcreteFusion& c) {
+// it), inputs broadcast over u (other classes), and inputs where all
+// agree and no output of the chain is laid out otherwise (transposed rows
+// written in their own order, column reductions, pointwise fusions: their
+// schedulers read them well). Reads only the key's parts: the inputs' and
+// the caller's outputs' layouts and the size classes.
+std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
   const Fusion& f = *c.fusion;
   c.relayout_inputs.assign(f.inputs.size(), false);
+  std::vector<bool> copied_outputs(f.outputs.size(), false);
   c.caller_input_layouts = c.input_layouts;
   std::vector<char> seen(f.values.size(), 0);
   std::vector<std::vector<size_t>> consumers(f.values.size());
@@ -362,26 +389,54 @@ void choose_input_relayouts(ConcreteFusion& c) {
     for (size_t d = 0; d < cls.size(); ++d)
       if (cls[d] == SizeClass::Many) last = static_cast<int>(d);
     auto reference = std::find_if(spans.begin(), spans.end(), [&](const auto& sp) { return sp.second == last; });
-    if (reference == spans.end()) continue;
-    const InputLayout want = c.input_layouts[reference->first];
+    std::vector<int> want;
+    if (reference != spans.end()) {
+      want = c.input_layouts[reference->first].stride_order;
+    } else {
+      // No input along the rows, but the caller's outputs are: copy the
+      // inputs into the outputs' order, or, where the inputs lie along
+      // the reduced dims (the walk in their order is then a row kernel
+      // along memory), the outputs (produced in the inputs' order, which
+      // the walk then follows), whichever moves fewer bytes (elements of
+      // one size: their dtypes). Inputs along a kept dim are copied: the
+      // walk in their order would be a column normalization, or, with
+      // outer reductions (a norm backward's weight gradient), rows read
+      // across memory (seed 1978985695 c0051).
+      const std::vector<size_t> outs = row_major_outputs(c, seen, cls, last);
+      if (spans.empty() || outs.empty()) continue;
+      const std::vector<bool> reduced = ReduceAttrs(e).reduced(cls.size());
+      int64_t in_bytes = 0, out_bytes = 0;
+      bool along_reduced = true;
+      for (const auto& [i, inner] : spans) {
+        in_bytes += dtype_size(f.value(f.inputs[i]).dtype);
+        along_reduced = along_reduced && reduced[static_cast<size_t>(inner)];
+      }
+      for (size_t i : outs) out_bytes += dtype_size(f.value(f.outputs[i].value).dtype);
+      if (along_reduced && in_bytes > out_bytes) {
+        for (size_t i : outs) copied_outputs[i] = true;
+        continue;
+      }
+      want = c.caller_output_orders[outs.front()];
+    }
     for (const auto& [i, inner] : spans) {
       if (inner == last || c.relayout_inputs[i]) continue;
       c.relayout_inputs[i] = true;
       InputLayout& l = c.input_layouts[i];
-      l.stride_order = want.stride_order;
+      l.stride_order = want;
       l.contiguous.assign(l.contiguous.size(), true);
       l.alignment = 16;
       l.row_alignment = 16;
       l.expanded = false;
     }
   }
+  return copied_outputs;
 }
 
 }  // namespace
 
 void propagate_layouts(ConcreteFusion& c) {
   const Fusion& f = *c.fusion;
-  choose_input_relayouts(c);
+  const std::vector<bool> copied_outputs = choose_input_relayouts(c);
   c.stride_orders.assign(f.values.size(), {});
   for (size_t i = 0; i < f.inputs.size(); ++i)
     c.stride_orders[static_cast<size_t>(f.inputs[i])] = c.input_layouts[i].stride_order;
@@ -416,7 +471,7 @@ void propagate_layouts(ConcreteFusion& c) {
     if (set[v]) continue;
     set[v] = true;
     if (c.relayout_outputs[i]) continue;
-    if (f.outputs[i].alias_input < 0 && crosses_rows(c, v, c.caller_output_orders[i])) {
+    if (f.outputs[i].alias_input < 0 && (copied_outputs[i] || crosses_rows(c, v, c.caller_output_orders[i]))) {
       c.relayout_outputs[i] = true;
       continue;
     }

@@ -319,6 +319,84 @@ void test_in_place_input_copied(void**) {
     }
 }
 
+// c0147's, c0075's and c0013's class: no input is laid out along the rows
+// (a layernorm of a transposed x; an instance norm of a channels-last x; a
+// softmax over dim 0 of a transposed x), and the caller's output is: the
+// walk would follow the output (row_domain.cpp memory_order) and read x
+// one element per sector, so x is copied into the output's order. With
+// kfuse's own outputs (written in x's order), and with the caller's output
+// laid out as x, nothing is copied.
+void test_row_major_output_reference(void**) {
+  struct Case {
+    const char* text;
+    std::vector<int64_t> shape;
+    std::vector<int> x_order;
+  };
+  const Case cases[] = {
+      {"input x: tensor<float32, 2>\ninput w: tensor<float32, 1>\n"
+       "var, mean = var_mean(x) {axes=[1], keepdim=true, correction=0}\nxc = sub(x, mean)\nr = rsqrt(var)\n"
+       "n = mul(xc, r)\ny = mul(n, w)\noutput y\n",
+       {24, 80}, {1, 0}},
+      {"input x: tensor<float32, 4>\ninput w: tensor<float32, 4>\n"
+       "var, mean = var_mean(x) {axes=[2, 3], keepdim=true, correction=0}\nxc = sub(x, mean)\nr = rsqrt(var)\n"
+       "n = mul(xc, r)\ny = mul(n, w)\noutput y\n",
+       {2, 6, 5, 8}, {0, 2, 3, 1}},
+      {"input x: tensor<float32, 2>\ninput w: tensor<float32, 1>\n"
+       "m = max(x) {axes=[0], keepdim=true}\nd = sub(x, m)\ne = exp(d)\ns = sum(e) {axes=[0], keepdim=true}\n"
+       "q = div(e, s)\ny = mul(q, w)\noutput y\n",
+       {24, 80}, {1, 0}},
+  };
+  for (const Case& k : cases) {
+    auto f = kf::parse_fusion(k.text);
+    const std::vector<int64_t> ws = k.shape.size() == 4 ? std::vector<int64_t>{1, k.shape[1], 1, 1}
+                                                        : std::vector<int64_t>{k.shape.back()};
+    Tensor x(k.shape, k.x_order), w(ws, {}, 0, 0, 3), xc = row_major_copy(x, 1), wc = row_major_copy(w, 3);
+    const Run reference = run(*f, {&xc, &wc}, false);
+    const Run own = run(*f, {&x, &w}, false), into = run(*f, {&x, &w}, true);
+    assert_true(relayouts(own) == (std::vector<bool>{false, false}));
+    assert_true(relayouts(into) == (std::vector<bool>{true, false}));
+    assert_false(into.plan->concrete->relayout_outputs.at(0));
+    for (const Run* r : {&own, &into})
+      for (size_t e = 0; e < reference.outputs[0].size(); ++e) {
+        const float want = reference.outputs[0][e], got = r->outputs[0][e];
+        if (std::fabs(want - got) > 1e-5f * (1.0f + std::fabs(want)))
+          fail_msg("element %zu: %g, expected %g", e, static_cast<double>(got), static_cast<double>(want));
+      }
+  }
+  // The caller's output laid out as x: nothing to copy.
+  auto f = kf::parse_fusion(cases[0].text);
+  Tensor x({24, 80}, {1, 0}), w({80}, {}, 0, 0, 3), y({24, 80}, {1, 0});
+  const DLTensor* in[2] = {&x.dl, &w.dl};
+  DLTensor* out[1] = {&y.dl};
+  kf::Binding b;
+  kf::bind_inputs(*f, in, 2, &b);
+  kf::bind_output_layouts(*f, out, 1, &b);
+  const kf::ConcreteFusion& cf = *kf::plan_for(*f, b)->concrete;
+  assert_true(cf.relayout_inputs == (std::vector<bool>{false, false}));
+  assert_false(cf.relayout_outputs.at(0));
+}
+
+// The same class where the inputs lie along the reduced dim and hold more
+// bytes than the caller's row-major output (a softmax backward over dim 0
+// of column-major g and y): the output is produced in the inputs' order
+// (a row kernel along their memory) and copied at the end. Over dim 1
+// (the inputs along a kept dim), the inputs are copied instead.
+void test_row_major_output_copied(void**) {
+  constexpr const char* dim0 =
+      "input g: tensor<float32, 2>\ninput y: tensor<float32, 2>\n"
+      "p = mul(g, y)\ns = sum(p) {axes=[0], keepdim=true}\nd = sub(g, s)\no = mul(y, d)\noutput o\n";
+  Tensor g({16, 64}, {1, 0}), y({16, 64}, {1, 0}, 0, 0, 2);
+  check(dim0, {&g, &y}, {false, false});
+  auto f = kf::parse_fusion(dim0);
+  assert_true(run(*f, {&g, &y}, true).plan->concrete->relayout_outputs.at(0));
+  assert_false(run(*f, {&g, &y}, false).plan->concrete->relayout_outputs.at(0));
+  auto f1 = kf::parse_fusion(kSoftmaxBwd);
+  const Run r = run(*f1, {&g, &y}, true);
+  assert_true(relayouts(r) == (std::vector<bool>{true, true}));
+  assert_false(r.plan->concrete->relayout_outputs.at(0));
+  check_softmax_bwd(g, y, r.outputs[0]);
+}
+
 // Not copied: an expanded input (a copy would materialize it), inputs
 // that all agree (a column reduction of column-major inputs; a row-major
 // softmax backward), and pointwise fusions (the tiled scheduler
@@ -357,10 +435,15 @@ void test_not_copied(void**) {
     assert_true(kf::plan_for(*f, bp)->concrete->relayout_inputs.at(1));
     check(kSoftmaxBwd, {&g, &y}, {false, false});
   }
-  // All column-major: a column reduction reads them well.
+  // All column-major, into outputs of kfuse's (in their order): a column
+  // reduction reads them well (the caller's row-major outputs:
+  // test_row_major_output_copied).
   {
     Tensor g({16, 64}, {1, 0}), y({16, 64}, {1, 0}, 0, 0, 2);
-    check(kSoftmaxBwd, {&g, &y}, {false, false});
+    auto f = kf::parse_fusion(kSoftmaxBwd);
+    const Run r = run(*f, {&g, &y}, false);
+    assert_true(relayouts(r) == (std::vector<bool>{false, false}));
+    check_softmax_bwd(g, y, r.outputs[0]);
   }
   // Pointwise: a transposed operand goes through the tiled scheduler.
   {
@@ -415,6 +498,8 @@ int main() {
       cmocka_unit_test(test_rmsnorm_bwd_permuted_x),
       cmocka_unit_test(test_add_rmsnorm_permuted_residual),
       cmocka_unit_test(test_in_place_input_copied),
+      cmocka_unit_test(test_row_major_output_reference),
+      cmocka_unit_test(test_row_major_output_copied),
       cmocka_unit_test(test_not_copied),
       cmocka_unit_test(test_copy_read_by_two_segments),
   };
