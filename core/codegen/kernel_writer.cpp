@@ -733,7 +733,10 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
                                     std::to_string(sl.a) + "LL)");
         const std::string step = sl.b == 1 ? "" : " * " + std::to_string(sl.b);
         sub[dim] = "(" + start + " + " + i + step + ")";
-        if (sl.b == 1 && lane_indexed(i))  // the lanes, shifted by the start
+        // The lanes, shifted by the start, where it can keep a vector whole
+        // (a start from the end is checked at run time); a start that
+        // splits vectors reads per lane, not failing the loop's check.
+        if (sl.b == 1 && lane_indexed(i) && (sl.a < 0 || sl.a % lane_width == 0))
           return shifted_lanes(lane_dim, sub[dim], "(" + start + " + " + lane_base[lane_dim] + ")", "",
                                {start + " % " + std::to_string(lane_width) + " == 0"},
                                {ArgCheck{ArgCheck::Kind::SliceMultiple, {word(ArgSlot::Kind::Extent, in, static_cast<int>(dim))},
@@ -817,6 +820,7 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         const int64_t a = e.inputs[k];
         const bool last = k + 1 == e.inputs.size();
         const std::string ext = last ? std::string() : extent(a, dim);  // (the last one's is not read)
+        const ArgCheck begin_check = end_check;  // (the parts before this one)
         add_extent(&end_check, a, dim);
         const std::string end = last ? "" : begin == "0" ? ext : hoist(idx_t_, "cat", begin + " + " + ext);
         const std::string cond = idx[dim] + " < " + end;
@@ -837,7 +841,16 @@ std::string KernelWriter::shape(const Expr& e, const std::vector<std::string>& i
         if (lanes && part) {
           std::vector<std::string> guard, conds;
           std::vector<ArgCheck> checks;
-          if (begin != "0") guard.push_back(lane0 + " >= " + begin);
+          // Both bounds of the part, when along the lanes: a vector loaded
+          // under this part's shift alone (an earlier part read per lane)
+          // must not straddle its start either.
+          if (begin != "0") {
+            guard.push_back(lane0 + " >= " + begin);
+            if (along) {
+              conds.push_back(begin + " % " + std::to_string(lane_width) + " == 0");
+              checks.push_back(begin_check);
+            }
+          }
           if (!last) {
             guard.push_back(lane0 + " < " + end);
             if (along) {

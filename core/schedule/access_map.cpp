@@ -11,8 +11,8 @@ namespace {
 
 class Tracer {
  public:
-  Tracer(const ConcreteFusion& c, const Task& task, bool shifts, bool slices)
-      : c_(c), f_(*c.fusion), shifts_(shifts), slices_(shifts && slices) {
+  Tracer(const ConcreteFusion& c, const Task& task, bool shifts, SliceReads slices)
+      : c_(c), f_(*c.fusion), shifts_(shifts), slices_(shifts ? slices : SliceReads::Opaque) {
     for (int64_t ei : task.exprs)
       for (int64_t o : f_.exprs[static_cast<size_t>(ei)].outputs) produced_.insert(o);
   }
@@ -91,8 +91,11 @@ class Tracer {
       switch (t.kind) {
         case IndexTerm::Kind::Zero: sub[d] = kZeroIndex; break;
         case IndexTerm::Kind::Out: sub[d] = m; break;
-        case IndexTerm::Kind::Slice:  // start + i * step (the start's alignment known at run time only)
-          sub[d] = slices_ && t.b == 1 ? shifted(m, 1) : kOpaqueIndex;
+        case IndexTerm::Kind::Slice:  // start + i * step (a start from the end: known at run time only)
+          sub[d] = t.b != 1 || slices_ == SliceReads::Opaque ? kOpaqueIndex
+                   : slices_ == SliceReads::Unaligned        ? shifted(m, 1)
+                   : t.a >= 0                                ? shifted(m, t.a)
+                                                             : shifted(m, 0);
           break;
         case IndexTerm::Kind::Gathered: sub[d] = kOpaqueIndex; break;
         case IndexTerm::Kind::Pad:
@@ -128,7 +131,7 @@ class Tracer {
   const ConcreteFusion& c_;
   const Fusion& f_;
   const bool shifts_;
-  const bool slices_;
+  const SliceReads slices_;
   std::set<int64_t> produced_;
   std::set<std::pair<int64_t, IndexMap>> seen_;
   std::vector<std::pair<int64_t, IndexMap>> stack_;
@@ -145,7 +148,7 @@ IndexMap identity_map(const ConcreteFusion& c, int64_t domain) {
 }
 
 AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
-                         const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts, bool slices) {
+                         const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts, SliceReads slices) {
   Tracer t(c, task, shifts, slices);
   for (const auto& [v, map] : roots) t.visit(v, map);
   return std::move(t.out);

@@ -41,12 +41,20 @@ IndexMap identity_map(const ConcreteFusion& c, int64_t domain);
 // or plain ones: the pointwise vector plan's view, in which such reads can
 // be vectors (codegen guards them by the bound).
 //
-// With `slices` too, a slice of step 1 reads its dim at a shift of unknown
-// alignment (a shifted entry of alignment 1): where its elements lie, not
-// whether they align (the tiled scheduler's view: a tile filled through a
-// slice along its dim a is filled coalesced).
+// With shifts, how a slice of step 1 reads its dim:
+enum class SliceReads : uint8_t {
+  Opaque,     // at an opaque index
+  Unaligned,  // at a shift of alignment 1: where its elements lie, not
+              // whether they align (the tiled scheduler's view: a tile
+              // filled through a slice along its dim a is filled coalesced)
+  AtStart,    // at a shift by its start, of the start's alignment (the
+              // pointwise vector plan's view: a rotary embedding's halves,
+              // a gated activation's gate and up, read as vectors where the
+              // start keeps a vector whole; a start counted from the end is
+              // taken as aligned, which the run time checks)
+};
 AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
                          const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts = false,
-                         bool slices = false);
+                         SliceReads slices = SliceReads::Opaque);
 
 }  // namespace kf

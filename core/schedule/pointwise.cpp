@@ -3,6 +3,8 @@
 // order, with a 16-byte vector path along their innermost dim where the
 // layouts allow.
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include "core/schedule/access_map.h"
 #include "core/schedule/in_place.h"
@@ -42,6 +44,48 @@ size_t many_dims(const ConcreteFusion& c, int64_t v) {
   return static_cast<size_t>(std::count(cl.begin(), cl.end(), SizeClass::Many));
 }
 
+// The vector loads a step of a loop over `outs` makes beyond one per
+// vector input read at a shift only (no plain map: VectorPlan entries
+// kShiftedIndex): such an input is loaded once per path from the outputs that
+// reaches it through a different sequence of slices, cat parts and pads
+// (each such path reads it at its own shift, a vector of its own; the
+// AccessMap's shifted entries keep the alignment, not the offset, so they
+// cannot tell them apart). Counts up to `enough`; paths multiply through
+// a definition's diamonds (a cat of a value with itself, sliced, 40 times
+// over: 2^40 of them), so the walk also stops after kMaxPathSteps states,
+// returning what it counted.
+size_t shifted_loads_per_step(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs,
+                              const VectorPlan& vectors, size_t enough) {
+  constexpr size_t kMaxPathSteps = 4096;
+  const Fusion& f = *c.fusion;
+  std::set<int64_t> in_task;
+  for (int64_t ei : task.exprs)
+    for (int64_t o : f.exprs[static_cast<size_t>(ei)].outputs) in_task.insert(o);
+  std::set<std::pair<int64_t, std::string>> seen;
+  std::vector<std::pair<int64_t, std::string>> stack;
+  for (int64_t o : outs) stack.push_back({o, ""});
+  size_t loads = 0;
+  std::set<int64_t> reached;
+  for (size_t steps = 0; !stack.empty() && steps < kMaxPathSteps && loads - reached.size() < enough; ++steps) {
+    auto [v, path] = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert({v, path}).second) continue;
+    if (auto in = vectors.inputs.find(v);
+        in != vectors.inputs.end() && std::any_of(in->second.begin(), in->second.end(), is_shifted))
+      ++loads, reached.insert(v);
+    if (!in_task.contains(v)) continue;
+    const Expr& e = f.exprs[static_cast<size_t>(f.value(v).producer)];
+    for (size_t k = 0; k < e.inputs.size(); ++k) {
+      std::string p = path;
+      if (e.op == Op::SLICE) p += "s" + std::to_string(SliceAttrs(e).start) + ",";
+      else if (e.op == Op::CAT) p += "c" + std::to_string(k) + ",";
+      else if (e.op == Op::PAD) p += "p,";
+      stack.push_back({e.inputs[k], std::move(p)});
+    }
+  }
+  return loads - reached.size();
+}
+
 }  // namespace
 
 PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
@@ -57,9 +101,9 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
       const IndexMap id = identity_map(c, dom);
       std::vector<std::pair<int64_t, IndexMap>> roots;
       for (int64_t o : outs) roots.push_back({o, id});
-      // (with shifts: a cat's operands and a pad's input are vector
-      // inputs too where their bound keeps lanes together)
-      const AccessMap reads = trace_accesses(c, task, roots, true);
+      // (with shifts: a cat's operands, a pad's input and a slice's input
+      // are vector inputs too where their bound or start keeps lanes together)
+      const AccessMap reads = trace_accesses(c, task, roots, true, SliceReads::AtStart);
       loop.vectors = plan_vectors(c, task, outs, dom, loop.order.back(), &reads);
       if (tuning.pointwise_vector_rule == 1 && many_dims(c, dom) >= 3) {
         // Mixed dtypes over three or more dims: each vector's index costs
@@ -83,12 +127,18 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
   // those the run plan sends to an intermediate (the input is read
   // elsewhere: a rotary embedding's other half) keep their vectors.
   const std::vector<int64_t> in_place = inputs_read_where_written(c, task, p);
+  bool one_step = false;  // (Tuning::pointwise_shifted_loads_one_step)
   for (PointwiseLoop& loop : p.loops) {
     const int64_t dom = loop.outputs[0];
     drop_misaligned(c, dom, in_place, &loop.vectors);
     if (loop.vectors.width > 0)
       loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), loop.vectors);
+    const size_t enough = static_cast<size_t>(tuning.pointwise_shifted_loads_one_step);
+    one_step = one_step || shifted_loads_per_step(c, task, loop.outputs, loop.vectors, enough) >= enough;
   }
+  // (The loops share one kernel, so its registers: all take one step.)
+  if (one_step)
+    for (PointwiseLoop& loop : p.loops) loop.unroll = 1;
   return p;
 }
 

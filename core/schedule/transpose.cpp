@@ -140,7 +140,7 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
       if (!tileable_map(m, dc, b)) continue;
       // (Shifted entries by their dim: a slice of step 1 along the input's
       // innermost dim, a fused gate_up's halves, still fills coalesced.)
-      const AccessMap under = trace_accesses(c, task, {{w, m}}, true, true);
+      const AccessMap under = trace_accesses(c, task, {{w, m}}, true, SliceReads::Unaligned);
       const std::vector<IndexMap>* um = under.find(u);
       int a = -1;
       bool ok = um != nullptr && !um->empty();

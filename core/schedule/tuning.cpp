@@ -28,6 +28,8 @@ const Tuning& default_tuning() {
     Tuning d;
     // The ranges: tuning.h, above default_tuning.
     d.pointwise_unroll = tuning_value("KFUSE_TUNE_POINTWISE_UNROLL", d.pointwise_unroll, 1, 16);
+    d.pointwise_shifted_loads_one_step = tuning_value("KFUSE_TUNE_POINTWISE_SHIFTED_LOADS_ONE_STEP",
+                                                      d.pointwise_shifted_loads_one_step, 1, 1024);
     d.pointwise_vector_rule = tuning_value("KFUSE_TUNE_POINTWISE_VECTOR_RULE", d.pointwise_vector_rule, 1, 2);
     d.pointwise_min_blocks = tuning_value("KFUSE_TUNE_POINTWISE_MIN_BLOCKS", d.pointwise_min_blocks, 0, 32);
     d.row_vectors = tuning_value("KFUSE_TUNE_ROW_VECTORS", d.row_vectors, 1, 16);

@@ -11,6 +11,14 @@ namespace kf {
 struct Tuning {
   // 16-byte vectors each thread of a pointwise loop loads per step.
   int pointwise_unroll = 2;
+  // Pointwise kernels one of whose loops loads its vector inputs at this
+  // many more places per step than it has vector inputs (a tensor read
+  // through slices and cats at several shifts: a rotary embedding's
+  // halves, a fused gate_up read by both halves of its gradient) take one
+  // step per iteration: each load is a vector register held to the end of
+  // the step, and at two steps such kernels ran at 74-93 registers, a third
+  // of the occupancy (H200, docs/perf-log.md session 36).
+  int pointwise_shifted_loads_one_step = 2;
   // Which dtype sets a pointwise loop's vector width: 1, the narrowest
   // (16 bytes of it per vector; wider dtypes move several 16-byte vectors),
   // 2, the widest (every vector at most 16 bytes).

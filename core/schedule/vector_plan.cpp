@@ -20,20 +20,33 @@ IndexMap domain_dims(const ConcreteFusion& c, int64_t v, size_t rd, const Access
       if (cls(c, v, j) != SizeClass::One) dims[j] = static_cast<int>(rd - rv + j);
     return dims;
   }
-  // The first plain map, else the first with shifted dims (a cat's or a
-  // pad's bounded reads, traced with shifts): loads at other maps simply
-  // stay scalar (a vector register serves only the loads at its own lanes'
-  // indices).
+  // The first plain map, else the best aligned with shifted dims (a cat's
+  // or a pad's bounded reads, a slice's, traced with shifts): loads at
+  // other maps simply stay scalar (a vector register serves only the loads
+  // at its own lanes' indices).
   const std::vector<IndexMap>* maps = reads->find(v);
   if (maps == nullptr) return {};
-  for (bool shifted : {false, true})
-    for (const IndexMap& m : *maps) {
-      bool plain = m.size() == rv;
-      for (size_t j = 0; j < rv && plain; ++j)
-        plain = m[j] >= 0 || (m[j] == kZeroIndex && cls(c, v, j) == SizeClass::One) || (shifted && is_shifted(m[j]));
-      if (plain) return m;
+  // The smallest alignment of a shifted entry (0: not a map of the kind).
+  const auto alignment = [&](const IndexMap& m, bool shifted) {
+    if (m.size() != rv) return 0;
+    int align = 32;
+    for (size_t j = 0; j < rv; ++j) {
+      if (m[j] >= 0 || (m[j] == kZeroIndex && cls(c, v, j) == SizeClass::One)) continue;
+      if (!shifted || !is_shifted(m[j])) return 0;
+      align = std::min(align, shifted_align(m[j]));
     }
-  return {};
+    return align;
+  };
+  for (const IndexMap& m : *maps)
+    if (alignment(m, false) > 0) return m;
+  const IndexMap* best = nullptr;
+  int best_align = 0;
+  for (const IndexMap& m : *maps)
+    if (const int a = alignment(m, true); a > best_align) {
+      best = &m;
+      best_align = a;
+    }
+  return best == nullptr ? IndexMap{} : *best;
 }
 
 // The largest (widest) or smallest dtype size among the plan's inputs and

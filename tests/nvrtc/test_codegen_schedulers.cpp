@@ -1107,6 +1107,85 @@ void test_shifted_vectors(void** /*state*/) {
     assert_int_equal(shifted::vector_loads(bf16.plan), 0);
     assert_int_equal(bf16.vectors.outputs.size(), 1);  // the output still moves as vectors
   }
+  {  // rotary embedding, half rotated (seed 1978985695 c0088's class): q is
+     // read through slices at 0, 32 and 64 and a cat: whole vectors at each
+     // shift, the starts checked by the host (kf_slice_start)
+    const shifted::Case k = run(
+        "input q: tensor<bfloat16, 4>\ninput cos: tensor<bfloat16, 2>\ninput sin: tensor<bfloat16, 2>\n"
+        "c = unsqueeze(cos) {dim=1}\ns = unsqueeze(sin) {dim=1}\nqf = cast(q) {dtype=float32}\n"
+        "q_rot = slice(qf) {dim=3, start=0, stop=64}\nq_pass = slice(qf) {dim=3, start=64, stop=end}\n"
+        "q1 = slice(q_rot) {dim=3, start=0, stop=32}\nq2 = slice(q_rot) {dim=3, start=32, stop=end}\n"
+        "nq2 = neg(q2)\nqr = cat(nq2, q1) {dim=3}\nqc = mul(q_rot, c)\nqs = mul(qr, s)\nqo = add(qc, qs)\n"
+        "q_cat = cat(qo, q_pass) {dim=3}\nq_out = cast(q_cat) {dtype=bfloat16}\noutput q_out\n",
+        {{DType::BF16, {2, 16, 4, 128}}, {DType::BF16, {16, 64}}, {DType::BF16, {16, 64}}});
+    assert_int_equal(k.vectors.width, 8);
+    assert_true(shifted::shifted_at(k.vectors, 0, 3));
+    assert_true(contains(k.plan.units[k.plan.unit_of(k.plan.name)].source, "kf_slice_start"));
+    // q at its four shifts (q_rot at 0, q2 at 32, q1 at 0 under the cat's
+    // second part, q_pass at 64): every one a whole vector
+    assert_true(shifted::vector_loads(k.plan) >= 4);
+    bool start_checked = false;
+    for (const ArgCheck& c : k.plan.vector_checks) start_checked = start_checked || c.kind == ArgCheck::Kind::SliceMultiple;
+    assert_true(start_checked);
+  }
+  {  // a slice starting at 1 (a difference of neighbours): x at 0 as
+     // vectors, x at 1 per lane, no check that would always fail
+    const shifted::Case k = run("input x: tensor<float32, 2>\n"
+                                "a = slice(x) {dim=1, start=1, stop=end}\nb = slice(x) {dim=1, start=0, stop=-1}\n"
+                                "d = sub(a, b)\noutput d\n",
+                                {{DType::F32, {64, 129}}});
+    assert_true(shifted::shifted_at(k.vectors, 0, 1));  // (at b's shift, the better aligned)
+    for (const ArgCheck& c : k.plan.vector_checks) assert_true(c.kind != ArgCheck::Kind::SliceMultiple || c.offset != 1);
+  }
+  {  // a cat along the lanes whose first part is read per lane (a slice at
+     // 50: not a multiple of 4) and whose second part as vectors: the
+     // second part's start (the first's extent) is checked to be a
+     // multiple of the width, else its vectors would straddle the bound
+     // (the GPU group test_shifted_lanes, [37, 3, 100] float32)
+    const char* text =
+        "input x: tensor<float32, 3>\ninput c: tensor<float32, 2>\n"
+        "cu = unsqueeze(c) {dim=1}\nx1 = slice(x) {dim=2, start=0, stop=50}\n"
+        "x2 = slice(x) {dim=2, start=50, stop=end}\nn2 = neg(x2)\nr = cat(n2, x1) {dim=2}\n"
+        "a = mul(x, cu)\nb = mul(r, cu)\ny = add(a, b)\noutput y\n";
+    const shifted::Case k = run(text, {{DType::F32, {37, 3, 100}}, {DType::F32, {37, 100}}});
+    int64_t first_part = -1;
+    for (const Expr& e : parse_fusion(text)->exprs)
+      if (e.op == Op::CAT) first_part = e.inputs[0];
+    assert_true(shifted::checks_multiple(k.plan, first_part, 2, 4));
+  }
+  {  // one step per iteration where a shifted-only input loads at two or
+     // more extra places (Tuning::pointwise_shifted_loads_one_step): a
+     // swiglu backward's fused gate_up (gate and up in the first half, gate
+     // again in the second: 3 loads), in both loops of the kernel; the
+     // forward (gate and up: 1 extra) keeps two steps
+    const auto unrolls = [](const char* text, std::vector<int64_t> shape, const Tuning& tuning = Tuning{}) {
+      auto f = parse_fusion(text);
+      Inputs in;
+      in.push_back(kftest::tensor(DType::BF16, shape));
+      in.push_back(kftest::tensor(DType::BF16, {shape[0], shape[1] / 2}));
+      auto c = kftest::concretize(f, in);
+      std::vector<int> u;
+      for (const PointwiseLoop& l : std::get<PointwiseParams>(kftest::schedule(c, tuning)).loops) u.push_back(l.unroll);
+      return u;
+    };
+    const char* bwd =
+        "input gate_up: tensor<bfloat16, 2>\ninput dy: tensor<bfloat16, 2>\nconst one: float32 = 1.0\n"
+        "x = cast(gate_up) {dtype=float32}\ngate = slice(x) {dim=1, start=0, stop=512}\n"
+        "up = slice(x) {dim=1, start=512, stop=end}\ndyf = cast(dy) {dtype=float32}\nsi = silu(gate)\n"
+        "dup = mul(dyf, si)\ndh = mul(dyf, up)\ns = sigmoid(gate)\nom = sub(one, s)\nhs = mul(gate, om)\n"
+        "t = add(one, hs)\nda = mul(s, t)\ndgate = mul(dh, da)\ndgu = cat(dgate, dup) {dim=1}\n"
+        "o = cast(dgu) {dtype=bfloat16}\ny = mul(si, up)\nyo = cast(y) {dtype=bfloat16}\noutput o\noutput yo\n";
+    assert_true(unrolls(bwd, {64, 1024}) == (std::vector<int>{1, 1}));
+    Tuning off;
+    off.pointwise_shifted_loads_one_step = 100;
+    assert_true(unrolls(bwd, {64, 1024}, off) == (std::vector<int>{2, 2}));
+    const char* fwd =
+        "input gate_up: tensor<bfloat16, 2>\ninput dy: tensor<bfloat16, 2>\n"
+        "x = cast(gate_up) {dtype=float32}\ngate = slice(x) {dim=1, start=0, stop=512}\n"
+        "up = slice(x) {dim=1, start=512, stop=end}\nsi = silu(gate)\ny = mul(si, up)\ndyf = cast(dy) {dtype=float32}\n"
+        "z = add(y, dyf)\nyo = cast(z) {dtype=bfloat16}\noutput yo\n";
+    assert_true(unrolls(fwd, {64, 1024}) == (std::vector<int>{2}));
+  }
   {  // the corpus's NCHW pad by 1 (c0147): the input per element, stores as vectors
     const shifted::Case k = run("input x: tensor<bfloat16, 4>\nconst zero: bfloat16 = 0.0\n"
                                 "xf = cast(x) {dtype=float32}\na = silu(xf)\nact = cast(a) {dtype=bfloat16}\n"
