@@ -1165,7 +1165,8 @@ void test_shifted_vectors(void** /*state*/) {
       in.push_back(kftest::tensor(DType::BF16, {shape[0], shape[1] / 2}));
       auto c = kftest::concretize(f, in);
       std::vector<int> u;
-      for (const PointwiseLoop& l : std::get<PointwiseParams>(kftest::schedule(c, tuning)).loops) u.push_back(l.unroll);
+      const KernelSchedule schedule = kftest::schedule(c, tuning);
+      for (const PointwiseLoop& l : std::get<PointwiseParams>(schedule).loops) u.push_back(l.unroll);
       return u;
     };
     const char* bwd =
