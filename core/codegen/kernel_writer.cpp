@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <set>
 
-#include "core/codegen/approx_math.h"
 #include "core/codegen/op_cuda.h"
+#include "core/ir/type_promotion.h"
 #include "core/util/error.h"
 #include "core/ir/op_attrs.h"
 
@@ -38,7 +38,7 @@ bool balanced(const std::string& s, size_t open) {
 }  // namespace
 
 KernelWriter::KernelWriter(const ConcreteFusion& c, const Task& task)
-    : c_(c), f_(*c.fusion), idx_t_(c.index32 ? "int" : "long long") {
+    : c_(c), f_(*c.fusion), idx_t_(c.index32 ? "int" : "long long"), fast_(c.approximate) {
   produced_.assign(f_.values.size(), false);
   is_input_.assign(f_.values.size(), false);
   is_output_.assign(f_.values.size(), false);
@@ -46,7 +46,6 @@ KernelWriter::KernelWriter(const ConcreteFusion& c, const Task& task)
     for (int64_t o : f_.exprs[static_cast<size_t>(ei)].outputs) produced_[static_cast<size_t>(o)] = true;
   for (int64_t v : task.inputs) is_input_[static_cast<size_t>(v)] = true;
   for (int64_t v : task.outputs) is_output_[static_cast<size_t>(v)] = true;
-  fast_ = approximate_exprs(f_);
   scopes_.emplace_back();
   body_.emplace_back();
   if (const char* mb = std::getenv("KFUSE_MAX_SOURCE_MB"); mb != nullptr && *mb != '\0') {

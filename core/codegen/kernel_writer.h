@@ -280,6 +280,7 @@ class KernelWriter {
   const ConcreteFusion& c_;
   const Fusion& f_;
   std::string idx_t_;
+  const std::vector<bool>& fast_;  // per expr: its fast form allowed (ConcreteFusion::approximate)
   std::vector<bool> produced_, is_input_, is_output_;
   std::vector<ArgSlot> args_;
   std::map<std::string, std::string> hoisted_;  // key -> local name
@@ -303,7 +304,6 @@ class KernelWriter {
   std::vector<bool> lane_shifted_;           // while in shifted lanes: the domain dims shifted
   std::map<std::string, int> shifted_groups_;  // group|base|guard -> group id
   std::map<std::string, std::string> result_regs_;  // value@column -> register, within the section
-  std::vector<bool> fast_;  // per expr: its fast form allowed (approx_math.h)
 };
 
 }  // namespace kf

@@ -336,14 +336,6 @@ std::string literal_i64(DType t, int64_t v) {
   }
 }
 
-DType compute_dtype(const Fusion& f, const Expr& e) {
-  switch (op_info(e.op).type_rule) {
-    case TypeRule::Compare: return result_type(f, e.inputs);
-    case TypeRule::ToBool: return f.value(e.inputs[0]).dtype;
-    default: return f.value(e.outputs[0]).dtype;
-  }
-}
-
 std::string pointwise_form(Op op, DType compute, const std::vector<std::string>& a,
                            DType* result) {
   const OpForm& form = kForms[static_cast<size_t>(op)];

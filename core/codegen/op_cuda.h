@@ -46,8 +46,6 @@ double fp8_max_finite(DType t);
 std::string literal_f64(DType t, double v);
 std::string literal_i64(DType t, int64_t v);
 
-// The dtype a pointwise op's operands are converted to before it applies.
-DType compute_dtype(const Fusion& f, const Expr& e);
 
 // The CUDA expression of pointwise op `op` (unary/binary/ternary, not cast)
 // on operands already converted to `compute` (where: condition as bool,
@@ -59,7 +57,7 @@ std::string pointwise_form(Op op, DType compute, const std::vector<std::string>&
                            DType* result);
 
 // The fast form of exp, sigmoid or silu on float32 operands (hardware
-// approximations: where approximate_exprs allows them, approx_math.h).
+// approximations: where approximate_exprs allows them, core/ir/approx_math.h).
 // `result` receives float32.
 std::string approximate_form(Op op, const std::vector<std::string>& a, DType* result);
 

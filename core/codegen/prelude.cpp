@@ -314,7 +314,7 @@ KF_DEV float kf_div_by(float x, float d, float rd) {
   return kf_div_slow(x, d);
 }
 
-// Fast forms (core/codegen/approx_math.h: only where the stored result
+// Fast forms (core/ir/approx_math.h: only where the stored result
 // stays within 1 ulp of exact math): exp as ex2.approx of x * log2(e) and
 // the reciprocal as rcp.approx, both keeping subnormals (no .ftz); a
 // division by a shared divisor as one multiplication by its reciprocal.

@@ -87,6 +87,11 @@ class ConcreteFusion {
   // writes it in, so kf_execute_into can tell whether a caller's outputs
   // already match a plan made without them (outputs_in_plan_layout).
   std::vector<uint64_t> output_order_codes;
+  // Per expr: whether it may take its fast form (core/ir/approx_math.h:
+  // where only narrow-float outputs read it, within their rounding), the
+  // one place that decides; codegen writes what it says. Empty with
+  // KFUSE_APPROX_MATH=0.
+  std::vector<bool> approximate;
   // Per value id: the ids its extents depend on (input extents < 0, shape
   // scalars >= 0), sorted and unique.
   std::vector<std::vector<int64_t>> extent_deps;

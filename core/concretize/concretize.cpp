@@ -2,6 +2,7 @@
 #include "core/concretize/concrete_fusion.h"
 #include "core/concretize/extent_sets.h"
 #include "core/concretize/layout.h"
+#include "core/ir/approx_math.h"
 
 namespace kf {
 
@@ -39,6 +40,7 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
     c->output_order_codes.push_back(encode_order(sizes, strides) & (r >= 16 ? ~uint64_t{0} : (uint64_t{1} << (4 * r)) - 1));
   }
   propagate_extent_deps(*c);
+  c->approximate = approximate_exprs(fusion);
   auto sets = std::make_shared<ExtentSets>(*c);  // reads the fields above
   sets->freeze();
   c->extent_sets = std::move(sets);

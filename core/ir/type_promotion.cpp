@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "core/ir/op_table.h"
+
 namespace kf {
 
 namespace {
@@ -49,6 +51,14 @@ DType result_type(const Fusion& fusion, std::span<const int64_t> operands) {
     }
   }
   return *combine_categories(dim_result, combine_categories(zero_result, wrapped_result));
+}
+
+DType compute_dtype(const Fusion& f, const Expr& e) {
+  switch (op_info(e.op).type_rule) {
+    case TypeRule::Compare: return result_type(f, e.inputs);
+    case TypeRule::ToBool: return f.value(e.inputs[0]).dtype;
+    default: return f.value(e.outputs[0]).dtype;
+  }
 }
 
 }  // namespace kf

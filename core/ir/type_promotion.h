@@ -14,4 +14,8 @@ namespace kf {
 
 DType result_type(const Fusion& fusion, std::span<const int64_t> operands);
 
+// The dtype a pointwise op's operands are converted to before it applies
+// (a comparison's: their result_type; to-bool ops': the operand's).
+DType compute_dtype(const Fusion& f, const Expr& e);
+
 }  // namespace kf

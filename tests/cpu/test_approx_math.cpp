@@ -1,10 +1,11 @@
-// Where codegen may use the fast forms of exp, sigmoid, silu and shared
-// divisions (core/codegen/approx_math.h): only where every output the
+// Where kernels may use the fast forms of exp, sigmoid, silu and shared
+// divisions (core/ir/approx_math.h): only where every output the
 // result reaches is a narrow float and nothing on the way cancels or
 // feeds a function that turns the error into a larger one.
 // Project headers first: cmocka defines a fail() macro that kf::fail's
 // declaration must not see.
-#include "core/codegen/approx_math.h"
+#include "core/ir/approx_math.h"
+#include "core/pipeline/plan.h"
 #include "core/text/text_parser.h"
 
 #include <stdarg.h>
@@ -170,6 +171,23 @@ void inputs_of_a_fast_exp_must_be_exact(void**) {
   }
 }
 
+// The decision is made once per concretization and travels with the
+// plan: ConcreteFusion::approximate, what codegen reads, is
+// approximate_exprs of the definition.
+void the_plan_carries_the_decision(void**) {
+  const std::string t = "input x: tensor<bfloat16, 2>\n" + kSoftmaxBody + "y = cast(p) {dtype=bfloat16}\noutput y\n";
+  const std::shared_ptr<Fusion> f = parse_fusion(t);
+  std::vector<uint16_t> data(4 * 8, 0);
+  int64_t shape[2] = {4, 8};
+  DLTensor x{data.data(), {kDLCPU, 0}, 2, {kDLBfloat, 16, 1}, shape, nullptr, 0};
+  const DLTensor* in[1] = {&x};
+  Binding b;
+  bind_inputs(*f, in, 1, &b);
+  const std::vector<bool>& planned = plan_for(*f, b)->concrete->approximate;
+  assert_true(planned == approximate_exprs(*f));
+  assert_int_equal(std::count(planned.begin(), planned.end(), true), 2);  // exp, div
+}
+
 }  // namespace
 
 int main() {
@@ -182,6 +200,7 @@ int main() {
       cmocka_unit_test(products_of_any_sign_are_fast),
       cmocka_unit_test(narrow_compute_and_rounded_intermediates_stay_exact),
       cmocka_unit_test(inputs_of_a_fast_exp_must_be_exact),
+      cmocka_unit_test(the_plan_carries_the_decision),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

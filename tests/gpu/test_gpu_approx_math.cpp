@@ -1,4 +1,4 @@
-// The fast forms codegen may use (core/codegen/approx_math.h) over every
+// The fast forms codegen may use (core/ir/approx_math.h) over every
 // float32 input: exp, sigmoid and silu as approximate_form writes them,
 // on all 2^32 bit patterns, rounded to bfloat16 and to float16, against the
 // correctly rounded float64 result: never more than 1 ulp apart (adjacent
@@ -9,7 +9,7 @@
 // a float32 and a hashed divisor against kDivError.
 // Project headers first: cmocka defines a fail() macro that kf::fail's
 // declaration must not see.
-#include "core/codegen/approx_math.h"
+#include "core/ir/approx_math.h"
 #include "core/codegen/op_cuda.h"
 #include "core/codegen/prelude.h"
 #include "core/runtime/cuda/driver.h"

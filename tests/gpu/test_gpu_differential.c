@@ -2661,7 +2661,7 @@ static void test_online_softmax(void** state) {
   end_test("online softmax");
 }
 
-/* The fast forms (core/codegen/approx_math.h) end to end: fusions whose
+/* The fast forms (core/ir/approx_math.h) end to end: fusions whose
  * exp, sigmoid, silu or shared division take their fast form, with only
  * bfloat16/float16 outputs, store the CPU reference's correctly rounded
  * result or its neighbour (at most 1 ulp apart: the CPU computes in

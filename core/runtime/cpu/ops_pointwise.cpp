@@ -19,15 +19,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// The dtype the operands are converted to before the op is applied.
-DType compute_dtype(const Fusion& f, const Expr& e) {
-  switch (op_info(e.op).type_rule) {
-    case TypeRule::Compare: return result_type(f, e.inputs);
-    case TypeRule::ToBool: return f.value(e.inputs[0]).dtype;
-    default: return f.value(e.outputs[0]).dtype;
-  }
-}
-
 double round_to(DType t, double x) {
   std::byte buf[8];
   store_f64(t, buf, x);

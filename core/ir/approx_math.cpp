@@ -1,9 +1,9 @@
-#include "core/codegen/approx_math.h"
+#include "core/ir/approx_math.h"
 
 #include <algorithm>
 #include <limits>
 
-#include "core/codegen/op_cuda.h"
+#include "core/ir/type_promotion.h"
 #include "core/util/env_switch.h"
 
 namespace kf {
