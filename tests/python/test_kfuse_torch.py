@@ -556,6 +556,33 @@ def _():
         assert kt.mismatch(a, r) is None, kt.mismatch(a, r)
 
 
+@test("views of inputs read outside a partition stay in torch (free views, not kfuse copies)")
+def _():
+    # A decode step returned its permuted weights and a KV-cache layer from
+    # kfuse partitions, copying them on every call (session 37).
+    def f(w, x, c):
+        wt = w.t()
+        y = (x * 2 + wt).relu()
+        return wt, y, c[1].squeeze(0), c[0] * 3 + 1, [t + 1 for t in torch.split(c, 1, dim=1)][0] * 2
+    w, x, c = gen((8, 6), F32), gen((6, 8), F32), gen((2, 3, 4, 5), F32)
+    report = kt.Report()
+    gm = kt.fuse(f, (w, x, c), report=report)
+    views = {t for _, t, why in report.in_torch if "a view of a partition's input" in why}
+    assert {"aten.t.default", "aten.select.int"} <= views, report
+    for name, nodes, text, why in report.partitions:
+        assert why is None, report
+        outs = [l for l in text.splitlines() if l.startswith("output ")]
+        produced = {l.split(" = ")[0]: l.split(" = ")[1].split("(")[0] for l in text.splitlines() if " = " in l}
+        for o in outs:
+            assert produced.get(o.split()[1]) not in ("permute", "slice", "squeeze", "reshape"), (o, text)
+    for i, (a, b) in enumerate(zip(gm(w, x, c), f(w, x, c))):
+        assert kt.mismatch(a, b) is None, (i, kt.mismatch(a, b))
+    # Read only inside, a view of an input stays in kfuse (a strided read).
+    rep2 = kt.Report()
+    kt.fuse(lambda a: a.t() * 2 + 1, (w,), report=rep2)
+    assert not any(t == "aten.t.default" for _, t, _ in rep2.in_torch), rep2
+
+
 @test("supported_ops lists the translator's packets; Dynamo says why it is unavailable on torch 1.x")
 def _():
     ops = kt.supported_ops()

@@ -6,7 +6,8 @@ kfuse.torch in check mode on the CPU backend: every kfuse partition is
 compared with torch eager as it runs (KfuseTorchMismatch at the first
 difference), no partition may fall back, the loss and every gradient
 must match eager's, and only the ops listed in ALLOWED_IN_TORCH may stay
-in torch (matmuls, the causal-mask creation, embedding backward).
+in torch (matmuls, the causal-mask creation, embedding backward, and
+views of partition inputs read outside the partitions).
 
 Exits 77 (skipped) without torch.
 
@@ -55,7 +56,10 @@ for name in ("gpt2_train", "llama_train", "vit_train", "gnn_train"):
         fell = [(p[0], p[3]) for p in report.partitions if p[3] is not None]
         assert len(fused) >= 5, f"only {len(fused)} kfuse partitions"
         assert not fell, f"partitions left to torch: {fell}"
-        extra = sorted({t for _, t, _ in report.in_torch} - ALLOWED_IN_TORCH)
+        # (views of partition inputs read outside the partitions stay in
+        # torch by design: free there, copies as kfuse outputs)
+        extra = sorted({t for _, t, why in report.in_torch if "a view of a partition's input" not in why}
+                       - ALLOWED_IN_TORCH)
         assert not extra, f"ops left to torch: {extra}\n{report}"
         for i, (a, r) in enumerate(zip(got, ref)):
             why = kt.mismatch(a, r, TOL)

@@ -470,6 +470,7 @@ def compile_graph(gm, example_inputs=None, options=None, report=None):
     support = KfuseSupport(options)
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
+    _peel_input_views(gm, partitions, support.reasons)
     small = [p for p in partitions if _compute_ops(p.nodes) < options.min_ops]
     partitions = [p for p in partitions if _compute_ops(p.nodes) >= options.min_ops]
     unsafe, to_end = _unsafe_mutations(gm, partitions)
@@ -547,4 +548,83 @@ def _why_in_torch(node):
 
 
 def _compute_ops(nodes):
-    return sum(1 for n in nodes if n.op == "call_function" and not _is_getitem(n))
+    """Nodes that compute: a view of a partition input moves no data in
+    torch, so it does not count."""
+    inside = set(nodes)
+    return sum(1 for n in nodes if n.op == "call_function" and not _is_getitem(n)
+               and not _input_view(n, inside))
+
+
+_VIEW_PACKETS = ("_unsafe_view", "view", "reshape")
+
+
+def _is_view(node):
+    """Whether node's result is a view of its first argument in torch (no
+    data moved): an op whose schema returns an alias it does not write
+    (permute, slice, squeeze, expand, t, split...), a view / reshape, or a
+    getitem of such a node."""
+    if node.op != "call_function":
+        return False
+    if _is_getitem(node):
+        src = node.args[0]
+        return isinstance(src, torch.fx.Node) and _is_view(src)
+    packet = getattr(node.target, "overloadpacket", None)
+    if packet is None:
+        return False
+    if packet.__name__ in _VIEW_PACKETS:
+        return True
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns or _schema_mutates(node):
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def _input_view(node, inside):
+    """Whether node (in the partition ``inside``) is a chain of views of a
+    value computed outside it: in torch, a view of a partition input."""
+    while _is_view(node):
+        src = node.args[0]
+        if not isinstance(src, torch.fx.Node):
+            return False
+        if src not in inside:
+            return True
+        node = src
+    return False
+
+
+def _peel_input_views(gm, partitions, reasons):
+    """Takes out of each partition the views of its inputs that something
+    outside it reads (with the views they are taken from). In torch they
+    are free; as partition outputs kfuse would materialize them: a
+    decode step's permuted weights and KV-cache layers were copied on
+    every call (session 37: a [32000, 2048] head weight, 75 us a step).
+    Their readers inside the partition then read the torch view, a
+    strided input. Views of a placeholder the graph mutates stay: the
+    mutation's readers must stay in one partition (_unsafe_mutations)."""
+    mutated = set()
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and (_is_mutation(n) or _schema_mutates(n)) and isinstance(n.args[0], torch.fx.Node):
+            mutated.add(n.args[0])
+
+    def root(n):
+        while _is_view(n) and isinstance(n.args[0], torch.fx.Node):
+            n = n.args[0]
+        return n
+
+    for p in partitions:
+        changed = True
+        while changed:
+            changed = False
+            inside = set(p.nodes)
+            for n in list(p.nodes):
+                # (a getitem of a node taken out goes with it: a partition
+                # cannot take a tuple as an input)
+                if (_input_view(n, inside) and root(n) not in mutated
+                        and (any(u not in inside for u in n.users)
+                             or _is_getitem(n) and n.args[0] not in inside)):
+                    p.remove_node(n)
+                    inside.discard(n)
+                    reasons[n.name] = "a view of a partition's input read outside the partition: free in torch, " \
+                                      "a copy as a kfuse output"
+                    changed = True
