@@ -128,6 +128,10 @@ struct LaunchRule {
   };
   Kind kind = Kind::Elementwise;
   int64_t domain_value = -1;        // value whose sizes define the iteration domain
+  // Elementwise with several loops: each loop's domain value (the first is
+  // domain_value); the grid is made for the one with the most elements
+  // (launch_domain, core/runtime/cuda/launch.h).
+  std::vector<int64_t> loop_domains;
   std::vector<bool> reduced_dims;   // PerRow: dims of the domain that are reduced (the row)
   int block = 256;
   int items_per_thread = 1;

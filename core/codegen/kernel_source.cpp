@@ -317,6 +317,8 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
   if (const auto* pw = std::get_if<PointwiseParams>(&schedule)) {
     launch.kind = LaunchRule::Kind::Elementwise;
     launch.domain_value = pw->loops[0].outputs[0];
+    if (pw->loops.size() > 1)
+      for (const PointwiseLoop& l : pw->loops) launch.loop_domains.push_back(l.outputs[0]);
     launch.block = pw->block;
     int width = 1;
     for (const PointwiseLoop& l : pw->loops) width = std::max(width, l.vectors.width * pw->unroll);

@@ -1721,6 +1721,46 @@ void check_walks(const TiledParams& p, std::vector<int64_t> ext) {
 // cases with a batch dim of 2-8 innermost (seed 1631654200 c0011, c0074,
 // c0170, c0171): the groups chosen, the kernel's unravelling, the host walk
 // of its tiles covering every index once for odd extents.
+// A pointwise kernel of two loops whose first is the smaller: the grid is
+// made for the larger (launch_domain). GPT-2's cross-entropy put a
+// [8192] loop first and a [8192, 50257] one second and ran on 4 blocks
+// (28 ms, H200, perf-log session 37).
+void test_loops_of_different_sizes(void** /*state*/) {
+  Inputs in;
+  in.push_back(kftest::tensor(DType::F32, {8}));
+  in.push_back(kftest::tensor(DType::F32, {8, 64}));
+  int64_t a = -1, x = -1, small = -1, big = -1;
+  const Generated g = generate(
+      [&](Builder& b) {
+        a = b.tensor_input(1, DType::F32);
+        x = b.tensor_input(2, DType::F32);
+        small = b.op(Op::MUL, {a, b.constant_f64(2.0, DType::F32)}, {})[0];
+        big = b.op(Op::ADD, {x, b.constant_f64(1.0, DType::F32)}, {})[0];
+        b.output(small, {}, -1);
+        b.output(big, {}, -1);
+      },
+      in);
+  const PointwiseParams& pw = std::get<PointwiseParams>(g.schedule);
+  assert_int_equal(pw.loops.size(), 2);
+  assert_true(g.plan.launch.loop_domains.size() == 2);
+  ValueSizes sizes;
+  sizes.reset(*g.concrete->fusion);
+  for (int64_t v : g.plan.launch.loop_domains)
+    sizes.set(v, v == big ? std::vector<int64_t>{100000, 1000} : std::vector<int64_t>{100000});
+  for (bool big_first : {false, true}) {
+    LaunchRule r = g.plan.launch;
+    r.domain_value = big_first ? big : small;
+    const std::span<const int64_t> d = cuda::launch_domain(r, sizes);
+    assert_int_equal(d.size(), 2);
+    assert_int_equal(d[1], 1000);
+  }
+  // Only Elementwise rules look at the loops.
+  LaunchRule row = g.plan.launch;
+  row.kind = LaunchRule::Kind::PerRow;
+  row.domain_value = small;
+  assert_int_equal(cuda::launch_domain(row, sizes).size(), 1);
+}
+
 void test_tile_groups(void** /*state*/) {
   {  // channel cat (c0011): x0 stored with N innermost, then C (memory
      // order W, H, C, N), the output (W, C, N, H): A = {N, C}, B = {H}
@@ -1865,6 +1905,7 @@ int main() {
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
       cmocka_unit_test(test_tile_groups),
+      cmocka_unit_test(test_loops_of_different_sizes),
       cmocka_unit_test(test_compile),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -90,8 +90,12 @@ class CudaBackend final : public Backend {
     }
     ScopedContext context(device);
     CUdeviceptr ptr = 0;
-    // The device's default pool, ordered on the caller's stream.
-    if (context.info().memory_pools)
+    // kfuse's pool (DeviceInfo::pool: it keeps freed memory), else the
+    // device's default pool, ordered on the caller's stream.
+    if (context.info().pool != nullptr)
+      check(driver().cuMemAllocFromPoolAsync_(&ptr, bytes, context.info().pool, stream_of(options)),
+            "cuMemAllocFromPoolAsync");
+    else if (context.info().memory_pools)
       check(driver().cuMemAllocAsync_(&ptr, bytes, stream_of(options)), "cuMemAllocAsync");
     else
       check(driver().cuMemAlloc_(&ptr, bytes), "cuMemAlloc");
@@ -160,7 +164,7 @@ class CudaBackend final : public Backend {
       run_steps(c, k, sizes, inputs, outputs, options, context);
       return;
     }
-    const std::span<const int64_t> domain = sizes[k.plan.launch.domain_value];
+    const std::span<const int64_t> domain = launch_domain(k.plan.launch, sizes);
     if (launch_dims(k.plan.launch, domain, context.info().max_grid_x, context.info().multiprocessors).grid == 0)
       return;  // empty domain
     Scratch<std::vector<int64_t>> arg_block;  // per thread: no allocation per call

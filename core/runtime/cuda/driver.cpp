@@ -1,6 +1,7 @@
 #include "core/runtime/cuda/driver.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -99,6 +100,25 @@ const LoadResult& loaded() {
   return *result;
 }
 
+// kfuse's pool on `device` (DeviceInfo::pool): device memory, keeping what
+// KFUSE_POOL_RELEASE_THRESHOLD says (bytes; default all) past a
+// synchronization. nullptr where the driver refuses one: allocations then
+// take the default pool.
+CUmemoryPool create_pool(CUdevice device) {
+  const Driver& d = driver();
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = device;
+  CUmemoryPool pool = nullptr;
+  if (d.cuMemPoolCreate_(&pool, &props) != CUDA_SUCCESS) return nullptr;
+  cuuint64_t keep = ~cuuint64_t{0};
+  if (const char* v = std::getenv("KFUSE_POOL_RELEASE_THRESHOLD"); v != nullptr && *v != '\0')
+    keep = std::strtoull(v, nullptr, 10);
+  d.cuMemPoolSetAttribute_(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  return pool;
+}
+
 }  // namespace
 
 const Driver& driver() {
@@ -152,6 +172,7 @@ const DeviceInfo& device_info(int device) {
   info->max_shared_optin = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   info->memory_pools = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
   check(d.cuDevicePrimaryCtxRetain_(&info->context, info->device), "cuDevicePrimaryCtxRetain");
+  if (info->memory_pools) info->pool = create_pool(info->device);
   slot.store(info.get(), std::memory_order_release);
   return *info.release();
 }

@@ -23,6 +23,7 @@ namespace kf::cuda {
   X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent)              \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute) \
   X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAlloc) X(cuMemFree) \
+  X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync)          \
   X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemsetD32Async) X(cuStreamSynchronize)  \
   X(cuGetErrorName) X(cuGetErrorString)
 
@@ -56,6 +57,14 @@ struct DeviceInfo {
   int max_grid_x = 0;
   int max_shared_optin = 0;     // bytes of dynamic shared memory a block may opt into
   bool memory_pools = false;    // cuMemAllocAsync works
+  // kfuse's own memory pool on the device (memory_pools only), which keeps
+  // freed memory for later calls, as torch's caching allocator does: the
+  // default pool returns it to the driver at every synchronization, and
+  // mapping a GB-sized output again cost about 17 ms per call (GPT-2's
+  // cross-entropy, H200, perf-log session 37). KFUSE_POOL_RELEASE_THRESHOLD
+  // (bytes) sets how much freed memory it keeps past a synchronization
+  // (default: all of it).
+  CUmemoryPool pool = nullptr;
 };
 
 // Retains the device's primary context once (thread-safe). Throws

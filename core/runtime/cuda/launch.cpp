@@ -153,6 +153,23 @@ int64_t register_row_block(const LaunchRule& rule, int64_t row) {
 
 }  // namespace
 
+std::span<const int64_t> launch_domain(const LaunchRule& rule, const ValueSizes& sizes) {
+  std::span<const int64_t> best = sizes[rule.domain_value];
+  if (rule.kind != LaunchRule::Kind::Elementwise) return best;
+  const auto elements = [](std::span<const int64_t> d) {
+    int64_t n = 1;
+    for (int64_t s : d) n *= s;
+    return n;
+  };
+  int64_t most = elements(best);
+  for (int64_t v : rule.loop_domains)
+    if (const int64_t n = elements(sizes[v]); n > most) {
+      most = n;
+      best = sizes[v];
+    }
+  return best;
+}
+
 LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, int max_grid_x, int multiprocessors,
                        const KernelLimits& limits, int cluster) {
   const int64_t max_dynamic_shared = limits.max_dynamic_shared;
