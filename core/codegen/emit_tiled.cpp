@@ -21,6 +21,7 @@ struct TileNames {
   std::string ea_in, eb_in;         // extents of dims a and b (the groups' inner dims)
   std::string oa, ob;               // index names of the groups' further dims ("": one-dim groups)
   std::vector<std::string> shared;  // one tile per tiled input
+  std::vector<std::string> staged;  // one tile per staged output, [b][a]
   std::string T, rows_step;         // the tile size; rows per scalar step
 };
 
@@ -225,6 +226,20 @@ void tile_outputs_a(KernelWriter& w, const TiledParams& p, const TileNames& n, c
   w.close();
 }
 
+// Phase 3, after a barrier: thread (k, lx) stores the staged outputs at
+// (a0 + lx, b0 + k) from their tiles, threads along a (coalesced for them).
+void tile_outputs_staged(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
+  if (p.outputs_staged.empty()) return;
+  w.line("__syncthreads();");
+  w.line("#pragma unroll 4");
+  w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
+  w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
+  w.open("if (" + tile_element(w, n, group_a_names(n), "lx", group_b_names(n), "k") + ")");
+  for (size_t j = 0; j < p.outputs_staged.size(); ++j) w.store(p.outputs_staged[j], idx, n.staged[j] + "[k][lx]");
+  w.close();
+  w.close();
+}
+
 // Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
 void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   w.line("#pragma unroll 4");  // a full unroll measured slower (docs/perf-log.md)
@@ -233,6 +248,8 @@ void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, con
   w.open("if (" + tile_element(w, n, group_a_names(n), "k", group_b_names(n), "lx") + ")");
   for (size_t q = 0; q < p.inputs.size(); ++q)
     w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
+  for (size_t j = 0; j < p.outputs_staged.size(); ++j)
+    w.line(n.staged[j] + "[lx][k] = " + w.value_at(p.outputs_staged[j], idx) + ";");
   for (int64_t o : p.outputs_b()) w.store(o, idx, w.value_at(o, idx));
   w.tile_reads.clear();
   w.close();
@@ -277,6 +294,9 @@ void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledPa
       for (size_t q = 0; q < p.inputs.size(); ++q)
         w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, w.lane_index),
                                            n.shared[q] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "]"};
+      for (size_t j = 0; j < p.outputs_staged.size(); ++j)
+        w.line(n.staged[j] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "] = " +
+               w.value_at(p.outputs_staged[j], w.lane_index) + ";");
     });
     w.tile_reads.clear();
     w.close();
@@ -295,7 +315,7 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   const std::string& t = w.index_type();
   const size_t da = p.dim_a, db = p.dim_b;
   TileNames n{w.extent(dom, da), w.extent(dom, db), "i" + std::to_string(da), "i" + std::to_string(db),
-              w.extent(dom, da), w.extent(dom, db), "", "", {}, std::to_string(p.tile), std::to_string(p.block / p.tile)};
+              w.extent(dom, da), w.extent(dom, db), "", "", {}, {}, std::to_string(p.tile), std::to_string(p.block / p.tile)};
   // Groups of two dims: linear extents (the product), the further dims' indices.
   if (!p.group_a.empty()) {
     n.oa = "i" + std::to_string(p.group_a[0]);
@@ -320,6 +340,11 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
     n.shared.push_back(w.fresh("kf_tile"));
     w.line("__shared__ " + std::string(reg_type(f.value(in.value).dtype)) + " " + n.shared.back() + "[" + n.T + "][" +
            n.T + " + 1];");
+  }
+  for (int64_t o : p.outputs_staged) {
+    n.staged.push_back(w.fresh("kf_otile"));
+    w.line("__shared__ " + std::string(reg_type(f.value(o).dtype)) + " " + n.staged.back() + "[" + n.T + "][" + n.T +
+           " + 1];");
   }
   use_vectors(w, p.vectors);
   w.open("for (long long tile = blockIdx.x; tile < " + tiles + "; tile += gridDim.x)");
@@ -370,12 +395,14 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   } else {
     tile_compute(w, p, n, idx);
   }
+  tile_outputs_staged(w, p, n, idx);
   w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
   w.close_open("else");
   tile_fill(w, p, n, idx);
   tile_outputs_a(w, p, n, idx);
   w.line("__syncthreads();");
   tile_compute(w, p, n, idx);
+  tile_outputs_staged(w, p, n, idx);
   w.close();
   w.close();
 }

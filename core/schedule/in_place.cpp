@@ -20,6 +20,17 @@ std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Ta
     std::vector<std::pair<int64_t, IndexMap>> roots;
     for (int64_t o : loop.outputs) roots.push_back({o, id});
     reads = trace_accesses(c, task, roots);
+  } else if (const auto* t = std::get_if<TiledParams>(&schedule)) {
+    // Each tile's reads (phase 1 into shared memory, phase 2 by the thread
+    // that computes the element) come before the barrier that precedes
+    // its stores in phase 3, or in the same thread in phase 2; tiles are
+    // disjoint. Phase 1's outputs (outputs_a) are stored before phase 2
+    // reads the same elements in other threads: with any, none qualifies.
+    if (!t->outputs_a.empty()) return out;
+    id = identity_map(c, t->outputs.at(0));
+    std::vector<std::pair<int64_t, IndexMap>> roots;
+    for (int64_t o : t->outputs) roots.push_back({o, id});
+    reads = trace_accesses(c, task, roots);
   } else if (const auto* r = std::get_if<RowParams>(&schedule)) {
     // Every phase reads the row before a barrier (of the block, of the
     // cluster, or a kernel boundary for split rows), and the domain outputs

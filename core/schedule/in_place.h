@@ -16,15 +16,17 @@
 namespace kf {
 
 // Task inputs (ids) of `task` that a kernel of `schedule` reads only where
-// it writes. Two families qualify: the pointwise kernel of one loop (each
-// thread loads every operand of its elements before it stores any of them)
-// and the row kernels without outer reductions or reshaped outputs (every
+// it writes. Three families qualify: the pointwise kernel of one loop (each
+// thread loads every operand of its elements before it stores any of them),
+// the tiled kernel without phase-1 outputs (a tile's reads precede the
+// barrier before its stores, or are in the storing thread), and the row
+// kernels without outer reductions or reshaped outputs (every
 // phase reads the row before a barrier; the last pass reads and writes each
 // element in one thread). An input qualifies when every read of it is at
 // the identity index of the kernel's domain, so it is read at exactly the
 // elements the writing thread stores. Inputs read at another index (a
 // flip, a permute, a broadcast, a slice) and every input of the other
-// families (column, tiled and scan kernels: their blocks read elements
+// families (column and scan kernels: their blocks read elements
 // other threads write) are left out. A scatter's kernels read the tensor
 // they scatter into only where they write it (in_place.cpp): it qualifies.
 std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Task& task,

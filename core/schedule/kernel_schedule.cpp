@@ -87,7 +87,8 @@ struct Describe {
     return "tiled block=" + std::to_string(p.block) + " tile=" + std::to_string(p.tile) + "x" + std::to_string(p.tile) +
            " dim_a=" + std::to_string(p.dim_a) + group(p.group_a) + " dim_b=" + std::to_string(p.dim_b) + group(p.group_b) +
            " tiled_inputs=" + ids(in) +
-           " outputs=" + ids(p.outputs) + (p.outputs_a.empty() ? "" : " outputs_a=" + ids(p.outputs_a)) + " " +
+           " outputs=" + ids(p.outputs) + (p.outputs_a.empty() ? "" : " outputs_a=" + ids(p.outputs_a)) +
+           (p.outputs_staged.empty() ? "" : " outputs_staged=" + ids(p.outputs_staged)) + " " +
            vectors(p.vectors) +
            (p.order != 3 ? std::string(" order=") + (p.order == 2 ? "a" : "diagonal") : "");
   }

@@ -132,11 +132,19 @@ struct TiledParams {
   // result beside a transposed copy of an input): written in phase 1,
   // threads along a, from the inputs directly; phase 2 writes the others.
   std::vector<int64_t> outputs_a;
-  // The outputs phase 2 writes: those not in outputs_a.
+  // Outputs stored with dim a innermost that read an input contiguous
+  // along b (so phase 1 cannot write them): phase 2 computes them into a
+  // shared-memory tile of their own, and phase 3 writes it with threads
+  // along a (a caller's transposed output beside row-major ones, an
+  // optimizer's state in another order than its parameter).
+  std::vector<int64_t> outputs_staged;
+  // The outputs phase 2 writes to memory: those in neither list above.
   std::vector<int64_t> outputs_b() const {
     std::vector<int64_t> b;
     for (int64_t o : outputs)
-      if (std::find(outputs_a.begin(), outputs_a.end(), o) == outputs_a.end()) b.push_back(o);
+      if (std::find(outputs_a.begin(), outputs_a.end(), o) == outputs_a.end() &&
+          std::find(outputs_staged.begin(), outputs_staged.end(), o) == outputs_staged.end())
+        b.push_back(o);
     return b;
   }
   VectorPlan vectors;  // phase 2, along dim_b (tiled inputs come from shared memory)

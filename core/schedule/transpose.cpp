@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/schedule/access_map.h"
+#include "core/schedule/in_place.h"
 #include "core/schedule/why_not.h"
 #include "core/schedule/schedulers.h"
 #include "core/schedule/vector_plan.h"
@@ -214,7 +215,22 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
     p.inputs.push_back({v, src.map});
     tiled.push_back(v);
   }
-  if (p.inputs.empty()) return reject(why, "no input is contiguous along a dim other than the outputs' fast dim");
+  // Without such an input, an output stored along another dim than b
+  // (outputs_staged below) gives dim a: its memory's innermost dim.
+  if (p.inputs.empty()) {
+    for (int64_t o : outs) {
+      const std::vector<int>& order = memory_order(c, o);
+      if (order.size() != r || static_cast<size_t>(order.back()) == p.dim_b ||
+          dc[static_cast<size_t>(order.back())] != SizeClass::Many)
+        continue;
+      p.dim_a = static_cast<size_t>(order.back());
+      next_a = next_dims(order, id);
+      have_a = true;
+      break;
+    }
+    if (!have_a)
+      return reject(why, "no input or output is contiguous along a dim other than the outputs' fast dim");
+  }
   // The groups (TiledParams::group_a): each takes one further dim, the
   // next one of class Many in its tensor's memory order (the tiled input's
   // for A, the outputs' for B; class 0/1 dims skipped), unless that dim is
@@ -264,9 +280,9 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // contiguous along a or constant along a (a bias along b: one address
   // per warp). Phase 2 would write each across its memory; phase 1 would
   // read an input contiguous along b across its memory instead, so such
-  // outputs stay in phase 2. In-place outputs of tiled plans
-  // are written to temporaries (in_place.cpp), so phase 1 never changes
-  // what phase 2 reads.
+  // outputs go through tiles of their own (outputs_staged). A plan with
+  // phase-1 outputs writes its in-place outputs to temporaries
+  // (in_place.cpp), so phase 1 never changes what phase 2 reads.
   const auto reads_along_a = [&](int64_t o) {
     const AccessMap under = trace_accesses(c, task, {{o, id}}, true);
     for (int64_t u : task.inputs) {
@@ -288,8 +304,26 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
     if (order.size() == r && order.back() == static_cast<int>(p.dim_a) && reads_along_a(o)) p.outputs_a.push_back(o);
   }
   if (p.outputs_a.size() == outs.size()) p.outputs_a.clear();  // (none along b: phase 2 writes them all, as before)
+  // The other outputs stored along a go through tiles of their own
+  // (outputs_staged) while shared memory lasts, phase 2 keeping at least
+  // one output; the rest are stored across their memory by phase 2.
+  for (int64_t o : outs) {
+    const std::vector<int>& order = memory_order(c, o);
+    if (order.size() != r || order.back() != static_cast<int>(p.dim_a) ||
+        std::find(p.outputs_a.begin(), p.outputs_a.end(), o) != p.outputs_a.end() || p.outputs_b().size() < 2)
+      continue;
+    const DType t = f.value(o).dtype;
+    const int tile_bytes = kTile * (kTile + 1) * (t == DType::F64 || t == DType::I64 ? 8 : 4);
+    if (bytes + tile_bytes > kTileBytes) break;
+    bytes += tile_bytes;
+    p.outputs_staged.push_back(o);
+  }
+  if (p.inputs.empty() && p.outputs_staged.empty())
+    return reject(why, "no input is contiguous along a dim other than the outputs' fast dim, and no output fits a tile");
   p.vectors = plan_vectors(c, task, p.outputs_b(), dom, p.dim_b, &reads, tiled);
-  drop_misaligned(c, dom, {}, &p.vectors);  // (tiled outputs are never written in place: in_place.h)
+  // Outputs written straight into a misaligned input are stored per lane
+  // (in_place.h: tiled plans without outputs_a write in place).
+  drop_misaligned(c, dom, inputs_read_where_written(c, task, p), &p.vectors);
   return p;
 }
 

@@ -401,7 +401,7 @@ static void test_wrong_counts(void** state) {
   /* The registry asked the tiled scheduler first; it declined, saying why. */
   EXPECT_FAIL(kf_segment_schedulers(s, 4, &text), KF_ERR_INVALID_ARGUMENT, "kf_segment_schedulers: index 4 is out of range (1 segments)");
   KF_CHECK(kf_segment_schedulers(s, 0, &text));
-  assert_string_equal(text, "tiled: declined: no input is contiguous along a dim other than the outputs' fast dim\n"
+  assert_string_equal(text, "tiled: declined: no input or output is contiguous along a dim other than the outputs' fast dim\n"
                             "pointwise: takes it\n");
   kf_string_free(text);
   float y[6];

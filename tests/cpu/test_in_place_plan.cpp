@@ -174,6 +174,43 @@ void test_scatter_writes_in_place(void**) {
   assert_int_equal(safe[0], 0);  // x, not the index or the updates
 }
 
+// The Adam-like step with p column-major, g and m row-major: a tiled
+// kernel (p through a tile, p2 through a staged tile, m2 in phase 2).
+// Its reads of each tile come before the barrier that precedes its
+// stores, or in the storing thread: both outputs are the caller's
+// tensors. (A plan with phase-1 outputs writes none in place: in_place.cpp;
+// the GPU test test_gpu_in_place test_tiled_step checks the values.)
+void test_tiled_step_writes_in_place(void**) {
+  const std::string adam =
+      "input p: tensor<float32, 2>\ninput g: tensor<float32, 2>\ninput m: tensor<float32, 2>\n"
+      "const b1: float32 = 0.9\nconst lr: float32 = 0.001\n"
+      "m1 = mul(m, b1)\nm2 = add(m1, g)\nu = mul(m2, lr)\np2 = sub(p, u)\n"
+      "output p2 {alias=0}\noutput m2 {alias=2}\n";
+  static std::vector<float> data(1 << 12);
+  std::vector<int64_t> shape = {16, 64}, column_major = {1, 16};
+  const auto plan = [&](const std::string& text, size_t n, const std::vector<bool>& transposed) {
+    auto f = kf::parse_fusion(text);
+    std::vector<DLTensor> t(n);
+    std::vector<const DLTensor*> in(n);
+    for (size_t i = 0; i < n; ++i) {
+      t[i] = DLTensor{data.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape.data(),
+                      transposed[i] ? column_major.data() : nullptr, 0};
+      in[i] = &t[i];
+    }
+    kf::Binding binding = kf::bind_inputs(*f, in.data(), n);
+    return kf::plan_for(*f, binding);
+  };
+  auto p = plan(adam, 3, {true, false, false});
+  assert_int_equal(p->segmentation.segments.size(), 1);
+  const auto* tiled = std::get_if<kf::TiledParams>(&*p->segmentation.segments[0].schedule);
+  assert_non_null(tiled);
+  assert_int_equal(tiled->outputs_staged.size(), 1);
+  assert_int_equal(p->segmentation.run_plan.intermediates.size(), 0);
+  assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Output));
+  assert_int_equal(static_cast<int>(final_kind(*p, 1)), static_cast<int>(Kind::Output));
+  assert_int_equal(p->segmentation.segments[0].in_place_inputs.size(), 3);
+}
+
 }  // namespace
 
 int main() {
@@ -186,6 +223,7 @@ int main() {
       cmocka_unit_test(test_inner_outer_is_deferred),
       cmocka_unit_test(test_later_reader_is_deferred),
       cmocka_unit_test(test_scatter_writes_in_place),
+      cmocka_unit_test(test_tiled_step_writes_in_place),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

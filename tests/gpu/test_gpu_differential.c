@@ -1022,6 +1022,66 @@ static void test_strided_outputs(void** state) {
   kf_fusion_release(f);
 }
 
+/* kf_execute_into with two outputs in two orders and every input
+ * row-major (a float32 residual stream and its half, the second stored
+ * column-major): the tiled kernel computes the second into a shared tile
+ * and stores it with threads along its memory (TiledParams::
+ * outputs_staged). Odd shapes take the scalar kernel, a short dim the
+ * tile's edges. */
+static void test_staged_outputs(void** state) {
+  (void)state;
+  const char* text =
+      "input x: tensor<float32, 2>\ninput r: tensor<float32, 2>\nconst h: float32 = 0.5\n"
+      "s = add(x, r)\nt = mul(s, h)\noutput s\noutput t\n";
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  const int64_t shapes[][2] = {{512, 1024}, {333, 1001}, {5, 4096}, {4096, 3}};
+  for (size_t q = 0; q < sizeof shapes / sizeof shapes[0]; ++q) {
+    int64_t shape[2] = {shapes[q][0], shapes[q][1]};
+    const size_t n = (size_t)(shape[0] * shape[1]);
+    tin in[2] = {input(KF_FLOAT32, 2, shape), input(KF_FLOAT32, 2, shape)};
+    fill(&in[0], -3, 3, 0);
+    fill(&in[1], -3, 3, 0);
+    float* dev_in[2];
+    DLTensor ti[2];
+    const DLTensor* pin[2];
+    for (int k = 0; k < 2; ++k) {
+      dev_in[k] = gpu_alloc(n * sizeof(float));
+      gpu_to_device(dev_in[k], in[k].host, n * sizeof(float));
+      ti[k] = view(&in[k], dev_in[k], 1);
+      pin[k] = &ti[k];
+    }
+    int64_t row_major[2] = {shape[1], 1}, column_major[2] = {1, shape[0]};
+    float* dev_out[2] = {gpu_alloc(n * sizeof(float)), gpu_alloc(n * sizeof(float))};
+    DLTensor to[2] = {kf_test_tensor(dev_out[0], kf_test_f32(), 2, shape, row_major),
+                      kf_test_tensor(dev_out[1], kf_test_f32(), 2, shape, column_major)};
+    to[0].device.device_type = kDLCUDA;
+    to[1].device.device_type = kDLCUDA;
+    DLTensor* pout[2] = {&to[0], &to[1]};
+    kf_exec_options opts = {sizeof opts, g_stream, NULL, NULL};
+    KF_CHECK(kf_execute_into(f, pin, 2, pout, 2, &opts));
+    GPU_CHECK(gpu.stream_sync(g_stream));
+    float* host[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+    gpu_to_host(host[0], dev_out[0], n * sizeof(float));
+    gpu_to_host(host[1], dev_out[1], n * sizeof(float));
+    for (int64_t i = 0; i < shape[0]; ++i)
+      for (int64_t j = 0; j < shape[1]; ++j) {
+        const float sum = ((float*)in[0].host)[i * shape[1] + j] + ((float*)in[1].host)[i * shape[1] + j];
+        const float got_s = host[0][i * shape[1] + j], got_t = host[1][j * shape[0] + i];
+        if (got_s != sum || got_t != sum * 0.5f)
+          fail_msg("staged outputs %lldx%lld at (%lld,%lld): s %g t %g, expected %g %g", (long long)shape[0],
+                   (long long)shape[1], (long long)i, (long long)j, got_s, got_t, sum, sum * 0.5f);
+      }
+    for (int k = 0; k < 2; ++k) {
+      free(host[k]);
+      gpu_free(dev_out[k]);
+      gpu_free(dev_in[k]);
+    }
+    free_inputs(in, 2);
+  }
+  kf_fusion_release(f);
+}
+
 /* ---- random ------------------------------------------------------------ */
 
 static void test_random(void** state) {
@@ -3685,6 +3745,7 @@ int main(void) {
       cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_relayout_inputs), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_shifted_vectors), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs),
+      cmocka_unit_test(test_staged_outputs),
       cmocka_unit_test(test_cat_tiles),
       cmocka_unit_test(test_computed_tiles),
       cmocka_unit_test(test_tile_groups),
