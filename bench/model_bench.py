@@ -5,6 +5,7 @@
     ... --smoke                       # tiny sizes, a few steps; runs on a CPU too
     ... --models llama_train,llama_decode_b1 --backends eager,inductor,kfuse --steps 50
     ... --seq-check                   # Llama training at sequence 2048 -> 4096 -> 3000: kfuse definitions made
+    ... --partitions 8                # per model, the 8 costliest kfuse partitions replayed alone, with their text
 
 For each workload of bench/models (GPT-2 training in bf16 autocast, a
 Llama-style decoder's training step and its KV-cache decode at batch 1, 8
@@ -201,6 +202,72 @@ def seq_check(args, device):
         print(f"\nkfuse fallbacks: {fb}")
 
 
+def partition_table(args, device):
+    """Per model, the kfuse partitions that cost the most: each one's
+    arguments are captured in the first steps, then the partition is
+    replayed alone (CUDA events around 20 calls: stream ms per call; host
+    time per call without synchronizing), slowest first, with its
+    segments' schedules and its kfuse text."""
+    import kfuse.torch._backend as kb
+    top = args.partitions
+    for name in args.models.split(","):
+        reset_dynamo()
+        torch.manual_seed(0)
+        w = WORKLOADS[name](args.size, device)
+        w.compile(compiler_for("kfuse"))
+        captured = {}
+        forward = kb.KfusePartition.forward
+
+        def capture(self, *a):
+            if id(self) not in captured:
+                captured[id(self)] = (self, [x.clone() if isinstance(x, torch.Tensor) else x for x in a])
+            return forward(self, *a)
+
+        kb.KfusePartition.forward = kb.KfusePartition.__call__ = capture
+        try:
+            for _ in range(2):
+                w.step()
+            sync(device)
+        finally:
+            kb.KfusePartition.forward = kb.KfusePartition.__call__ = forward
+        rows = []
+        for part, a in captured.values():
+            for _ in range(2):
+                forward(part, *a)
+            sync(device)
+            t0 = time.perf_counter()
+            for _ in range(20):
+                forward(part, *a)
+            host = (time.perf_counter() - t0) / 20
+            if device.type == "cuda":
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                for _ in range(20):
+                    forward(part, *a)
+                e1.record()
+                sync(device)
+                ms = e0.elapsed_time(e1) / 20
+            else:
+                sync(device)
+                ms = host * 1e3
+            rows.append((ms, host, part, a))
+        rows.sort(key=lambda r: -r[0])
+        print(f"\n### {name}: {len(rows)} kfuse partitions, {sum(r[0] for r in rows):.3f} ms of stream time per step "
+              f"when replayed alone, {sum(r[1] for r in rows) * 1e3:.3f} ms of host time")
+        for ms, host, part, a in rows[:top]:
+            shapes = ", ".join(f"{tuple(x.shape)} {str(x.dtype).replace('torch.', '')}"
+                               + ("" if x.is_contiguous() else f" strides {tuple(x.stride())}")
+                               if isinstance(x, torch.Tensor) else repr(x) for x in a)
+            print(f"\n{part.name}: {ms * 1e3:.1f} us a call, host {host * 1e6:.1f} us "
+                  f"({'C path' if part._run is not None else 'Python path'}); inputs {shapes}")
+            try:
+                for seg in part.plan.fusion.segments(*a):
+                    print(f"    segment {seg.index}: {seg.scheduler}: {seg.schedule}")
+            except Exception as e:  # noqa: BLE001  (the table stays useful without them)
+                print(f"    (segments: {e})")
+            print("    " + part.plan.text.strip().replace("\n", "\n    "))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true", help="tiny sizes, 3 steps (runs on a CPU)")
@@ -213,6 +280,8 @@ def main():
     p.add_argument("--dynamic", action="store_true",
                    help="torch.compile(dynamic=True) for the compiled backends (and the --seq-check)")
     p.add_argument("--json", help="write the raw results here")
+    p.add_argument("--partitions", type=int, default=0, metavar="K",
+                   help="also: per model, the K kfuse partitions that cost the most, replayed alone, with their text")
     args = p.parse_args()
     args.size = "smoke" if args.smoke else "default"
     if args.smoke:
@@ -221,6 +290,14 @@ def main():
     print(f"torch {torch.__version__}, device {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
           + f", sizes {args.size}, {args.steps} timed steps after {args.warmup} warm-up")
+    if "kfuse" in args.backends.split(",") or args.partitions > 0:
+        import kfuse
+        if not kfuse.extension_loaded():
+            # (every partition call then takes the ctypes path: a decode
+            # step was 15.8 ms instead of 4.4 on an H200, session 37)
+            print(f"WARNING: kfuse's C extension is not loaded ({kfuse.extension_status()}): the kfuse rows "
+                  "measure the ctypes call path. Build it (bindings/python, or the CMake build with Python's "
+                  "headers) for figures a user would see.")
     results = []
     for name in args.models.split(","):
         for backend in args.backends.split(","):
@@ -242,6 +319,8 @@ def main():
             print(f"  fallback {part}: {why}")
     if args.seq_check:
         seq_check(args, device)
+    if args.partitions > 0:
+        partition_table(args, device)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{k: (v.tolist() if isinstance(v, torch.Tensor) else v) for k, v in r.items()} for r in results],
