@@ -583,6 +583,28 @@ def _():
     assert not any(t == "aten.t.default" for _, t, _ in rep2.in_torch), rep2
 
 
+@test("a value a partition returns twice is written once; an input it returns is that input")
+def _():
+    # GPT-2's cross-entropy partition returned its [8192, 50257] log-softmax
+    # twice: two outputs, written twice (session 37).
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from kfuse.torch import _backend as kb
+
+    def f(a):
+        y = a * 2 + 1
+        return (y, y, a)
+    a = gen((3, 4), F32)
+    gm = make_fx(f)(a)
+    plan = kb.translate(gm)
+    assert plan.outputs == [("out", 0), ("out", 0), ("arg", 0)], plan.outputs
+    assert plan.text.count("\noutput ") + plan.text.startswith("output ") == 1, plan.text
+    part = kb.KfusePartition("p", gm, plan, kb.Options(check=False))
+    for call in ("first call", "second call"):  # the Python path, then the C path
+        got = part(a)
+        assert got[0] is got[1] and got[2] is a, call
+        assert kt.mismatch(got[0], a * 2 + 1) is None, call
+
+
 @test("supported_ops lists the translator's packets; Dynamo says why it is unavailable on torch 1.x")
 def _():
     ops = kt.supported_ops()

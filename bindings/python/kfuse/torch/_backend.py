@@ -206,14 +206,22 @@ def translate(sub, graph_inputs=(), dynamic=False):
         multi = isinstance(results, (tuple, list))
         results = list(results) if multi else [results]
         outputs, expected, k = [], [], 0
+        made = {}  # node -> its fusion output: a value returned twice is one tensor, written once
         for r in results:
             m = _mutated_placeholder(r) if r.op == "call_function" else None
             if m:
                 outputs.append(("arg", placeholders.index(m)))
                 continue
+            if r.op == "placeholder":  # an input returned as it is: the same tensor, no copy
+                outputs.append(("arg", placeholders.index(r)))
+                continue
+            if r in made:
+                outputs.append(("out", made[r]))
+                continue
             tv = env[r]
             fd.output(tv.v)
             expected.append((r.name, tv.dtype, tv.rank))
+            made[r] = k
             outputs.append(("out", k))
             k += 1
         for i, (dst, tv) in sorted(mutated.items()):
@@ -332,7 +340,9 @@ class KfusePartition(torch.nn.Module):
             return self._forward(args)
         object.__setattr__(self, "calls", self.calls + 1)  # not nn.Module's __setattr__ (slow)
         res = res if isinstance(res, tuple) else (res,)
-        outs = [_to_torch(res[k]) if kind == "out" else args[k] for kind, k in plan.outputs]
+        # (each once: an output returned twice is one tensor)
+        tensors = {k: _to_torch(res[k]) for kind, k in plan.outputs if kind == "out"}
+        outs = [tensors[k] if kind == "out" else args[k] for kind, k in plan.outputs]
         if check:
             self._check(ref_args, outs)
         return tuple(outs) if plan.multi else outs[0]
