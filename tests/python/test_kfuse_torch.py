@@ -605,6 +605,23 @@ def _():
         assert kt.mismatch(got[0], a * 2 + 1) is None, call
 
 
+@test("partition_fn: min_cut (default) or AOTAutograd's default split; a wrong name is refused")
+def _():
+    assert kt.partition_fn("default") is None
+    try:
+        kt.partition_fn("fastest")
+    except ValueError as e:
+        assert "min_cut" in str(e) and "fastest" in str(e), e
+    else:
+        raise AssertionError("partition_fn took an unknown name")
+    try:
+        import networkx  # noqa: F401
+    except ImportError:
+        return
+    split = kt.partition_fn(None)
+    assert split is not None and split.__name__ == "min_cut_rematerialization_partition", split
+
+
 @test("supported_ops lists the translator's packets; Dynamo says why it is unavailable on torch 1.x")
 def _():
     ops = kt.supported_ops()

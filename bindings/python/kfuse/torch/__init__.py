@@ -26,7 +26,7 @@ from . import _aten
 from ._backend import (KfusePartition, KfuseTorchMismatch, Options, Report, compile_graph, mismatch, reset_stats,
                        stats)
 
-__all__ = ["compile", "backend", "dynamo_backend", "register", "explain", "fuse", "compile_graph", "decompositions",
+__all__ = ["compile", "backend", "partition_fn", "dynamo_backend", "register", "explain", "fuse", "compile_graph", "decompositions",
            "supported_ops", "stats", "reset_stats", "Options", "KfuseTorchMismatch", "KfusePartition", "Report",
            "mismatch", "dynamo_available"]
 
@@ -133,10 +133,43 @@ def _boxed(fn):
     return make_boxed_func(fn)
 
 
-def backend(check=None, exclude=(), min_ops=2):
+PARTITIONS = ("min_cut", "default")
+
+
+def partition_fn(partition=None):
+    """AOTAutograd's forward/backward split for ``partition``: "min_cut"
+    (the default, as inductor's: the backward recomputes cheap pointwise
+    values from fewer saved tensors, e.g. a cross-entropy's log-softmax
+    from the logits and their log-sum-exp, instead of the forward writing
+    them out and the backward reading them back) or "default" (AOTAutograd's
+    own: every value the backward needs is saved). None reads
+    KFUSE_TORCH_PARTITION (default "min_cut"). The min-cut split needs
+    networkx; without it this is the default split, with a warning. Returns
+    the function, or None for AOTAutograd's default."""
+    import os
+    import warnings
+    name = partition or os.environ.get("KFUSE_TORCH_PARTITION", "").strip() or "min_cut"
+    if name not in PARTITIONS:
+        raise ValueError(f"partition {name!r}: expected one of {', '.join(PARTITIONS)}")
+    if name == "default":
+        return None
+    try:
+        import networkx  # noqa: F401  (min_cut_rematerialization_partition needs it)
+        try:
+            from torch._functorch.partitioners import min_cut_rematerialization_partition
+        except ImportError:  # torch 1.13
+            from functorch.compile import min_cut_rematerialization_partition
+    except ImportError as e:
+        warnings.warn(f"kfuse.torch: AOTAutograd's default forward/backward split ({e}; the min-cut split "
+                      "needs networkx)")
+        return None
+    return min_cut_rematerialization_partition
+
+
+def backend(check=None, exclude=(), min_ops=2, partition=None):
     """A Dynamo backend (for ``torch.compile(m, backend=...)``) with these
-    options: AOTAutograd with ``decompositions()``, forward and backward
-    graphs through compile_graph."""
+    options: AOTAutograd with ``decompositions()`` and ``partition_fn(
+    partition)``, forward and backward graphs through compile_graph."""
     why = dynamo_available()
     if why:
         raise RuntimeError(why)
@@ -146,7 +179,9 @@ def backend(check=None, exclude=(), min_ops=2):
     def compiler(gm, example_inputs):
         return _boxed(compile_graph(gm, example_inputs, options))
 
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=decompositions())
+    split = partition_fn(partition)
+    extra = {} if split is None else {"partition_fn": split}
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, decompositions=decompositions(), **extra)
 
 
 def dynamo_backend(gm, example_inputs, **kwargs):
@@ -155,9 +190,9 @@ def dynamo_backend(gm, example_inputs, **kwargs):
     return backend()(gm, example_inputs, **kwargs)
 
 
-def compile(model, check=None, exclude=(), min_ops=2, **compile_kwargs):
+def compile(model, check=None, exclude=(), min_ops=2, partition=None, **compile_kwargs):
     """``torch.compile(model, backend=kfuse.torch.backend(...), **compile_kwargs)``."""
-    return torch.compile(model, backend=backend(check, exclude, min_ops), **compile_kwargs)
+    return torch.compile(model, backend=backend(check, exclude, min_ops, partition), **compile_kwargs)
 
 
 _registered = False
