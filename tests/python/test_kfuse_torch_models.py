@@ -33,13 +33,19 @@ ALLOWED_IN_TORCH = {"aten.mm.default", "aten.bmm.default", "aten.addmm.default",
                     "aten.t.default", "aten.sum.dim_IntList", "aten._reshape_alias.default"}
 TOL = kt.Options(check=False, rtol=1e-3, atol=1e-4)
 failures = []
+MODELS = ("gpt2_train", "llama_train", "vit_train", "gnn_train")
 
-for name in ("gpt2_train", "llama_train", "vit_train", "gnn_train"):
+
+def workload(name):
+    """(float32 module, parameter names, parameters, first batch) of a smoke workload."""
     w = WORKLOADS[name]("smoke", "cpu")
     m = w.module.float()
-    names = [k for k, _ in m.named_parameters()]
-    params = [p.detach() for _, p in m.named_parameters()]
-    inputs = tuple(i.float() if i.is_floating_point() else i for i in w.batches(0))
+    return (m, [k for k, _ in m.named_parameters()], [p.detach() for _, p in m.named_parameters()],
+            tuple(i.float() if i.is_floating_point() else i for i in w.batches(0)))
+
+
+for name in MODELS:
+    m, names, params, inputs = workload(name)
 
     def step(*args, m=m, names=names):
         ps = [p.requires_grad_() for p in args[:len(names)]]
@@ -74,7 +80,7 @@ for name in ("gpt2_train", "llama_train", "vit_train", "gnn_train"):
 # min-cut split (the backend's default): the backward recomputes values
 # the forward no longer saves, so its partitions differ; each is checked
 # against eager as it runs, and the gradients against eager's.
-runs = 4
+runs = len(MODELS)
 split = kt.partition_fn("min_cut")
 try:
     from functorch.compile import aot_function
@@ -91,13 +97,9 @@ else:
             ShapeProp(gm).propagate(*example_inputs)  # (torch 1.13 leaves some nodes without metadata)
         return kt.compile_graph(gm, example_inputs, kt.Options(check=True))
 
-    for name in ("gpt2_train", "llama_train", "vit_train", "gnn_train"):
+    for name in MODELS:
         runs += 1
-        w = WORKLOADS[name]("smoke", "cpu")
-        m = w.module.float()
-        names = [k for k, _ in m.named_parameters()]
-        params = [p.detach() for _, p in m.named_parameters()]
-        inputs = tuple(i.float() if i.is_floating_point() else i for i in w.batches(0))
+        m, names, params, inputs = workload(name)
 
         def loss_of(*args, m=m, names=names):
             return functional_call(m, dict(zip(names, args[:len(names)])), args[len(names):])
