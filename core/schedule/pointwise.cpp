@@ -57,6 +57,9 @@ size_t many_dims(const ConcreteFusion& c, int64_t v) {
 size_t shifted_loads_per_step(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs,
                               const VectorPlan& vectors, size_t enough) {
   constexpr size_t kMaxPathSteps = 4096;
+  if (std::none_of(vectors.inputs.begin(), vectors.inputs.end(),
+                   [](const auto& in) { return std::any_of(in.second.begin(), in.second.end(), is_shifted); }))
+    return 0;  // (no shifted vector input: nothing to count, no walk)
   const Fusion& f = *c.fusion;
   std::set<int64_t> in_task;
   for (int64_t ei : task.exprs)
