@@ -60,7 +60,7 @@ struct DeviceInfo {
   // kfuse's own memory pool on the device (memory_pools only), which keeps
   // freed memory for later calls, as torch's caching allocator does: the
   // default pool returns it to the driver at every synchronization, and
-  // mapping a GB-sized output again cost about 17 ms per call (GPT-2's
+  // mapping GB-sized outputs again cost about 10 ms a call (GPT-2's
   // cross-entropy, H200, perf-log session 37). KFUSE_POOL_RELEASE_THRESHOLD
   // (bytes) sets how much freed memory it keeps past a synchronization
   // (default: all of it).

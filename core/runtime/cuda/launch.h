@@ -64,9 +64,9 @@ struct KernelLimits {
 // The sizes a launch is made for: rule.domain_value's, or among an
 // Elementwise kernel's loops (LaunchRule::loop_domains) the one with the
 // most elements. Every loop strides over the grid: a grid made for a
-// [8192] loop ran a [8192, 50257] one on 4 blocks (GPT-2's cross-entropy,
-// 28 ms instead of about 0.8, H200, perf-log session 37), and an empty
-// first loop skipped the others.
+// [8192] loop ran a [8192, 50257] one on 4 blocks (GPT-2's cross-entropy:
+// 28 ms, H200, perf-log session 37), and an empty first loop skipped the
+// others.
 std::span<const int64_t> launch_domain(const LaunchRule& rule, const ValueSizes& sizes);
 
 // domain: this call's sizes of launch_domain; the device's grid limit
