@@ -213,6 +213,20 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
     w.line(vector_type(w, o, vp.width) + " " + ov.back() + ";");
   }
   w.lane_base = idx;
+  // The outputs stored element by element are stored after every lane is
+  // computed: a store between two lanes' loads keeps the compiler from
+  // issuing the later loads early (it cannot tell that an output does not
+  // alias an input; in place it does, at the same element, read first), so
+  // an input read per lane, misaligned or in another order, cost one
+  // memory latency per lane (an Adam step in place with its moment at an
+  // odd offset: docs/perf-log.md, session 38).
+  struct Deferred {
+    int64_t value;
+    int lane;
+    std::vector<std::string> idx;
+    std::string reg;
+  };
+  std::vector<Deferred> deferred;
   for (int lane = 0; lane < vp.width; ++lane) {
     w.lane = lane;
     w.lane_index = idx;
@@ -222,12 +236,8 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
     for (int64_t o : outs) {
       const std::string reg = w.value_at(o, w.lane_index);
       auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
-      if (it == vp.outputs.end() && !w.any_left.empty()) {
-        w.open("if (" + std::to_string(lane) + " < " + w.any_left + ")");
-        w.store(o, w.lane_index, reg);
-        w.close();
-      } else if (it == vp.outputs.end()) {
-        w.store(o, w.lane_index, reg);
+      if (it == vp.outputs.end()) {
+        deferred.push_back({o, lane, w.lane_index, reg});
       } else {
         w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " +
                w.stored(f.value(o).dtype, reg) + ";");
@@ -235,6 +245,11 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
     }
   }
   w.lane = -1;
+  for (const Deferred& s : deferred) {
+    if (!w.any_left.empty()) w.open("if (" + std::to_string(s.lane) + " < " + w.any_left + ")");
+    w.store(s.value, s.idx, s.reg);
+    if (!w.any_left.empty()) w.close();
+  }
   for (size_t k = 0; k < vp.outputs.size(); ++k) {
     const int64_t o = vp.outputs[k];
     const std::string vt = vector_type(w, o, vp.width);
