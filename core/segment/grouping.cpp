@@ -65,6 +65,8 @@ class Grouper {
   Grouper(const ConcreteFusion& c, const AcceptsGroup& accepts)
       : c_(c), f_(*c.fusion), accepts_(accepts), stage_(expr_stages(f_)) {
     producer_.assign(f_.values.size(), -1);
+    is_output_.assign(f_.values.size(), false);
+    for (const Output& o : f_.outputs) is_output_[static_cast<size_t>(o.value)] = true;
     for (size_t i = 0; i < f_.exprs.size(); ++i)
       for (int64_t out : f_.exprs[i].outputs) producer_[static_cast<size_t>(out)] = static_cast<int64_t>(i);
     mark_live();
@@ -318,15 +320,26 @@ class Grouper {
   void in_weights(int64_t b) {
     // Each value counts once; marks by generation, no clearing per call.
     const uint64_t mark = ++value_generation_;
-    for (int64_t e : groups_[static_cast<size_t>(b)])
-      for (int64_t in : f_.exprs[static_cast<size_t>(e)].inputs) {
+    for (int64_t e : groups_[static_cast<size_t>(b)]) {
+      const Expr& x = f_.exprs[static_cast<size_t>(e)];
+      for (size_t k = 0; k < x.inputs.size(); ++k) {
+        const int64_t in = x.inputs[k];
         int64_t p = producer_[static_cast<size_t>(in)];
         if (p < 0 || value_mark_[static_cast<size_t>(in)] == mark) continue;
+        // A fusion output is written anyway, and a gather (index_select)
+        // reads its data operand only at the indices: the merge saves no
+        // bytes there. Weighing it would merge the output's producer into
+        // the gather's group first, where the gather recomputes the output
+        // from the producer's inputs, which then stay materialized (a
+        // log-softmax output gathered by cross-entropy: its shifted input
+        // written and re-read, the log-softmax written by a second kernel).
+        if (k == 0 && op_info(x.op).category == OpCategory::Indexing && is_output_[static_cast<size_t>(in)]) continue;
         int64_t g = group_of_[static_cast<size_t>(p)];
         if (g < 0 || g == b) continue;
         value_mark_[static_cast<size_t>(in)] = mark;
         in_weight_[static_cast<size_t>(g)] += value_weight(c_, in);
       }
+    }
   }
 
   void merge_bottom_up() {
@@ -418,7 +431,7 @@ class Grouper {
   std::vector<int64_t> library_head_;  // per expr: the library op heading its group, or -1
   std::vector<std::vector<int64_t>> groups_;
   GroupGraph graph_;
-  std::vector<bool> alive_, live_;
+  std::vector<bool> alive_, live_, is_output_;
   std::vector<uint64_t> value_mark_;
   std::vector<double> in_weight_;
   uint64_t value_generation_ = 0;
