@@ -76,7 +76,8 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
                                       const std::string& any_left = "");
 // Computes the outputs at each lane of one vector group (lane 0 at `idx`,
 // lanes along domain dim vp.dim) and stores them: vector outputs as one
-// 16-byte store, the others element by element. `on_lane` runs before each
+// 16-byte store, the others element by element after every lane is
+// computed (so that no store sits between two lanes' loads). `on_lane` runs before each
 // lane is evaluated (tiles point their shared-memory reads at it).
 // lane_indices (when given): each lane's own domain index (lanes of
 // consecutive linear positions, which may cross rows: the flat vectors of
