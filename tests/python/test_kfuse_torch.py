@@ -328,6 +328,48 @@ def mlp(x, w):
     return torch.tanh(y) * 0.5 + y.sum(-1, keepdim=True)
 
 
+@test("scatter of a value at one index per row is a compare with an iota; other scatters stay scatters")
+def _():
+    x, t = gen((5, 9), F32), torch.tensor([[3], [0], [8], [3], [5]])
+    cases = [
+        # nll_loss's backward writes -1 at the label of each row (a one-hot)
+        (lambda x, t: torch.zeros_like(x).scatter(1, t, -1.0) * x, (x, t), False),
+        (lambda x, t: (x * 2).scatter(1, t, 7.0), (x, t), False),
+        # along dim 0, the index a row of indices per column
+        (lambda x, t: (x * 2).scatter(0, t.reshape(1, 5) % 5, 0.5) + 1, (gen((5, 5), F32), t), False),
+        # an index shorter than x on another dim writes only its rows: stays a scatter
+        (lambda x, t: (x * 2).scatter(1, t[:3], -1.0) + 1, (x, t), True),
+        # two positions per row: stays a scatter
+        (lambda x, t: (x * 2).scatter(1, torch.cat([t, t], 1), -1.0) + 1, (x, t), True),
+    ]
+    for k, (fn, inputs, scatter_kept) in enumerate(cases):
+        report = kt.Report()
+        gm = kt.fuse(fn, inputs, report=report)
+        texts = [p[2] for p in report.partitions if p[2] is not None]
+        assert texts, report
+        has_scatter = any("scatter(" in text for text in texts)
+        assert has_scatter == scatter_kept, f"case {k}: scatter kept {has_scatter}\n{report}"
+        assert kt.mismatch(gm(*inputs), fn(*inputs)) is None, f"case {k}\n{report}"
+
+
+@test("cross-entropy backward: no scatter, one fused row kernel's worth of ops")
+def _():
+    x, t = gen((6, 11), F32), torch.tensor([1, 0, 10, 3, 3, 7])
+
+    def step(x, t):
+        x = x.detach().requires_grad_()
+        loss = F.cross_entropy(x, t)
+        (g,) = torch.autograd.grad(loss, [x])
+        return loss.detach(), g
+
+    report = kt.Report()
+    gm = kt.fuse(step, (x, t), report=report, functional=False)
+    texts = [p[2] for p in report.partitions if p[2] is not None]
+    assert texts and not any("scatter(" in text for text in texts), report
+    for a, r in zip(gm(x, t), step(x, t)):
+        assert kt.mismatch(a, r) is None, f"{kt.mismatch(a, r)}\n{report}"
+
+
 @test("partitioning: an mm in the middle gives two kfuse partitions and torch's mm")
 def _():
     x, w = gen((4, 8), F32), gen((8, 3), F32)

@@ -879,13 +879,44 @@ def _check_scatter(node):
         raise Unsupported("scatter with reduce= (deprecated form)")
 
 
+def _same_extent(a, b):
+    """Whether two trace-time extents are equal for every size the graph
+    takes: equal ints, or the same symbolic expression (never a guess that
+    would need a guard)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    ea, eb = getattr(getattr(a, "node", None), "expr", None), getattr(getattr(b, "node", None), "expr", None)
+    return ea is not None and eb is not None and ea == eb
+
+
+def _one_index_per_row(x, dim, index):
+    """index has extent 1 along dim and x's extents elsewhere: one position
+    written per row (nll_loss's backward, a one-hot)."""
+    return (index.rank == x.rank and isinstance(index.shape[dim], int) and index.shape[dim] == 1 and
+            all(_same_extent(index.shape[k], x.shape[k]) for k in range(x.rank) if k != dim))
+
+
 @handles("scatter", "scatter_", check=_check_scatter)
 def _scatter(ctx, node, args, kwargs):
     x, dim, index, src = args[0], args[1], args[2], args[3]
+    d = dim % x.rank
+    if not isinstance(src, (TV, SV)) and _one_index_per_row(x, d, index):
+        # A value scattered at one index per row is x where a position along
+        # dim equals the row's index: elementwise, so it fuses with what
+        # reads it instead of filling x's whole shape in memory first (GPT-2's
+        # cross-entropy backward made a float32 [8192, 50257] one-hot, 1.65 GB
+        # written and read again). An index out of range writes nothing
+        # here (torch's scatter fails on it).
+        length = ctx.size(x, d)
+        pos = ctx.fd.iota(length, 0, 1, kfuse.int64)
+        one = ctx.fd.constant(1, kfuse.int64)
+        pos = ctx.fd.reshape(pos, [length if k == d else one for k in range(x.rank)])
+        hit = ctx.fd.op("eq", [pos, ctx.to(index, torch.int64)])
+        return ctx.fd.op("where", [hit, ctx.const(src, x.dtype), x.v])
     if not isinstance(src, TV):
-        src = TV(_full_value(ctx, [ctx.size(index, d) for d in range(index.rank)], src, x.dtype), x.dtype,
+        src = TV(_full_value(ctx, [ctx.size(index, k) for k in range(index.rank)], src, x.dtype), x.dtype,
                  index.shape)
-    return ctx.fd.scatter(x.v, dim % x.rank, index.v, ctx.to(src, x.dtype))
+    return ctx.fd.scatter(x.v, d, index.v, ctx.to(src, x.dtype))
 
 
 _REDUCE = {"sum": "sum", "prod": "prod", "mean": "mean", "amax": "amax", "amin": "amin"}
