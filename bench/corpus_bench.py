@@ -289,7 +289,7 @@ def geomean(xs):
 
 def report(rows, args, ceiling, device_name):
     what = rows[0].get("compile_what", "torch.compile") if rows else "torch.compile"
-    lines = [f"# kfuse corpus: seed {args.seed}, {len(rows)} fusions"
+    lines = [f"# kfuse corpus: seed {args.seed} (grammar {args.grammar}), {len(rows)} fusions"
              + (f" of classes {args.classes}" if args.classes else ""), "",
              f"device: {device_name}; torch {torch.__version__}; copy ceiling {ceiling:.0f} GB/s "
              f"(device-to-device, read + write); {args.iters} iters after {args.warmup} warm-up, median",
@@ -353,6 +353,8 @@ def main():
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--classes", default="", help="comma list of classes (default: all)")
+    p.add_argument("--grammar", type=int, default=generate.GRAMMAR,
+                   help="the generator's grammar (default: the latest); an earlier one draws a seed as an earlier session did")
     p.add_argument("--out", default="", help="markdown report")
     p.add_argument("--json", default="", help="raw results")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -380,9 +382,9 @@ def main():
     ceiling = timer.copy_ceiling_gbs(args.device)
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     schedulers = scheduler_names(args.lib)
-    corpus = generate.generate(args.seed, args.count, args.scale, classes or None)[args.start:]
+    corpus = generate.generate(args.seed, args.count, args.scale, classes or None, args.grammar)[args.start:]
     twins = [None] * len(corpus) if args.no_cpu_check else generate.generate(args.seed, args.count, "tiny",
-                                                                                classes or None)[args.start:]
+                                                                                classes or None, args.grammar)[args.start:]
     if args.only:
         try:
             keep = {int(n) for n in args.only.split(",")}
@@ -415,7 +417,8 @@ def main():
         pathlib.Path(args.out).write_text(text + "\n")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({
-            "seed": args.seed, "count": args.count, "classes": classes, "scale": args.scale, "device": device_name,
+            "seed": args.seed, "grammar": args.grammar, "count": args.count, "classes": classes, "scale": args.scale,
+            "device": device_name,
             "torch": torch.__version__, "ceiling_gbs": ceiling, "iters": args.iters, "warmup": args.warmup,
             "rows": rows}, indent=1) + "\n")
     sys.exit(0 if all(passed(r) for r in rows) else 1)

@@ -124,9 +124,10 @@ def _prod(xs):
 class Fusion:
     """One fusion under construction: its text, inputs and outputs."""
 
-    def __init__(self, rng, tiny):
+    def __init__(self, rng, tiny, grammar=None):
         self.rng = rng
         self.tiny = tiny
+        self.grammar = GRAMMAR if grammar is None else grammar
         self.window = SMALL_WINDOW if rng.random() < SMALL_SHARE else MAIN_WINDOW
         self.decls, self.consts, self.body, self.outs = [], [], [], []
         self.inputs, self.outputs = [], []
@@ -1137,7 +1138,13 @@ def cross_entropy(g):
     st = storage(g)
     sz = BYTES[st]
     H, heads, _, hd, F, V = g.pick_model()
-    kind = g.pick({"fwd": 3, "bwd": 3, "logprobs": 1, "fwd_channels": 1})
+    kinds = {"fwd": 3, "bwd": 3, "logprobs": 1, "fwd_channels": 1}
+    if g.grammar >= 2:  # as AOTAutograd's decompositions write a training step's loss
+        kinds.update(fwd_saved=2, bwd_saved=2)
+    kind = g.pick(kinds)
+    if kind in ("fwd_saved", "bwd_saved"):
+        _cross_entropy_saved(g, st, sz, V, kind == "bwd_saved")
+        return
     if kind == "fwd_channels":  # cross-entropy over dim 1 of [N, C, L] (segmentation, token classification)
         C = g.pick([19, 150, 1000, 21])
         L = g.pick([4096, 16384, 65536, 262144])
@@ -1243,6 +1250,64 @@ def cross_entropy(g):
     g.variant = "cross_entropy_fwd" + ("_smooth" if smooth else "") + ("_zloss" if zl else "") + (
         "_softcap" if softcap else "") + ("_mean" if red == "mean" else "")
     g.about = "cross-entropy forward over the vocabulary, saved logsumexp"
+
+
+def _cross_entropy_saved(g, st, sz, V, backward):
+    """F.cross_entropy(logits.float(), labels) of a training step, as
+    AOTAutograd's decompositions write it (the torch backend's partitions):
+    the forward returns the mean loss over the labels other than -100 and
+    the float32 log-probabilities it saves for the backward (gathered at
+    the labels, so written by one kernel and read by another); the backward
+    (nll_loss's, then log_softmax's) scatters -1 at each row's label into
+    zeros (a one-hot), scales it by the loss's gradient over the count and
+    takes exp(logp) times its row sum from it."""
+    T = g.fit(TOKENS, lambda t: t[0] * t[1] * V * (4 + sz))
+    N, Vd = g.d(T[0] * T[1]), g.d(V)
+    shape = [N, Vd]
+    ignore, zi, zf = g.i64(-100, "ignore"), g.i64(0, "zero"), g.const(0.0, name="fzero")
+    lab = g.input("label", "int64", [N], values={"index": Vd})
+    valid = g.op("valid", f"ne({lab}, {ignore})", "bool")
+    safe = g.op("safe", f"where({valid}, {lab}, {zi})", "int64")
+    lu = g.op("lab", f"unsqueeze({safe}) {{dim=1}}", "int64")
+    if backward:
+        logp = g.input("logp", "float32", shape)
+        gout = g.input("grad_loss", "float32", [])
+        count = g.input("count", "float32", [])
+        w = g.op("w", f"div({gout}, {count})")
+        rows, vocab, one = g.i64(N, "rows"), g.i64(Vd, "vocab"), g.i64(1, "one")
+        z = g.op("z", f"full([{rows}, {vocab}], {zf}) {{dtype=float32}}")
+        m1 = g.op("m1", f"full([{rows}, {one}], {g.const(-1.0, name='minus_one')}) {{dtype=float32}}")
+        oh = g.op("onehot", f"scatter({z}, {lu}, {m1}) {{dim=1}}")
+        vu = g.op("valid1", f"unsqueeze({valid}) {{dim=1}}", "bool")
+        wv = g.op("wv", f"where({vu}, {w}, {zf})")
+        g1 = g.op("dnll", f"mul({oh}, {wv})")
+        sg = g.op("dsum", f"sum({g1}) {{axes=[1], keepdim=true}}")
+        p = g.op("p", f"exp({logp})")
+        ps = g.op("psum", f"mul({p}, {sg})")
+        dx = g.op("dx", f"sub({g1}, {ps})")
+        g.output(g.cast(dx, st, "dlogits"), shape, st)
+        g.variant = "cross_entropy_bwd_saved"
+        g.about = "cross-entropy backward from the saved log-probabilities, through a one-hot scatter"
+        return
+    x = g.input("logits", st, shape)
+    xf = g.f32(x)
+    m = g.op("m", f"max({xf}) {{axes=[1], keepdim=true}}")
+    d = g.op("d", f"sub({xf}, {m})")
+    e = g.op("e", f"exp({d})")
+    s = g.op("s", f"sum({e}) {{axes=[1], keepdim=true}}")
+    ls = g.op("ls", f"log({s})")
+    logp = g.op("logp", f"sub({d}, {ls})")
+    t = g.op("picked", f"gather({logp}, {lu}) {{dim=1}}")
+    t = g.op("picked1", f"squeeze({t}) {{dims=[1]}}")
+    nll = g.op("nll", f"neg({t})")
+    nll = g.op("nllv", f"where({valid}, {nll}, {zf})")
+    tot = g.op("total", f"sum({nll}) {{axes=[0], keepdim=false}}")
+    cnt = g.op("count", f"sum({g.cast(valid, 'float32', 'validf')}) {{axes=[0], keepdim=false}}")
+    g.output(g.op("loss", f"div({tot}, {cnt})"), [], "float32")
+    g.output(logp, shape, "float32")
+    g.output(cnt, [], "float32")
+    g.variant = "cross_entropy_fwd_saved"
+    g.about = "cross-entropy forward saving its log-probabilities for the backward, mean over the labels"
 
 
 def _rotate_half(g, xf, D, last, c, s, tag):
@@ -1708,6 +1773,15 @@ def optimizer(g):
 
 
 # The fusion classes and their weights (shares of the corpus).
+# The grammar's version. A change that alters what a seed draws takes a
+# new version; the builders keep the older ones, so that a seed measured
+# in an earlier session draws the same fusions with --grammar N:
+#   1  sessions 28-37
+#   2  session 38: cross_entropy's forward saving its log-probabilities
+#      and backward through a one-hot scatter, as AOTAutograd writes them
+#      (only cross_entropy fusions differ from grammar 1)
+GRAMMAR = 2
+
 CLASSES = {
     "pointwise": (pointwise, 13),
     "reduction": (reduction, 10),
@@ -1724,11 +1798,13 @@ CLASSES = {
 }
 
 
-def generate(seed, count, scale="full", classes=None):
+def generate(seed, count, scale="full", classes=None, grammar=None):
     """`count` fusions drawn from `seed` (the same ones every time). scale:
     "full" (real sizes) or "tiny" (every size small, all else the same).
     classes: only these classes (the draws are those of the whole corpus,
-    filtered: fusion i is the same fusion with or without a filter)."""
+    filtered: fusion i is the same fusion with or without a filter).
+    grammar: GRAMMAR (the default) or an earlier one, to draw a seed as an
+    earlier session did."""
     if scale not in ("full", "tiny"):
         raise ValueError(f"scale must be full or tiny, not {scale!r}")
     rng = random.Random(seed)
@@ -1740,7 +1816,7 @@ def generate(seed, count, scale="full", classes=None):
         sub = random.Random(rng.getrandbits(64))
         if classes and cls not in classes:
             continue
-        g = Fusion(sub, scale == "tiny")
+        g = Fusion(sub, scale == "tiny", grammar)
         CLASSES[cls][0](g)
         entry = g.finish(i, cls)
         if scale == "full":
@@ -1755,9 +1831,10 @@ def main(argv=None):
     p.add_argument("--count", type=int, default=100)
     p.add_argument("--scale", default="full", choices=["full", "tiny"])
     p.add_argument("--classes", default="", help="comma list of classes (default: all)")
+    p.add_argument("--grammar", type=int, default=GRAMMAR, help="the grammar's version (default: the latest)")
     p.add_argument("--out", default="", help="folder for NAME.kf files and corpus.json")
     a = p.parse_args(argv)
-    corpus = generate(a.seed, a.count, a.scale, [c for c in a.classes.split(",") if c] or None)
+    corpus = generate(a.seed, a.count, a.scale, [c for c in a.classes.split(",") if c] or None, a.grammar)
     if a.out:
         d = pathlib.Path(a.out)
         d.mkdir(parents=True, exist_ok=True)

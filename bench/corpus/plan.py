@@ -25,8 +25,10 @@ def main():
     p.add_argument("index", type=int, nargs="+", help="fusion numbers in the sample (c0126: 126)")
     p.add_argument("--kfuse-outputs", action="store_true", help="outputs in kfuse's layout (kf_concretize)")
     p.add_argument("--cuda", action="store_true", help="print each segment's CUDA C++")
+    p.add_argument("--grammar", type=int, default=generate.GRAMMAR,
+                   help="the generator's grammar (default: the latest); an earlier one draws a seed as an earlier session did")
     args = p.parse_args()
-    corpus = generate.generate(args.seed, max(args.index) + 1)
+    corpus = generate.generate(args.seed, max(args.index) + 1, grammar=args.grammar)
     for n in args.index:
         e = corpus[n]
         print("=" * 100)
