@@ -448,6 +448,17 @@ def act_grad(g, kind, h):
     raise ValueError(kind)
 
 
+def _log_sum_exp_parts(g, xf, axes):
+    """m = max(x), d = x - m, e = exp(d), s = sum(e), ls = log(s) over
+    axes (kept), as softmax-like fusions spell them."""
+    m = g.op("m", f"max({xf}) {reduce_axes_attr(axes, True)}")
+    d = g.op("d", f"sub({xf}, {m})")
+    e = g.op("e", f"exp({d})")
+    s = g.op("s", f"sum({e}) {reduce_axes_attr(axes, True)}")
+    ls = g.op("ls", f"log({s})")
+    return m, d, e, s, ls
+
+
 def reduce_axes_attr(axes, keepdim):
     return f"{{axes={_list(axes)}, keepdim={'true' if keepdim else 'false'}}}"
 
@@ -715,11 +726,7 @@ def reduction(g):
         g.variant, g.about = "l2_normalize", f"x / max(||x||, eps) over axes {axes}"
         return
     if kind == "logsumexp":
-        m = g.op("m", f"max({xf}) {reduce_axes_attr(axes, True)}")
-        d = g.op("d", f"sub({xf}, {m})")
-        e = g.op("e", f"exp({d})")
-        s = g.op("s", f"sum({e}) {reduce_axes_attr(axes, True)}")
-        ls = g.op("ls", f"log({s})")
+        m, d, e, s, ls = _log_sum_exp_parts(g, xf, axes)
         y = g.op("lse", f"add({ls}, {m})")
         keep = g.chance(0.5)
         if not keep:
@@ -1153,11 +1160,7 @@ def cross_entropy(g):
         x = g.input("logits", st, [Nd, Cd, Ld])
         lab = g.input("target", "int64", [Nd, Ld], values={"index": Cd})
         xf = g.f32(x)
-        m = g.op("m", f"max({xf}) {{axes=[1], keepdim=true}}")
-        d = g.op("d", f"sub({xf}, {m})")
-        e = g.op("e", f"exp({d})")
-        s = g.op("s", f"sum({e}) {{axes=[1], keepdim=true}}")
-        ls = g.op("ls", f"log({s})")
+        m, d, e, s, ls = _log_sum_exp_parts(g, xf, [1])
         lse = g.op("lse", f"add({ls}, {m})")
         l3 = g.op("t3", f"unsqueeze({lab}) {{dim=1}}", "int64")
         tgt = g.op("target_logit", f"gather({xf}, {l3}) {{dim=1}}")
@@ -1207,11 +1210,7 @@ def cross_entropy(g):
         th = g.op("th", f"tanh({xc})")
         xf = g.op("capped", f"mul({th}, {cap})")
     lab = g.input("label", "int64", lead, values={"index": Vd})
-    m = g.op("m", f"max({xf}) {reduce_axes_attr([ax], True)}")
-    d = g.op("d", f"sub({xf}, {m})")
-    e = g.op("e", f"exp({d})")
-    s = g.op("s", f"sum({e}) {reduce_axes_attr([ax], True)}")
-    ls = g.op("ls", f"log({s})")
+    m, d, e, s, ls = _log_sum_exp_parts(g, xf, [ax])
     lse = g.op("lse", f"add({ls}, {m})")
     lu = g.op("lab", f"unsqueeze({lab}) {{dim={ax}}}", "int64")
     tgt = g.op("target", f"gather({xf}, {lu}) {{dim={ax}}}")
@@ -1291,11 +1290,7 @@ def _cross_entropy_saved(g, st, sz, V, backward):
         return
     x = g.input("logits", st, shape)
     xf = g.f32(x)
-    m = g.op("m", f"max({xf}) {{axes=[1], keepdim=true}}")
-    d = g.op("d", f"sub({xf}, {m})")
-    e = g.op("e", f"exp({d})")
-    s = g.op("s", f"sum({e}) {{axes=[1], keepdim=true}}")
-    ls = g.op("ls", f"log({s})")
+    m, d, e, s, ls = _log_sum_exp_parts(g, xf, [1])
     logp = g.op("logp", f"sub({d}, {ls})")
     t = g.op("picked", f"gather({logp}, {lu}) {{dim=1}}")
     t = g.op("picked1", f"squeeze({t}) {{dims=[1]}}")
@@ -1695,11 +1690,7 @@ def gather_scatter(g):
         x = g.input("logits", st, [Td, Vd])
         idx = g.input("topk_idx", "int64", [Td, Kd], values={"index": Vd})
         xf = g.f32(x)
-        m = g.op("m", f"max({xf}) {{axes=[1], keepdim=true}}")
-        d = g.op("d", f"sub({xf}, {m})")
-        e = g.op("e", f"exp({d})")
-        s = g.op("s", f"sum({e}) {{axes=[1], keepdim=true}}")
-        ls = g.op("ls", f"log({s})")
+        m, d, e, s, ls = _log_sum_exp_parts(g, xf, [1])
         lp = g.op("logp", f"sub({d}, {ls})")
         y = g.op("topk_logp", f"gather({lp}, {idx}) {{dim=1}}")
         g.output(y, [Td, Kd], "float32")
