@@ -1280,6 +1280,74 @@ static void test_fusions(void** state) {
   end_test("fusions");
 }
 
+/* Cross-entropy as a torch backend hands it over: the forward returns the
+ * float32 log-softmax it saves and gathers it at the labels (the row
+ * kernel writes it, a second kernel gathers: segmentation's gather rule,
+ * docs/segmentation.md step 4), and the backward's one-hot written as a
+ * compare of an iota with the labels (kfuse.torch's lowering of a scatter
+ * at one index per row). Rows of a vocabulary (50257: odd, the cluster
+ * and Edges kernels), short ones and a tiny one. */
+static void test_cross_entropy_forms(void** state) {
+  (void)state;
+  static const char* const kForms[] = {
+      "input x: tensor<%1$s, 2>\n"
+      "input label: tensor<int64, 2>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "m = max(xf) {axes=[1], keepdim=true}\n"
+      "d = sub(xf, m)\n"
+      "e = exp(d)\n"
+      "s = sum(e) {axes=[1], keepdim=true}\n"
+      "ls = log(s)\n"
+      "y = sub(d, ls)\n"
+      "t = gather(y, label) {dim=1}\n"
+      "nt = neg(t)\n"
+      "output y\n"
+      "output nt\n",
+      "input logp: tensor<float32, 2>\n"
+      "input label: tensor<int64, 2>\n"
+      "const zero: int64 = 0\n"
+      "const one: int64 = 1\n"
+      "const fzero: float32 = 0\n"
+      "const m1: float32 = -1\n"
+      "v = size(logp) {dim=1}\n"
+      "pos0 = iota(v, zero, one) {dtype=int64}\n"
+      "pos = reshape(pos0, [one, v])\n"
+      "hit = eq(pos, label)\n"
+      "oh = where(hit, m1, fzero)\n"
+      "const q: float32 = 0.25\n"
+      "g = mul(oh, q)\n"
+      "sg = sum(g) {axes=[1], keepdim=true}\n"
+      "p = exp(logp)\n"
+      "ps = mul(p, sg)\n"
+      "dx = sub(g, ps)\n"
+      "out = cast(dx) {dtype=%1$s}\n"
+      "output out\n",
+  };
+  const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT32};
+  const int64_t shapes[][2] = {{64, 50257}, {300, 1000}, {5, 77}, {1, 3}};
+  for (int k = 0; k < 2; ++k)
+    for (int d = 0; d < 2; ++d)
+      for (int s = 0; s < 4; ++s) {
+        char text[2048];
+        snprintf(text, sizeof text, kForms[k], kf_dtype_name(dts[d]));
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        const int64_t labels[2] = {shapes[s][0], 1};
+        tin in[2];
+        in[0] = input(k == 0 ? dts[d] : KF_FLOAT32, 2, shapes[s]);
+        fill(&in[0], k == 0 ? -4 : -12, k == 0 ? 4 : -0.5, 0);
+        in[1] = input(KF_INT64, 2, labels);
+        fill(&in[1], 0, (double)(shapes[s][1] - 1), 0);
+        char what[128];
+        snprintf(what, sizeof what, "cross-entropy %s %s [%lld,%lld]", k == 0 ? "forward" : "backward",
+                 kf_dtype_name(dts[d]), (long long)shapes[s][0], (long long)shapes[s][1]);
+        run_case_tol(f, in, 2, what, 8.0, -1);
+        free_inputs(in, 2);
+        kf_fusion_release(f);
+      }
+  end_test("cross_entropy_forms");
+}
+
 /* Norm backward (the inner-outer scheduler): grad input from row sums,
  * grad weight and bias as column sums, in one kernel plus a finishing
  * kernel; and an activation backward with its bias gradient (the column
@@ -3750,7 +3818,8 @@ int main(void) {
       cmocka_unit_test(test_computed_tiles),
       cmocka_unit_test(test_tile_groups),
       cmocka_unit_test(test_random),
-      cmocka_unit_test(test_fusions),       cmocka_unit_test(test_norm_backward),
+      cmocka_unit_test(test_fusions),       cmocka_unit_test(test_cross_entropy_forms),
+      cmocka_unit_test(test_norm_backward),
       cmocka_unit_test(test_staged_mixed_rows),
       cmocka_unit_test(test_flat_vectors),
       cmocka_unit_test(test_two_segments),
