@@ -391,8 +391,13 @@ void eval_pointwise(const Fusion& fusion, const Expr& e, Env& env) {
     out.strides = compact_strides(distinct);
     out.source = std::make_shared<PointwiseSource>(std::move(p), distinct, depth);
   } else {
-    out = allocate(p.out, distinct);
-    for_each_index(distinct, [&](const int64_t* idx) { p.element(idx, out.at(idx)); });
+    out = allocate(p.out, distinct);  // (row-major)
+    if (p.dense(distinct)) {  // element k of every operand is element k of the output: no multi-index
+      const int64_t n = numel(distinct), size = dtype_size(p.out);
+      for (int64_t k = 0; k < n; ++k) p.element_dense(k, out.data + k * size);
+    } else {
+      for_each_index(distinct, [&](const int64_t* idx) { p.element(idx, out.at(idx)); });
+    }
   }
   env.set(out_id, broadcast_to(out, sizes));
 }
