@@ -10,7 +10,7 @@
 # default build), OUT (default bench-results), PYTHON (default python3).
 # Writes $OUT/kfuse_bench.md, $OUT/torch.md and $OUT/combined.md.
 #
-#   bench/run_all.sh --suite corpus [--seed S] [--count N] [--iters K] [--warmup W] [--classes a,b] [--time-budget SECONDS]
+#   bench/run_all.sh --suite corpus [--seed S] [--count N] [--iters K] [--warmup W] [--classes a,b] [--time-budget SECONDS] [--grammar G]
 #
 # runs the generated corpus instead (bench/corpus/generate.py, a new seed
 # each measurement; without --seed one is drawn from the clock and printed):
@@ -38,11 +38,11 @@ if [ "$suite" = "corpus" ]; then
     case $1 in
       --suite) shift 2; continue ;;
       --suite=*) shift; continue ;;
-      --seed|--count|--start|--iters|--warmup|--classes|--time-budget)
+      --seed|--count|--start|--iters|--warmup|--classes|--time-budget|--grammar)
         [ $# -ge 3 ] || { echo "run_all.sh: $1 needs a value" >&2; exit 2; }
         set -- "$@" "$1" "$2"; shift 2; continue ;;
-      --seed=*|--count=*|--start=*|--iters=*|--warmup=*|--classes=*|--time-budget=*) set -- "$@" "$1"; shift; continue ;;
-      *) echo "run_all.sh: --suite corpus takes --seed, --count, --start, --iters, --warmup, --classes, --time-budget; not '$1'" >&2
+      --seed=*|--count=*|--start=*|--iters=*|--warmup=*|--classes=*|--time-budget=*|--grammar=*) set -- "$@" "$1"; shift; continue ;;
+      *) echo "run_all.sh: --suite corpus takes --seed, --count, --start, --iters, --warmup, --classes, --time-budget, --grammar; not '$1'" >&2
          exit 2 ;;
     esac
   done
