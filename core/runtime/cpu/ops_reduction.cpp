@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/runtime/cpu/eval.h"
@@ -53,6 +54,13 @@ void for_each_reduced(const Split& s, int64_t base, Fn&& fn) {
   });
 }
 
+// A float reduction's NaN result is the default quiet NaN: which operand's
+// NaN an addition passes on is the compiler's choice (it may swap them), so
+// two walks of the same elements in the same order (below and kept_inner's)
+// could give NaNs of different signs, and kf_execute and kf_execute_into
+// (which may take either) bits that differ (fuzz_execute, session 38).
+double canonical(double r) { return std::isnan(r) ? std::numeric_limits<double>::quiet_NaN() : r; }
+
 double reduce_float(Op op, const Split& s, int64_t base) {
   const DType t = s.in.dtype;
   double acc = op == Op::PROD ? 1.0 : 0.0;
@@ -69,7 +77,7 @@ double reduce_float(Op op, const Split& s, int64_t base) {
     }
     first = false;
   });
-  return acc;
+  return canonical(acc);
 }
 
 int64_t reduce_int(Op op, const Split& s, int64_t base) {
@@ -108,7 +116,7 @@ Moments moments(const Split& s, int64_t base, int64_t correction) {
     sq += d * d;
   });
   const double dof = static_cast<double>(std::max<int64_t>(0, n - correction));
-  return {mean, sq / dof};
+  return {mean, canonical(sq / dof)};
 }
 
 // The input's innermost dim in memory is a kept one (a column sum: a
@@ -170,6 +178,7 @@ std::vector<double> reduce_float_all(Op op, const Split& s, const std::vector<in
     else if (!std::isnan(a) && (!seen[k] || std::isnan(x) || (op == Op::MAX ? x > a : x < a))) a = x;
     seen[k] = 1;
   });
+  for (double& a : acc) a = canonical(a);
   return acc;
 }
 
@@ -203,7 +212,7 @@ std::vector<Moments> moments_all(const Split& s, const std::vector<int64_t>& kep
   });
   const double dof = static_cast<double>(std::max<int64_t>(0, n - correction));
   std::vector<Moments> out(kept.size());
-  for (size_t k = 0; k < kept.size(); ++k) out[k] = {mean[k], sq[k] / dof};
+  for (size_t k = 0; k < kept.size(); ++k) out[k] = {mean[k], canonical(sq[k] / dof)};
   return out;
 }
 
