@@ -1,0 +1,104 @@
+#!/bin/bash
+# A session's routine on the GPU machine (the device tool: a bare host with
+# the CUDA toolkit and torch 2.11, without cmocka or DLPack headers), so that
+# each device call is one short command and writes its logs under $OUT:
+#
+#   bench/gpu_session.sh build                  configure and build (bindings off) and the Python C
+#                                               extension (kfuse._fastcall), which that build skips
+#   bench/gpu_session.sh tests [SECONDS]        the gpu-labelled test programs, then the differential
+#                                               suite group by group, each under SECONDS (default 120)
+#   bench/gpu_session.sh corpus SEED [COUNT]    corpus_bench.py against torch.compile ($BUDGET seconds)
+#   bench/gpu_session.sh models [LIST]          model_bench.py, kfuse and inductor, with --partitions 6
+#   bench/gpu_session.sh ab BASE_LIB SEED N,N   the listed corpus fusions under BASE_LIB and this build
+#
+# Several at once: bench/gpu_session.sh build tests models. Environment:
+# DEBS (default debs: the .deb files of libcmocka0, libcmocka-dev and
+# libdlpack-dev, `apt-get download`ed on the CPU machine and named in the
+# device call's carry), OUT (default gpu-session), BUDGET (corpus seconds,
+# default 450). Summaries go to $OUT/summary.txt (the device tool brings
+# back few files: read that one first).
+set -u
+DEBS=${DEBS:-debs}
+OUT=${OUT:-gpu-session}
+BUDGET=${BUDGET:-450}
+mkdir -p "$OUT" /tmp/kfuse-deps
+for f in "$DEBS"/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/kfuse-deps; done
+export LD_LIBRARY_PATH=/tmp/kfuse-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export KFUSE_LIBRARY=$PWD/build/libkfuse.so PYTHONPATH=$PWD/bindings/python
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+
+build() {
+  local t0=$SECONDS
+  { CMAKE_PREFIX_PATH=/tmp/kfuse-deps/usr cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKFUSE_BINDINGS=OFF &&
+    ninja -C build; } > "$OUT/build.log" 2>&1
+  local rc=$?
+  local inc suffix
+  inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+  suffix=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+  mkdir -p build/python/kfuse
+  gcc -O2 -shared -fPIC -std=c11 -DKFUSE_FASTCALL_CHECK_ABI -I"$inc" -Ic_api/include -I/tmp/kfuse-deps/usr/include \
+    bindings/python/kfuse/_fastcall.c -o "build/python/kfuse/_fastcall$suffix" >> "$OUT/build.log" 2>&1
+  say "build rc=$rc, extension rc=$?, $((SECONDS - t0)) s"
+  [ $rc -eq 0 ] || tail -20 "$OUT/build.log" >> "$OUT/summary.txt"
+}
+
+tests() {
+  local limit=${1:-120} t rc
+  for t in build/tests/gpu_test_gpu_*; do
+    case $t in *differential*) continue ;; esac
+    timeout "$limit" "$t" > "$OUT/t.log" 2>&1
+    rc=$?
+    say "$(basename "$t") rc=$rc $(grep -E 'PASSED|FAILED' "$OUT/t.log" | tail -2 | tr '\n' ' ')"
+    [ $rc -eq 0 ] || grep -E "FAILED|ERROR|mismatch" "$OUT/t.log" | head -5 >> "$OUT/summary.txt"
+  done
+  local groups
+  groups=$(grep -o 'cmocka_unit_test(test_[a-z0-9_]*)' tests/gpu/test_gpu_differential.c | sed 's/cmocka_unit_test(//; s/)//')
+  for g in $groups; do
+    local t0=$SECONDS
+    KF_TEST_FILTER=$g timeout "$limit" build/tests/gpu_test_gpu_differential > "$OUT/t.log" 2>&1
+    rc=$?
+    say "differential $g rc=$rc $((SECONDS - t0)) s"
+    [ $rc -eq 0 ] || grep -E "FAILED|ERROR|mismatch" "$OUT/t.log" | head -5 >> "$OUT/summary.txt"
+  done
+  rm -f "$OUT/t.log"
+}
+
+corpus() {
+  python3 bench/corpus_bench.py --lib build/libkfuse.so --seed "$1" --count "${2:-200}" --iters 20 --warmup 5 \
+    --no-cpu-check --time-budget "$BUDGET" --out "$OUT/corpus.md" --json "$OUT/corpus.json" > "$OUT/corpus.log" 2>&1
+  say "corpus seed $1 rc=$?"
+  sed -n '/^| speedup/p; /^| % SOL/p; /^below/p' "$OUT/corpus.md" >> "$OUT/summary.txt"
+}
+
+models() {
+  python3 bench/model_bench.py --models "${1:-gpt2_train,llama_train,vit_train,gnn_train,llama_decode_b64,llama_decode_b1}" \
+    --backends kfuse,inductor --steps 10 --warmup 2 --partitions 6 > "$OUT/models.log" 2>&1
+  say "models rc=$?"
+  grep -E "^\| " "$OUT/models.log" | head -20 >> "$OUT/summary.txt"
+}
+
+ab() {
+  local base=$1 seed=$2 only=$3 lib
+  for lib in "$base" build/libkfuse.so; do
+    python3 bench/corpus_bench.py --lib "$lib" --seed "$seed" --count 200 --only "$only" --iters 20 --warmup 5 \
+      --no-cpu-check --no-compile --json "$OUT/ab_$(basename "$lib").json" > /dev/null 2>&1
+  done
+  python3 - "$OUT/ab_$(basename "$base").json" "$OUT/ab_libkfuse.so.json" >> "$OUT/summary.txt" <<'PY'
+import json, sys
+base = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+for r in json.load(open(sys.argv[2]))["rows"]:
+    b, n = base.get(r["name"], {}).get("kfuse_ms") or 0, r.get("kfuse_ms") or 0
+    print(f"ab {r['name'][:40]:40} base {b:.4f} new {n:.4f} ratio {b / n if n else 0:.2f} ok {r.get('ok')}")
+PY
+}
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    build) build; shift ;;
+    tests) if [[ ${2:-} =~ ^[0-9]+$ ]]; then tests "$2"; shift 2; else tests; shift; fi ;;
+    corpus) if [[ ${3:-} =~ ^[0-9]+$ ]]; then corpus "$2" "$3"; shift 3; else corpus "$2" 200; shift 2; fi ;;
+    models) if [[ ${2:-} == *_* ]]; then models "$2"; shift 2; else models; shift; fi ;;
+    ab) ab "$2" "$3" "$4"; shift 4 ;;
+    *) echo "gpu_session.sh: unknown step '$1' (build, tests, corpus, models, ab)" >&2; exit 2 ;;
+  esac
+done
