@@ -310,7 +310,10 @@ struct Pointwise {
     return true;
   }
 
-  void compute_into(const std::byte* const* p, std::byte* dst) const {
+  // One copy of the arithmetic for every walk (element, element_dense): a
+  // NaN's sign and payload follow the instructions' operand order, which
+  // two inlined copies could each choose (docs/semantics.md).
+  [[gnu::noinline]] void compute_into(const std::byte* const* p, std::byte* dst) const {
     if (op == Op::CAST) {
       if (!is_float(in[0].dtype) && !is_float(out)) store_i64(out, dst, load_i64(in[0].dtype, p[0]));
       else store_from_f64(out, dst, load_as_f64(in[0].dtype, p[0]));
