@@ -138,16 +138,27 @@ bool kept_inner(const Split& s) {
   return inner(s.kept_sizes, s.kept_strides) < inner(s.reduced_sizes, s.reduced_strides);
 }
 
-// Every kept position's offset, in row-major order of the kept dims.
-std::vector<int64_t> kept_offsets(const Split& s) {
-  std::vector<int64_t> offsets;
-  offsets.reserve(static_cast<size_t>(numel(s.kept_sizes)));
-  for_each_index(s.kept_sizes, [&](const int64_t* idx) {
+// The offsets of kept positions [first, first + n), row-major over the
+// kept dims, into `out`. kept_inner's walk takes the kept positions a chunk
+// at a time (kKeptChunk), so that its offsets and accumulators stay small
+// whatever the output's size (they are not host memory the limit of
+// host_memory.h counts).
+constexpr int64_t kKeptChunk = int64_t{1} << 16;
+
+void kept_offsets(const Split& s, int64_t first, int64_t n, std::vector<int64_t>* out) {
+  out->clear();
+  const size_t r = s.kept_sizes.size();
+  int64_t idx[kMaxRank];
+  unravel(first, s.kept_sizes, idx);
+  for (int64_t j = 0; j < n; ++j) {
     int64_t off = 0;
-    for (size_t d = 0; d < s.kept_sizes.size(); ++d) off += idx[d] * s.kept_strides[d];
-    offsets.push_back(off);
-  });
-  return offsets;
+    for (size_t d = 0; d < r; ++d) off += idx[d] * s.kept_strides[d];
+    out->push_back(off);
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < s.kept_sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
 }
 
 // Calls fn(k, element bytes) for every element, reduced positions outer
@@ -246,22 +257,25 @@ void eval_reduction(const Fusion& fusion, const Expr& e, Env& env) {
   // read; its offsets are not even computed.
   const bool empty = a.numel() == 0;
   if (kept_inner(s)) {
-    const std::vector<int64_t> kept = kept_offsets(s);
-    if (is_var) {
-      const std::vector<Moments> m = moments_all(s, kept, attrs.correction);
-      for (size_t j = 0; j < kept.size(); ++j) {
-        store_f64(outs[0].dtype, outs[0].data + static_cast<int64_t>(j) * out_size, m[j].var);
-        if (e.op == Op::VAR_MEAN) store_f64(outs[1].dtype, outs[1].data + static_cast<int64_t>(j) * out_size, m[j].mean);
+    const int64_t total = numel(s.kept_sizes);
+    std::vector<int64_t> kept;
+    for (int64_t first = 0; first < total; first += kKeptChunk) {
+      kept_offsets(s, first, std::min(kKeptChunk, total - first), &kept);
+      auto at = [&](const TensorView& o, size_t j) { return o.data + (first + static_cast<int64_t>(j)) * out_size; };
+      if (is_var) {
+        const std::vector<Moments> m = moments_all(s, kept, attrs.correction);
+        for (size_t j = 0; j < kept.size(); ++j) {
+          store_f64(outs[0].dtype, at(outs[0], j), m[j].var);
+          if (e.op == Op::VAR_MEAN) store_f64(outs[1].dtype, at(outs[1], j), m[j].mean);
+        }
+      } else if (e.op == Op::MEAN || is_float(a.dtype)) {
+        const std::vector<double> r = reduce_float_all(e.op, s, kept);
+        const double n = static_cast<double>(numel(s.reduced_sizes));
+        for (size_t j = 0; j < kept.size(); ++j) store_f64(outs[0].dtype, at(outs[0], j), e.op == Op::MEAN ? r[j] / n : r[j]);
+      } else {
+        const std::vector<int64_t> r = reduce_int_all(e.op, s, kept);
+        for (size_t j = 0; j < kept.size(); ++j) store_i64(outs[0].dtype, at(outs[0], j), r[j]);
       }
-    } else if (e.op == Op::MEAN || is_float(a.dtype)) {
-      const std::vector<double> r = reduce_float_all(e.op, s, kept);
-      const double n = static_cast<double>(numel(s.reduced_sizes));
-      for (size_t j = 0; j < kept.size(); ++j)
-        store_f64(outs[0].dtype, outs[0].data + static_cast<int64_t>(j) * out_size, e.op == Op::MEAN ? r[j] / n : r[j]);
-    } else {
-      const std::vector<int64_t> r = reduce_int_all(e.op, s, kept);
-      for (size_t j = 0; j < kept.size(); ++j)
-        store_i64(outs[0].dtype, outs[0].data + static_cast<int64_t>(j) * out_size, r[j]);
     }
     for (size_t i = 0; i < outs.size(); ++i) env.set(e.outputs[i], broadcast_to(outs[i], sizes));
     return;
