@@ -190,12 +190,53 @@ void test_sweep(void** state) {
   assert_true(evaluated >= 7 * 4 * 12);
 }
 
+// A reduction over an input whose kept dim is innermost in memory walks it
+// in memory order (kept_inner in ops_reduction.cpp); over a row-major copy,
+// output by output. Both must give the same bits, NaNs included: a float
+// reduction's NaN result is the default quiet NaN whatever NaNs it read
+// (signs and payloads mixed here), for sums, means, var_mean and prod; a
+// max or min keeps NaN too. More kept positions than one chunk of the walk
+// (65536) take several.
+void test_walks_agree(void** state) {
+  (void)state;
+  const double neg_nan = -std::numeric_limits<double>::quiet_NaN();
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{7, 5}, {3, 70001}}) {
+    TensorView col = allocate(DType::F32, {rows, cols}, {1, 0});  // column-major: dim 0 innermost
+    TensorView row = allocate(DType::F32, {rows, cols});
+    uint64_t h = 12345;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        h = h * 6364136223846793005ULL + 1442695040888963407ULL;
+        const int r = static_cast<int>((h >> 33) % 100);
+        const double v = r < 5 ? kNaN : r < 10 ? neg_nan : r < 12 ? kInf : static_cast<double>(r) / 7 - 7;
+        const int64_t idx[2] = {i, j};
+        store_f64(DType::F32, col.at(idx), v);
+        store_f64(DType::F32, row.at(idx), v);
+      }
+    for (Op op : {Op::SUM, Op::MEAN, Op::PROD, Op::MAX, Op::MIN, Op::VAR_MEAN})
+      for (int64_t axis : {int64_t{0}, int64_t{1}}) {
+        const std::vector<TensorView> a = reduce(op, DType::F32, col, {axis}, true, 1);
+        const std::vector<TensorView> b = reduce(op, DType::F32, row, {axis}, true, 1);
+        for (size_t k = 0; k < a.size(); ++k) {
+          const size_t bytes = static_cast<size_t>(a[k].numel() * dtype_size(a[k].dtype));
+          if (std::memcmp(a[k].data, b[k].data, bytes) != 0)
+            fail_msg("%s over axis %lld of [%lld, %lld]: output %zu differs between the walks", op_name(op),
+                     (long long)axis, (long long)rows, (long long)cols, k);
+          for (double v : values(a[k]))
+            if (std::isnan(v) && op != Op::MAX && op != Op::MIN && std::signbit(v))
+              fail_msg("%s: a NaN result with its sign bit set", op_name(op));
+        }
+      }
+  }
+}
+
 }  // namespace
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hand_cases),
       cmocka_unit_test(test_sweep),
+      cmocka_unit_test(test_walks_agree),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
