@@ -55,8 +55,16 @@ constexpr Entry kSchedulers[] = {
      [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind&, std::string* why) {
        return as_proposal(schedule_tiled(c, t, tu, why));
      }},
+    // (Plain loops decline a task of several loops one of which would
+    // take tiles alone: that loop then gets a segment of its own. Seed
+    // 2012453407 c0043, c0122: rotary q and k, k's result stored
+    // transposed, read across its memory by the second loop.)
     {"pointwise", [](const TaskKind& k) { return k.plain() && !k.reduces; },
-     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind&, std::string*) -> Proposal {
+     [](const ConcreteFusion& c, const Task& t, const Tuning& tu, const TaskKind&, std::string* why) -> Proposal {
+       if (a_loop_takes_tiles(c, t, tu)) {
+         if (why != nullptr) *why = "one of its loops takes tiles alone (a segment of its own)";
+         return std::nullopt;
+       }
        return schedule_pointwise(c, t, tu);
      }},
     // Reductions of one domain: columns where the innermost dim is kept,

@@ -36,6 +36,12 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
 // passed in another layout).
 std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                           std::string* why);
+// transpose.cpp: whether the outputs of one of the task's loops
+// (pointwise_loops), with the exprs they need, would take tiles as a task
+// of their own while the whole task has several loops (which tiles never
+// take): the pointwise scheduler then declines, so that the segmenter
+// keeps that loop in a segment of its own.
+bool a_loop_takes_tiles(const ConcreteFusion& c, const Task& task, const Tuning& tuning);
 // column_reduction.cpp: one phase of plain reductions, the innermost dim
 // kept, no domain-shaped output reading a reduction result.
 std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task& task, const RowDomain& rows,

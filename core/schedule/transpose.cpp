@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "core/concretize/extent_sets.h"
 #include "core/schedule/access_map.h"
 #include "core/schedule/in_place.h"
 #include "core/schedule/why_not.h"
@@ -184,9 +185,14 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   p.block = tuning.tiled_block == 512 ? 512 : 256;  // (64-wide tiles: rows per step divide the tile)
   p.order = tuning.tiled_order >= 1 && tuning.tiled_order <= 3 ? tuning.tiled_order : 3;
   // b: the outputs' fast dim, their produced layout's innermost (a permuted
-  // operand makes torch and kfuse produce column-major results).
-  p.dim_b = loop_order(c, dom).back();
-  if (dc[p.dim_b] != SizeClass::Many) return reject(why, "the outputs' innermost dim is of size class 0/1");
+  // operand makes torch and kfuse produce column-major results), past dims
+  // of one element (whose stride says nothing: seed 2012453407 c0043's k
+  // [1, S, H, D] stored column-major).
+  const std::vector<size_t> fast_last = loop_order(c, dom);
+  const auto fast = std::find_if(fast_last.rbegin(), fast_last.rend(), [&](size_t d) { return dc[d] != SizeClass::One; });
+  if (fast == fast_last.rend() || dc[*fast] != SizeClass::Many)
+    return reject(why, "the outputs' innermost dim is of size class 0/1");
+  p.dim_b = *fast;
   const IndexMap id = identity_map(c, dom);
   std::vector<std::pair<int64_t, IndexMap>> roots;
   for (int64_t o : outs) roots.push_back({o, id});
@@ -233,11 +239,16 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   }
   // The groups (TiledParams::group_a): each takes one further dim, the
   // next one of class Many in its tensor's memory order (the tiled input's
-  // for A, the outputs' for B; class 0/1 dims skipped), unless that dim is
-  // in the other group (then the group is the dim alone: a further dim
-  // away in memory would not help coalescing, and a plain transpose [B, N,
-  // M] -> [B, M, N] keeps the single-dim kernel). Two dims fill a tile
-  // unless both are tiny; a third would add index math for a rare case.
+  // for A, the outputs' for B) that the tiles do not run over yet (class
+  // 0/1 dims and the other group's dims skipped). Where the next dim is
+  // the other group's (an output [N, M, 2] of an input [2, N, M]: b's next
+  // dim is a), the group takes the one after it: its tile rows then sit a
+  // row of the other dim apart in memory, but a tile covers whole runs of
+  // both (a 2-wide b alone filled 2 of a tile's 64 rows: seed 2012453407
+  // c0168 geglu, 5.47 ms against torch.compile's 0.32, 5% of DRAM); where
+  // b is long (a plain transpose [B, N, M] -> [B, M, N]) the ungrouped
+  // twin runs. Two dims fill a tile unless both are tiny; a third would
+  // add index math for a rare case.
   // Whether a group's inner dim is a batch of a few or a sequence of
   // thousands is known only at run time: the plan's ungrouped twin takes
   // the calls where every group's inner dim fills half a tile
@@ -253,16 +264,16 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // 259726623 c0119: 0.086 -> 0.107 ms without this rule, session 32).
   const auto choose_a = [&] {
     for (int d : next_a)
-      if (dc[static_cast<size_t>(d)] == SizeClass::Many) {
-        if (!p.tiles_dim(static_cast<size_t>(d))) p.group_a.push_back(static_cast<size_t>(d));
+      if (dc[static_cast<size_t>(d)] == SizeClass::Many && !p.tiles_dim(static_cast<size_t>(d))) {
+        p.group_a.push_back(static_cast<size_t>(d));
         return;
       }
   };
   const std::vector<size_t> out_order = loop_order(c, dom);
   const auto choose_b = [&] {
     for (size_t k = out_order.size() - 1; k-- > 0;)
-      if (dc[out_order[k]] == SizeClass::Many) {
-        if (!p.tiles_dim(out_order[k])) p.group_b.push_back(out_order[k]);
+      if (dc[out_order[k]] == SizeClass::Many && !p.tiles_dim(out_order[k])) {
+        p.group_b.push_back(out_order[k]);
         return;
       }
   };
@@ -325,6 +336,38 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // (in_place.h: tiled plans without outputs_a write in place).
   drop_misaligned(c, dom, inputs_read_where_written(c, task, p), &p.vectors);
   return p;
+}
+
+bool a_loop_takes_tiles(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
+  const std::vector<std::vector<int64_t>> loops = pointwise_loops(c, task);
+  if (loops.size() < 2) return false;
+  const Fusion& f = *c.fusion;
+  // Each loop's exprs: the task's producers of its outputs, transitively.
+  std::vector<std::set<int64_t>> exprs(loops.size()), needed(loops.size());
+  for (size_t l = 0; l < loops.size(); ++l) {
+    needed[l].insert(loops[l].begin(), loops[l].end());
+    for (auto it = task.exprs.rbegin(); it != task.exprs.rend(); ++it) {  // (run order: consumers last)
+      const Expr& e = f.exprs[static_cast<size_t>(*it)];
+      if (std::none_of(e.outputs.begin(), e.outputs.end(), [&](int64_t o) { return needed[l].contains(o); })) continue;
+      exprs[l].insert(*it);
+      needed[l].insert(e.inputs.begin(), e.inputs.end());
+    }
+  }
+  for (size_t l = 0; l < loops.size(); ++l) {
+    // (Apart, the values it shares with the other loops are written and
+    // read back, a loop's size where they share the loop's inputs: still
+    // 2.56x faster on 2023938464 c0180 swiglu backward [8192, 13824]
+    // whose silu the split writes, but 0.79x on 678893918 c0001 at 256
+    // rows, 44 MB that L2 holds, where reads across memory cost little.)
+    Task sub;
+    sub.outputs = loops[l];
+    for (int64_t ei : task.exprs)
+      if (exprs[l].contains(ei)) sub.exprs.push_back(ei);
+    for (int64_t in : task.inputs)
+      if (needed[l].contains(in)) sub.inputs.push_back(in);
+    if (schedule_tiled(c, sub, tuning, nullptr)) return true;
+  }
+  return false;
 }
 
 }  // namespace kf

@@ -968,6 +968,26 @@ static void test_tile_groups(void** state) {
     g_row_major_outputs = 1;
     const int64_t qk[][4] = {{2, 96, 3, 16}, {3, 33, 2, 40}, {8, 17, 2, 8}};
     for (int s = 0; s < 3; ++s) run_qkv_split(dts[d], qk[s], 1);
+    /* a product of contiguous [B, S, H] inputs into outputs stored with B
+       innermost, then H ([S][H][B] memory): b's next dim in the outputs is
+       a, so b's group takes S (seed 2012453407 c0168); B = 40 takes the
+       ungrouped twin */
+    static const int shb[3] = {1, 2, 0};
+    g_out_order = shb;
+    kf_fusion mul = build_binary_rank(KF_OP_MUL, dts[d], 3);
+    const int64_t ms[][3] = {{2, 37, 70}, {3, 5, 129}, {2, 64, 64}, {5, 33, 200}, {40, 9, 70}};
+    for (int s = 0; s < 5; ++s) {
+      const int64_t* sh = ms[s];
+      tin in[2] = {input(dts[d], 3, sh), input(dts[d], 3, sh)};
+      fill(&in[0], -3, 3, 0);
+      fill(&in[1], -3, 3, 0);
+      snprintf(what, sizeof what, "mul into [S][H][B] outputs %s [%lld,%lld,%lld]", dn, (long long)sh[0], (long long)sh[1],
+               (long long)sh[2]);
+      run_case(mul, in, 2, what);
+      free_inputs(in, 2);
+    }
+    kf_fusion_release(mul);
+    g_out_order = NULL;
   }
   g_row_major_outputs = saved;
   end_test("tile groups");
