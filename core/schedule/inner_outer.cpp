@@ -79,6 +79,14 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
   t.row_vectors = tuning.inner_outer_vectors;
   t.row_stream_single_pass = 0;  // (their rows keep the register kernel)
   RowParams p = schedule_row(c, task, *rows, t);
+  // Column partials per thread (elements a thread holds, times outer
+  // reductions) past Tuning::inner_outer_partials: one vector (layernorm
+  // backward in bf16 keeps dw's and db's partials of 2 x 8 elements).
+  const size_t partials = static_cast<size_t>(p.vectors.width) * static_cast<size_t>(p.vectors_per_thread) * outer.size();
+  if (t.row_vectors > 1 && partials > static_cast<size_t>(tuning.inner_outer_partials)) {
+    t.row_vectors = 1;
+    p = schedule_row(c, task, *rows, t);
+  }
   p.outer = std::move(o);
   p.cluster_max = 0;  // (the cluster row kernel has no outer reductions)
   p.cluster_stageable = false;

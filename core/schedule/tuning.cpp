@@ -35,6 +35,7 @@ const Tuning& default_tuning() {
     d.row_vectors = tuning_value("KFUSE_TUNE_ROW_VECTORS", d.row_vectors, 1, 16);
     d.row_stream_single_pass = tuning_value("KFUSE_TUNE_ROW_STREAM_SINGLE_PASS", d.row_stream_single_pass, 0, 1);
     d.inner_outer_vectors = tuning_value("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors, 1, 16);
+    d.inner_outer_partials = tuning_value("KFUSE_TUNE_INNER_OUTER_PARTIALS", d.inner_outer_partials, 1, 1024);
     d.inner_outer_threads_per_sm =
         tuning_value("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm, 32, 16384);
     d.scatter_lanes = tuning_value("KFUSE_TUNE_SCATTER_LANES", d.scatter_lanes, 1, 16);
