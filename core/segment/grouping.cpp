@@ -78,7 +78,7 @@ class Grouper {
     shatter_cycles();
     build_graph();
     merge_bottom_up();
-    return in_run_order();
+    return merge_independent(in_run_order());
   }
 
  private:
@@ -422,6 +422,122 @@ class Grouper {
         if (--indegree[static_cast<size_t>(s)] == 0) ready.emplace(-min_expr_[static_cast<size_t>(s)], s);
     }
     return order;
+  }
+
+  // Whether a group is plain loops (no reduction, scan, scatter or library
+  // op) that updates no input in place: a kernel of several loops writes
+  // no output straight into its input (in_place.h), so merging an
+  // optimizer's steps over tensors of several shapes would send each
+  // update through a temporary and a copy.
+  bool pointwise_group(const std::vector<int64_t>& g) const {
+    if (in_library_group(g.front())) return false;
+    return std::none_of(g.begin(), g.end(), [&](int64_t e) {
+      const Expr& x = f_.exprs[static_cast<size_t>(e)];
+      if (op_info(x.op).category == OpCategory::Reduction || is_library(x)) return true;
+      return std::any_of(x.outputs.begin(), x.outputs.end(), [&](int64_t v) {
+        return std::any_of(f_.outputs.begin(), f_.outputs.end(),
+                           [&](const Output& o) { return o.value == v && o.alias_input >= 0; });
+      });
+    });
+  }
+
+  // 4: plain-loop groups that no path of values joins (neither reads the
+  // other's results, directly or through other groups) merge into one
+  // kernel of several loops, up to kMostMerged groups each, in run order,
+  // where a scheduler accepts them together. Bottom-up merging only
+  // follows values, so independent loops each kept a launch: GPT-2's
+  // forward partition ran 24 [8, 1024, 1] divisions as 24 segments and its
+  // gradient partition 98 casts (docs/perf-log.md, sessions 38-39).
+  // `order`: the groups in run order; returns them merged, in run order.
+  std::vector<std::vector<int64_t>> merge_independent(std::vector<std::vector<int64_t>> order) const {
+    constexpr size_t kMostMerged = 8;     // loops per kernel (each adds its arguments)
+    constexpr size_t kMostGroups = 4096;  // (the reachability walks are per merge)
+    const size_t n = order.size();
+    if (n < 2 || n > kMostGroups) return order;
+    std::vector<int64_t> group_of(f_.exprs.size(), -1);
+    for (size_t g = 0; g < n; ++g)
+      for (int64_t e : order[g]) group_of[static_cast<size_t>(e)] = static_cast<int64_t>(g);
+    std::vector<std::set<int64_t>> succ(n), pred(n);
+    for (size_t g = 0; g < n; ++g)
+      for (int64_t e : order[g])
+        for (int64_t in : f_.exprs[static_cast<size_t>(e)].inputs) {
+          const int64_t p = producer_[static_cast<size_t>(in)];
+          const int64_t a = p < 0 ? -1 : group_of[static_cast<size_t>(p)];
+          if (a < 0 || a == static_cast<int64_t>(g)) continue;
+          succ[static_cast<size_t>(a)].insert(static_cast<int64_t>(g));
+          pred[g].insert(a);
+        }
+    std::vector<bool> alive(n, true);
+    std::vector<size_t> merged(n, 1);
+    std::vector<uint64_t> seen(n, 0);
+    uint64_t walk = 0;
+    const auto reaches = [&](int64_t from, int64_t to) {  // a path from -> ... -> to
+      std::vector<int64_t> stack{from};
+      ++walk;
+      while (!stack.empty()) {
+        const int64_t x = stack.back();
+        stack.pop_back();
+        for (int64_t y : succ[static_cast<size_t>(x)]) {
+          if (y == to) return true;
+          if (seen[static_cast<size_t>(y)] == walk) continue;
+          seen[static_cast<size_t>(y)] = walk;
+          stack.push_back(y);
+        }
+      }
+      return false;
+    };
+    std::unordered_map<int64_t, int64_t> bucket;  // stage -> the group the next ones join
+    for (size_t g = 0; g < n; ++g) {
+      if (!pointwise_group(order[g])) continue;
+      const int64_t stage = stage_[static_cast<size_t>(order[g].front())];
+      auto it = bucket.find(stage);
+      if (it == bucket.end() || merged[static_cast<size_t>(it->second)] >= kMostMerged) {
+        bucket[stage] = static_cast<int64_t>(g);
+        continue;
+      }
+      const auto b = static_cast<size_t>(it->second);
+      if (reaches(static_cast<int64_t>(b), static_cast<int64_t>(g)) || reaches(static_cast<int64_t>(g), static_cast<int64_t>(b)))
+        continue;
+      std::vector<int64_t> both = order[b];
+      both.insert(both.end(), order[g].begin(), order[g].end());
+      std::sort(both.begin(), both.end());
+      if (!accepts_(both)) continue;
+      // g into b: b takes g's exprs and edges.
+      order[b] = std::move(both);
+      order[g].clear();
+      alive[g] = false;
+      merged[b] += merged[g];
+      for (int64_t s : succ[g]) {
+        pred[static_cast<size_t>(s)].erase(static_cast<int64_t>(g));
+        pred[static_cast<size_t>(s)].insert(static_cast<int64_t>(b));
+        succ[b].insert(s);
+      }
+      for (int64_t p : pred[g]) {
+        succ[static_cast<size_t>(p)].erase(static_cast<int64_t>(g));
+        succ[static_cast<size_t>(p)].insert(static_cast<int64_t>(b));
+        pred[b].insert(p);
+      }
+      succ[g].clear();
+      pred[g].clear();
+    }
+    // Run order again (Kahn, ties by each group's first expr): a merged
+    // group waits for the predecessors of both.
+    std::vector<size_t> indegree(n, 0);
+    std::priority_queue<std::pair<int64_t, int64_t>> ready;  // (-first expr, group)
+    for (size_t g = 0; g < n; ++g) {
+      if (!alive[g]) continue;
+      indegree[g] = pred[g].size();
+      if (indegree[g] == 0) ready.emplace(-order[g].front(), static_cast<int64_t>(g));
+    }
+    std::vector<std::vector<int64_t>> out;
+    while (!ready.empty()) {
+      const auto g = static_cast<size_t>(ready.top().second);
+      ready.pop();
+      out.push_back(std::move(order[g]));
+      for (int64_t s : succ[g])
+        if (--indegree[static_cast<size_t>(s)] == 0) ready.emplace(-order[static_cast<size_t>(s)].front(), s);
+    }
+    return out;
   }
 
   const ConcreteFusion& c_;

@@ -8,7 +8,10 @@
 //     a library group) are shattered into single exprs;
 //  3. bottom-up: neighbouring groups (producer -> consumer, same stage) merge
 //     when a scheduler accepts the merged group and the segment graph stays
-//     acyclic, trying first the edges that carry the largest intermediates.
+//     acyclic, trying first the edges that carry the largest intermediates;
+//  4. sideways: plain-loop groups of a stage that no path of values joins
+//     merge into one kernel of several loops (a few at a time), where a
+//     scheduler accepts them together.
 // Exprs that no output needs are dropped. The result is deterministic and
 // in a valid run order.
 #pragma once

@@ -165,9 +165,10 @@ void test_never_merges_across_segment_set(void**) {
   assert_true(g == expected);
 }
 
-void test_independent_branches_stay_separate_groups(void**) {
-  // Two unconnected chains are two top-down groups; bottom-up merging only
-  // follows producer -> consumer edges.
+void test_independent_branches_merge_sideways(void**) {
+  // Two unconnected chains are two top-down groups (bottom-up merging only
+  // follows producer -> consumer edges); step 5 merges them sideways when
+  // the scheduler takes both, and leaves them apart when it does not.
   kf::Builder b;
   int64_t x = b.tensor_input(2, kf::DType::F32);
   int64_t y = b.tensor_input(2, kf::DType::F32);
@@ -177,8 +178,55 @@ void test_independent_branches_stay_separate_groups(void**) {
   b.output(c2, {}, -1);
   auto c = concretize_8x8(b.finalize());
   Groups g = kf::group_exprs(*c, [](const std::vector<int64_t>&) { return true; });
-  Groups expected = {{0}, {1}};
-  assert_true(g == expected);
+  assert_true(g == Groups({{0, 1}}));
+  g = kf::group_exprs(*c, [](const std::vector<int64_t>& e) { return e.size() == 1; });
+  assert_true(g == Groups({{0}, {1}}));
+}
+
+void test_sideways_needs_no_path_and_plain_loops(void**) {
+  // r = neg(x) feeds a linear whose result z reads: r's and z's groups are
+  // joined by a path through the library group and stay apart; q = exp(u),
+  // joined to neither, joins r's group (the first of the stage); the row
+  // sum s is no plain loop and stays alone.
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32), w = b.tensor_input(2, kf::DType::F32);
+  int64_t u = b.tensor_input(2, kf::DType::F32), v = b.tensor_input(2, kf::DType::F32);
+  int64_t r = b.op(kf::Op::NEG, {x}, {})[0];                // 0
+  int64_t l = b.op(kf::Op::LINEAR, {r, w}, {})[0];          // 1
+  int64_t z = b.op(kf::Op::ADD, {l, l}, {})[0];             // 2
+  int64_t q = b.op(kf::Op::EXP, {u}, {})[0];                // 3
+  int64_t s = b.op(kf::Op::SUM, {v}, {1})[0];               // 4
+  b.output(z, {}, -1);
+  b.output(q, {}, -1);
+  b.output(s, {}, -1);
+  auto c = concretize_8x8(b.finalize());
+  Groups g = kf::group_exprs(*c, [](const std::vector<int64_t>&) { return true; });
+  assert_true(g == Groups({{0, 3}, {1}, {2}, {4}}));
+}
+
+void test_sideways_leaves_in_place_updates(void**) {
+  // y = neg(x) written into x: a kernel of several loops would send it
+  // through a temporary (in_place.h), so its group merges with none.
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32), u = b.tensor_input(2, kf::DType::F32);
+  int64_t v = b.tensor_input(2, kf::DType::F32);
+  b.output(b.op(kf::Op::NEG, {x}, {})[0], {}, 0);
+  b.output(b.op(kf::Op::EXP, {u}, {})[0], {}, -1);
+  b.output(b.op(kf::Op::ABS, {v}, {})[0], {}, -1);
+  auto c = concretize_8x8(b.finalize());
+  Groups g = kf::group_exprs(*c, [](const std::vector<int64_t>&) { return true; });
+  assert_true(g == Groups({{0}, {1, 2}}));
+}
+
+void test_sideways_merges_at_most_eight(void**) {
+  // Ten independent negations: eight to a kernel, then the last two.
+  kf::Builder b;
+  std::vector<int64_t> outs;
+  for (int i = 0; i < 10; ++i) outs.push_back(b.op(kf::Op::NEG, {b.tensor_input(2, kf::DType::F32)}, {})[0]);
+  for (int64_t o : outs) b.output(o, {}, -1);
+  auto c = concretize_8x8(b.finalize());
+  Groups g = kf::group_exprs(*c, [](const std::vector<int64_t>&) { return true; });
+  assert_true(g == Groups({{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9}}));
 }
 
 void test_dead_exprs_are_dropped(void**) {
@@ -231,7 +279,10 @@ int main() {
       cmocka_unit_test(test_refused_pattern_leaves_the_library_op_alone),
       cmocka_unit_test(test_pattern_around_a_cycle),
       cmocka_unit_test(test_never_merges_across_segment_set),
-      cmocka_unit_test(test_independent_branches_stay_separate_groups),
+      cmocka_unit_test(test_independent_branches_merge_sideways),
+      cmocka_unit_test(test_sideways_needs_no_path_and_plain_loops),
+      cmocka_unit_test(test_sideways_leaves_in_place_updates),
+      cmocka_unit_test(test_sideways_merges_at_most_eight),
       cmocka_unit_test(test_dead_exprs_are_dropped),
       cmocka_unit_test(test_no_cycle_through_a_merged_group),
   };
