@@ -39,16 +39,17 @@ struct Tuning {
   // 23 of 24 shapes (1.23-1.56x on rows of 1024, 1.00-1.05x on longer).
   int row_stream_single_pass = 0;
   // The same for inner-outer kernels, which also hold one partial per
-  // outer reduction and element (registers again), as long as elements per
-  // thread (after row_plan halves the vectors for two live values) times
-  // outer reductions stays within inner_outer_partials (else 1 vector). With 1 vector a row of 4096 takes a block of 1024 threads,
-  // one per SM at 48 registers: one row in flight, DRAM at 42% (ncu,
-  // seed 2012453407 c0191). Measured on an H200 (docs/perf-log.md,
-  // session 39), 4 against 1 vector: layernorm and rmsnorm backward at
-  // 32768 and 4096 rows of 4095, 8192 and 12288, bf16 and float32, 1.00-
-  // 1.69x, except layernorm in bf16 (2 vectors of 8 elements x 2 partials:
-  // 32) at 8192: 0.74x; 8 corpus norm backwards 1.02-1.34x. (On an H100, session 24:
-  // layernorm bf16 32768 x 8192 1 vector 0.80 ms, 2 1.12, 4 5.1: spills.)
+  // outer reduction and element (registers again). With 1 vector a row of
+  // 4096 takes a block of 1024 threads, one per SM at 48 registers: one
+  // row in flight, DRAM at 42% (ncu, seed 2012453407 c0191). Measured on
+  // an H200 (docs/perf-log.md, session 39), 4 against 1 vector: layernorm
+  // and rmsnorm backward at 32768 and 4096 rows of 4095, 8192 and 12288,
+  // bf16 and float32, 1.00-1.69x, except layernorm in bf16 at 8192: 0.74x
+  // (2 vectors of 8 elements, as row_plan halves them for two live
+  // values, times dw's and db's partials: 32 a thread); 8 corpus norm
+  // backwards 1.02-1.34x. (On an H100, session 24: layernorm bf16 32768 x
+  // 8192 1 vector 0.80 ms, 2 1.12, 4 5.1: spills.) inner_outer_partials:
+  // where elements a thread holds times outer reductions pass it, 1 vector.
   int inner_outer_vectors = 4;
   int inner_outer_partials = 16;
   // Threads per multiprocessor of an inner-outer kernel's grid (its blocks

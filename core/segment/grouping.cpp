@@ -441,7 +441,7 @@ class Grouper {
     });
   }
 
-  // 4: plain-loop groups that no path of values joins (neither reads the
+  // 4 (sideways): plain-loop groups that no path of values joins (neither reads the
   // other's results, directly or through other groups) merge into one
   // kernel of several loops, up to kMostMerged groups each, in run order,
   // where a scheduler accepts them together. Bottom-up merging only
@@ -450,10 +450,13 @@ class Grouper {
   // gradient partition 98 casts (docs/perf-log.md, sessions 38-39).
   // `order`: the groups in run order; returns them merged, in run order.
   std::vector<std::vector<int64_t>> merge_independent(std::vector<std::vector<int64_t>> order) const {
-    constexpr size_t kMostMerged = 8;     // loops per kernel (each adds its arguments)
-    constexpr size_t kMostGroups = 4096;  // (the reachability walks are per merge)
+    constexpr size_t kMostMerged = 8;  // loops per kernel (each adds its arguments)
+    // The reachability walks visit at most this many groups in all; past
+    // it, no more merges (a shattered DAG of thousands of groups would
+    // otherwise cost a walk per group).
+    size_t visits_left = size_t{1} << 20;
     const size_t n = order.size();
-    if (n < 2 || n > kMostGroups) return order;
+    if (n < 2) return order;
     std::vector<int64_t> group_of(f_.exprs.size(), -1);
     for (size_t g = 0; g < n; ++g)
       for (int64_t e : order[g]) group_of[static_cast<size_t>(e)] = static_cast<int64_t>(g);
@@ -471,23 +474,25 @@ class Grouper {
     std::vector<size_t> merged(n, 1);
     std::vector<uint64_t> seen(n, 0);
     uint64_t walk = 0;
-    const auto reaches = [&](int64_t from, int64_t to) {  // a path from -> ... -> to
+    // A path from -> ... -> to, or the budget spent (then: as if there were one).
+    const auto reaches = [&](int64_t from, int64_t to) {
       std::vector<int64_t> stack{from};
       ++walk;
       while (!stack.empty()) {
         const int64_t x = stack.back();
         stack.pop_back();
         for (int64_t y : succ[static_cast<size_t>(x)]) {
-          if (y == to) return true;
+          if (y == to || visits_left == 0) return true;
           if (seen[static_cast<size_t>(y)] == walk) continue;
           seen[static_cast<size_t>(y)] = walk;
+          --visits_left;
           stack.push_back(y);
         }
       }
       return false;
     };
     std::unordered_map<int64_t, int64_t> bucket;  // stage -> the group the next ones join
-    for (size_t g = 0; g < n; ++g) {
+    for (size_t g = 0; g < n && visits_left > 0; ++g) {
       if (!pointwise_group(order[g])) continue;
       const int64_t stage = stage_[static_cast<size_t>(order[g].front())];
       auto it = bucket.find(stage);
