@@ -9,7 +9,9 @@
 #                                               suite group by group, each under SECONDS (default 120)
 #   bench/gpu_session.sh corpus SEED [COUNT]    corpus_bench.py against torch.compile ($BUDGET seconds)
 #   bench/gpu_session.sh models [LIST]          model_bench.py, kfuse and inductor, with --partitions 6
-#   bench/gpu_session.sh ab BASE_LIB SEED N,N   the listed corpus fusions under BASE_LIB and this build
+#   bench/gpu_session.sh ab BASE_LIB SEED:N,N [SEED:N,N ...]
+#                                               the listed corpus fusions under BASE_LIB and this build
+#                                               (plan_diff.py's last lines, SEED N,N, give the lists)
 #
 # Several at once: bench/gpu_session.sh build tests models. Environment:
 # DEBS (default debs: the .deb files of libcmocka0, libcmocka-dev and
@@ -79,19 +81,28 @@ models() {
   grep -E "^\| " "$OUT/models.log" | head -20 >> "$OUT/summary.txt"
 }
 
-ab() {
-  local base=$1 seed=$2 only=$3 lib
-  for lib in "$base" build/libkfuse.so; do
-    python3 bench/corpus_bench.py --lib "$lib" --seed "$seed" --count 200 --only "$only" --iters 20 --warmup 5 \
-      --no-cpu-check --no-compile --json "$OUT/ab_$(basename "$lib").json" > /dev/null 2>&1
-  done
-  python3 - "$OUT/ab_$(basename "$base").json" "$OUT/ab_libkfuse.so.json" >> "$OUT/summary.txt" <<'PY'
+ab() {  # BASE_LIB SEED:N,N [SEED:N,N ...] (or BASE_LIB SEED N,N)
+  local base=$1 lib pair seed only
+  shift
+  local pairs=("$@")
+  [ $# -eq 2 ] && [[ $2 != *:* ]] && pairs=("$1:$2")
+  for pair in "${pairs[@]}"; do
+    seed=${pair%%:*} only=${pair#*:}
+    for lib in "$base" build/libkfuse.so; do
+      timeout 150 python3 bench/corpus_bench.py --lib "$lib" --seed "$seed" --count 200 --only "$only" --iters 20 --warmup 5 \
+        --no-cpu-check --no-compile --json "$OUT/ab_${seed}_$(basename "$lib").json" > /dev/null 2>&1
+    done
+    python3 - "$OUT/ab_${seed}_$(basename "$base").json" "$OUT/ab_${seed}_libkfuse.so.json" "$seed" >> "$OUT/summary.txt" <<'PY'
 import json, sys
-base = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}
-for r in json.load(open(sys.argv[2]))["rows"]:
-    b, n = base.get(r["name"], {}).get("kfuse_ms") or 0, r.get("kfuse_ms") or 0
-    print(f"ab {r['name'][:40]:40} base {b:.4f} new {n:.4f} ratio {b / n if n else 0:.2f} ok {r.get('ok')}")
+try:
+    base = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+    for r in json.load(open(sys.argv[2]))["rows"]:
+        b, n = base.get(r["name"], {}).get("kfuse_ms") or 0, r.get("kfuse_ms") or 0
+        print(f"ab {sys.argv[3]} {r['name'][:40]:40} base {b:.4f} new {n:.4f} ratio {b / n if n else 0:.2f} ok {r.get('ok')}")
+except (OSError, ValueError, KeyError) as e:
+    print(f"ab {sys.argv[3]}: no result ({e})")
 PY
+  done
 }
 
 while [ $# -gt 0 ]; do
@@ -100,7 +111,10 @@ while [ $# -gt 0 ]; do
     tests) if [[ ${2:-} =~ ^[0-9]+$ ]]; then tests "$2"; shift 2; else tests; shift; fi ;;
     corpus) if [[ ${3:-} =~ ^[0-9]+$ ]]; then corpus "$2" "$3"; shift 3; else corpus "$2" 200; shift 2; fi ;;
     models) if [[ ${2:-} == *_* ]]; then models "$2"; shift 2; else models; shift; fi ;;
-    ab) ab "$2" "$3" "$4"; shift 4 ;;
+    ab)  # its arguments: BASE_LIB, then SEED:N,N pairs (or one SEED N,N) up to the next step's name
+      base_lib=$2; shift 2; args=()
+      while [ $# -gt 0 ] && [[ $1 != build && $1 != tests && $1 != corpus && $1 != models && $1 != ab ]]; do args+=("$1"); shift; done
+      ab "$base_lib" "${args[@]}" ;;
     *) echo "gpu_session.sh: unknown step '$1' (build, tests, corpus, models, ab)" >&2; exit 2 ;;
   esac
 done

@@ -31,7 +31,7 @@ std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task&
   p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner);
   // Inputs read at one index for all of a thread's columns (an index_select's
   // index, a per-row weight) neither take vectors nor narrow them.
-  drop_lane_invariant(c, row_accesses(c, task, rows), &p.vectors);
+  drop_lane_invariant(c, task, row_accesses(c, task, rows), &p.vectors);
   add_view_vectors(c, rows, &p.vectors);
   if (!rows.normalizes && p.rows.phases.size() == 1) p.short_rows = tuning.column_short_rows;
   if (rows.normalizes) {

@@ -98,7 +98,7 @@ RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& r
   // Vectors along the innermost dim in memory (RowDomain::order), when reduced.
   if (const std::optional<size_t> inner = innermost_dim(c, rows); inner && rows.reduced[*inner]) {
     p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner);
-    drop_lane_invariant(c, row_accesses(c, task, rows), &p.vectors);
+    drop_lane_invariant(c, task, row_accesses(c, task, rows), &p.vectors);
     add_view_vectors(c, rows, &p.vectors);
   }
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;

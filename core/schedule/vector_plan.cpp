@@ -112,14 +112,33 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
   return p;
 }
 
-void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, VectorPlan* p) {
+void drop_lane_invariant(const ConcreteFusion& c, const Task& task, const AccessMap& reads, VectorPlan* p) {
   if (p->width == 0) return;
+  const Fusion& f = *c.fusion;
+  // Whether value v is read at a map that indexes the lane dim (or one
+  // that is not plain); untraced values count as read along it.
+  const auto along_lanes = [&](int64_t v) {
+    const std::vector<IndexMap>* maps = reads.find(v);
+    if (maps == nullptr) return true;
+    return std::any_of(maps->begin(), maps->end(), [&](const IndexMap& m) {
+      return std::find(m.begin(), m.end(), static_cast<int>(p->dim)) != m.end() || m.size() != rank_of(c, v);
+    });
+  };
+  // An untraced input: the values computed from its data directly decide
+  // (a size query reads none: the labels whose sizes reshape the logits
+  // in an AOTAutograd cross-entropy).
+  const auto through_consumers = [&](int64_t in) {
+    for (int64_t ei : task.exprs) {
+      const Expr& e = f.exprs[static_cast<size_t>(ei)];
+      if (op_info(e.op).category == OpCategory::Query ||
+          std::find(e.inputs.begin(), e.inputs.end(), in) == e.inputs.end())
+        continue;
+      if (std::any_of(e.outputs.begin(), e.outputs.end(), along_lanes)) return true;
+    }
+    return false;
+  };
   for (auto it = p->inputs.begin(); it != p->inputs.end();) {
-    const std::vector<IndexMap>* maps = reads.find(it->first);
-    bool lane = maps == nullptr;  // not traced (read through a reshape): keep
-    if (maps != nullptr)
-      for (const IndexMap& m : *maps)
-        lane = lane || std::find(m.begin(), m.end(), static_cast<int>(p->dim)) != m.end() || m.size() != rank_of(c, it->first);
+    const bool lane = reads.find(it->first) != nullptr ? along_lanes(it->first) : through_consumers(it->first);
     it = lane ? std::next(it) : p->inputs.erase(it);
   }
   p->width = kVectorBytes / dtype_size_bound(c, *p, true);

@@ -31,8 +31,13 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
 // do not index the lane dim (a per-row weight [C] unsqueezed over the rows
 // of a batch norm, which the right-aligned rule takes for a lane input) and
 // widens the vectors to what the remaining inputs and outputs allow.
-// Inputs `reads` does not reach (read through a reshape) stay.
-void drop_lane_invariant(const ConcreteFusion& c, const AccessMap& reads, VectorPlan* p);
+// An input `reads` does not reach (read through a reshape) goes too when
+// every value the task computes from its data directly is read only at
+// maps that skip the lane dim, or when only size queries read it (an
+// AOTAutograd cross-entropy reshapes the logits by the labels' sizes: the
+// int64 labels, never loaded, kept the logits' vectors at 2 elements);
+// otherwise it stays.
+void drop_lane_invariant(const ConcreteFusion& c, const Task& task, const AccessMap& reads, VectorPlan* p);
 
 // `p` without the inputs that skip a domain dim of class >1 among those
 // `dims` marks: the inputs left start each row (Edges kernels: dims = the
