@@ -3682,6 +3682,69 @@ static void test_shifted_vectors(void** state) {
   end_test("shifted vectors");
 }
 
+/* Plain loops that no value joins share one kernel (segmentation.md step
+ * 5): two results of the same inputs and a third of another size in one
+ * segment of two loops; eight independent negations of eight shapes in one
+ * segment of eight loops (run_case takes up to MAX_IO tensors each way).
+ * Odd sizes put every loop's tail in play. */
+static void test_sideways_loops(void** state) {
+  (void)state;
+  const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT32};
+  char text[2048], what[160];
+  for (int d = 0; d < 2; ++d) {
+    const char* dn = kf_dtype_name(dts[d]);
+    snprintf(text, sizeof text,
+             "input a: tensor<%s, 2>\ninput b: tensor<%s, 2>\ninput c: tensor<%s, 2>\n"
+             "y = mul(a, b)\nz = sub(a, b)\ne = exp(c)\noutput y\noutput z\noutput e\n",
+             dn, dn, dn);
+    kf_fusion f;
+    KF_CHECK(kf_fusion_from_text(text, &f));
+    const int64_t sa[2] = {37, 130}, sc[2] = {5, 1001};
+    tin in[3] = {input(dts[d], 2, sa), input(dts[d], 2, sa), input(dts[d], 2, sc)};
+    for (int k = 0; k < 3; ++k) fill(&in[k], -2, 2, 0);
+    /* one segment for GPU inputs */
+    void* dev[3];
+    DLTensor ti[3];
+    const DLTensor* pin[3];
+    for (int k = 0; k < 3; ++k) {
+      dev[k] = gpu_alloc((size_t)in[k].storage * (size_t)dtype_bytes(dts[d]));
+      ti[k] = view(&in[k], dev[k], 1);
+      pin[k] = &ti[k];
+    }
+    kf_concrete c;
+    kf_segmentation seg;
+    size_t count = 0;
+    KF_CHECK(kf_concretize(f, pin, 3, &c));
+    KF_CHECK(kf_segment(c, &seg));
+    KF_CHECK(kf_segmentation_count(seg, &count));
+    assert_int_equal(count, 1);
+    kf_segmentation_release(seg);
+    kf_concrete_release(c);
+    for (int k = 0; k < 3; ++k) gpu_free(dev[k]);
+    snprintf(what, sizeof what, "sideways loops %s: a*b, a-b [37,130], exp(c) [5,1001]", dn);
+    run_case(f, in, 3, what);
+    free_inputs(in, 3);
+    kf_fusion_release(f);
+
+    /* eight negations of eight shapes */
+    int n = 0;
+    for (int k = 0; k < MAX_IO; ++k) n += snprintf(text + n, sizeof text - (size_t)n, "input x%d: tensor<%s, 2>\n", k, dn);
+    for (int k = 0; k < MAX_IO; ++k) n += snprintf(text + n, sizeof text - (size_t)n, "y%d = neg(x%d)\noutput y%d\n", k, k, k);
+    KF_CHECK(kf_fusion_from_text(text, &f));
+    tin eight[MAX_IO];
+    for (int k = 0; k < MAX_IO; ++k) {
+      const int64_t sh[2] = {3 + 7 * k, 65 + 129 * k};
+      eight[k] = input(dts[d], 2, sh);
+      fill(&eight[k], -2, 2, 0);
+    }
+    snprintf(what, sizeof what, "sideways loops %s: eight negations of eight shapes", dn);
+    run_case(f, eight, MAX_IO, what);
+    free_inputs(eight, MAX_IO);
+    kf_fusion_release(f);
+  }
+  end_test("sideways loops");
+}
+
 static void test_two_segments(void** state) {
   (void)state;
   kf_builder b;
@@ -3842,6 +3905,7 @@ int main(void) {
       cmocka_unit_test(test_norm_backward),
       cmocka_unit_test(test_staged_mixed_rows),
       cmocka_unit_test(test_flat_vectors),
+      cmocka_unit_test(test_sideways_loops),
       cmocka_unit_test(test_two_segments),
       cmocka_unit_test(test_copies),
       cmocka_unit_test(test_default_stream), cmocka_unit_test(test_large),
