@@ -449,14 +449,15 @@ class Grouper {
   // forward partition ran 24 [8, 1024, 1] divisions as 24 segments and its
   // gradient partition 98 casts (docs/perf-log.md, sessions 38-39).
   // `order`: the groups in run order; returns them merged, in run order.
-  std::vector<std::vector<int64_t>> merge_independent(std::vector<std::vector<int64_t>> order) const {
+  std::vector<std::vector<int64_t>> merge_independent(const std::vector<std::vector<int64_t>>& given) const {
+    std::vector<std::vector<int64_t>> order = given;
     constexpr size_t kMostMerged = 8;  // loops per kernel (each adds its arguments)
     // The reachability walks visit at most this many groups in all; past
     // it, no more merges (a shattered DAG of thousands of groups would
     // otherwise cost a walk per group).
     size_t visits_left = size_t{1} << 20;
     const size_t n = order.size();
-    if (n < 2) return order;
+    if (n < 2) return given;
     std::vector<int64_t> group_of(f_.exprs.size(), -1);
     for (size_t g = 0; g < n; ++g)
       for (int64_t e : order[g]) group_of[static_cast<size_t>(e)] = static_cast<int64_t>(g);
@@ -542,6 +543,9 @@ class Grouper {
       for (int64_t s : succ[g])
         if (--indegree[static_cast<size_t>(s)] == 0) ready.emplace(-order[static_cast<size_t>(s)].front(), s);
     }
+    // (Every merge checked both directions for a path, so no cycle can hold
+    // a group back; should one, the groups as given are still a valid order.)
+    if (out.size() != static_cast<size_t>(std::count(alive.begin(), alive.end(), true))) return given;
     return out;
   }
 
