@@ -60,6 +60,27 @@ double value_weight(const ConcreteFusion& c, int64_t id) {
   return w;
 }
 
+// Kahn's algorithm over nodes 0..n-1 (those `alive`), ties broken by the
+// smallest `first` (each group's first expr), so the order is
+// deterministic. `indegree` is consumed. Returns fewer nodes than are
+// alive only if the edges hold a cycle.
+template <class Successors>
+std::vector<int64_t> run_order(const std::vector<bool>& alive, std::vector<size_t> indegree,
+                               const std::vector<int64_t>& first, const Successors& successors) {
+  std::priority_queue<std::pair<int64_t, int64_t>> ready;  // (-first, node)
+  for (size_t g = 0; g < alive.size(); ++g)
+    if (alive[g] && indegree[g] == 0) ready.emplace(-first[g], static_cast<int64_t>(g));
+  std::vector<int64_t> order;
+  while (!ready.empty()) {
+    const int64_t g = ready.top().second;
+    ready.pop();
+    order.push_back(g);
+    for (int64_t s : successors(g))
+      if (--indegree[static_cast<size_t>(s)] == 0) ready.emplace(-first[static_cast<size_t>(s)], s);
+  }
+  return order;
+}
+
 class Grouper {
  public:
   Grouper(const ConcreteFusion& c, const AcceptsGroup& accepts)
@@ -404,23 +425,16 @@ class Grouper {
     graph_.contract(a, b);
   }
 
-  // Kahn's algorithm, ties broken by the first expr of each group.
+  // The groups in run order (run_order above).
   std::vector<std::vector<int64_t>> in_run_order() {
-    std::vector<int64_t> indegree(groups_.size(), 0);
-    std::priority_queue<std::pair<int64_t, int64_t>> ready;  // (-min expr, group)
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      if (!alive_[g]) continue;
-      indegree[g] = static_cast<int64_t>(graph_.predecessors(static_cast<int64_t>(g)).size());
-      if (indegree[g] == 0) ready.emplace(-min_expr_[g], static_cast<int64_t>(g));
-    }
+    std::vector<size_t> indegree(groups_.size(), 0);
+    for (size_t g = 0; g < groups_.size(); ++g)
+      if (alive_[g]) indegree[g] = graph_.predecessors(static_cast<int64_t>(g)).size();
     std::vector<std::vector<int64_t>> order;
-    while (!ready.empty()) {
-      int64_t g = ready.top().second;
-      ready.pop();
+    for (int64_t g : run_order(alive_, std::move(indegree), min_expr_, [&](int64_t x) -> const std::vector<int64_t>& {
+           return graph_.successors(x);
+         }))
       order.push_back(groups_[static_cast<size_t>(g)]);
-      for (int64_t s : graph_.successors(g))
-        if (--indegree[static_cast<size_t>(s)] == 0) ready.emplace(-min_expr_[static_cast<size_t>(s)], s);
-    }
     return order;
   }
 
@@ -526,26 +540,19 @@ class Grouper {
       succ[g].clear();
       pred[g].clear();
     }
-    // Run order again (Kahn, ties by each group's first expr): a merged
-    // group waits for the predecessors of both.
+    // Run order again: a merged group waits for the predecessors of both.
     std::vector<size_t> indegree(n, 0);
-    std::priority_queue<std::pair<int64_t, int64_t>> ready;  // (-first expr, group)
-    for (size_t g = 0; g < n; ++g) {
-      if (!alive[g]) continue;
-      indegree[g] = pred[g].size();
-      if (indegree[g] == 0) ready.emplace(-order[g].front(), static_cast<int64_t>(g));
-    }
-    std::vector<std::vector<int64_t>> out;
-    while (!ready.empty()) {
-      const auto g = static_cast<size_t>(ready.top().second);
-      ready.pop();
-      out.push_back(std::move(order[g]));
-      for (int64_t s : succ[g])
-        if (--indegree[static_cast<size_t>(s)] == 0) ready.emplace(-order[static_cast<size_t>(s)].front(), s);
-    }
+    std::vector<int64_t> first(n, 0);
+    for (size_t g = 0; g < n; ++g)
+      if (alive[g]) indegree[g] = pred[g].size(), first[g] = order[g].front();
+    const std::vector<int64_t> ran = run_order(alive, std::move(indegree), first, [&](int64_t x) -> const std::set<int64_t>& {
+      return succ[static_cast<size_t>(x)];
+    });
     // (Every merge checked both directions for a path, so no cycle can hold
     // a group back; should one, the groups as given are still a valid order.)
-    if (out.size() != static_cast<size_t>(std::count(alive.begin(), alive.end(), true))) return given;
+    if (ran.size() != static_cast<size_t>(std::count(alive.begin(), alive.end(), true))) return given;
+    std::vector<std::vector<int64_t>> out;
+    for (int64_t g : ran) out.push_back(std::move(order[static_cast<size_t>(g)]));
     return out;
   }
 

@@ -3682,6 +3682,30 @@ static void test_shifted_vectors(void** state) {
   end_test("shifted vectors");
 }
 
+/* The number of segments kfuse makes of `f` for GPU tensors shaped and
+ * laid out as `in` (device buffers of their storage, contents unset). */
+static size_t gpu_segment_count(kf_fusion f, const tin* in, size_t n) {
+  void* dev[MAX_IO];
+  DLTensor t[MAX_IO];
+  const DLTensor* p[MAX_IO];
+  assert_true(n <= MAX_IO);
+  for (size_t k = 0; k < n; ++k) {
+    dev[k] = gpu_alloc((size_t)in[k].storage * (size_t)dtype_bytes(in[k].dtype) + 1);
+    t[k] = view(&in[k], dev[k], 1);
+    p[k] = &t[k];
+  }
+  kf_concrete c;
+  kf_segmentation seg;
+  size_t count = 0;
+  KF_CHECK(kf_concretize(f, p, n, &c));
+  KF_CHECK(kf_segment(c, &seg));
+  KF_CHECK(kf_segmentation_count(seg, &count));
+  kf_segmentation_release(seg);
+  kf_concrete_release(c);
+  for (size_t k = 0; k < n; ++k) gpu_free(dev[k]);
+  return count;
+}
+
 /* Plain loops that no value joins share one kernel (segmentation.md step
  * 5): two results of the same inputs and a third of another size in one
  * segment of two loops; eight independent negations of eight shapes in one
@@ -3702,25 +3726,7 @@ static void test_sideways_loops(void** state) {
     const int64_t sa[2] = {37, 130}, sc[2] = {5, 1001};
     tin in[3] = {input(dts[d], 2, sa), input(dts[d], 2, sa), input(dts[d], 2, sc)};
     for (int k = 0; k < 3; ++k) fill(&in[k], -2, 2, 0);
-    /* one segment for GPU inputs */
-    void* dev[3];
-    DLTensor ti[3];
-    const DLTensor* pin[3];
-    for (int k = 0; k < 3; ++k) {
-      dev[k] = gpu_alloc((size_t)in[k].storage * (size_t)dtype_bytes(dts[d]));
-      ti[k] = view(&in[k], dev[k], 1);
-      pin[k] = &ti[k];
-    }
-    kf_concrete c;
-    kf_segmentation seg;
-    size_t count = 0;
-    KF_CHECK(kf_concretize(f, pin, 3, &c));
-    KF_CHECK(kf_segment(c, &seg));
-    KF_CHECK(kf_segmentation_count(seg, &count));
-    assert_int_equal(count, 1);
-    kf_segmentation_release(seg);
-    kf_concrete_release(c);
-    for (int k = 0; k < 3; ++k) gpu_free(dev[k]);
+    assert_int_equal(gpu_segment_count(f, in, 3), 1);  /* one segment for GPU inputs */
     snprintf(what, sizeof what, "sideways loops %s: a*b, a-b [37,130], exp(c) [5,1001]", dn);
     run_case(f, in, 3, what);
     free_inputs(in, 3);
@@ -3767,18 +3773,10 @@ static void test_two_segments(void** state) {
   run_case_tol(f, in, 2, "exp | segment_set | add, sum", 40, -1);
 
   /* The segmentation has more than one segment for GPU inputs too. */
+  assert_true(gpu_segment_count(f, in, 2) >= 2);
   void* dev = gpu_alloc(40 * 300 * sizeof(float));
   DLTensor ti[2] = {view(&in[0], dev, 1), view(&in[1], dev, 1)};
   const DLTensor* pin[2] = {&ti[0], &ti[1]};
-  kf_concrete c;
-  kf_segmentation seg;
-  size_t count = 0;
-  KF_CHECK(kf_concretize(f, pin, 2, &c));
-  KF_CHECK(kf_segment(c, &seg));
-  KF_CHECK(kf_segmentation_count(seg, &count));
-  assert_true(count >= 2);
-  kf_segmentation_release(seg);
-  kf_concrete_release(c);
 
   /* Caller allocator: every allocation is freed, output included. */
   counting_allocator counter = {0, 0};
