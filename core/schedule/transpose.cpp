@@ -163,40 +163,32 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
   return out;
 }
 
-}  // namespace
+// An output's fast dim: its memory's innermost dim past dims of one
+// element (whose stride says nothing: seed 2012453407 c0043's k [1, S, H,
+// D] stored column-major); -1 where that dim is not of class >1.
+int fast_dim(const ConcreteFusion& c, int64_t o, const std::vector<SizeClass>& dc) {
+  const std::vector<size_t> order = loop_order(c, o);
+  const auto fast = std::find_if(order.rbegin(), order.rend(), [&](size_t d) { return dc[d] != SizeClass::One; });
+  return fast == order.rend() || dc[*fast] != SizeClass::Many ? -1 : static_cast<int>(*fast);
+}
 
-std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
-                                          std::string* why) {
+// The tiled plan whose phase 2 runs along dim b, the fast dim of output
+// `b_output` (`reads`: the task's reads traced from its outputs). `bytes`:
+// the shared memory its tiles take.
+std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                       const std::vector<int64_t>& outs, const AccessMap& reads, size_t b,
+                                       int64_t b_output, int* tile_bytes_out, std::string* why) {
   const Fusion& f = *c.fusion;
-  const std::vector<std::vector<int64_t>> loops = pointwise_loops(c, task);
-  if (loops.size() != 1) return reject(why, "outputs of different sizes");
-  const std::vector<int64_t>& outs = loops[0];
   const int64_t dom = outs[0];
   const auto& dc = c.size_classes[static_cast<size_t>(dom)];
   const size_t r = dc.size();
-  if (r < 2) return reject(why, "rank below 2");
-  // (The outputs' layout is the caller's with kf_execute_into: tiles are
-  // never slower than the strided reads they replace.)
-  for (int64_t o : outs)
-    if (c.size_classes[static_cast<size_t>(o)] != dc) return reject(why, "outputs of different size classes");
   TiledParams p;
   p.outputs = outs;
   p.tile = kTile;
   p.block = tuning.tiled_block == 512 ? 512 : 256;  // (64-wide tiles: rows per step divide the tile)
   p.order = tuning.tiled_order >= 1 && tuning.tiled_order <= 3 ? tuning.tiled_order : 3;
-  // b: the outputs' fast dim, their produced layout's innermost (a permuted
-  // operand makes torch and kfuse produce column-major results), past dims
-  // of one element (whose stride says nothing: seed 2012453407 c0043's k
-  // [1, S, H, D] stored column-major).
-  const std::vector<size_t> fast_last = loop_order(c, dom);
-  const auto fast = std::find_if(fast_last.rbegin(), fast_last.rend(), [&](size_t d) { return dc[d] != SizeClass::One; });
-  if (fast == fast_last.rend() || dc[*fast] != SizeClass::Many)
-    return reject(why, "the outputs' innermost dim is of size class 0/1");
-  p.dim_b = *fast;
+  p.dim_b = b;
   const IndexMap id = identity_map(c, dom);
-  std::vector<std::pair<int64_t, IndexMap>> roots;
-  for (int64_t o : outs) roots.push_back({o, id});
-  const AccessMap reads = trace_accesses(c, task, roots);
   // a: the domain dim along which the first such input is contiguous;
   // later inputs join the tiles when they are contiguous along the same.
   // A tile holds an input, or, where an input is read through a slice or
@@ -269,7 +261,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
         return;
       }
   };
-  const std::vector<size_t> out_order = loop_order(c, dom);
+  const std::vector<size_t> out_order = loop_order(c, b_output);
   const auto choose_b = [&] {
     for (size_t k = out_order.size() - 1; k-- > 0;)
       if (dc[out_order[k]] == SizeClass::Many && !p.tiles_dim(out_order[k])) {
@@ -335,8 +327,99 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // Outputs written straight into a misaligned input are stored per lane
   // (in_place.h: tiled plans without outputs_a write in place).
   drop_misaligned(c, dom, inputs_read_where_written(c, task, p), &p.vectors);
+  *tile_bytes_out = bytes;
   return p;
 }
+
+// Bytes per domain element a plan moves across memory: each full-size
+// input read at a plain map whose innermost memory dim is along another
+// dim than b and that no tile holds (nor a computed tile fills from), and
+// each output stored along another dim than b that neither phase 1 nor a
+// staged tile writes.
+int strided_bytes(const ConcreteFusion& c, const Task& task, const TiledParams& p, const AccessMap& reads) {
+  const Fusion& f = *c.fusion;
+  const auto& dc = c.size_classes[static_cast<size_t>(p.outputs[0])];
+  std::set<int64_t> covered;
+  std::map<int64_t, int64_t> sole;
+  for (const TiledInput& in : p.inputs) {
+    if (std::find(task.inputs.begin(), task.inputs.end(), in.value) == task.inputs.end()) {
+      if (sole.empty()) sole = sole_inputs(f, task);
+      covered.insert(sole[in.value]);
+    }
+    covered.insert(in.value);
+  }
+  int bytes = 0;
+  for (int64_t u : task.inputs) {
+    const std::vector<IndexMap>* maps = reads.find(u);
+    if (maps == nullptr || f.value(u).is_scalar || f.value(u).rank == 0 || covered.count(u)) continue;
+    const std::vector<int>& order = memory_order(c, u);
+    if (order.empty()) continue;
+    for (const IndexMap& m : *maps) {
+      const int inner = read_dim(m[static_cast<size_t>(order.back())]);
+      bool full = true;  // (a broadcast operand is re-read from the caches)
+      for (size_t d = 0; d < dc.size(); ++d)
+        if (dc[d] == SizeClass::Many)
+          full = full && std::any_of(m.begin(), m.end(), [&](int e) { return read_dim(e) == static_cast<int>(d); });
+      if (full && inner >= 0 && dc[static_cast<size_t>(inner)] == SizeClass::Many && inner != static_cast<int>(p.dim_b)) {
+        bytes += dtype_size(f.value(u).dtype);
+        break;
+      }
+    }
+  }
+  const std::vector<int64_t> in_phase_2 = p.outputs_b();
+  for (int64_t o : in_phase_2)
+    if (fast_dim(c, o, dc) != static_cast<int>(p.dim_b)) bytes += dtype_size(f.value(o).dtype);
+  return bytes;
+}
+
+}  // namespace
+
+std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
+                                          std::string* why) {
+  const std::vector<std::vector<int64_t>> loops = pointwise_loops(c, task);
+  if (loops.size() != 1) return reject(why, "outputs of different sizes");
+  const std::vector<int64_t>& outs = loops[0];
+  const int64_t dom = outs[0];
+  const auto& dc = c.size_classes[static_cast<size_t>(dom)];
+  if (dc.size() < 2) return reject(why, "rank below 2");
+  // (The outputs' layout is the caller's with kf_execute_into: tiles are
+  // never slower than the strided reads they replace.)
+  for (int64_t o : outs)
+    if (c.size_classes[static_cast<size_t>(o)] != dc) return reject(why, "outputs of different size classes");
+  // b: an output's fast dim (a permuted operand makes torch and kfuse
+  // produce column-major results). Where the caller's outputs differ, each
+  // one's is tried and the plan that moves the fewest bytes across memory
+  // wins, then the one with the least shared memory, then the first
+  // output's: an optimizer step whose moment is stored column-major beside
+  // row-major parameters tiles the moment alone (along the first output,
+  // the moment, three row-major tensors did not fit the tiles' shared
+  // memory and were read or written across it: seed 1853590537 c0003 at
+  // 0.16x torch.compile).
+  std::vector<std::pair<size_t, int64_t>> choices;  // (b, the output it is the fast dim of)
+  for (int64_t o : outs) {
+    const int d = fast_dim(c, o, dc);
+    if (d >= 0 && std::none_of(choices.begin(), choices.end(), [&](const auto& x) { return x.first == static_cast<size_t>(d); }))
+      choices.push_back({static_cast<size_t>(d), o});
+    if (choices.empty()) break;  // (the first output's decides whether any plan exists, as before)
+  }
+  if (choices.empty()) return reject(why, "the outputs' innermost dim is of size class 0/1");
+  const IndexMap id = identity_map(c, dom);
+  std::vector<std::pair<int64_t, IndexMap>> roots;
+  for (int64_t o : outs) roots.push_back({o, id});
+  const AccessMap reads = trace_accesses(c, task, roots);
+  std::optional<TiledParams> best;
+  std::pair<int, int> best_cost;
+  for (size_t k = 0; k < choices.size(); ++k) {
+    int tile_bytes = 0;
+    std::optional<TiledParams> p =
+        tiles_along(c, task, tuning, outs, reads, choices[k].first, choices[k].second, &tile_bytes, k == 0 ? why : nullptr);
+    if (!p) continue;
+    const std::pair<int, int> cost{strided_bytes(c, task, *p, reads), tile_bytes};
+    if (!best || cost < best_cost) best = std::move(p), best_cost = cost;
+  }
+  return best;
+}
+
 
 bool a_loop_takes_tiles(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
   const std::vector<std::vector<int64_t>> loops = pointwise_loops(c, task);
