@@ -37,8 +37,8 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   const bool long_rows = which == RowKernel::LongRows || which == RowKernel::LongEdges || cluster;
   if (cluster && (p.has_outer() || p.vectors.width == 0))
     fail(KF_ERR_INTERNAL, "the cluster row kernel takes rows with a vector plan and no outer reductions");
-  if (short_rows && (p.kernels.short_rows_block <= 0 || w.paths != KernelWriter::Paths::Vector))
-    fail(KF_ERR_INTERNAL, "the short-row kernel is the register path alone, of rows without outer reductions");
+  if (short_rows && (p.kernels.short_rows_block <= 0 || w.paths == KernelWriter::Paths::Both || p.has_outer()))
+    fail(KF_ERR_INTERNAL, "the short-row kernel is the register path or its scalar twin, of rows without outer reductions");
   w.reduced = s.reduced;
   w.views = s.views;
   w.word_lanes = true;

@@ -174,6 +174,9 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     reduce_block(w, accs, row_len);
   }
   if (!s.domain_outputs.empty() || outer.active()) {
+    // (A short-row group past the last row computed the last row again: it
+    // stores nothing, as that row may already be rewritten in place.)
+    if (!w.row_live.empty()) w.open("if (" + w.row_live + ")");
     // Partial rows are read and written one element per thread step: as
     // vectors of lanes their accesses would conflict in shared memory (and
     // the partials' initialization and copy use the same mapping).
@@ -205,6 +208,7 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
         w.line("*(" + vector_type(w, o, vp.width) + "*)(" + w.address(o, base) + ") = " + ov[q] + ";");
       }
     });
+    if (!w.row_live.empty()) w.close();
   }
   w.tile_reads.clear();
 }

@@ -1305,8 +1305,10 @@ static void test_fusions(void** state) {
  * kernel writes it, a second kernel gathers: segmentation's gather rule,
  * docs/segmentation.md step 4), and the backward's one-hot written as a
  * compare of an iota with the labels (kfuse.torch's lowering of a scatter
- * at one index per row). Rows of a vocabulary (50257: odd, the cluster
- * and Edges kernels), short ones and a tiny one. */
+ * at one index per row), and a loss beside its saved logsumexp. Rows of a
+ * vocabulary (50257: odd, the cluster and Edges kernels), short ones, a
+ * tiny one, and many rows of 21 classes (odd: short rows that fail the
+ * vector checks). */
 static void test_cross_entropy_forms(void** state) {
   (void)state;
   static const char* const kForms[] = {
@@ -1342,24 +1344,41 @@ static void test_cross_entropy_forms(void** state) {
       "dx = sub(g, ps)\n"
       "out = cast(dx) {dtype=%1$s}\n"
       "output out\n",
+      /* the loss per row beside its saved logsumexp (row outputs only: a
+       * streamed row plan, whose short rows at an odd width take the
+       * short-row kernel's scalar twin) */
+      "input x: tensor<%1$s, 2>\n"
+      "input label: tensor<int64, 2>\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "m = max(xf) {axes=[1], keepdim=true}\n"
+      "d = sub(xf, m)\n"
+      "e = exp(d)\n"
+      "s = sum(e) {axes=[1], keepdim=true}\n"
+      "ls = log(s)\n"
+      "lse = add(ls, m)\n"
+      "t = gather(xf, label) {dim=1}\n"
+      "loss = sub(lse, t)\n"
+      "output loss\n"
+      "output lse\n",
   };
   const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT32};
-  const int64_t shapes[][2] = {{64, 50257}, {300, 1000}, {5, 77}, {1, 3}};
-  for (int k = 0; k < 2; ++k)
+  const int64_t shapes[][2] = {{64, 50257}, {300, 1000}, {5, 77}, {1, 3}, {100003, 21}};
+  enum { kShapes = sizeof shapes / sizeof shapes[0] };
+  for (int k = 0; k < 3; ++k)
     for (int d = 0; d < 2; ++d)
-      for (int s = 0; s < 4; ++s) {
+      for (int s = 0; s < kShapes; ++s) {
         char text[2048];
         snprintf(text, sizeof text, kForms[k], kf_dtype_name(dts[d]));
         kf_fusion f;
         KF_CHECK(kf_fusion_from_text(text, &f));
         const int64_t labels[2] = {shapes[s][0], 1};
         tin in[2];
-        in[0] = input(k == 0 ? dts[d] : KF_FLOAT32, 2, shapes[s]);
-        fill(&in[0], k == 0 ? -4 : -12, k == 0 ? 4 : -0.5, 0);
+        in[0] = input(k != 1 ? dts[d] : KF_FLOAT32, 2, shapes[s]);
+        fill(&in[0], k != 1 ? -4 : -12, k != 1 ? 4 : -0.5, 0);
         in[1] = input(KF_INT64, 2, labels);
         fill(&in[1], 0, (double)(shapes[s][1] - 1), 0);
         char what[128];
-        snprintf(what, sizeof what, "cross-entropy %s %s [%lld,%lld]", k == 0 ? "forward" : "backward",
+        snprintf(what, sizeof what, "cross-entropy %s %s [%lld,%lld]", k == 0 ? "forward" : k == 1 ? "backward" : "loss",
                  kf_dtype_name(dts[d]), (long long)shapes[s][0], (long long)shapes[s][1]);
         run_case_tol(f, in, 2, what, 8.0, -1);
         free_inputs(in, 2);

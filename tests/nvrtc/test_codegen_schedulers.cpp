@@ -339,11 +339,14 @@ void test_fast_paths(void** /*state*/) {
     }, in);
     assert_int_equal(g.plan.launch.row_items, 32);  // 4 vectors of 8
     assert_int_equal(g.plan.launch.block, 1024);
-    // The register path and its streaming fallback are twin kernels; the
-    // host checks the width (a multiple of 8) and the input's vectors.
-    assert_int_equal(g.plan.scalar_twins.size(), 1);
-    const std::string& twin = g.plan.scalar_twins[0].scalar;
+    // The register path and its streaming fallback are twin kernels, and
+    // so are the short-row kernel and its own; the host checks the width
+    // (a multiple of 8) and the input's vectors.
+    assert_int_equal(g.plan.scalar_twins.size(), 2);
+    const std::string& twin = g.plan.scalar_of(g.plan.name);
     assert_string_equal(g.plan.scalar_twins[0].kernel.c_str(), g.plan.name.c_str());
+    assert_string_equal(g.plan.scalar_twins[1].kernel.c_str(), g.plan.short_rows_name.c_str());
+    assert_true(contains(g.plan.units[g.plan.unit_of(g.plan.scalar_of(g.plan.short_rows_name))].source, "kf_group_reduce"));
     assert_false(contains(g.plan.units[g.plan.unit_of(g.plan.name)].source, "j += blockDim.x"));
     assert_true(contains(g.plan.units[g.plan.unit_of(twin)].source, "j += blockDim.x"));
     assert_true(g.plan.vector_checks.size() >= 3);  // width, the input's alignment and unit stride

@@ -109,10 +109,10 @@ void test_segments_compile_through_the_pool(void**) {
   // vector kernel and that kernel's scalar twin, the row reduction its
   // main kernel, that kernel's twin, its tight kernel (48 registers), the
   // long-row kernel, the Edges kernels (rows of any length and start:
-  // held in registers, or long) and the short-row kernel (several rows per
-  // block).
+  // held in registers, or long), the short-row kernel (several rows per
+  // block) and its scalar twin (short rows at an odd width or start).
   assert_int_equal(kernels[0].plan.units.size(), 2);
-  assert_int_equal(kernels[3].plan.units.size(), 7);
+  assert_int_equal(kernels[3].plan.units.size(), 8);
   assert_string_equal(kernels[3].plan.units[0].kernel.c_str(), kernels[3].plan.name.c_str());
   assert_string_equal(kernels[3].plan.units[1].kernel.c_str(), kernels[3].plan.scalar_of(kernels[3].plan.name).c_str());
   assert_string_equal(kernels[3].plan.units[2].kernel.c_str(), kernels[3].plan.tight_name.c_str());
@@ -121,6 +121,8 @@ void test_segments_compile_through_the_pool(void**) {
   assert_string_equal(kernels[3].plan.units[4].kernel.c_str(), kernels[3].plan.edges_name.c_str());
   assert_string_equal(kernels[3].plan.units[5].kernel.c_str(), kernels[3].plan.long_edges_name.c_str());
   assert_string_equal(kernels[3].plan.units[6].kernel.c_str(), kernels[3].plan.short_rows_name.c_str());
+  assert_string_equal(kernels[3].plan.units[7].kernel.c_str(), kernels[3].plan.scalar_of(kernels[3].plan.short_rows_name).c_str());
+  assert_string_not_equal(kernels[3].plan.units[7].kernel.c_str(), kernels[3].plan.short_rows_name.c_str());
   assert_int_equal(kernels[3].plan.edge_row_pad, 16 + 2 * 4 - 2);  // 16-byte stage rows; float32: 4 lanes
   assert_int_equal(kernels[3].plan.launch.tight_registers, 48);
   assert_true(kernels[3].plan.units[2].source.find("KF_MAXNREG(1024, 48) " + kernels[3].plan.tight_name) !=
@@ -137,15 +139,15 @@ void test_segments_compile_through_the_pool(void**) {
       sources.insert(k.plan.units[u].source);
     }
   }
-  assert_int_equal(sources.size(), 11);
+  assert_int_equal(sources.size(), 12);
   assert_ptr_equal(kernels[0].units.images[0].get(), kernels[1].units.images[0].get());  // one compile for both
-  assert_int_equal(after.compiles - before.compiles, 11);
+  assert_int_equal(after.compiles - before.compiles, 12);
 
   // Again: every image from the disk cache; none when all are loaded.
   kernels = make_segment_kernels(*c, *s, all, 90, {});
   const KernelCacheStats again = kernel_cache_stats();
   assert_int_equal(again.compiles, after.compiles);
-  assert_int_equal(again.disk_hits - after.disk_hits, 11);
+  assert_int_equal(again.disk_hits - after.disk_hits, 12);
   kernels = make_segment_kernels(*c, *s, all, 90, [](const Digest&) { return true; });
   for (const SegmentKernel& k : kernels)
     for (const auto& image : k.units.images) assert_null(image.get());
@@ -160,7 +162,7 @@ void test_request_compiles_only_named_kernels(void**) {
   std::vector<kf::KernelPlan> plans = make_segment_plans(*p->concrete, p->segmentation, {3, 0});
   assert_int_equal(plans.size(), 2);
   const kf::KernelPlan& row = plans[0];
-  assert_int_equal(row.units.size(), 7);
+  assert_int_equal(row.units.size(), 8);
   const size_t long_unit = row.unit_of(row.long_row_name), main_unit = row.unit_of(row.name),
                tight_unit = row.unit_of(row.tight_name);
   // A source nobody compiled in this process (the disk cache is per test run).
@@ -173,7 +175,7 @@ void test_request_compiles_only_named_kernels(void**) {
                      UnitRequest{&fresh, {fresh.long_row_name}}},
                     90, {});
   assert_int_equal(got.size(), 3);
-  assert_int_equal(got[0].keys.size(), 7);
+  assert_int_equal(got[0].keys.size(), 8);
   assert_true(got[0].keys[main_unit] == kernel_key(fresh.units[main_unit].source, 90));
   assert_null(got[0].images[main_unit].get());
   assert_null(got[0].images[tight_unit].get());

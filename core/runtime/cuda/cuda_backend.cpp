@@ -193,7 +193,8 @@ class CudaBackend final : public Backend {
                wide = run == KernelVariant::Wide, scalar_twin = run == KernelVariant::Scalar,
                edges = run == KernelVariant::Edges, long_edges = run == KernelVariant::LongEdges,
                clustered = run == KernelVariant::Cluster, short_columns = run == KernelVariant::ShortColumns,
-               short_scalar = run == KernelVariant::ShortColumnsScalar, short_rows = run == KernelVariant::ShortRows,
+               short_scalar = run == KernelVariant::ShortColumnsScalar, short_rows = run == KernelVariant::ShortRows || run == KernelVariant::ShortRowsScalar,
+               short_rows_scalar = run == KernelVariant::ShortRowsScalar,
                ungrouped = run == KernelVariant::Ungrouped;
     // (as kernel_variant chose; the kernel streams a part its shared memory cannot stage)
     const int cluster = clustered ? cluster_blocks_on(k.plan, domain, context.info()) : 0;
@@ -217,6 +218,7 @@ class CudaBackend final : public Backend {
                           : clustered ? k.cluster
                           : short_columns ? k.short_columns
                           : short_scalar ? k.short_scalar
+                          : short_rows_scalar ? k.short_rows_scalar
                           : short_rows ? k.short_rows
                           : ungrouped ? k.ungrouped
                                       : k.function;
@@ -229,6 +231,7 @@ class CudaBackend final : public Backend {
                        : clustered ? k.plan.cluster_name.c_str()
                        : short_columns ? k.plan.short_name.c_str()
                        : short_scalar ? k.plan.scalar_of(k.plan.short_name).c_str()
+                       : short_rows_scalar ? k.plan.scalar_of(k.plan.short_rows_name).c_str()
                        : short_rows ? k.plan.short_rows_name.c_str()
                        : ungrouped ? k.plan.ungrouped_name.c_str()
                                    : k.plan.name.c_str();

@@ -44,6 +44,7 @@ size_t index_of(KernelVariant v) {
     case KernelVariant::ShortColumnsScalar: return 10;
     case KernelVariant::ShortRows: return 11;
     case KernelVariant::Ungrouped: return 12;
+    case KernelVariant::ShortRowsScalar: return 13;
     case KernelVariant::SplitRows: break;
   }
   fail(KF_ERR_INTERNAL, "a split-row variant loads through its own plan");
@@ -230,7 +231,9 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
   // multiprocessor once: the register path at 64 registers ran slower than
   // the staged long-row path there (H100: softmax 16384x16391 bf16 0.62 ms
   // against 0.52, layernorm 0.68 against 0.45; docs/perf-log.md session 16).
-  // (ShortRows holds its rows in registers as Main does.)
+  // (ShortRows holds its rows in registers as Main does; without an Edges
+  // kernel its scalar twin keeps several rows per block.)
+  if (v == KernelVariant::ShortRows && plan.edges_name.empty()) return KernelVariant::ShortRowsScalar;
   if ((v != KernelVariant::Main && v != KernelVariant::ShortRows) || plan.edges_name.empty()) return KernelVariant::LongEdges;
   if (plan.edge_partial_bytes > 0 &&
       !edge_partials_fit(make_edges_launch(plan), sizes[plan.launch.domain_value], device.max_shared_optin - kEdgesStaticReserve))
@@ -239,7 +242,9 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
 }
 
 KernelVariant scalar_variant(KernelVariant v) {
-  return v == KernelVariant::ShortColumns ? KernelVariant::ShortColumnsScalar : KernelVariant::Scalar;
+  return v == KernelVariant::ShortColumns ? KernelVariant::ShortColumnsScalar
+         : v == KernelVariant::ShortRows ? KernelVariant::ShortRowsScalar
+                                         : KernelVariant::Scalar;
 }
 
 bool vector_checks_fail(const KernelPlan& plan, const int64_t* args) {
@@ -285,6 +290,7 @@ std::vector<std::string> LoadedKernel::kernels_of(KernelVariant v) const {
     case KernelVariant::LongEdges: names.push_back(plan.long_edges_name); break;
     case KernelVariant::Cluster: names.push_back(plan.cluster_name); break;
     case KernelVariant::ShortRows: names.push_back(plan.short_rows_name); break;
+    case KernelVariant::ShortRowsScalar: names.push_back(plan.scalar_of(plan.short_rows_name)); break;
     case KernelVariant::Ungrouped: names.push_back(plan.ungrouped_name); break;
     case KernelVariant::ScatterAtomic: names.push_back(plan.name); break;
     case KernelVariant::ShortColumns: return {plan.short_name};  // alone: no finish, no later kernels
@@ -353,6 +359,8 @@ void LoadedKernel::load(KernelVariant v, const CompiledUnits& units) {
     cluster_limits = long_row_limits(device, plan, cluster);
   } else if (v == KernelVariant::ShortRows) {
     short_rows = load(plan.short_rows_name);
+  } else if (v == KernelVariant::ShortRowsScalar) {
+    short_rows_scalar = load(plan.scalar_of(plan.short_rows_name));
   } else if (v == KernelVariant::Ungrouped) {  // (Elementwise: its grid is a few waves of resident blocks)
     ungrouped = load(plan.ungrouped_name);
     allow_shared(device, plan, ungrouped, plan.ungrouped_name);

@@ -37,6 +37,7 @@ enum class KernelVariant : uint8_t {
   LongEdges,  // PerRow: plan.long_edges_name (edge_kernel_fits, longer rows)
   Cluster,    // PerRow: plan.cluster_name (cluster_blocks > 0 on an sm_90 device)
   ShortRows,  // PerRow: plan.short_rows_name (takes_short_rows)
+  ShortRowsScalar,  // PerRow: its scalar twin, for short rows that fail the vector checks
   Ungrouped,  // Elementwise, tiled over groups: plan.ungrouped_name (takes_ungrouped_tiles)
   // Scatter with both paths (ScatterKernels::sorted_min_width): plan.name
   // with the atomic path's later kernels, for calls that do not take the
@@ -68,12 +69,13 @@ bool vector_checks_fail(const KernelPlan& plan, const int64_t* args);
 bool edge_kernel_fits(const KernelPlan& plan, const int64_t* args);
 // The Edges kernel that stands for vector variant `v` (Main: the register
 // path, unless its column partials would not fit the device's shared
-// memory; Tight, Wide, LongRows: the long-row one).
+// memory; ShortRows: the register path, or its own scalar twin where the
+// plan has no Edges kernel; Tight, Wide, LongRows: the long-row one).
 KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const ValueSizes& sizes,
                             const cuda::DeviceInfo& device);
 // The variant of a plan with scalar twins that stands for vector variant
-// `v` when the call fails the vector checks: Short's twin for Short, else
-// Scalar (Main's twins).
+// `v` when the call fails the vector checks: ShortColumns' and ShortRows'
+// own twins for them, else Scalar (Main's twins).
 KernelVariant scalar_variant(KernelVariant v);
 
 // The most local memory per thread (spills) with which a tight kernel is
@@ -114,6 +116,7 @@ struct LoadedKernel {
   CUfunction short_scalar = nullptr;   // ShortScalar
   CUfunction cluster = nullptr;       // Cluster
   CUfunction short_rows = nullptr;    // ShortRows
+  CUfunction short_rows_scalar = nullptr;  // ShortRowsScalar
   CUfunction ungrouped = nullptr;     // Ungrouped
   cuda::KernelLimits ungrouped_limits;  // Ungrouped: for its waves
   cuda::KernelLimits cluster_limits;  // Cluster: for its block and stage
@@ -135,7 +138,7 @@ struct LoadedKernel {
 
  private:
   mutable std::mutex mutex_;               // held while a variant loads
-  mutable std::atomic<bool> loaded_[13]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic,
+  mutable std::atomic<bool> loaded_[14]{};  // Main, LongRows, Scalar, Tight, Wide, Edges, LongEdges, Cluster, ScatterAtomic,
                                             // Short, ShortScalar, ShortRows, Ungrouped
 };
 
