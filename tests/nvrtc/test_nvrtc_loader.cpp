@@ -712,6 +712,65 @@ void test_short_rows_variant(void**) {
   assert_int_equal(short_row_dims(r, Sizes{1 << 20, 8}, 1000).grid, 1000);
 }
 
+// The variant a call launches once its argument words are known
+// (call_variant): word 0 stands for a row's width, which the vector checks
+// want a multiple of 8 and the Edges kernels' checks a multiple of 2.
+// Short rows that fail the vector checks take the register Edges kernel
+// where the plan has one, else the short-row kernel's scalar twin (a
+// streamed plan: cross-entropy over 21 classes took the long-row kernel,
+// a block per row, 50x slower: docs/perf-log.md session 40 §4), and
+// without an Edges fit the same twin; Main takes its scalar twin, Wide
+// the long-row kernel, LongRows and Cluster stay.
+void test_call_variant(void**) {
+  Builder b;
+  const int64_t x = b.tensor_input(2, DType::BF16);
+  b.output(b.op(Op::NEG, {x}, {})[0], {}, -1);
+  auto f = b.finalize();
+  KernelPlan plan;
+  plan.name = "k";
+  plan.long_row_name = "k_long";
+  plan.edges_name = "k_edges";
+  plan.long_edges_name = "k_long_edges";
+  plan.short_rows_name = "k_rows";
+  plan.scalar_twins = {{"k", "k_scalar"}, {"k_rows", "k_rows_scalar"}};
+  ArgCheck eight;
+  eight.words = {0};
+  eight.modulus = 8;
+  ArgCheck two = eight;
+  two.modulus = 2;
+  plan.vector_checks = {eight};
+  plan.edge_checks = {two};
+  LaunchRule& r = plan.launch;
+  r.kind = LaunchRule::Kind::PerRow;
+  r.domain_value = x;
+  r.reduced_dims = {false, true};
+  r.block = 1024;
+  r.row_items = 32;
+  r.short_row_block = 256;
+  DeviceInfo dev;
+  dev.sm = 90;
+  dev.multiprocessors = 132;
+  dev.max_shared_optin = 227 * 1024;
+  ValueSizes sizes;
+  sizes.reset(*f);
+  const int64_t shape[2] = {524288, 22};
+  sizes.set(x, shape);
+  const auto run = [&](KernelVariant v, int64_t width) { return call_variant(plan, v, sizes, dev, &width); };
+  assert_true(run(KernelVariant::ShortRows, 24) == KernelVariant::ShortRows);  // the checks hold
+  assert_true(run(KernelVariant::ShortRows, 22) == KernelVariant::Edges);
+  assert_true(run(KernelVariant::ShortRows, 21) == KernelVariant::ShortRowsScalar);  // no Edges fit
+  assert_true(run(KernelVariant::Main, 21) == KernelVariant::Scalar);
+  assert_true(run(KernelVariant::Wide, 21) == KernelVariant::LongRows);
+  assert_true(run(KernelVariant::LongRows, 21) == KernelVariant::LongRows);
+  assert_true(run(KernelVariant::Cluster, 21) == KernelVariant::Cluster);
+  assert_true(run(KernelVariant::LongRows, 22) == KernelVariant::LongEdges);
+  assert_true(run(KernelVariant::Ungrouped, 21) == KernelVariant::Ungrouped);  // no vector checks of its own here
+  plan.edges_name.clear();  // a streamed plan: no register Edges kernel
+  assert_true(run(KernelVariant::ShortRows, 22) == KernelVariant::ShortRowsScalar);
+  assert_true(run(KernelVariant::Main, 22) == KernelVariant::LongEdges);
+  assert_true(scalar_variant(KernelVariant::ShortRows) == KernelVariant::ShortRowsScalar);
+}
+
 // x (f32, rank 2) * s (f32 scalar) -> y
 void test_fill_arguments(void**) {
   Builder b;
@@ -813,6 +872,7 @@ int main() {
       cmocka_unit_test(test_cluster_variant),
       cmocka_unit_test(test_short_column_variant),
       cmocka_unit_test(test_short_rows_variant),
+      cmocka_unit_test(test_call_variant),
       cmocka_unit_test(test_ungrouped_tiles_variant),
       cmocka_unit_test(test_fill_arguments),
       cmocka_unit_test(test_no_driver_reports_no_device),

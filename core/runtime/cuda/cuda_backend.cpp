@@ -155,9 +155,7 @@ class CudaBackend final : public Backend {
     // A plan with scalar twins loads its vector variant (Main, Tight, Wide,
     // LongRows, Cluster, Short, ShortRows) or the one for tensors that fail its checks once the call's
     // argument words are known (below); the rest load their variant now.
-    const bool vector_variant = v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide ||
-                                v == KernelVariant::LongRows || v == KernelVariant::Cluster || v == KernelVariant::ShortColumns ||
-                                v == KernelVariant::ShortRows;
+    const bool vector_variant = is_vector_variant(v);
     if (!vector_variant || (k.plan.scalar_twins.empty() && k.plan.long_edges_name.empty())) k.variant(v);
     if (k.plan.launch.kind == LaunchRule::Kind::Scatter ||
         (k.plan.launch.kind == LaunchRule::Kind::Scan && !k.plan.launch.scan_block_per_line)) {
@@ -171,18 +169,9 @@ class CudaBackend final : public Backend {
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
-    // Tensors that fail a vector check take the Edges kernel where its
-    // own checks hold, else the scalar twins, or the long-row kernel
-    // (whose own paths check) instead of the wide one; all are loaded on
-    // first need. A tight kernel that spills gives way to the main one.
-    // An inner-outer plan (no twins) runs its kernels' own fallback paths.
-    KernelVariant run = v;
-    if (vector_variant && vector_checks_fail(k.plan, args.data())) {
-      if (edge_kernel_fits(k.plan, args.data())) run = edges_variant(k.plan, v, sizes, context.info());
-      else if (k.plan.scalar_twins.empty()) {}
-      else if (v == KernelVariant::Wide) run = KernelVariant::LongRows;
-      else if (v != KernelVariant::LongRows && v != KernelVariant::Cluster) run = scalar_variant(v);
-    }
+    // The variant for these tensors (call_variant), loaded on first need.
+    // A tight kernel that spills gives way to the main one.
+    KernelVariant run = call_variant(k.plan, v, sizes, context.info(), args.data());
     if (run == KernelVariant::Tight && k.variant(run).tight_spills) run = KernelVariant::Main;
     // (the Edges kernel's column partials against its own static shared memory)
     if (run == KernelVariant::Edges && k.plan.edge_partial_bytes > 0 &&

@@ -241,6 +241,21 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
   return KernelVariant::Edges;
 }
 
+bool is_vector_variant(KernelVariant v) {
+  return v == KernelVariant::Main || v == KernelVariant::Tight || v == KernelVariant::Wide || v == KernelVariant::LongRows ||
+         v == KernelVariant::Cluster || v == KernelVariant::ShortColumns || v == KernelVariant::ShortRows;
+}
+
+KernelVariant call_variant(const KernelPlan& plan, KernelVariant v, const ValueSizes& sizes,
+                           const cuda::DeviceInfo& device, const int64_t* args) {
+  if (!is_vector_variant(v) || !vector_checks_fail(plan, args)) return v;
+  if (edge_kernel_fits(plan, args)) return edges_variant(plan, v, sizes, device);
+  if (plan.scalar_twins.empty()) return v;
+  if (v == KernelVariant::Wide) return KernelVariant::LongRows;
+  if (v == KernelVariant::LongRows || v == KernelVariant::Cluster) return v;  // (their own scalar paths)
+  return scalar_variant(v);
+}
+
 KernelVariant scalar_variant(KernelVariant v) {
   return v == KernelVariant::ShortColumns ? KernelVariant::ShortColumnsScalar
          : v == KernelVariant::ShortRows ? KernelVariant::ShortRowsScalar

@@ -77,6 +77,18 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
 // `v` when the call fails the vector checks: ShortColumns' and ShortRows'
 // own twins for them, else Scalar (Main's twins).
 KernelVariant scalar_variant(KernelVariant v);
+// Whether variant `v` runs vectors that a call's tensors may fail (Main,
+// Tight, Wide, LongRows, Cluster, ShortColumns, ShortRows).
+bool is_vector_variant(KernelVariant v);
+// The variant a call launches for kernel_variant's `v` once its argument
+// words `args` are known: `v` where the vector checks hold (or the plan
+// has no kernels for calls that fail them: an inner-outer plan runs its
+// kernels' own fallback paths); else the Edges kernel where its own checks
+// hold (edges_variant), else the scalar twins (scalar_variant); Wide
+// gives way to the long-row kernel, and LongRows and Cluster stay (their
+// own scalar paths run).
+KernelVariant call_variant(const KernelPlan& plan, KernelVariant v, const ValueSizes& sizes,
+                           const cuda::DeviceInfo& device, const int64_t* args);
 
 // The most local memory per thread (spills) with which a tight kernel is
 // still launched. Measured (H100, docs/perf-log.md session 15): softmax's at
