@@ -499,6 +499,16 @@ void test_launch_dims(void**) {
   assert_int_equal(d.epilogue_grid_y, 4);
 }
 
+// An H200 as kernel_variant sees it: sm_90, 132 multiprocessors, 227 KB
+// of shared memory a block may opt in to.
+DeviceInfo h200() {
+  DeviceInfo dev;
+  dev.sm = 90;
+  dev.multiprocessors = 132;
+  dev.max_shared_optin = 227 * 1024;
+  return dev;
+}
+
 // Which kernel a row plan's call takes on an sm_90 device with clusters
 // (kernel_variant): the cluster kernel for rows the long-row kernel would
 // re-read or split, and for rows the wide kernel holds only when they are
@@ -524,10 +534,7 @@ void test_cluster_variant(void**) {
   r.row_stage_bytes = 4;
   r.row_stage_pad = 16;
   r.cluster_max = 8;
-  DeviceInfo dev;
-  dev.sm = 90;
-  dev.multiprocessors = 132;
-  dev.max_shared_optin = 227 * 1024;
+  DeviceInfo dev = h200();
   ValueSizes sizes;
   sizes.reset(*f);
   auto variant = [&](int64_t rows, int64_t row) {
@@ -661,10 +668,7 @@ void test_short_rows_variant(void**) {
   r.row_items = 32;  // 4 vectors of 8 bfloat16 per thread
   r.tight_registers = 48;
   r.row_stage_bytes = 2;
-  DeviceInfo dev;
-  dev.sm = 90;
-  dev.multiprocessors = 132;
-  dev.max_shared_optin = 227 * 1024;
+  const DeviceInfo dev = h200();
   ValueSizes sizes;
   sizes.reset(*f);
   auto variant = [&](int64_t rows, int64_t row) {
@@ -747,10 +751,7 @@ void test_call_variant(void**) {
   r.block = 1024;
   r.row_items = 32;
   r.short_row_block = 256;
-  DeviceInfo dev;
-  dev.sm = 90;
-  dev.multiprocessors = 132;
-  dev.max_shared_optin = 227 * 1024;
+  const DeviceInfo dev = h200();
   ValueSizes sizes;
   sizes.reset(*f);
   const int64_t shape[2] = {524288, 22};
