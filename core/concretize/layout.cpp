@@ -249,22 +249,9 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
   const auto many = [&](size_t x) {
     return std::count(c.size_classes[x].begin(), c.size_classes[x].end(), SizeClass::Many);
   };
-  for (const Expr& e : f.exprs) {
-    if (op_info(e.op).category != OpCategory::Reduction || e.inputs.empty()) continue;
-    const size_t u = static_cast<size_t>(e.inputs[0]);
-    // A column reduction (u's innermost dim kept) writes its results along
-    // that dim: v, one of them or computed from them at their dims, would
-    // be stored one element per sector (a max over dim 0 of [2, 4095,
-    // 128256] into a [1, 0] output: 13.6 ms, 0.09x torch.compile, seed
-    // 1631654200 c0111, session 31).
-    const int inner_u = innermost_many(c, u, c.stride_orders[u]);
-    if (inner_u >= 0 && !ReduceAttrs(e).reduced(c.size_classes[u].size())[static_cast<size_t>(inner_u)])
-      for (int64_t o : e.outputs)
-        if (ancestor[static_cast<size_t>(o)] && many(static_cast<size_t>(o)) == many(v)) return true;
-    if (c.size_classes[u] != c.size_classes[v] || !ReduceAttrs(e).reduced(c.size_classes[u].size())[static_cast<size_t>(own)])
-      continue;
-    if (ancestor[u]) return true;  // v is computed from the row (the normalized output)
-    // v feeds the row (a residual sum that is also an output): u descends from v.
+  // Whether u descends from v (v feeds the reduction: a residual sum that
+  // is also an output).
+  const auto descends = [&](size_t u) {
     std::vector<size_t> up = {u};
     std::vector<char> seen(f.values.size(), 0);
     while (!up.empty()) {
@@ -277,6 +264,30 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
       if (p >= 0)
         for (int64_t in : f.exprs[static_cast<size_t>(p)].inputs) up.push_back(static_cast<size_t>(in));
     }
+    return false;
+  };
+  for (const Expr& e : f.exprs) {
+    if (op_info(e.op).category != OpCategory::Reduction || e.inputs.empty()) continue;
+    const size_t u = static_cast<size_t>(e.inputs[0]);
+    const std::vector<bool> reduced = ReduceAttrs(e).reduced(c.size_classes[u].size());
+    // A column reduction (u's innermost dim kept) writes its results along
+    // that dim: v, one of them or computed from them at their dims, would
+    // be stored one element per sector (a max over dim 0 of [2, 4095,
+    // 128256] into a [1, 0] output: 13.6 ms, 0.09x torch.compile, seed
+    // 1631654200 c0111, session 31). So would v of u's sizes on u's chain
+    // (a column norm's normalized output) with the caller's innermost dim
+    // another than u's: the column kernel walks u's innermost dim (a
+    // layernorm over the channels of NCHW into a channels-last output:
+    // 0.476 ms, 0.20x torch.compile, seed 1853590537 c0120, session 40).
+    const int inner_u = innermost_many(c, u, c.stride_orders[u]);
+    if (inner_u >= 0 && !reduced[static_cast<size_t>(inner_u)]) {
+      for (int64_t o : e.outputs)
+        if (ancestor[static_cast<size_t>(o)] && many(static_cast<size_t>(o)) == many(v)) return true;
+      if (c.size_classes[u] == c.size_classes[v] && theirs != inner_u && (ancestor[u] || descends(u))) return true;
+    }
+    if (c.size_classes[u] != c.size_classes[v] || !reduced[static_cast<size_t>(own)]) continue;
+    if (ancestor[u]) return true;  // v is computed from the row (the normalized output)
+    if (descends(u)) return true;  // v feeds the row
   }
   return false;
 }
