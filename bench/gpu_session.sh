@@ -18,13 +18,15 @@
 # libdlpack-dev, `apt-get download`ed on the CPU machine and named in the
 # device call's carry), OUT (default gpu-session), BUDGET (corpus seconds,
 # default 450), GROUPS_ONLY (the differential groups to run, comma-separated;
-# default all 46: about 15 minutes). Summaries go to $OUT/summary.txt (the device tool brings
-# back few files: read that one first).
+# default all 47: about 15 minutes), AB_DIR (where ab keeps its JSON, default
+# /tmp/kfuse-ab: outside $OUT, since the device tool brings back at most 8
+# files). Summaries go to $OUT/summary.txt: read that one first.
 set -u
 DEBS=${DEBS:-debs}
 OUT=${OUT:-gpu-session}
 BUDGET=${BUDGET:-450}
-mkdir -p "$OUT" /tmp/kfuse-deps
+AB_DIR=${AB_DIR:-/tmp/kfuse-ab}
+mkdir -p "$OUT" /tmp/kfuse-deps "$AB_DIR"
 for f in "$DEBS"/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/kfuse-deps; done
 export LD_LIBRARY_PATH=/tmp/kfuse-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export KFUSE_LIBRARY=$PWD/build/libkfuse.so PYTHONPATH=$PWD/bindings/python
@@ -79,6 +81,8 @@ models() {
     --backends kfuse,inductor --steps 10 --warmup 2 --partitions 6 > "$OUT/models.log" 2>&1
   say "models rc=$?"
   grep -E "^\| " "$OUT/models.log" | head -20 >> "$OUT/summary.txt"
+  # (--partitions: each model's partitions, the slowest first, a line each)
+  grep -E "^### |^fused_[0-9]+:" "$OUT/models.log" | cut -c1-160 | head -40 >> "$OUT/summary.txt"
 }
 
 ab() {  # BASE_LIB SEED:N,N [SEED:N,N ...] (or BASE_LIB SEED N,N)
@@ -90,9 +94,9 @@ ab() {  # BASE_LIB SEED:N,N [SEED:N,N ...] (or BASE_LIB SEED N,N)
     seed=${pair%%:*} only=${pair#*:}
     for lib in "$base" build/libkfuse.so; do
       timeout 150 python3 bench/corpus_bench.py --lib "$lib" --seed "$seed" --count 200 --only "$only" --iters 20 --warmup 5 \
-        --no-cpu-check --no-compile --json "$OUT/ab_${seed}_$(basename "$lib").json" > /dev/null 2>&1
+        --no-cpu-check --no-compile --json "$AB_DIR/ab_${seed}_$(basename "$lib").json" > /dev/null 2>&1
     done
-    python3 - "$OUT/ab_${seed}_$(basename "$base").json" "$OUT/ab_${seed}_libkfuse.so.json" "$seed" >> "$OUT/summary.txt" <<'PY'
+    python3 - "$AB_DIR/ab_${seed}_$(basename "$base").json" "$AB_DIR/ab_${seed}_libkfuse.so.json" "$seed" >> "$OUT/summary.txt" <<'PY'
 import json, sys
 try:
     base = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}
