@@ -221,7 +221,8 @@ int innermost_many(const ConcreteFusion& c, size_t v, const std::vector<int>& or
 }
 
 // Whether the caller's order for output value `v` lays it across the rows
-// of a reduction it belongs to, or across a column reduction's results: v
+// of a reduction it belongs to, across a column reduction's results, or
+// across a column kernel's walk (below): v
 // has the sizes of a reduction's input u
 // and lies on u's chain (an ancestor of v, or v one of u's), the reduction
 // runs along v's own innermost dim, and the caller's innermost dim is
