@@ -173,8 +173,8 @@ int fast_dim(const ConcreteFusion& c, int64_t o, const std::vector<SizeClass>& d
 }
 
 // The tiled plan whose phase 2 runs along dim b, the fast dim of output
-// `b_output` (`reads`: the task's reads traced from its outputs). `bytes`:
-// the shared memory its tiles take.
+// `b_output` (`reads`: the task's reads traced from its outputs);
+// `*tile_bytes_out`: the shared memory its tiles take.
 std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                        const std::vector<int64_t>& outs, const AccessMap& reads, size_t b,
                                        int64_t b_output, int* tile_bytes_out, std::string* why) {
@@ -395,14 +395,13 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // the moment, three row-major tensors did not fit the tiles' shared
   // memory and were read or written across it: seed 1853590537 c0003 at
   // 0.16x torch.compile).
-  std::vector<std::pair<size_t, int64_t>> choices;  // (b, the output it is the fast dim of)
+  if (fast_dim(c, outs[0], dc) < 0) return reject(why, "the outputs' innermost dim is of size class 0/1");
+  std::vector<std::pair<size_t, int64_t>> choices;  // (b, the output it is the fast dim of), the first output's first
   for (int64_t o : outs) {
     const int d = fast_dim(c, o, dc);
     if (d >= 0 && std::none_of(choices.begin(), choices.end(), [&](const auto& x) { return x.first == static_cast<size_t>(d); }))
       choices.push_back({static_cast<size_t>(d), o});
-    if (choices.empty()) break;  // (the first output's decides whether any plan exists, as before)
   }
-  if (choices.empty()) return reject(why, "the outputs' innermost dim is of size class 0/1");
   const IndexMap id = identity_map(c, dom);
   std::vector<std::pair<int64_t, IndexMap>> roots;
   for (int64_t o : outs) roots.push_back({o, id});
@@ -419,7 +418,6 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   }
   return best;
 }
-
 
 bool a_loop_takes_tiles(const ConcreteFusion& c, const Task& task, const Tuning& tuning) {
   const std::vector<std::vector<int64_t>> loops = pointwise_loops(c, task);

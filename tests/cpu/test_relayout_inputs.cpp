@@ -94,18 +94,19 @@ struct Run {
   std::vector<std::vector<float>> outputs;  // row-major values
 };
 
-// Plans and runs `f` on the CPU backend: with `into`, into row-major
-// outputs the caller allocates (kf_execute_into), else into outputs in
+// Plans and runs `f` on the CPU backend: with `into`, into outputs the
+// caller allocates (kf_execute_into) row-major or in `out_orders` (per
+// output, outermost dim first; empty: row-major), else into outputs in
 // the plan's own layouts (kf_execute).
-Run run(const kf::Fusion& f, std::vector<Tensor*> inputs, bool into) {
+Run run(const kf::Fusion& f, std::vector<Tensor*> inputs, bool into, const std::vector<std::vector<int>>& out_orders = {}) {
   std::vector<const DLTensor*> in;
   for (Tensor* t : inputs) in.push_back(&t->dl);
   kf::Binding b;
   kf::bind_inputs(f, in.data(), in.size(), &b);
   std::vector<Tensor> outs;
-  for (const kf::Output& o : f.outputs) {
-    const auto sizes = b.sizes[o.value];
-    outs.emplace_back(std::vector<int64_t>(sizes.begin(), sizes.end()));
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    const auto sizes = b.sizes[f.outputs[i].value];
+    outs.emplace_back(std::vector<int64_t>(sizes.begin(), sizes.end()), i < out_orders.size() ? out_orders[i] : std::vector<int>{});
   }
   std::vector<DLTensor*> out_ptrs;
   for (Tensor& t : outs) out_ptrs.push_back(&t.dl);
@@ -515,20 +516,12 @@ void test_column_norm_output_across_its_walk(void**) {
     const Run reference = run(*f, {&x}, false);  // kfuse's own layout: nothing copied
     assert_false(reference.plan->concrete->relayout_outputs.at(0));
     for (const bool across : {true, false}) {
-      Tensor y(k.shape, across ? k.out_order : std::vector<int>{});
-      const DLTensor* in[1] = {&x.dl};
-      DLTensor* out[1] = {&y.dl};
-      kf::Binding b;
-      kf::bind_inputs(*f, in, 1, &b);
-      kf::bind_output_layouts(*f, out, 1, &b);
-      const std::shared_ptr<kf::Plan> plan = kf::plan_for(*f, b);
-      assert_true(plan->concrete->relayout_outputs.at(0) == across);
-      kf::execute(*plan, b, in, out, kf::ExecOptions{});
-      const std::vector<float> got = y.values();
-      for (size_t e = 0; e < got.size(); ++e) {
-        const float want = reference.outputs[0][e];
-        if (std::fabs(want - got[e]) > 1e-5f * (1.0f + std::fabs(want)))
-          fail_msg("%s element %zu: %g, expected %g", k.text, e, static_cast<double>(got[e]), static_cast<double>(want));
+      const Run r = run(*f, {&x}, true, {across ? k.out_order : std::vector<int>{}});
+      assert_true(r.plan->concrete->relayout_outputs.at(0) == across);
+      for (size_t e = 0; e < r.outputs[0].size(); ++e) {
+        const float want = reference.outputs[0][e], got = r.outputs[0][e];
+        if (std::fabs(want - got) > 1e-5f * (1.0f + std::fabs(want)))
+          fail_msg("%s element %zu: %g, expected %g", k.text, e, static_cast<double>(got), static_cast<double>(want));
       }
     }
   }

@@ -499,6 +499,15 @@ void test_launch_dims(void**) {
   assert_int_equal(d.epilogue_grid_y, 4);
 }
 
+// A fusion of one negation (rank `rank`, `dtype`), for the variant tests:
+// its input, *x, is their plans' domain value.
+std::shared_ptr<kf::Fusion> negation(int rank, DType dtype, int64_t* x) {
+  Builder b;
+  *x = b.tensor_input(rank, dtype);
+  b.output(b.op(Op::NEG, {*x}, {})[0], {}, -1);
+  return b.finalize();
+}
+
 // An H200 as kernel_variant sees it: sm_90, 132 multiprocessors, 227 KB
 // of shared memory a block may opt in to.
 DeviceInfo h200() {
@@ -514,11 +523,8 @@ DeviceInfo h200() {
 // re-read or split, and for rows the wide kernel holds only when they are
 // too few to fill the device; no cluster kernel before sm_90.
 void test_cluster_variant(void**) {
-  Builder b;
-  const int64_t x = b.tensor_input(2, DType::F32);
-  const int64_t y = b.op(Op::NEG, {x}, {})[0];
-  b.output(y, {}, -1);
-  auto f = b.finalize();
+  int64_t x = -1;
+  auto f = negation(2, DType::F32, &x);
   KernelPlan plan;
   plan.name = "k";
   plan.long_row_name = "k_long";
@@ -563,10 +569,8 @@ void test_cluster_variant(void**) {
 // reduced rows launch it alone (or its scalar twin), longer ones the split
 // kernels with their finish.
 void test_short_column_variant(void**) {
-  Builder b;
-  const int64_t x = b.tensor_input(3, DType::F32);
-  b.output(b.op(Op::NEG, {x}, {})[0], {}, -1);
-  auto f = b.finalize();
+  int64_t x = -1;
+  auto f = negation(3, DType::F32, &x);
   LoadedKernel k;
   KernelPlan& plan = k.plan;
   plan.name = "k";
@@ -608,10 +612,8 @@ void test_short_column_variant(void**) {
 // dim leaves more than half a 64-wide tile empty, the ungrouped twin once
 // every such dim fills half a tile alone.
 void test_ungrouped_tiles_variant(void**) {
-  Builder b;
-  const int64_t x = b.tensor_input(3, DType::BF16);
-  b.output(b.op(Op::NEG, {x}, {})[0], {}, -1);
-  auto f = b.finalize();
+  int64_t x = -1;
+  auto f = negation(3, DType::BF16, &x);
   KernelPlan plan;
   plan.name = "k";
   LaunchRule& r = plan.launch;
@@ -649,11 +651,8 @@ void test_ungrouped_tiles_variant(void**) {
 // launch (short_row_dims): the fewest threads per row, a power of two, and
 // short_row_block / that rows per block.
 void test_short_rows_variant(void**) {
-  Builder b;
-  const int64_t x = b.tensor_input(2, DType::BF16);
-  const int64_t y = b.op(Op::NEG, {x}, {})[0];
-  b.output(y, {}, -1);
-  auto f = b.finalize();
+  int64_t x = -1;
+  auto f = negation(2, DType::BF16, &x);
   KernelPlan plan;
   plan.name = "k";
   plan.long_row_name = "k_long";
@@ -726,10 +725,8 @@ void test_short_rows_variant(void**) {
 // without an Edges fit the same twin; Main takes its scalar twin, Wide
 // the long-row kernel, LongRows and Cluster stay.
 void test_call_variant(void**) {
-  Builder b;
-  const int64_t x = b.tensor_input(2, DType::BF16);
-  b.output(b.op(Op::NEG, {x}, {})[0], {}, -1);
-  auto f = b.finalize();
+  int64_t x = -1;
+  auto f = negation(2, DType::BF16, &x);
   KernelPlan plan;
   plan.name = "k";
   plan.long_row_name = "k_long";
