@@ -4,7 +4,9 @@
 // hold (alignment, unit inner stride, extents a multiple of the width):
 // each thread loads `unroll` vectors per step, all before any is used
 // (more bytes in flight; vector u of a step is u * blockDim.x vectors after
-// the first, so each load stays coalesced). The scalar loop runs otherwise:
+// the first, so each load stays coalesced). The scalar loop runs otherwise,
+// several positions per thread and step in the same way, its inputs
+// loaded as one-element vectors (PointwiseLoop::elements):
 // in the same kernel behind a run-time test, or, as the kernel source
 // writes them, in a scalar twin the host picks (KernelPlan::scalar_twins).
 #include <algorithm>
@@ -18,13 +20,17 @@ namespace kf {
 
 namespace {
 
-void vector_loop(KernelWriter& w, const PointwiseLoop& loop, int U) {
-  const VectorPlan& vp = loop.vectors;
+// Vectors of vp (the loop's 16-byte vectors, or its one-element loads:
+// PointwiseLoop::elements), U per thread and step, from linear position
+// `first` (one-element loads only: the positions flat vectors leave).
+void vector_loop(KernelWriter& w, const PointwiseLoop& loop, const VectorPlan& vp, int U, const std::string& first = "0") {
   const int64_t dom = loop.outputs[0];
   const int V = vp.width;
-  const std::string nv = w.hoist("long long", "n", w.numel(dom) + " / " + std::to_string(V));
-  w.open("for (long long q = (long long)blockIdx.x * blockDim.x * " + std::to_string(U) + " + threadIdx.x; q < " + nv +
-         "; q += (long long)gridDim.x * blockDim.x * " + std::to_string(U) + ")");
+  const std::string nv = V == 1 ? w.numel(dom) : w.hoist("long long", "n", w.numel(dom) + " / " + std::to_string(V));
+  const std::string times_v = V == 1 ? std::string() : " * " + std::to_string(V);
+  w.open("for (long long q = " + (first == "0" ? std::string() : first + " + ") + "(long long)blockIdx.x * blockDim.x * " +
+         std::to_string(U) + " + threadIdx.x; q < " + nv + "; q += (long long)gridDim.x * blockDim.x * " +
+         std::to_string(U) + ")");
   std::vector<std::string> ok(static_cast<size_t>(U));
   std::vector<std::vector<std::string>> base(static_cast<size_t>(U));
   for (int u = 0; u < U; ++u) {
@@ -32,11 +38,13 @@ void vector_loop(KernelWriter& w, const PointwiseLoop& loop, int U) {
     w.line("const long long " + qu + " = q + (long long)" + std::to_string(u) + " * blockDim.x;");
     ok[static_cast<size_t>(u)] = u == 0 ? std::string() : qu + " < " + nv;
     base[static_cast<size_t>(u)] =
-        unravel_in_order(w, dom, loop.order, "(" + qu + " < " + nv + " ? " + qu + " : 0) * " + std::to_string(V), "_" + std::to_string(u));
+        unravel_in_order(w, dom, loop.order, "(" + qu + " < " + nv + " ? " + qu + " : 0)" + times_v, "_" + std::to_string(u));
   }
   const KernelWriter::Section loads = w.reserve();
   w.section = 0;
-  w.shifted_reads = true;  // (the plan's inputs read at a shift: a cat's operands, a pad's input)
+  // (the plan's inputs read at a shift: a cat's operands, a pad's input;
+  // one-element loads leave those reads where they are used)
+  w.shifted_reads = V > 1;
   for (int u = 0; u < U; ++u) {
     w.open(u == 0 ? std::string() : "if (" + ok[static_cast<size_t>(u)] + ")");
     w.group = u;
@@ -147,7 +155,7 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
       const KernelWriter::Section cond = w.reserve();
       const std::string ok = w.fresh("kfvec");
       w.open(scalar_path ? "if (" + ok + ")" : "");
-      vector_loop(w, loop, loop.unroll);
+      vector_loop(w, loop, loop.vectors, loop.unroll);
       const size_t vd = loop.vectors.dim;
       checks->push_back(w.extent_multiple(dom, vd, loop.vectors.width));
       if (scalar_path) {
@@ -179,11 +187,16 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
                     "const long long " + first + " = " + flat + " ? " + n + " / " + V + " * " + V + " : 0;"});
       use_vectors(w, loop.vectors);
     }
-    w.open("for (long long q = " + (first == "0" ? std::string() : first + " + ") + kThread + "; q < " + n + "; q += " +
-           kGridStride + ")");
-    std::vector<std::string> idx = unravel_in_order(w, dom, loop.order, "q");
-    for (int64_t o : loop.outputs) w.store(o, idx, w.value_at(o, idx));
-    w.close();
+    if (p.scalar_unroll > 1 && loop.elements.width > 0) {
+      use_vectors(w, loop.elements);
+      vector_loop(w, loop, loop.elements, p.scalar_unroll, first);
+    } else {
+      w.open("for (long long q = " + (first == "0" ? std::string() : first + " + ") + kThread + "; q < " + n + "; q += " +
+             kGridStride + ")");
+      std::vector<std::string> idx = unravel_in_order(w, dom, loop.order, "q");
+      for (int64_t o : loop.outputs) w.store(o, idx, w.value_at(o, idx));
+      w.close();
+    }
     w.close();
   }
 }

@@ -104,6 +104,9 @@ void bind_inputs(const Fusion& fusion, const DLTensor* const* inputs, size_t num
                                        (static_cast<uint64_t>(m.device.kind) << 28) |
                                        (static_cast<uint64_t>(l.expanded != 0) << 40) |
                                        (static_cast<uint64_t>(l.row_alignment) << 44)));
+      // (which dims are expanded: a word of its own, only where some is;
+      // bit 40 above says whether it follows)
+      if (l.expanded != 0) w.push_back(static_cast<int64_t>(l.expanded));
     }
     for (size_t id = 0; id < fusion.values.size(); ++id) w.push_back(pack_classes(b.sizes[static_cast<int64_t>(id)]));
     for (int64_t ei : fusion.reshapes) {

@@ -35,10 +35,11 @@ struct InputLayout {
   std::vector<bool> contiguous;   // per dim: stride == inner stride * inner size
   int alignment = 16;      // bytes: the largest power of two <= 16 dividing the address
   int row_alignment = 16;  // elements: LayoutCode::row_alignment
-  // Some dim of size > 1 has stride 0 (an expanded operand): it is never
-  // copied into a layout of kfuse's (relayout_inputs), which would
-  // materialize it.
-  bool expanded = false;
+  // The dims of size > 1 and stride 0 (bit d: an operand expanded along
+  // dim d). Such an input is never copied into a layout of kfuse's
+  // (relayout_inputs), which would materialize it, and its elements along
+  // those dims are one: the vector plans read it as a broadcast there.
+  uint32_t expanded = 0;
 };
 
 // What one call binds: the inputs' metadata, the sizes of every value and

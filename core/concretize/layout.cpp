@@ -88,7 +88,7 @@ InputLayout analyze_layout(const InputMeta& input) {
   l.row_alignment = code.row_alignment;
   l.stride_order = decode_order(code.order, r);
   for (size_t d = 0; d < r; ++d) l.contiguous.push_back((code.contiguous >> d) & 1u);
-  l.expanded = code.expanded != 0;
+  l.expanded = code.expanded;
   return l;
 }
 
@@ -438,7 +438,7 @@ std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
       l.contiguous.assign(l.contiguous.size(), true);
       l.alignment = 16;
       l.row_alignment = 16;
-      l.expanded = false;
+      l.expanded = 0;
     }
   }
   return copied_outputs;

@@ -73,6 +73,7 @@ struct Describe {
            (l.unroll != p.unroll ? " unroll=" + std::to_string(l.unroll) : "") + "}";
     }
     if (p.min_blocks > 0) s += " min_blocks=" + std::to_string(p.min_blocks);
+    if (p.scalar_unroll > 1) s += " scalar_unroll=" + std::to_string(p.scalar_unroll);
     return s;
   }
   // A tiled group's further dims ("+1": dim a's group also holds dim 1).

@@ -75,12 +75,19 @@ struct PointwiseLoop {
   // checks: an odd width): `vectors` without the inputs that skip a dim
   // of class >1 (inputs_reading); the others are read per lane.
   VectorPlan flat;
+  // The scalar loop's loads (plan_element_loads: one-element vectors of
+  // the inputs read at the loop's position, any layout), made for
+  // PointwiseParams::scalar_unroll positions per thread before any is used.
+  VectorPlan elements;
   int unroll = 2;      // vectors per thread and step
   bool operator==(const PointwiseLoop&) const = default;
 };
 struct PointwiseParams {
   std::vector<PointwiseLoop> loops;
   int unroll = 2;  // 16-byte vectors of the widest dtype per thread and step
+  // Positions per thread and step of the scalar loops (odd widths,
+  // misaligned or strided tensors): 1 loads one position's inputs at a time.
+  int scalar_unroll = 1;
   int block = 256;
   // Blocks per multiprocessor the vector kernel is compiled for
   // (__launch_bounds__'s second argument; 0: the compiler's choice).

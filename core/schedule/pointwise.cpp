@@ -120,6 +120,7 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
         if (before > 0) loop.unroll = std::max(1, p.unroll * before / loop.vectors.width);
       }
       keep_aligned_shifts(&loop.vectors);
+      loop.elements = plan_element_loads(c, task, dom, loop.order.back(), reads);
     }
     loop.outputs = std::move(outs);
     p.loops.push_back(std::move(loop));
@@ -142,6 +143,7 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
   // (The loops share one kernel, so its registers: all take one step.)
   if (one_step)
     for (PointwiseLoop& loop : p.loops) loop.unroll = 1;
+  p.scalar_unroll = one_step ? std::max(1, tuning.pointwise_scalar_unroll / 2) : tuning.pointwise_scalar_unroll;
   return p;
 }
 

@@ -32,6 +32,7 @@ const Tuning& default_tuning() {
                                                       d.pointwise_shifted_loads_one_step, 1, 1024);
     d.pointwise_vector_rule = tuning_value("KFUSE_TUNE_POINTWISE_VECTOR_RULE", d.pointwise_vector_rule, 1, 2);
     d.pointwise_min_blocks = tuning_value("KFUSE_TUNE_POINTWISE_MIN_BLOCKS", d.pointwise_min_blocks, 0, 32);
+    d.pointwise_scalar_unroll = tuning_value("KFUSE_TUNE_POINTWISE_SCALAR_UNROLL", d.pointwise_scalar_unroll, 1, 16);
     d.row_vectors = tuning_value("KFUSE_TUNE_ROW_VECTORS", d.row_vectors, 1, 16);
     d.row_stream_single_pass = tuning_value("KFUSE_TUNE_ROW_STREAM_SINGLE_PASS", d.row_stream_single_pass, 0, 1);
     d.inner_outer_vectors = tuning_value("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors, 1, 16);

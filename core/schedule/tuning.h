@@ -28,6 +28,13 @@ struct Tuning {
   // 19): 8 helps gelu_bias and cross_entropy_bwd by 2%, and spills in rope
   // (+53%) and adamw_step (+100%); 6 no better anywhere but 1%.
   int pointwise_min_blocks = 0;
+  // Positions each thread of a pointwise scalar loop loads per step, all
+  // before any is computed (halved for the kernels that take one vector
+  // step, pointwise_shifted_loads_one_step). At 1, one position's loads at
+  // a time: a bfloat16 loop of a row broadcast beside an odd last dim ran
+  // at 24% of DRAM bandwidth, its threads waiting on one load each (H200,
+  // ncu, docs/perf-log.md session 41).
+  int pointwise_scalar_unroll = 8;
   // 16-byte vectors per thread of a row held in registers. Measured on an
   // H200 (docs/perf-log.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.

@@ -89,6 +89,10 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
       const InputLayout& l = c.input_layouts[static_cast<size_t>(val.input_index)];
       if (l.stride_order.empty() || l.stride_order.back() != static_cast<int>(pv) || l.alignment < kVectorBytes / 2)
         continue;
+      // Expanded along the lanes (stride 0): one element for all of them,
+      // read as a broadcast (a vector load would fail the unit-stride test
+      // and send the whole loop to its scalar path).
+      if ((l.expanded >> pv) & 1u) continue;
     } else {
       const auto& order = c.stride_orders[static_cast<size_t>(v)];
       if (order.empty() || order.back() != static_cast<int>(pv)) continue;
@@ -109,6 +113,24 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
   // Excluded inputs still count for the width (the tiled path's measured
   // behaviour), they are just not loaded as vectors.
   for (int64_t v : exclude) p.inputs.erase(v);
+  return p;
+}
+
+VectorPlan plan_element_loads(const ConcreteFusion& c, const Task& task, int64_t dom, size_t dim, const AccessMap& reads) {
+  VectorPlan p;
+  p.dim = dim;
+  const Fusion& f = *c.fusion;
+  const size_t r = rank_of(c, dom);
+  for (int64_t v : task.inputs) {
+    if (f.value(v).is_scalar) continue;
+    const IndexMap dims = domain_dims(c, v, r, &reads);
+    if (dims.empty() || std::any_of(dims.begin(), dims.end(), is_shifted)) continue;
+    bool fits = true;  // each dim broadcast or of its domain dim's class
+    for (size_t j = 0; j < dims.size(); ++j)
+      if (dims[j] >= 0 && cls(c, v, j) != cls(c, dom, static_cast<size_t>(dims[j]))) fits = false;
+    if (fits) p.inputs[v] = dims;
+  }
+  if (!p.inputs.empty()) p.width = 1;
   return p;
 }
 
@@ -209,11 +231,22 @@ void narrow_vectors(const ConcreteFusion& c, VectorPlan* p) {
 
 VectorPlan inputs_reading(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& dims, VectorPlan p) {
   const std::vector<SizeClass>& classes = c.size_classes[static_cast<size_t>(dom)];
+  const Fusion& f = *c.fusion;
   std::erase_if(p.inputs, [&](const auto& in) {
     for (size_t d = 0; d < classes.size() && d < dims.size(); ++d)
       if (dims[d] && classes[d] == SizeClass::Many &&
           std::find(in.second.begin(), in.second.end(), static_cast<int>(d)) == in.second.end())
         return true;
+    // An input expanded (stride 0) along one of those dims skips it in memory too.
+    const Value& v = f.value(in.first);
+    if (v.kind != ValueKind::TensorInput) return false;
+    const uint32_t expanded = c.input_layouts[static_cast<size_t>(v.input_index)].expanded;
+    for (size_t j = 0; j < in.second.size(); ++j) {
+      const int d = in.second[j];
+      if (d >= 0 && static_cast<size_t>(d) < dims.size() && dims[static_cast<size_t>(d)] &&
+          classes[static_cast<size_t>(d)] == SizeClass::Many && ((expanded >> j) & 1u))
+        return true;
+    }
     return false;
   });
   return p;

@@ -27,6 +27,15 @@ inline constexpr int kVectorBytes = 16;
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
                         size_t dim, const AccessMap* reads = nullptr, const std::vector<int64_t>& exclude = {});
 
+// The scalar loop's loads (a plan of one-element "vectors"): every tensor
+// input with a plain map from the domain (any layout, any alignment: a
+// one-element load needs neither), so that the loop loads the elements of
+// several positions per thread before it computes any (each position's
+// store would otherwise keep the compiler from issuing the next one's
+// loads early: it cannot tell an output from an input). Inputs read only
+// at shifts or through gathers stay loads at their use.
+VectorPlan plan_element_loads(const ConcreteFusion& c, const Task& task, int64_t dom, size_t dim, const AccessMap& reads);
+
 // Drops from `p` the inputs that `reads` shows are read only at maps that
 // do not index the lane dim (a per-row weight [C] unsqueezed over the rows
 // of a batch norm, which the right-aligned rule takes for a lane input) and
@@ -44,7 +53,8 @@ void drop_lane_invariant(const ConcreteFusion& c, const Task& task, const Access
 // kept dims) or each position (flat vectors: every dim) where the domain
 // does, up to their strides, so one shift the run time finds for the
 // reference tensor holds for all of them; a weight broadcast over the rows
-// would be misaligned by it, and is read per element.
+// would be misaligned by it, and is read per element, as is an input
+// expanded (stride 0) along one of those dims.
 VectorPlan inputs_reading(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& dims, VectorPlan p);
 
 // Drops from `p` the inputs read only at a shift along the lane dim that

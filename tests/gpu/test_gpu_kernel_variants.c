@@ -197,7 +197,8 @@ static void test_scalar_twins_compile_on_first_need(void** state) {
 /* A first call whose width the vectors do not divide compiles an Edges
  * kernel alone (the host sees it from the sizes): each row's aligned
  * middle moves in vectors, its head and tail per element, in registers or
- * (long rows, a kernel of its own) streamed. The main kernel compiles when an even
+ * (long rows, a kernel of its own) streamed; rows shorter than a warp's
+ * share of them take the short-row kernel's scalar twin. The main kernel compiles when an even
  * width first comes, the scalar twin when x starts at an address the
  * vectors cannot (one float into its allocation). */
 static void test_first_call_takes_the_twin_it_needs(void** state) {
@@ -216,12 +217,18 @@ static void test_first_call_takes_the_twin_it_needs(void** state) {
   run_sum(f, 300, 40001, 1, 2.5); /* long rows */
   const int edges = cached_kernels();
   assert_int_equal(edges - before, 2);
-  run_sum(f, 7, 3, 1, 2.5);
   run_sum(f, 300, 30001, 1, 2.5);
   assert_int_equal(cached_kernels(), edges);
+  /* Rows of 3: several rows per warp, the short-row kernel's scalar twin
+   * (the Edges kernel would give each a block of one warp). */
+  run_sum(f, 7, 3, 1, 2.5);
+  const int short_scalar = cached_kernels();
+  assert_int_equal(short_scalar - edges, 1);
+  run_sum(f, 1000, 5, 1, 2.5);
+  assert_int_equal(cached_kernels(), short_scalar);
   run_sum(f, 64, 1024, 1, 2.5);
   const int main_kernel = cached_kernels();
-  assert_int_equal(main_kernel - edges, 1);
+  assert_int_equal(main_kernel - short_scalar, 1);
   run_sum_at(f, 64, 1024, 1, 2.5, 1);
   assert_int_equal(cached_kernels() - main_kernel, 1);
   run_sum_at(f, 64, 1001, 1, 2.5, 1);

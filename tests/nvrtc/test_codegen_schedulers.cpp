@@ -116,12 +116,50 @@ void test_pointwise_layouts(void** /*state*/) {
     const Generated g = generate(add_2d(DType::F32), in);
     assert_true(contains(g.plan.source, "kf_vec"));
   }
-  {  // misaligned pointers: scalar loads
+  {  // expanded along the lanes (one value as [1, 64], stride 0 innermost,
+     // added to [8, 64]): read as a broadcast, not a vector input whose
+     // unit-stride test fails every call (seed 2020773240 c0115, 2.76x)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}));
+    in.push_back(kftest::tensor(DType::F32, {1, 64}, {64, 0}));
+    const Generated g = generate(add_2d(DType::F32), in);
+    const PointwiseLoop& loop = std::get<PointwiseParams>(g.schedule).loops.at(0);
+    assert_int_equal(loop.vectors.width, 4);
+    assert_int_equal(loop.vectors.inputs.count(0), 1);
+    assert_int_equal(loop.vectors.inputs.count(1), 0);
+    assert_int_equal(g.concrete->input_layouts[1].expanded, 2);  // bit 1: dim 1
+  }
+  {  // expanded along the rows (a [64] weight as [8, 64], stride 0 outer):
+     // a vector input, but the flat vectors (an odd width's path) read it
+     // per lane, as they read a broadcast weight (seed 2020773240 c0033,
+     // 1.98x); another dim expanded is another plan
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}));
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {0, 1}));
+    const Generated g = generate(add_2d(DType::F32), in);
+    const PointwiseLoop& loop = std::get<PointwiseParams>(g.schedule).loops.at(0);
+    assert_int_equal(loop.vectors.inputs.count(1), 1);
+    assert_int_equal(loop.flat.inputs.count(0), 1);
+    assert_int_equal(loop.flat.inputs.count(1), 0);
+    assert_int_equal(loop.elements.inputs.size(), 2);  // (one-element loads: any layout)
+    Inputs other;
+    other.push_back(kftest::tensor(DType::F32, {8, 64}));
+    other.push_back(kftest::tensor(DType::F32, {8, 64}, {1, 0}));
+    const Generated g2 = generate(add_2d(DType::F32), other);
+    assert_false(g2.concrete->key.words.empty());
+    assert_false(g.concrete->key == g2.concrete->key);
+  }
+  {  // misaligned inputs: scalar loads, of several positions per thread step
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {}, 4));
     in.push_back(kftest::tensor(DType::F32, {8, 64}, {}, 4));
     const Generated g = generate(add_2d(DType::F32), in);
-    assert_false(contains(g.plan.source, "const kf_vec"));
+    assert_false(contains(g.plan.source, "const kf_vec<float, 4>"));
+    const auto& p = std::get<PointwiseParams>(g.schedule);
+    assert_int_equal(p.loops[0].elements.inputs.size(), 2);
+    assert_int_equal(p.scalar_unroll, 8);
+    assert_true(contains(g.plan.source, "const kf_vec<float, 1>"));
+    assert_true(contains(g.plan.source, "blockDim.x * 8 + threadIdx.x"));
   }
   {  // more than 2^31 elements: 64-bit indices
     Inputs in;

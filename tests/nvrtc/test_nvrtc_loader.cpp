@@ -685,8 +685,14 @@ void test_short_rows_variant(void**) {
   assert_true(variant(4096, 1032) == KernelVariant::Main);        // 33 threads
   assert_true(variant(100, 16392) == KernelVariant::Tight);
   assert_true(variant(100, 40000) == KernelVariant::LongRows);
-  // A call whose tensors fail the vector checks: the register Edges kernel.
+  // A call whose tensors fail the vector checks: the register Edges kernel
+  // for rows of a warp's threads, the short-row kernel's scalar twin for
+  // rows of fewer (several per warp).
   assert_true(edges_variant(plan, KernelVariant::ShortRows, sizes, dev) == KernelVariant::Edges);
+  variant(4096, 520);  // 17 threads of 32 items: 32 per row
+  assert_true(edges_variant(plan, KernelVariant::ShortRows, sizes, dev) == KernelVariant::Edges);
+  variant(4096, 511);  // 16 threads per row
+  assert_true(edges_variant(plan, KernelVariant::ShortRows, sizes, dev) == KernelVariant::ShortRowsScalar);
   r.stream_rows = true;  // a streamed plan's short rows stay short, its others stream
   assert_true(variant(524288, 128) == KernelVariant::ShortRows);
   assert_true(variant(4096, 1032) == KernelVariant::LongRows);
@@ -718,10 +724,11 @@ void test_short_rows_variant(void**) {
 // The variant a call launches once its argument words are known
 // (call_variant): word 0 stands for a row's width, which the vector checks
 // want a multiple of 8 and the Edges kernels' checks a multiple of 2.
-// Short rows that fail the vector checks take the register Edges kernel
-// where the plan has one, else the short-row kernel's scalar twin (a
-// streamed plan: cross-entropy over 21 classes took the long-row kernel,
-// a block per row, 50x slower: docs/perf-log.md session 40 §4), and
+// Short rows that fail the vector checks take the short-row kernel's
+// scalar twin where a row has fewer than 32 threads (as here, 22 wide) or
+// the plan has no Edges kernel (a streamed plan: cross-entropy over 21
+// classes took the long-row kernel, a block per row, 50x slower:
+// docs/perf-log.md session 40 §4), else the register Edges kernel, and
 // without an Edges fit the same twin; Main takes its scalar twin, Wide
 // the long-row kernel, LongRows and Cluster stay.
 void test_call_variant(void**) {
@@ -755,8 +762,12 @@ void test_call_variant(void**) {
   sizes.set(x, shape);
   const auto run = [&](KernelVariant v, int64_t width) { return call_variant(plan, v, sizes, dev, &width); };
   assert_true(run(KernelVariant::ShortRows, 24) == KernelVariant::ShortRows);  // the checks hold
-  assert_true(run(KernelVariant::ShortRows, 22) == KernelVariant::Edges);
+  assert_true(run(KernelVariant::ShortRows, 22) == KernelVariant::ShortRowsScalar);  // one thread per row
   assert_true(run(KernelVariant::ShortRows, 21) == KernelVariant::ShortRowsScalar);  // no Edges fit
+  const int64_t warp_rows[2] = {4096, 1000};  // 32 threads per row: the Edges kernel
+  sizes.set(x, warp_rows);
+  assert_true(run(KernelVariant::ShortRows, 22) == KernelVariant::Edges);
+  sizes.set(x, shape);
   assert_true(run(KernelVariant::Main, 21) == KernelVariant::Scalar);
   assert_true(run(KernelVariant::Wide, 21) == KernelVariant::LongRows);
   assert_true(run(KernelVariant::LongRows, 21) == KernelVariant::LongRows);

@@ -1,6 +1,7 @@
 #include "core/runtime/cuda/loaded_kernel.h"
 #include "core/runtime/cuda/step_launch.h"
 
+#include <limits>
 #include <optional>
 
 #include "core/runtime/cuda/kernel_cache.h"
@@ -231,9 +232,16 @@ KernelVariant edges_variant(const KernelPlan& plan, KernelVariant v, const Value
   // multiprocessor once: the register path at 64 registers ran slower than
   // the staged long-row path there (H100: softmax 16384x16391 bf16 0.62 ms
   // against 0.52, layernorm 0.68 against 0.45; docs/perf-log.md session 16).
-  // (ShortRows holds its rows in registers as Main does; without an Edges
-  // kernel its scalar twin keeps several rows per block.)
-  if (v == KernelVariant::ShortRows && plan.edges_name.empty()) return KernelVariant::ShortRowsScalar;
+  // (ShortRows holds its rows in registers as Main does. Its scalar twin
+  // keeps several rows per block: it takes them without an Edges kernel,
+  // and where a row needs fewer than a warp's threads, which the Edges
+  // kernel would give a block of one warp, mostly idle: a variance over
+  // rows of 91 bfloat16 ran at 8% of DRAM bandwidth, instruction-bound,
+  // a 32-thread block per row; docs/perf-log.md session 41.)
+  if (v == KernelVariant::ShortRows &&
+      (plan.edges_name.empty() ||
+       short_row_dims(plan.launch, sizes[plan.launch.domain_value], std::numeric_limits<int>::max()).block < 32))
+    return KernelVariant::ShortRowsScalar;
   if ((v != KernelVariant::Main && v != KernelVariant::ShortRows) || plan.edges_name.empty()) return KernelVariant::LongEdges;
   if (plan.edge_partial_bytes > 0 &&
       !edge_partials_fit(make_edges_launch(plan), sizes[plan.launch.domain_value], device.max_shared_optin - kEdgesStaticReserve))
