@@ -320,8 +320,13 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     if (pw->loops.size() > 1)
       for (const PointwiseLoop& l : pw->loops) launch.loop_domains.push_back(l.outputs[0]);
     launch.block = pw->block;
+    // Positions per thread and step: a loop without vectors takes
+    // scalar_unroll of them (its grid would otherwise leave all but one in
+    // scalar_unroll blocks without a position).
     int width = 1;
-    for (const PointwiseLoop& l : pw->loops) width = std::max(width, l.vectors.width * pw->unroll);
+    for (const PointwiseLoop& l : pw->loops)
+      width = std::max(width, l.vectors.width > 0 ? l.vectors.width * pw->unroll
+                              : l.elements.width > 0 ? pw->scalar_unroll : 1);
     launch.items_per_thread = width;
     launch.grid = pw->grid;
     // The vector loops and their scalar fallbacks as twin kernels (the

@@ -161,6 +161,20 @@ void test_pointwise_layouts(void** /*state*/) {
     assert_true(contains(g.plan.source, "const kf_vec<float, 1>"));
     assert_true(contains(g.plan.source, "blockDim.x * 8 + threadIdx.x"));
   }
+  {  // in place into a misaligned input beside another: no vectors at
+     // all, and a grid of 8 positions per thread (the scalar loop's step)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {}, 4));
+    in.push_back(kftest::tensor(DType::F32, {8, 64}, {}, 4));
+    const Generated g = generate([](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F32), y = b.tensor_input(2, DType::F32);
+      b.output(b.op(Op::ADD, {x, y}, {})[0], {}, 0);
+    }, in);
+    const auto& p = std::get<PointwiseParams>(g.schedule);
+    assert_int_equal(p.loops[0].vectors.width, 0);
+    assert_int_equal(p.loops[0].elements.inputs.size(), 2);
+    assert_int_equal(g.plan.launch.items_per_thread, 8);
+  }
   {  // more than 2^31 elements: 64-bit indices
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {3, int64_t{1} << 31}));
