@@ -7,10 +7,12 @@
 // 2-byte elements, and issues a quarter of the memory instructions
 // (docs/perf-log.md).
 #include <algorithm>
+#include <functional>
 
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
+#include "core/schedule/vector_plan.h"
 
 namespace kf {
 
@@ -75,26 +77,96 @@ std::string inside_input(KernelWriter& w, const TiledInput& in, int64_t dom, con
   return conds.empty() ? std::string() : all_of(conds);
 }
 
-// Phase 1, scalar: thread (k, lx) reads element (a0 + lx, b0 + k); a
-// computed tile's value is evaluated there (its input's loads coalesced
-// along a). `computed_only`: only the tiles of computed values.
-void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
-               bool computed_only = false) {
-  const Fusion& f = w.fusion();
-  w.line("#pragma unroll");
-  w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
-  w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
-  w.open("if (" + tile_element(w, n, group_a_names(n), "lx", group_b_names(n), "k") + ")");
-  for (size_t q = 0; q < p.inputs.size(); ++q) {
-    const int64_t v = p.inputs[q].value;
-    const bool input = w.is_input(v);
-    if (computed_only && input) continue;
-    const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
-    const std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
-    if (!input) {
-      // A computed value's loads are statements of their own: they go
-      // inside the bound (a cat's first operand computed from a slice at
-      // an offset would read past its input).
+// The scalar tile loop: rows k = kk + threadIdx.x / T (kk stepping by
+// rows_step), the lane lx = threadIdx.x % T fixed per thread. `lanes_a`:
+// the lanes run along group a (phase 1, coalesced for the tiled inputs;
+// the outputs stored along a), else along b (phase 2). A group of two dims
+// is unravelled once for the lane, before the loop, and stepped for the
+// rows (its inner index advances by rows_step and wraps): unravelled per
+// element, its division where the inner extent is below the tile cost more
+// instructions than the copy itself (seed 1940430775 c0126: 89 a warp per
+// element, docs/perf-log.md session 42). `body` is emitted inside the
+// bound.
+void tile_loop(KernelWriter& w, const TileNames& n, bool lanes_a, const std::string& unroll,
+               const std::function<void()>& body, int begin = 0, int end = -1) {
+  const std::string b = std::to_string(begin), e = end < 0 ? n.T : std::to_string(end);
+  const std::string& t = w.index_type();
+  const GroupIndex ga = group_a_names(n), gb = group_b_names(n);
+  const GroupIndex& lane = lanes_a ? ga : gb;
+  const GroupIndex& row = lanes_a ? gb : ga;
+  const std::string lane_base = lanes_a ? "a" : "b", row_base = lanes_a ? "b" : "a";
+  const std::string& lane_e = lanes_a ? n.ea_in : n.eb_in;
+  const std::string& row_e = lanes_a ? n.eb_in : n.ea_in;
+  w.open("");
+  w.line("const int lx = threadIdx.x % " + n.T + ", k0_ = threadIdx.x / " + n.T + ";");
+  w.line("const " + t + " " + lane.lin + " = " + lane_base + "0 + lx;");
+  if (!lane.outer.empty()) {
+    w.line(t + " " + lane.inner + " = " + lane_base + "r_ + lx, " + lane.outer + " = " + lane_base + "q_;");
+    w.line("if (" + lane.inner + " >= " + lane_e + ") { " + lane.outer + " += " + lane.inner + " / " + lane_e + "; " +
+           lane.inner + " %= " + lane_e + "; }");
+  }
+  if (!row.outer.empty()) {
+    w.line(t + " " + row.inner + " = " + row_base + "r_ + " + (begin ? b + " + " : "") + "k0_, " + row.outer + " = " +
+           row_base + "q_;");
+    w.line("if (" + row.inner + " >= " + row_e + ") { " + row.outer + " += " + row.inner + " / " + row_e + "; " +
+           row.inner + " %= " + row_e + "; }");
+  }
+  w.line(unroll);
+  w.open("for (int kk = " + b + "; kk < " + e + "; kk += " + n.rows_step + ")");
+  w.line("const int k = kk + k0_;");
+  w.line("const " + t + " " + row.lin + " = " + row_base + "0 + k;");
+  w.open("if (" + ga.lin + " < " + n.ea + " && " + gb.lin + " < " + n.eb + ")");
+  body();
+  w.close();
+  if (!row.outer.empty())
+    w.line(row.inner + " += " + n.rows_step + "; while (" + row.inner + " >= " + row_e + ") { " + row.inner + " -= " +
+           row_e + "; ++" + row.outer + "; }");
+  w.close();
+  w.close();
+}
+
+// Phase 1 for one tiled task input, one element a thread a step (its
+// extent along a, stride or alignment fit no vector): in two halves of the
+// tile, every load of a half issued before its first store to shared
+// memory, as with vectors (8 registers of loads in flight, not 16: the
+// kernel's registers are its branches' maximum).
+void tile_fill_scalar(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
+                      size_t q) {
+  const int64_t v = p.inputs[q].value;
+  const DType dt = w.fusion().value(v).dtype;
+  const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
+  const std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
+  const int rows = p.block / p.tile, half = p.tile / 2, steps = half / rows;
+  for (int begin = 0; begin < p.tile; begin += half) {
+    const std::string reg = w.fresh("tr");
+    w.line(std::string(reg_type(dt)) + " " + reg + "[" + std::to_string(steps) + "] = {};");
+    const std::string slot = reg + "[(kk - " + std::to_string(begin) + ") / " + n.rows_step + "]";
+    tile_loop(w, n, true, "#pragma unroll", [&] {
+      const std::string load = load_form(dt, w.element(v, at));
+      w.line((inside.empty() ? "" : "if (" + inside + ") ") + slot + " = " + load + ";");
+    }, begin, begin + half);
+    w.line("#pragma unroll");
+    w.open("for (int s = 0; s < " + std::to_string(steps) + "; ++s)");
+    w.line(n.shared[q] + "[" + std::to_string(begin) + " + s * " + n.rows_step + " + (int)(threadIdx.x / " + n.T +
+           ")][threadIdx.x % " + n.T + "] = " + reg + "[s];");
+    w.close();
+  }
+}
+
+// Phase 1 for the computed tiles (a value computed from one input that it
+// reads through a slice or a reshape): evaluated at the tile's elements,
+// its input's loads coalesced along a.
+void tile_fill_computed(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
+  if (std::all_of(p.inputs.begin(), p.inputs.end(), [&](const TiledInput& in) { return w.is_input(in.value); })) return;
+  tile_loop(w, n, true, "#pragma unroll", [&] {
+    for (size_t q = 0; q < p.inputs.size(); ++q) {
+      const int64_t v = p.inputs[q].value;
+      if (w.is_input(v)) continue;
+      const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
+      const std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
+      // The value's loads are statements of their own: they go inside the
+      // bound (a cat's first operand computed from a slice at an offset
+      // would read past its input).
       if (!inside.empty()) w.open("if (" + inside + ")");
       w.line(n.shared[q] + "[k][lx] = " + w.value_at(v, at) + ";");
       if (!inside.empty()) {
@@ -102,13 +174,8 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
         w.line(n.shared[q] + "[k][lx] = 0;");
         w.close();
       }
-      continue;
     }
-    const std::string load = load_form(f.value(v).dtype, w.element(v, at));
-    w.line(n.shared[q] + "[k][lx] = " + (inside.empty() ? load : "(" + inside + ") ? " + load + " : 0") + ";");
-  }
-  w.close();
-  w.close();
+  });
 }
 
 // Step s of the vector fill: thread t's tile row k and first column ga.
@@ -118,96 +185,145 @@ std::string fill_coords(int rows, int lanes, int V) {
          ") * " + std::to_string(V) + ";";
 }
 
-// Phase 1, vectors: each thread reads 16 bytes along a per step. All the
-// loads of every input are issued before the first store to shared memory
-// (loads out of range give zeros, which no output reads), so a thread has
+// The run-time conditions for vectors of V elements along a in tiled input
+// q (hoisted: they depend on the arguments alone).
+std::string fill_condition(KernelWriter& w, const TiledParams& p, const TileNames& n, size_t q, int V) {
+  const ConcreteFusion& c = w.concrete();
+  const int64_t v = p.inputs[q].value;
+  const Value& val = w.fusion().value(v);
+  const std::vector<int>& order = val.kind == ValueKind::TensorInput
+                                      ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
+                                      : c.stride_orders[static_cast<size_t>(v)];
+  const size_t inner = static_cast<size_t>(order.back());
+  const std::string Vs = std::to_string(V);
+  std::vector<std::string> conds;
+  // A vector stays in one inner row of group A (its inner extent a
+  // multiple of V), or, where the group's two dims are one dense run of
+  // the input (the further dim's stride is the inner extent, the input
+  // as wide as the domain along a), it may cross rows: then the group's
+  // extent, and the input's part of it along the further dim (a cat's
+  // operand), are multiples of V (c0011: a batch of 2 innermost, bf16).
+  const ExtentSets& esets = extent_sets_of(c);
+  size_t further = w.rank(v);
+  if (!p.group_a.empty() && p.inputs[q].dims[inner] == static_cast<int>(p.dim_a) &&
+      esets.same(v, static_cast<int>(inner), p.outputs[0], static_cast<int>(p.dim_a)))
+    for (size_t j = 0; j < p.inputs[q].dims.size(); ++j)
+      if (p.inputs[q].dims[j] == static_cast<int>(p.group_a[0]) && w.size_class(v, j) == SizeClass::Many) further = j;
+  if (further == w.rank(v)) {
+    conds.push_back(n.ea_in + " % " + Vs + " == 0");
+  } else {
+    const std::string part = esets.same(v, static_cast<int>(further), p.outputs[0], static_cast<int>(p.group_a[0]))
+                                 ? std::string()
+                                 : " && (long long)" + w.extent(v, further) + " * " + n.ea_in + " % " + Vs + " == 0";
+    const std::string st = w.stride(v, further);
+    conds.push_back("((" + n.ea_in + " % " + Vs + " == 0 && " + st + " % " + Vs + " == 0) || (" + st + " == " + n.ea_in +
+                    " && " + n.ea + " % " + Vs + " == 0" + part + "))");
+  }
+  conds.push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(V * dtype_size(val.dtype)) + " == 0)");
+  conds.push_back(w.stride(v, inner) + " == 1");
+  for (size_t d = 0; d < w.rank(v); ++d)
+    if (d != inner && d != further && w.size_class(v, d) == SizeClass::Many) conds.push_back(w.stride(v, d) + " % " + Vs + " == 0");
+  // (A vector starts at a multiple of V along a: inside the input when its
+  // first lane is, given the input's extent along a is a multiple too.)
+  for (size_t j = 0; j < p.inputs[q].dims.size(); ++j)
+    if (p.inputs[q].dims[j] == static_cast<int>(p.dim_a) && !esets.same(v, static_cast<int>(j), p.outputs[0], p.inputs[q].dims[j]))
+      conds.push_back(w.extent(v, j) + " % " + Vs + " == 0");
+  return w.hoist("bool", "kffill", all_of(conds));
+}
+
+// Phase 1 with vectors of V elements along a, in two parts: the loads of
+// one tiled task input into registers (loads out of range give zeros,
+// which no output reads), then their stores into its tile. Every load of
+// the tiles goes before the first store to shared memory, so a thread has
 // all its vectors in flight at once: with a store after each load, ncu
-// showed the warps waiting on one load at a time (docs/perf-log.md, session
-// 11). Appends the run-time conditions to `conds`.
+// showed the warps waiting on one load at a time (docs/perf-log.md,
+// session 11).
+struct FilledVectors {
+  size_t q = 0;
+  std::string reg;
+  int V = 0, lanes = 0, rows = 0, steps = 0;  // lanes per tile row, tile rows per step
+};
+
+FilledVectors tile_fill_loads(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
+                              size_t q, int V) {
+  const int64_t v = p.inputs[q].value;
+  const int lanes = p.tile / V, rows = p.block / lanes;
+  const FilledVectors fl{q, w.fresh("tv"), V, lanes, rows, (p.tile + rows - 1) / rows};
+  const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
+  const std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
+  const std::string vt = vector_type(w, v, V);
+  w.line(vt + " " + fl.reg + "[" + std::to_string(fl.steps) + "];");
+  w.line("#pragma unroll");
+  w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
+  w.line(fill_coords(rows, lanes, V));
+  const std::string in_range = tile_element(w, n, group_a_names(n), "ga", group_b_names(n), "k");
+  w.line(fl.reg + "[s] = (" + in_range + (inside.empty() ? "" : " && " + inside) + ") ? *(const " + vt + "*)(" +
+         w.address(v, at) + ") : " + vt + "{};");
+  w.close();
+  return fl;
+}
+
+void tile_fill_stores(KernelWriter& w, const TiledParams& p, const TileNames& n, const FilledVectors& fl) {
+  w.line("#pragma unroll");
+  w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
+  w.line(fill_coords(fl.rows, fl.lanes, fl.V));
+  // The last step passes the tile's edge only where the rows per step do
+  // not divide it (not with 256 threads and 64-element tiles).
+  w.open(p.tile % fl.rows == 0 ? std::string() : "if (k < " + n.T + ")");
+  for (int j = 0; j < fl.V; ++j)
+    w.line(n.shared[fl.q] + "[k][ga + " + std::to_string(j) + "] = " +
+           load_form(w.fusion().value(p.inputs[fl.q].value).dtype, fl.reg + "[s].v[" + std::to_string(j) + "]") + ";");
+  w.close();
+  w.close();
+}
+
+// Phase 1 of the vector branch: every tiled task input in 16-byte vectors
+// (their conditions appended to `conds`), all loads first; then the
+// computed tiles.
 void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx,
                        std::vector<std::string>* conds) {
-  const Fusion& f = w.fusion();
-  const ConcreteFusion& c = w.concrete();
-  struct Filled {
-    std::string reg;
-    int V = 0, lanes = 0, rows = 0, steps = 0;  // lanes per tile row, tile rows per step
-  };
-  std::vector<Filled> filled;
+  std::vector<FilledVectors> filled;
   for (size_t q = 0; q < p.inputs.size(); ++q) {
-    const int64_t v = p.inputs[q].value;
-    const Value& val = f.value(v);
-    if (!w.is_input(v)) {  // (filled by tile_fill)
-      filled.push_back({});
-      continue;
-    }
-    const int V = 16 / dtype_size(val.dtype), lanes_per_row = p.tile / V, rows = p.block / lanes_per_row;
-    const std::vector<int>& order = val.kind == ValueKind::TensorInput
-                                        ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
-                                        : c.stride_orders[static_cast<size_t>(v)];
-    const size_t inner = static_cast<size_t>(order.back());
-    const std::string Vs = std::to_string(V);
-    // A vector stays in one inner row of group A (its inner extent a
-    // multiple of V), or, where the group's two dims are one dense run of
-    // the input (the further dim's stride is the inner extent, the input
-    // as wide as the domain along a), it may cross rows: then the group's
-    // extent, and the input's part of it along the further dim (a cat's
-    // operand), are multiples of V (c0011: a batch of 2 innermost, bf16).
-    const ExtentSets& esets = extent_sets_of(c);
-    size_t further = w.rank(v);
-    if (!p.group_a.empty() && p.inputs[q].dims[inner] == static_cast<int>(p.dim_a) &&
-        esets.same(v, static_cast<int>(inner), p.outputs[0], static_cast<int>(p.dim_a)))
-      for (size_t j = 0; j < p.inputs[q].dims.size(); ++j)
-        if (p.inputs[q].dims[j] == static_cast<int>(p.group_a[0]) && w.size_class(v, j) == SizeClass::Many) further = j;
-    if (further == w.rank(v)) {
-      conds->push_back(n.ea_in + " % " + Vs + " == 0");
-    } else {
-      const std::string part = esets.same(v, static_cast<int>(further), p.outputs[0], static_cast<int>(p.group_a[0]))
-                                   ? std::string()
-                                   : " && (long long)" + w.extent(v, further) + " * " + n.ea_in + " % " + Vs + " == 0";
-      const std::string st = w.stride(v, further);
-      conds->push_back("((" + n.ea_in + " % " + Vs + " == 0 && " + st + " % " + Vs + " == 0) || (" + st + " == " + n.ea_in +
-                       " && " + n.ea + " % " + Vs + " == 0" + part + "))");
-    }
-    conds->push_back("((unsigned long long)" + w.pointer(v) + " % 16 == 0)");
-    conds->push_back(w.stride(v, inner) + " == 1");
-    for (size_t d = 0; d < w.rank(v); ++d)
-      if (d != inner && d != further && w.size_class(v, d) == SizeClass::Many)
-        conds->push_back(w.stride(v, d) + " % " + Vs + " == 0");
-    const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
-    std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
-    // (A vector starts at a multiple of V along a: inside the input when its
-    // first lane is, given the input's extent along a is a multiple too.)
-    const ExtentSets& sets = extent_sets_of(c);
-    for (size_t j = 0; j < p.inputs[q].dims.size(); ++j)
-      if (p.inputs[q].dims[j] == static_cast<int>(p.dim_a) && !sets.same(v, static_cast<int>(j), p.outputs[0], p.inputs[q].dims[j]))
-        conds->push_back(w.extent(v, j) + " % " + std::to_string(V) + " == 0");
-    const std::string vt = vector_type(w, v, V);
-    const Filled fl{w.fresh("tv"), V, lanes_per_row, rows, (p.tile + rows - 1) / rows};
-    w.line(vt + " " + fl.reg + "[" + std::to_string(fl.steps) + "];");
-    w.line("#pragma unroll");
-    w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
-    w.line(fill_coords(fl.rows, fl.lanes, V));
-    const std::string in_range = tile_element(w, n, group_a_names(n), "ga", group_b_names(n), "k");
-    w.line(fl.reg + "[s] = (" + in_range + (inside.empty() ? "" : " && " + inside) +
-           ") ? *(const " + vt + "*)(" + w.address(v, at) + ") : " + vt + "{};");
-    w.close();
-    filled.push_back(fl);
+    if (!w.is_input(p.inputs[q].value)) continue;
+    const int V = kVectorBytes / dtype_size(w.fusion().value(p.inputs[q].value).dtype);
+    conds->push_back(fill_condition(w, p, n, q, V));
+    filled.push_back(tile_fill_loads(w, p, n, idx, q, V));
   }
+  for (const FilledVectors& fl : filled) tile_fill_stores(w, p, n, fl);
+  tile_fill_computed(w, p, n, idx);
+}
+
+// Phase 1 of the scalar branch (phase 2 one element a thread: an output's
+// or a vector input's extent, stride or address fits no vector): each
+// tiled task input with the widest vectors along a that its own extents,
+// strides and address allow (16 bytes, else 4 bytes for dtypes narrower
+// than that, else one element a thread with every load before the first
+// store), chosen per input. Before, the whole kernel fell to one element a
+// thread (seed 1940430775 c0126: a [2048, 16, 4095] permute whose input
+// fits vectors, its output rows not). Then the computed tiles. (Only here:
+// the vector branch's registers are the kernel's maximum, and its loads of
+// phase 2 are in flight during phase 1; further widths there raised c0019
+// from 61 to 64 registers and cost 19%, c0091 27%: H200, session 42.)
+void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   for (size_t q = 0; q < p.inputs.size(); ++q) {
-    const Filled& fl = filled[q];
-    if (fl.V == 0) continue;
-    w.line("#pragma unroll");
-    w.open("for (int s = 0; s < " + std::to_string(fl.steps) + "; ++s)");
-    w.line(fill_coords(fl.rows, fl.lanes, fl.V));
-    // The last step passes the tile's edge only where the rows per step do
-    // not divide it (not with 256 threads and 64-element tiles).
-    w.open(p.tile % fl.rows == 0 ? std::string() : "if (k < " + n.T + ")");
-    for (int j = 0; j < fl.V; ++j)
-      w.line(n.shared[q] + "[k][ga + " + std::to_string(j) + "] = " +
-             load_form(f.value(p.inputs[q].value).dtype, fl.reg + "[s].v[" + std::to_string(j) + "]") + ";");
-    w.close();
-    w.close();
+    if (!w.is_input(p.inputs[q].value)) continue;
+    bool first = true;
+    const int size = dtype_size(w.fusion().value(p.inputs[q].value).dtype);
+    for (int V : {kVectorBytes / size, 4 / size}) {
+      if (V < 2) continue;
+      const std::string ok = fill_condition(w, p, n, q, V);
+      if (first)
+        w.open("if (" + ok + ")");
+      else
+        w.close_open("else if (" + ok + ")");
+      first = false;
+      tile_fill_stores(w, p, n, tile_fill_loads(w, p, n, idx, q, V));
+    }
+    if (!first) w.close_open("else");
+    tile_fill_scalar(w, p, n, idx, q);
+    if (!first) w.close();
   }
+  tile_fill_computed(w, p, n, idx);
 }
 
 // Phase 1 for the outputs stored along a (TiledParams::outputs_a): thread
@@ -217,13 +333,9 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
 void tile_outputs_a(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   if (p.outputs_a.empty()) return;
   w.tile_reads.clear();
-  w.line("#pragma unroll 4");
-  w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
-  w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
-  w.open("if (" + tile_element(w, n, group_a_names(n), "lx", group_b_names(n), "k") + ")");
-  for (int64_t o : p.outputs_a) w.store(o, idx, w.value_at(o, idx));
-  w.close();
-  w.close();
+  tile_loop(w, n, true, "#pragma unroll 4", [&] {
+    for (int64_t o : p.outputs_a) w.store(o, idx, w.value_at(o, idx));
+  });
 }
 
 // Phase 3, after a barrier: thread (k, lx) stores the staged outputs at
@@ -231,29 +343,22 @@ void tile_outputs_a(KernelWriter& w, const TiledParams& p, const TileNames& n, c
 void tile_outputs_staged(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   if (p.outputs_staged.empty()) return;
   w.line("__syncthreads();");
-  w.line("#pragma unroll 4");
-  w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
-  w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
-  w.open("if (" + tile_element(w, n, group_a_names(n), "lx", group_b_names(n), "k") + ")");
-  for (size_t j = 0; j < p.outputs_staged.size(); ++j) w.store(p.outputs_staged[j], idx, n.staged[j] + "[k][lx]");
-  w.close();
-  w.close();
+  tile_loop(w, n, true, "#pragma unroll 4", [&] {
+    for (size_t j = 0; j < p.outputs_staged.size(); ++j) w.store(p.outputs_staged[j], idx, n.staged[j] + "[k][lx]");
+  });
 }
 
 // Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
 void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
-  w.line("#pragma unroll 4");  // a full unroll measured slower (docs/perf-log.md)
-  w.open("for (int kk = 0; kk < " + n.T + "; kk += " + n.rows_step + ")");
-  w.line("const int k = kk + (int)(threadIdx.x / " + n.T + "), lx = threadIdx.x % " + n.T + ";");
-  w.open("if (" + tile_element(w, n, group_a_names(n), "k", group_b_names(n), "lx") + ")");
-  for (size_t q = 0; q < p.inputs.size(); ++q)
-    w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
-  for (size_t j = 0; j < p.outputs_staged.size(); ++j)
-    w.line(n.staged[j] + "[lx][k] = " + w.value_at(p.outputs_staged[j], idx) + ";");
-  for (int64_t o : p.outputs_b()) w.store(o, idx, w.value_at(o, idx));
-  w.tile_reads.clear();
-  w.close();
-  w.close();
+  // (a full unroll measured slower, docs/perf-log.md)
+  tile_loop(w, n, false, "#pragma unroll 4", [&] {
+    for (size_t q = 0; q < p.inputs.size(); ++q)
+      w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
+    for (size_t j = 0; j < p.outputs_staged.size(); ++j)
+      w.line(n.staged[j] + "[lx][k] = " + w.value_at(p.outputs_staged[j], idx) + ";");
+    for (int64_t o : p.outputs_b()) w.store(o, idx, w.value_at(o, idx));
+    w.tile_reads.clear();
+  });
 }
 
 // Phase 2, vectors along b (the outputs' fast dim): thread (k, gb) of
@@ -372,38 +477,39 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   if (!n.oa.empty()) w.line("const " + t + " ar_ = (" + t + ")(a0 % " + n.ea_in + "), aq_ = (" + t + ")(a0 / " + n.ea_in + ");");
   if (!n.ob.empty()) w.line("const " + t + " br_ = (" + t + ")(b0 % " + n.eb_in + "), bq_ = (" + t + ")(b0 / " + n.eb_in + ");");
   w.line("__syncthreads();  // the previous tile is consumed");
-  const KernelWriter::Section cond = w.reserve();
-  const std::string ok = w.fresh("kfvec");
-  w.open("if (" + ok + ")");  // uniform over the block: the barriers inside are safe
-  std::vector<std::string> conds;
-  TileGroups groups;
-  KernelWriter::Section loads{};
+  // The vector branch: both phases in vectors where every tensor's
+  // extents, strides and address allow, checked here (uniform over the
+  // block: the barriers inside are safe); else phase 2 one element a
+  // thread, phase 1 in each input's widest vectors (tile_fill).
+  const auto scalar_phases = [&] {
+    tile_fill(w, p, n, idx);
+    tile_outputs_a(w, p, n, idx);
+    w.line("__syncthreads();");
+    tile_compute(w, p, n, idx);
+    tile_outputs_staged(w, p, n, idx);
+  };
   if (p.vectors.width > 0) {
-    groups = tile_groups(w, p, n, idx);
+    const KernelWriter::Section cond = w.reserve();
+    const std::string ok = w.fresh("kfvec");
+    w.open("if (" + ok + ")");
+    std::vector<std::string> conds;
+    const TileGroups groups = tile_groups(w, p, n, idx);
     // The groups' vector loads go before phase 1: they are in flight
     // together with the tile's (one memory round trip per tile, not two).
-    loads = w.reserve();
-  }
-  tile_fill_vectors(w, p, n, idx, &conds);
-  if (std::any_of(p.inputs.begin(), p.inputs.end(), [&](const TiledInput& in) { return !w.is_input(in.value); }))
-    tile_fill(w, p, n, idx, true);
-  tile_outputs_a(w, p, n, idx);
-  w.line("__syncthreads();");
-  if (p.vectors.width > 0) {
+    const KernelWriter::Section loads = w.reserve();
+    tile_fill_vectors(w, p, n, idx, &conds);
+    tile_outputs_a(w, p, n, idx);
+    w.line("__syncthreads();");
     tile_compute_vectors(w, sets, p, n, groups, &conds);
     w.fill(loads, vector_loads(w, p.vectors.width, 0, groups.ok));
+    tile_outputs_staged(w, p, n, idx);
+    w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
+    w.close_open("else");
+    scalar_phases();
+    w.close();
   } else {
-    tile_compute(w, p, n, idx);
+    scalar_phases();
   }
-  tile_outputs_staged(w, p, n, idx);
-  w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
-  w.close_open("else");
-  tile_fill(w, p, n, idx);
-  tile_outputs_a(w, p, n, idx);
-  w.line("__syncthreads();");
-  tile_compute(w, p, n, idx);
-  tile_outputs_staged(w, p, n, idx);
-  w.close();
   w.close();
 }
 

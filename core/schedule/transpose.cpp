@@ -65,13 +65,18 @@ std::vector<int> next_dims(const std::vector<int>& order, const IndexMap& map) {
 
 // Per value the task computes or reads: the one tensor input of the task
 // it is computed from (-1: none, constants and scalars only; -2: several).
+// A gather's index operand does not count: it says which rows are read,
+// and the rows are what a tile holds (an embedding stored column-major
+// reads its table's rows through a tile, seed 1940430775 c0008).
 std::map<int64_t, int64_t> sole_inputs(const Fusion& f, const Task& task) {
   std::map<int64_t, int64_t> sole;
   for (int64_t in : task.inputs) sole[in] = f.value(in).is_scalar || f.value(in).rank == 0 ? -1 : in;
   for (int64_t e : task.exprs) {
     const Expr& ex = f.exprs[static_cast<size_t>(e)];
     int64_t s = -1;
-    for (int64_t in : ex.inputs) {
+    for (size_t k = 0; k < ex.inputs.size(); ++k) {
+      if (op_info(ex.op).category == OpCategory::Indexing && k == 1) continue;
+      const int64_t in = ex.inputs[k];
       auto it = sole.find(in);
       const int64_t si = it == sole.end() ? -1 : it->second;  // (constants)
       if (si != -1) s = s == -1 || s == si ? si : -2;

@@ -896,6 +896,38 @@ static void test_computed_tiles(void** state) {
       kf_fusion_release(f);
     }
   }
+  /* an embedding lookup (scaled) stored column-major, tokens fastest: the
+     table's rows gathered into a tile, threads along the hidden dim (seed
+     1940430775 c0008, [32768, 4096] fp16: a plain loop read one element a
+     row); odd sizes, tokens repeated */
+  static const char* kEmbedding =
+      "input weight: tensor<%s, 2>\n"
+      "input tokens: tensor<int64, 1>\n"
+      "const two: %s = 2\n"
+      "e = index_select(weight, tokens) {dim=0}\n"
+      "y = mul(e, two)\n"
+      "output y\n";
+  static const int kColumnMajor[2] = {1, 0};
+  for (int d = 0; d < 2; ++d) {
+    const char* dn = kf_dtype_name(dts[d]);
+    const int64_t es[][3] = {{500, 256, 300}, {97, 130, 77}, {64, 8, 129}}; /* table rows, hidden, tokens */
+    for (int s = 0; s < 3; ++s) {
+      snprintf(text, sizeof text, kEmbedding, dn, dn);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t wshape[2] = {es[s][0], es[s][1]}, tshape[1] = {es[s][2]};
+      tin in[2] = {input(dts[d], 2, wshape), input(KF_INT64, 1, tshape)};
+      fill(&in[0], -3, 3, 0);
+      fill(&in[1], 0, (double)(es[s][0] - 1), 0);
+      snprintf(what, sizeof what, "embedding stored column-major %s [%lld, %lld] x %lld tokens", dn, (long long)wshape[0],
+               (long long)wshape[1], (long long)tshape[0]);
+      g_out_order = kColumnMajor;
+      run_case(f, in, 2, what);
+      g_out_order = NULL;
+      free_inputs(in, 2);
+      kf_fusion_release(f);
+    }
+  }
   g_row_major_outputs = saved;
   end_test("computed tiles");
 }

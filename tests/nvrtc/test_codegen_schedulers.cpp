@@ -587,6 +587,25 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.dim_a, 1);
     assert_int_equal(t.dim_b, 2);
   }
+  {  // an embedding stored column-major (tokens fastest): the gathered
+     // rows are a computed tile (the index does not count as a second
+     // input), filled along the hidden dim a, stored along the tokens b
+     // (seed 1940430775 c0008: a plain loop read one element a table row)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F16, {500, 256}));
+    in.push_back(kftest::tensor(DType::I64, {300}));
+    int64_t rows = -1;
+    const Generated g = generate([&](Builder& b) {
+      const int64_t table = b.tensor_input(2, DType::F16), tokens = b.tensor_input(1, DType::I64);
+      rows = b.op(Op::INDEX_SELECT, {table, tokens}, {0})[0];
+      b.output(rows, {1, 0}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.inputs.size(), 1);
+    assert_int_equal(t.inputs[0].value, rows);
+    assert_int_equal(t.dim_a, 1);
+    assert_int_equal(t.dim_b, 0);
+  }
   {  // a cat whose first operand is computed from a slice at an offset of
      // a column-major input: the tile holds the slice, filled only inside
      // its part of the cat, its load inside the bound (the statement of a
@@ -652,7 +671,8 @@ void test_fast_paths(void** /*state*/) {
     assert_true(t.vectors.outputs == std::vector<int64_t>({y}));
     assert_true(contains(describe(g.schedule), "outputs_a=[" + std::to_string(pre) + "]"));
     // the phase-1 loop, threads along a: (a0 + lx, b0 + k)
-    assert_true(contains(g.plan.source, "const int i0 = a0 + lx, i1 = b0 + k;"));
+    assert_true(contains(g.plan.source, "const int i0 = a0 + lx;"));
+    assert_true(contains(g.plan.source, "const int i1 = b0 + k;"));
   }
   {  // the same with both outputs row-major: phase 2 writes both
     Inputs in;
@@ -1701,7 +1721,8 @@ void test_matmul_epilogue_kernels(void** /*state*/) {
 // The tiled kernel's loop over groups of dims, replayed on the host as
 // emit_tiled writes it (tile order 3, tile_element's unravelling from the
 // tile's base): every domain index of `ext` is computed by exactly one
-// (tile, row, lane), the groups' indices in range. Returns the count.
+// (tile, row, lane), the groups' indices in range, and the scalar loops'
+// stepped unravelling agrees with it. Returns the count.
 int64_t walk_tiles(const TiledParams& p, const std::vector<int64_t>& ext) {
   const int64_t T = p.tile;
   std::vector<size_t> ga{p.dim_a}, gb{p.dim_b};
@@ -1759,6 +1780,34 @@ int64_t walk_tiles(const TiledParams& p, const std::vector<int64_t>& ext) {
         }
         ++seen[static_cast<size_t>(lin)];
       }
+    // The scalar loops (tile_loop): a row's group is unravelled at the
+    // thread's first row and stepped by the rows per step, wrapping; each
+    // step must land where the direct unravelling does, along a and along b.
+    const int64_t step = p.block / T;
+    for (const auto& [g, base, e] : {std::tuple{&ga, a0, ea}, std::tuple{&gb, b0, eb}}) {
+      if (g->size() == 1) continue;
+      const int64_t inner_e = ext[(*g)[0]];
+      for (int64_t k0 = 0; k0 < step; ++k0) {
+        int64_t i = base % inner_e + k0, o = base / inner_e;
+        if (i >= inner_e) {
+          o += i / inner_e;
+          i %= inner_e;
+        }
+        for (int64_t kk = 0; kk < T; kk += step) {
+          if (base + kk + k0 < e) {
+            std::vector<int64_t> direct(ext.size(), 0);
+            unravel(*g, ext, base, kk + k0, direct);
+            assert_int_equal(i, direct[(*g)[0]]);
+            assert_int_equal(o, direct[(*g)[1]]);
+          }
+          i += step;
+          while (i >= inner_e) {
+            i -= inner_e;
+            ++o;
+          }
+        }
+      }
+    }
   }
   for (int c : seen) assert_int_equal(c, 1);
   return total;
@@ -1840,6 +1889,9 @@ void test_tile_groups(void** /*state*/) {
     assert_true(contains(g.plan.source, "if (i0 >= "));  // (the unravelling walk_tiles replays)
     assert_true(contains(g.plan.source, "{ i1 += i0 / "));
     assert_true(contains(g.plan.source, "; i0 %= "));
+    // the scalar loops step the rows' group (phase 2 along a, phase 1 along b)
+    assert_true(contains(g.plan.source, "i0 += 4; while (i0 >= "));
+    assert_true(contains(g.plan.source, "i2 += 4; while (i2 >= "));
     assert_true(contains(g.plan.source, "br_"));
     // x0's vectors may cross N's rows where N and C are one dense run
     assert_true(contains(g.plan.source, " % 8 == 0) || (st"));
