@@ -1,11 +1,13 @@
 // Tiled kernels (transposes): tiles of the domain's dims (a, b). The tiled
 // inputs are read with threads along a (coalesced for them) into shared
 // memory, then the outputs are computed with threads along b. The shared
-// rows are padded by one element. Where strides and alignment allow
-// (checked at run time), both phases move 16-byte vectors: a warp then
-// reads and writes whole 128-byte lines instead of 64-byte halves with
-// 2-byte elements, and issues a quarter of the memory instructions
-// (docs/perf-log.md).
+// rows are padded by one element. Where every tensor's strides and
+// alignment allow (checked at run time), both phases move 16-byte
+// vectors: a warp then reads and writes whole 128-byte lines instead of
+// 64-byte halves with 2-byte elements, and issues a quarter of the memory
+// instructions. Otherwise phase 2 runs one element a thread and phase 1
+// fills each tiled input with the widest vectors it allows (tile_fill;
+// docs/perf-log.md, sessions 11 and 42).
 #include <algorithm>
 #include <functional>
 
