@@ -299,13 +299,13 @@ void tile_fill_vectors(KernelWriter& w, const TiledParams& p, const TileNames& n
 // or a vector input's extent, stride or address fits no vector): each
 // tiled task input with the widest vectors along a that its own extents,
 // strides and address allow (16 bytes, else 4 bytes for dtypes narrower
-// than that, else one element a thread with every load before the first
-// store), chosen per input. Before, the whole kernel fell to one element a
-// thread (seed 1940430775 c0126: a [2048, 16, 4095] permute whose input
-// fits vectors, its output rows not). Then the computed tiles. (Only here:
-// the vector branch's registers are the kernel's maximum, and its loads of
-// phase 2 are in flight during phase 1; further widths there raised c0019
-// from 61 to 64 registers and cost 19%, c0091 27%: H200, session 42.)
+// than that, else one element a thread, tile_fill_scalar), chosen per
+// input. Before, the whole kernel fell to one element a thread (seed
+// 1940430775 c0126: a [2048, 16, 4095] permute whose input fits vectors,
+// its output rows not). Then the computed tiles. (Only here: the same
+// choice inside the vector branch, between phase 2's loads in flight and
+// the tile's, cost c0019 19% and c0091 27% on an H200, session 42, c0091
+// at the same 48 registers; that branch keeps all its loads together.)
 void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   for (size_t q = 0; q < p.inputs.size(); ++q) {
     if (!w.is_input(p.inputs[q].value)) continue;
