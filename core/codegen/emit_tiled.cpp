@@ -1,7 +1,8 @@
 // Tiled kernels (transposes): tiles of the domain's dims (a, b). The tiled
 // inputs are read with threads along a (coalesced for them) into shared
-// memory, then the outputs are computed with threads along b. The shared
-// rows are padded by one element. Where every tensor's strides and
+// memory, then the outputs are computed with threads along b. A tile row
+// is an odd number of 4-byte words (TiledInput::pitch); inputs of 1 or 2
+// bytes are held as stored. Where every tensor's strides and
 // alignment allow (checked at run time), both phases move 16-byte
 // vectors: a warp then reads and writes whole 128-byte lines instead of
 // 64-byte halves with 2-byte elements, and issues a quarter of the memory
@@ -27,7 +28,20 @@ struct TileNames {
   std::vector<std::string> shared;  // one tile per tiled input
   std::vector<std::string> staged;  // one tile per staged output, [b][a]
   std::string T, rows_step;         // the tile size; rows per scalar step
+  int64_t dom = -1;                 // the domain and its dims a and b (the groups' divisors)
+  size_t da = 0, db = 0;
 };
+
+// `x` / the extent of group a's (`a`) or b's inner dim, and `x` % it into
+// `inner`, `outer` += the quotient: by the host's fastdiv word where
+// indices are int (a division by a run-time extent costs some 20
+// instructions, and a group whose inner extent is below the tile divides
+// at each vector: seed 1056028048 c0009, session 43).
+std::string wrap(KernelWriter& w, const TileNames& n, bool a, const std::string& inner, const std::string& outer) {
+  const std::string& e = a ? n.ea_in : n.eb_in;
+  return "if (" + inner + " >= " + e + ") { const " + w.index_type() + " q_ = " + w.quotient(inner, n.dom, a ? n.da : n.db) +
+         "; " + outer + " += q_; " + inner + " -= q_ * " + e + "; }";
+}
 
 // A tiled input's index at the loop's index expressions `idx` (domain order).
 std::vector<std::string> tile_index(const IndexMap& map, const std::vector<std::string>& idx) {
@@ -35,6 +49,14 @@ std::vector<std::string> tile_index(const IndexMap& map, const std::vector<std::
   for (size_t j = 0; j < map.size(); ++j)
     if (map[j] >= 0) at[j] = idx[static_cast<size_t>(map[j])];
   return at;
+}
+
+// Whether a tile holds its input's storage elements (TiledInput::element_bytes).
+bool stored(const TiledInput& in) { return in.element_bytes < 4; }
+
+// Tile element `at` of tiled input `in` as its register form.
+std::string tile_read(const KernelWriter& w, const TiledInput& in, const std::string& at) {
+  return stored(in) ? load_form(w.fusion().value(in.value).dtype, at) : at;
 }
 
 // The names of one tile element's indices along a group: its linear index
@@ -53,13 +75,13 @@ std::string tile_element(KernelWriter& w, const TileNames& n, const GroupIndex& 
                          const GroupIndex& gb, const std::string& db) {
   const std::string& t = w.index_type();
   w.line("const " + t + " " + ga.lin + " = a0 + " + da + ", " + gb.lin + " = b0 + " + db + ";");
-  const auto unravel = [&](const GroupIndex& g, const std::string& off, const std::string& base, const std::string& e) {
+  const auto unravel = [&](const GroupIndex& g, const std::string& off, bool a) {
     if (g.outer.empty()) return;
-    w.line(t + " " + g.inner + " = " + base + "r_ + " + off + ", " + g.outer + " = " + base + "q_;");
-    w.line("if (" + g.inner + " >= " + e + ") { " + g.outer + " += " + g.inner + " / " + e + "; " + g.inner + " %= " + e + "; }");
+    w.line(t + " " + g.inner + " = " + (a ? "a" : "b") + "r_ + " + off + ", " + g.outer + " = " + (a ? "a" : "b") + "q_;");
+    w.line(wrap(w, n, a, g.inner, g.outer));
   };
-  unravel(ga, da, "a", n.ea_in);
-  unravel(gb, db, "b", n.eb_in);
+  unravel(ga, da, true);
+  unravel(gb, db, false);
   return ga.lin + " < " + n.ea + " && " + gb.lin + " < " + n.eb;
 }
 
@@ -97,21 +119,18 @@ void tile_loop(KernelWriter& w, const TileNames& n, bool lanes_a, const std::str
   const GroupIndex& lane = lanes_a ? ga : gb;
   const GroupIndex& row = lanes_a ? gb : ga;
   const std::string lane_base = lanes_a ? "a" : "b", row_base = lanes_a ? "b" : "a";
-  const std::string& lane_e = lanes_a ? n.ea_in : n.eb_in;
   const std::string& row_e = lanes_a ? n.eb_in : n.ea_in;
   w.open("");
   w.line("const int lx = threadIdx.x % " + n.T + ", k0_ = threadIdx.x / " + n.T + ";");
   w.line("const " + t + " " + lane.lin + " = " + lane_base + "0 + lx;");
   if (!lane.outer.empty()) {
     w.line(t + " " + lane.inner + " = " + lane_base + "r_ + lx, " + lane.outer + " = " + lane_base + "q_;");
-    w.line("if (" + lane.inner + " >= " + lane_e + ") { " + lane.outer + " += " + lane.inner + " / " + lane_e + "; " +
-           lane.inner + " %= " + lane_e + "; }");
+    w.line(wrap(w, n, lanes_a, lane.inner, lane.outer));
   }
   if (!row.outer.empty()) {
     w.line(t + " " + row.inner + " = " + row_base + "r_ + " + (begin ? b + " + " : "") + "k0_, " + row.outer + " = " +
            row_base + "q_;");
-    w.line("if (" + row.inner + " >= " + row_e + ") { " + row.outer + " += " + row.inner + " / " + row_e + "; " +
-           row.inner + " %= " + row_e + "; }");
+    w.line(wrap(w, n, !lanes_a, row.inner, row.outer));
   }
   w.line(unroll);
   w.open("for (int kk = " + b + "; kk < " + e + "; kk += " + n.rows_step + ")");
@@ -139,12 +158,13 @@ void tile_fill_scalar(KernelWriter& w, const TiledParams& p, const TileNames& n,
   const std::vector<std::string> at = tile_index(p.inputs[q].dims, idx);
   const std::string inside = inside_input(w, p.inputs[q], p.outputs[0], at);
   const int rows = p.block / p.tile, half = p.tile / 2, steps = half / rows;
+  const bool raw = stored(p.inputs[q]);
   for (int begin = 0; begin < p.tile; begin += half) {
     const std::string reg = w.fresh("tr");
-    w.line(std::string(reg_type(dt)) + " " + reg + "[" + std::to_string(steps) + "] = {};");
+    w.line(std::string(raw ? storage_type(dt) : reg_type(dt)) + " " + reg + "[" + std::to_string(steps) + "] = {};");
     const std::string slot = reg + "[(kk - " + std::to_string(begin) + ") / " + n.rows_step + "]";
     tile_loop(w, n, true, "#pragma unroll", [&] {
-      const std::string load = load_form(dt, w.element(v, at));
+      const std::string load = raw ? w.element(v, at) : load_form(dt, w.element(v, at));
       w.line((inside.empty() ? "" : "if (" + inside + ") ") + slot + " = " + load + ";");
     }, begin, begin + half);
     w.line("#pragma unroll");
@@ -272,9 +292,12 @@ void tile_fill_stores(KernelWriter& w, const TiledParams& p, const TileNames& n,
   // The last step passes the tile's edge only where the rows per step do
   // not divide it (not with 256 threads and 64-element tiles).
   w.open(p.tile % fl.rows == 0 ? std::string() : "if (k < " + n.T + ")");
-  for (int j = 0; j < fl.V; ++j)
+  const TiledInput& in = p.inputs[fl.q];
+  for (int j = 0; j < fl.V; ++j) {
+    const std::string lane = fl.reg + "[s].v[" + std::to_string(j) + "]";
     w.line(n.shared[fl.q] + "[k][ga + " + std::to_string(j) + "] = " +
-           load_form(w.fusion().value(p.inputs[fl.q].value).dtype, fl.reg + "[s].v[" + std::to_string(j) + "]") + ";");
+           (stored(in) ? lane : load_form(w.fusion().value(in.value).dtype, lane)) + ";");
+  }
   w.close();
   w.close();
 }
@@ -355,7 +378,7 @@ void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, con
   // (a full unroll measured slower, docs/perf-log.md)
   tile_loop(w, n, false, "#pragma unroll 4", [&] {
     for (size_t q = 0; q < p.inputs.size(); ++q)
-      w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), n.shared[q] + "[lx][k]"};
+      w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), tile_read(w, p.inputs[q], n.shared[q] + "[lx][k]")};
     for (size_t j = 0; j < p.outputs_staged.size(); ++j)
       w.line(n.staged[j] + "[lx][k] = " + w.value_at(p.outputs_staged[j], idx) + ";");
     for (int64_t o : p.outputs_b()) w.store(o, idx, w.value_at(o, idx));
@@ -399,8 +422,9 @@ void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledPa
     w.group = static_cast<int>(u);
     vector_group(w, p.vectors, p.outputs_b(), g.idx[u], [&](int lane) {
       for (size_t q = 0; q < p.inputs.size(); ++q)
-        w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, w.lane_index),
-                                           n.shared[q] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "]"};
+        w.tile_reads[p.inputs[q].value] = {
+            tile_index(p.inputs[q].dims, w.lane_index),
+            tile_read(w, p.inputs[q], n.shared[q] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "]")};
       for (size_t j = 0; j < p.outputs_staged.size(); ++j)
         w.line(n.staged[j] + "[gb + " + std::to_string(lane) + "][" + g.k[u] + "] = " +
                w.value_at(p.outputs_staged[j], w.lane_index) + ";");
@@ -422,7 +446,8 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   const std::string& t = w.index_type();
   const size_t da = p.dim_a, db = p.dim_b;
   TileNames n{w.extent(dom, da), w.extent(dom, db), "i" + std::to_string(da), "i" + std::to_string(db),
-              w.extent(dom, da), w.extent(dom, db), "", "", {}, {}, std::to_string(p.tile), std::to_string(p.block / p.tile)};
+              w.extent(dom, da), w.extent(dom, db), "", "", {}, {}, std::to_string(p.tile), std::to_string(p.block / p.tile),
+              dom, da, db};
   // Groups of two dims: linear extents (the product), the further dims' indices.
   if (!p.group_a.empty()) {
     n.oa = "i" + std::to_string(p.group_a[0]);
@@ -445,8 +470,9 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   const std::string tiles = w.hoist("long long", "n", (outer.empty() ? "" : outer + " * ") + ta + " * " + tb);
   for (const TiledInput& in : p.inputs) {
     n.shared.push_back(w.fresh("kf_tile"));
-    w.line("__shared__ " + std::string(reg_type(f.value(in.value).dtype)) + " " + n.shared.back() + "[" + n.T + "][" +
-           n.T + " + 1];");
+    const DType dt = f.value(in.value).dtype;
+    w.line("__shared__ " + std::string(stored(in) ? storage_type(dt) : reg_type(dt)) + " " + n.shared.back() + "[" + n.T +
+           "][" + std::to_string(in.pitch(p.tile)) + "];");
   }
   for (int64_t o : p.outputs_staged) {
     n.staged.push_back(w.fresh("kf_otile"));
@@ -476,8 +502,8 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
   if (!n.ob.empty()) idx[p.group_b[0]] = n.ob;
   w.line("const " + t + " a0 = (" + t + ")(ta_ * " + n.T + "), b0 = (" + t + ")(tb_ * " + n.T + ");");
   // The tile's base in the groups' inner and further dims (tile_element).
-  if (!n.oa.empty()) w.line("const " + t + " ar_ = (" + t + ")(a0 % " + n.ea_in + "), aq_ = (" + t + ")(a0 / " + n.ea_in + ");");
-  if (!n.ob.empty()) w.line("const " + t + " br_ = (" + t + ")(b0 % " + n.eb_in + "), bq_ = (" + t + ")(b0 / " + n.eb_in + ");");
+  if (!n.oa.empty()) w.line("const " + t + " aq_ = " + w.quotient("a0", dom, da) + ", ar_ = a0 - aq_ * " + n.ea_in + ";");
+  if (!n.ob.empty()) w.line("const " + t + " bq_ = " + w.quotient("b0", dom, db) + ", br_ = b0 - bq_ * " + n.eb_in + ";");
   w.line("__syncthreads();  // the previous tile is consumed");
   // The vector branch: both phases in vectors where every tensor's
   // extents, strides and address allow, checked here (uniform over the

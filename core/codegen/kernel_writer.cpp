@@ -351,12 +351,18 @@ void KernelWriter::divmod(const std::string& decl, const std::string& name, cons
     line(rem + " /= " + e + ";");
     return;
   }
-  const int k = slot(ArgSlot::Kind::Divisor, value, static_cast<int>(dim));
-  const std::string fd = hoist("kf_fastdiv", "fd", "kf_fastdiv_of(args.a[" + std::to_string(k) + "])");
+  const std::string quot = quotient(rem, value, dim);
   const std::string q = fresh("dq");
-  line("const int " + q + " = kf_fastdiv_div(" + fd + ", " + rem + ");");
+  line("const int " + q + " = " + quot + ";");
   line(decl + " " + name + " = " + rem + " - " + q + " * " + e + ";");
   line(rem + " = " + q + ";");
+}
+
+std::string KernelWriter::quotient(const std::string& n, int64_t value, size_t dim) {
+  if (idx_t_ != "int" || size_class(value, dim) != SizeClass::Many) return "(" + n + ") / " + extent(value, dim);
+  const int k = slot(ArgSlot::Kind::Divisor, value, static_cast<int>(dim));
+  const std::string fd = hoist("kf_fastdiv", "fd", "kf_fastdiv_of(args.a[" + std::to_string(k) + "])");
+  return "kf_fastdiv_div(" + fd + ", " + n + ")";
 }
 
 std::vector<std::string> KernelWriter::offset_terms(int64_t value, const std::vector<std::string>& idx) {

@@ -73,6 +73,9 @@ class KernelWriter {
   // `rem` and e = extent(value, dim): with int indices by kf_fastdiv (a
   // Divisor argument slot), else by plain division.
   void divmod(const std::string& decl, const std::string& name, const std::string& rem, int64_t value, size_t dim);
+  // The quotient of a non-negative index `n` by extent(value, dim), as an
+  // expression: by kf_fastdiv with int indices, else a plain division.
+  std::string quotient(const std::string& n, int64_t value, size_t dim);
 
   std::string value_at(int64_t value, const std::vector<std::string>& idx);
   // Element offset sum(idx[d] * stride[d]) of a task input or output.

@@ -110,6 +110,15 @@ struct PointwiseParams {
 struct TiledInput {
   int64_t value = -1;
   IndexMap dims;  // per dim of the value: its domain dim (kZeroIndex: size 1)
+  // Bytes of one tile element. A task input of 1 or 2 bytes is held as
+  // stored (converted when phase 2 reads it): its tile takes a quarter or
+  // half of a register-typed one, so a third input fits beside two
+  // (element_bytes below 4); anything else as its register type (4 or 8).
+  int element_bytes = 4;
+  // A tile row's elements: the tile's, padded so that a row is an odd
+  // number of 4-byte words (a column's elements fall in distinct banks).
+  int pitch(int tile) const { return tile + (element_bytes < 4 ? 4 / element_bytes : 1); }
+  int bytes(int tile) const { return tile * pitch(tile) * element_bytes; }
   bool operator==(const TiledInput&) const = default;
 };
 struct TiledParams {

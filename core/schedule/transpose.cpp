@@ -37,6 +37,18 @@ bool tileable_map(const IndexMap& map, const std::vector<SizeClass>& dc, size_t 
   return true;
 }
 
+// Whether a value read at `map`, broadcast over some dims other than a
+// and b (plain along both), may join tiles along a: each tile then holds
+// its elements at the outer dims' current indices, as for any input. Only
+// beside an input that tileable_map accepts with the same a (a broadcast
+// input alone never picks a: session 30's tiny dim a).
+bool joins_tiles(const IndexMap& map, size_t a, size_t b) {
+  for (int m : map)
+    if (m < 0 && m != kZeroIndex) return false;
+  return std::find(map.begin(), map.end(), static_cast<int>(a)) != map.end() &&
+         std::find(map.begin(), map.end(), static_cast<int>(b)) != map.end();
+}
+
 const std::vector<int>& memory_order(const ConcreteFusion& c, int64_t v) {
   const Value& val = c.fusion->value(v);
   return val.kind == ValueKind::TensorInput ? c.input_layouts[static_cast<size_t>(val.input_index)].stride_order
@@ -99,7 +111,7 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
                                      const std::vector<SizeClass>& dc, size_t b) {
   const auto is_input = [&](int64_t v) { return std::find(task.inputs.begin(), task.inputs.end(), v) != task.inputs.end(); };
   const auto along_a = [&](int inner) { return inner >= 0 && inner != static_cast<int>(b) && dc[static_cast<size_t>(inner)] == SizeClass::Many; };
-  std::vector<TileSource> out;
+  std::vector<TileSource> out, broadcast;
   std::set<int64_t> direct;
   for (int64_t v : reads.order) {
     const std::vector<int>& order = is_input(v) ? memory_order(c, v) : std::vector<int>{};
@@ -109,9 +121,19 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
       if (along_a(inner) && tileable_map(m, dc, b)) {
         out.push_back({v, m, inner, next_dims(order, m)});
         direct.insert(v);
+      } else if (along_a(inner) && joins_tiles(m, static_cast<size_t>(inner), b)) {
+        broadcast.push_back({v, m, inner, next_dims(order, m)});
       }
     }
   }
+  // (Last: the tiles' shared memory goes to full-size inputs first; read
+  // across its memory by phase 2, a [T, H] input broadcast over a batch
+  // of 16 cost seed 1056028048 c0049 2.6x triton's time, session 43.)
+  const auto with_broadcast = [&] {
+    for (TileSource& s : broadcast)
+      if (!out.empty() && s.a == out.front().a && !direct.count(s.value)) out.push_back(std::move(s));
+    return out;
+  };
   // Only inputs some read takes across their memory (their innermost dim
   // along another dim than b, or at a computed index) may need a computed
   // tile; and only the lowest plain-read values computed from one alone (no
@@ -126,7 +148,7 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
       if (inner == kOpaqueIndex || along_a(inner)) across.insert(v);
     }
   }
-  if (across.empty()) return out;
+  if (across.empty()) return with_broadcast();
   const std::map<int64_t, int64_t> sole = sole_inputs(*c.fusion, task);
   const auto plain_read = [&](int64_t x) {
     const std::vector<IndexMap>* maps = reads.find(x);
@@ -165,7 +187,7 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
       break;
     }
   }
-  return out;
+  return with_broadcast();
 }
 
 // An output's fast dim: its memory's innermost dim past dims of one
@@ -179,10 +201,9 @@ int fast_dim(const ConcreteFusion& c, int64_t o, const std::vector<SizeClass>& d
 
 // The tiled plan whose phase 2 runs along dim b, the fast dim of output
 // `b_output` (`reads`: the task's reads traced from its outputs);
-// `*tile_bytes_out`: the shared memory its tiles take.
 std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
                                        const std::vector<int64_t>& outs, const AccessMap& reads, size_t b,
-                                       int64_t b_output, int* tile_bytes_out, std::string* why) {
+                                       int64_t b_output, std::string* why) {
   const Fusion& f = *c.fusion;
   const int64_t dom = outs[0];
   const auto& dc = c.size_classes[static_cast<size_t>(dom)];
@@ -208,14 +229,14 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
     if (have_a && src.a != static_cast<int>(p.dim_a)) continue;
     if (std::find(tiled.begin(), tiled.end(), v) != tiled.end()) continue;  // (its first map)
     const DType t = f.value(v).dtype;
-    const int size = t == DType::F64 || t == DType::I64 ? 8 : 4;
-    const int tile_bytes = kTile * (kTile + 1) * size;  // rows padded by one element
-    if (bytes + tile_bytes > kTileBytes) break;
-    bytes += tile_bytes;
+    const bool stored = dtype_size(t) < 4 && std::find(task.inputs.begin(), task.inputs.end(), v) != task.inputs.end();
+    const TiledInput in{v, src.map, stored ? dtype_size(t) : t == DType::F64 || t == DType::I64 ? 8 : 4};
+    if (bytes + in.bytes(kTile) > kTileBytes) break;
+    bytes += in.bytes(kTile);
     p.dim_a = static_cast<size_t>(src.a);
     if (!have_a) next_a = src.next;
     have_a = true;
-    p.inputs.push_back({v, src.map});
+    p.inputs.push_back(in);
     tiled.push_back(v);
   }
   // Without such an input, an output stored along another dim than b
@@ -332,7 +353,6 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
   // Outputs written straight into a misaligned input are stored per lane
   // (in_place.h: tiled plans without outputs_a write in place).
   drop_misaligned(c, dom, inputs_read_where_written(c, task, p), &p.vectors);
-  *tile_bytes_out = bytes;
   return p;
 }
 
@@ -394,7 +414,10 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // b: an output's fast dim (a permuted operand makes torch and kfuse
   // produce column-major results). Where the caller's outputs differ, each
   // one's is tried and the plan that moves the fewest bytes across memory
-  // wins, then the one with the least shared memory, then the first
+  // wins, then the one with the fewest tiles (each is filled, synced and
+  // read: the work, whatever bytes its elements take; by shared memory
+  // instead, seed 1940430775 c0118 took the plan with half-size tiles and
+  // an output recomputed in phase 1, 0.90x, session 43), then the first
   // output's: an optimizer step whose moment is stored column-major beside
   // row-major parameters tiles the moment alone (along the first output,
   // the moment, three row-major tensors did not fit the tiles' shared
@@ -414,11 +437,10 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   std::optional<TiledParams> best;
   std::pair<int, int> best_cost;
   for (size_t k = 0; k < choices.size(); ++k) {
-    int tile_bytes = 0;
     std::optional<TiledParams> p =
-        tiles_along(c, task, tuning, outs, reads, choices[k].first, choices[k].second, &tile_bytes, k == 0 ? why : nullptr);
+        tiles_along(c, task, tuning, outs, reads, choices[k].first, choices[k].second, k == 0 ? why : nullptr);
     if (!p) continue;
-    const std::pair<int, int> cost{strided_bytes(c, task, *p, reads), tile_bytes};
+    const std::pair<int, int> cost{strided_bytes(c, task, *p, reads), static_cast<int>(p->inputs.size() + p->outputs_staged.size())};
     if (!best || cost < best_cost) best = std::move(p), best_cost = cost;
   }
   return best;

@@ -932,6 +932,70 @@ static void test_computed_tiles(void** state) {
   end_test("computed tiles");
 }
 
+/* Tiles held as stored (TiledInput::element_bytes: 1- and 2-byte inputs
+   in their storage type, converted when phase 2 reads them) beside float
+   tiles, and an input broadcast over the batch joining the tiles: a
+   dropout-residual whose output is stored with the sequence innermost
+   (seed 1056028048 c0000 and c0049). x [B, S, H] row-major, keep (bool)
+   and q (int8) row-major, u [S, H] broadcast over B by the add (its tile
+   read at no batch index) or, in the second size, [B, S, H] with stride 0
+   along B; odd sizes, an offset that leaves x without vectors there, the
+   output (B, H, S). */
+static void test_stored_tiles(void** state) {
+  (void)state;
+  static const char* kText =
+      "input x: tensor<%s, 3>\n"
+      "input keep: tensor<bool, 3>\n"
+      "input u: tensor<%s, %d>\n"
+      "input q: tensor<int8, 3>\n"
+      "const zero: float32 = 0.0\n"
+      "const scale: float32 = 0.25\n"
+      "xf = cast(x) {dtype=float32}\n"
+      "uf = cast(u) {dtype=float32}\n"
+      "qf = cast(q) {dtype=float32}\n"
+      "z = where(keep, xf, zero)\n"
+      "h = add(z, uf)\n"
+      "qs = mul(qf, scale)\n"
+      "y = add(h, qs)\n"
+      "output y\n";
+  static const int kBhs[3] = {0, 2, 1};
+  const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT16, KF_FLOAT32};
+  const int64_t sizes[][3] = {{4, 256, 192}, {3, 77, 130}, {2, 129, 64}};
+  char text[1024], what[160];
+  const int saved = g_row_major_outputs;
+  g_row_major_outputs = 1;
+  for (int d = 0; d < 3; ++d) {
+    const char* dn = kf_dtype_name(dts[d]);
+    for (int s = 0; s < 3; ++s) {
+      const int strided = s == 1;
+      snprintf(text, sizeof text, kText, dn, dn, strided ? 3 : 2);
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      const int64_t* sh = sizes[s];
+      const int64_t row_major[3] = {sh[1] * sh[2], sh[2], 1}, over_batch[3] = {0, sh[2], 1};
+      tin in[4] = {input(dts[d], 3, sh), input(KF_BOOL, 3, sh), input(dts[d], strided ? 3 : 2, strided ? sh : sh + 1),
+                   input(KF_INT8, 3, sh)};
+      if (strided) {
+        with_strides(&in[0], row_major, 3);
+        with_strides(&in[2], over_batch, 0);
+      }
+      fill(&in[0], -3, 3, 0);
+      fill(&in[1], 0, 1, 0);
+      fill(&in[2], -2, 2, 0);
+      fill(&in[3], -100, 100, 0);
+      snprintf(what, sizeof what, "stored tiles and a broadcast tile, output (B, H, S) %s [%lld, %lld, %lld]", dn,
+               (long long)sh[0], (long long)sh[1], (long long)sh[2]);
+      g_out_order = kBhs;
+      run_case(f, in, 4, what);
+      g_out_order = NULL;
+      free_inputs(in, 4);
+      kf_fusion_release(f);
+    }
+  }
+  g_row_major_outputs = saved;
+  end_test("stored tiles");
+}
+
 /* Tiles over groups of dims (TiledParams::group_a / group_b): a batch dim
    of 2-8 innermost in memory in the tiled input (a channel cat, a qkv
    split) or in the outputs (an add whose first operand is stored batch
@@ -3948,6 +4012,7 @@ int main(void) {
       cmocka_unit_test(test_staged_outputs),
       cmocka_unit_test(test_cat_tiles),
       cmocka_unit_test(test_computed_tiles),
+      cmocka_unit_test(test_stored_tiles),
       cmocka_unit_test(test_tile_groups),
       cmocka_unit_test(test_random),
       cmocka_unit_test(test_fusions),       cmocka_unit_test(test_cross_entropy_forms),

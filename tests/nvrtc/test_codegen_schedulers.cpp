@@ -606,6 +606,45 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.dim_a, 1);
     assert_int_equal(t.dim_b, 0);
   }
+  {  // a dropout-residual stored with the sequence innermost (seed
+     // 1056028048 c0000, c0049): the 1- and 2-byte inputs' tiles hold
+     // their storage elements (4 tiles in 26 KB; as floats 3 did not fit
+     // the 40 KB), and u [S, H], broadcast over the batch by the add, joins
+     // the tiles (last: its map has no batch index)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {4, 256, 192}));
+    in.push_back(kftest::tensor(DType::Bool, {4, 256, 192}));
+    in.push_back(kftest::tensor(DType::BF16, {256, 192}));
+    in.push_back(kftest::tensor(DType::I8, {4, 256, 192}));
+    int64_t u = -1;
+    const Generated g = generate([&](Builder& b) {
+      const auto f32 = static_cast<int64_t>(DType::F32);
+      const int64_t x = b.op(Op::CAST, {b.tensor_input(3, DType::BF16)}, {f32})[0];
+      const int64_t keep = b.tensor_input(3, DType::Bool);
+      u = b.tensor_input(2, DType::BF16);
+      const int64_t q = b.op(Op::CAST, {b.tensor_input(3, DType::I8)}, {f32})[0];
+      const int64_t z = b.op(Op::WHERE, {keep, x, b.constant_f64(0.0, DType::F32)}, {})[0];
+      const int64_t h = b.op(Op::ADD, {z, b.op(Op::CAST, {u}, {f32})[0]}, {})[0];
+      b.output(b.op(Op::ADD, {h, q}, {})[0], {0, 2, 1}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 2);
+    assert_int_equal(t.dim_b, 1);
+    assert_int_equal(t.inputs.size(), 4);
+    assert_int_equal(t.inputs.back().value, u);  // (joins last)
+    int bytes = 0;
+    for (const TiledInput& ti : t.inputs) {
+      assert_true(ti.element_bytes == dtype_size(g.concrete->fusion->value(ti.value).dtype));
+      bytes += ti.bytes(t.tile);
+    }
+    assert_int_equal(bytes, 2 * 64 * 66 * 2 + 2 * 64 * 68);
+    assert_true(contains(g.plan.source, "__shared__ unsigned short kf_tile"));
+    assert_true(contains(g.plan.source, "[64][66];"));
+    assert_true(contains(g.plan.source, "__shared__ unsigned char kf_tile"));
+    assert_true(contains(g.plan.source, "__shared__ signed char kf_tile"));
+    assert_true(contains(g.plan.source, "[64][68];"));
+    assert_true(contains(g.plan.source, "kf_bf2f(kf_tile"));
+  }
   {  // a cat whose first operand is computed from a slice at an offset of
      // a column-major input: the tile holds the slice, filled only inside
      // its part of the cat, its load inside the bound (the statement of a
@@ -1718,6 +1757,14 @@ void test_matmul_epilogue_kernels(void** /*state*/) {
   }
 }
 
+// n / d as the kernel's kf_fastdiv_div computes it from the host's word.
+int64_t fast_quotient(int64_t n, int64_t d) {
+  const uint64_t word = fastdiv_word(d);
+  const uint32_t m = static_cast<uint32_t>(word), s = static_cast<uint32_t>(word >> 32);
+  const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * m) >> 32);
+  return (hi + static_cast<uint32_t>(n)) >> s;
+}
+
 // The tiled kernel's loop over groups of dims, replayed on the host as
 // emit_tiled writes it (tile order 3, tile_element's unravelling from the
 // tile's base): every domain index of `ext` is computed by exactly one
@@ -1751,10 +1798,12 @@ int64_t walk_tiles(const TiledParams& p, const std::vector<int64_t>& ext) {
       return;
     }
     const int64_t e = ext[g[0]];
-    int64_t i = base % e + off, o = base / e;
+    const int64_t bq = fast_quotient(base, e);
+    int64_t i = base - bq * e + off, o = bq;
     if (i >= e) {
-      o += i / e;
-      i %= e;
+      const int64_t q = fast_quotient(i, e);
+      o += q;
+      i -= q * e;
     }
     idx[g[0]] = i;
     idx[g[1]] = o;
@@ -1788,10 +1837,12 @@ int64_t walk_tiles(const TiledParams& p, const std::vector<int64_t>& ext) {
       if (g->size() == 1) continue;
       const int64_t inner_e = ext[(*g)[0]];
       for (int64_t k0 = 0; k0 < step; ++k0) {
-        int64_t i = base % inner_e + k0, o = base / inner_e;
+        const int64_t bq = fast_quotient(base, inner_e);
+        int64_t i = base - bq * inner_e + k0, o = bq;
         if (i >= inner_e) {
-          o += i / inner_e;
-          i %= inner_e;
+          const int64_t q = fast_quotient(i, inner_e);
+          o += q;
+          i -= q * inner_e;
         }
         for (int64_t kk = 0; kk < T; kk += step) {
           if (base + kk + k0 < e) {
@@ -1884,11 +1935,13 @@ void test_tile_groups(void** /*state*/) {
     assert_true(t.group_a == std::vector<size_t>({1}));
     assert_int_equal(t.dim_b, 2);
     assert_true(t.group_b == std::vector<size_t>({3}));
-    assert_true(contains(g.plan.source, "const int ar_ = (int)(a0 % "));
+    // (the unravelling walk_tiles replays: by the host's fastdiv words)
+    assert_true(contains(g.plan.source, "const int aq_ = kf_fastdiv_div(fd"));
+    assert_true(contains(g.plan.source, ", ar_ = a0 - aq_ * "));
     assert_true(contains(g.plan.source, "int i0 = ar_ + lx, i1 = aq_;"));
-    assert_true(contains(g.plan.source, "if (i0 >= "));  // (the unravelling walk_tiles replays)
-    assert_true(contains(g.plan.source, "{ i1 += i0 / "));
-    assert_true(contains(g.plan.source, "; i0 %= "));
+    assert_true(contains(g.plan.source, "if (i0 >= "));
+    assert_true(contains(g.plan.source, "{ const int q_ = kf_fastdiv_div(fd"));
+    assert_true(contains(g.plan.source, "; i1 += q_; i0 -= q_ * "));
     // the scalar loops step the rows' group (phase 2 along a, phase 1 along b)
     assert_true(contains(g.plan.source, "i0 += 4; while (i0 >= "));
     assert_true(contains(g.plan.source, "i2 += 4; while (i2 >= "));
