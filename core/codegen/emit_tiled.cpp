@@ -15,6 +15,7 @@
 #include "core/codegen/emit_common.h"
 #include "core/codegen/emitters.h"
 #include "core/codegen/op_cuda.h"
+#include "core/schedule/in_place.h"
 #include "core/schedule/vector_plan.h"
 
 namespace kf {
@@ -354,12 +355,22 @@ void tile_fill(KernelWriter& w, const TiledParams& p, const TileNames& n, const 
 // Phase 1 for the outputs stored along a (TiledParams::outputs_a): thread
 // (k, lx) computes them at (a0 + lx, b0 + k) from the inputs directly,
 // the stores and the loads of inputs contiguous along a coalesced (the
-// tiles' loads of the same elements are in L1).
+// tiles' loads of the same elements are in L1). All of an element's
+// values before its first store (an output may update an input that the
+// next one reads: in_place.h); after a barrier where one updates a tiled
+// input (tiles_overwritten_in_phase_1: other threads fill its tile).
 void tile_outputs_a(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
   if (p.outputs_a.empty()) return;
+  if (!tiles_overwritten_in_phase_1(w.concrete(), p).empty())
+    w.line("__syncthreads();  // the tiles are filled before phase 1 updates a tiled input in place");
   w.tile_reads.clear();
   tile_loop(w, n, true, "#pragma unroll 4", [&] {
-    for (int64_t o : p.outputs_a) w.store(o, idx, w.value_at(o, idx));
+    std::vector<std::string> values;
+    for (int64_t o : p.outputs_a) {
+      values.push_back(w.fresh("oa"));
+      w.line("const " + std::string(reg_type(w.fusion().value(o).dtype)) + " " + values.back() + " = " + w.value_at(o, idx) + ";");
+    }
+    for (size_t k = 0; k < p.outputs_a.size(); ++k) w.store(p.outputs_a[k], idx, values[k]);
   });
 }
 

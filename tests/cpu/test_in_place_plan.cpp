@@ -14,6 +14,7 @@
 #include <variant>
 
 #include "core/pipeline/plan.h"
+#include "core/schedule/in_place.h"
 #include "core/text/text_parser.h"
 
 extern "C" {
@@ -178,8 +179,8 @@ void test_scatter_writes_in_place(void**) {
 // kernel (p through a tile, p2 through a staged tile, m2 in phase 2).
 // Its reads of each tile come before the barrier that precedes its
 // stores, or in the storing thread: both outputs are the caller's
-// tensors. (A plan with phase-1 outputs writes none in place: in_place.cpp;
-// the GPU test test_gpu_in_place test_tiled_step checks the values.)
+// tensors. (The GPU test test_gpu_in_place test_tiled_step checks the
+// values.)
 void test_tiled_step_writes_in_place(void**) {
   const std::string adam =
       "input p: tensor<float32, 2>\ninput g: tensor<float32, 2>\ninput m: tensor<float32, 2>\n"
@@ -209,6 +210,29 @@ void test_tiled_step_writes_in_place(void**) {
   assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(Kind::Output));
   assert_int_equal(static_cast<int>(final_kind(*p, 1)), static_cast<int>(Kind::Output));
   assert_int_equal(p->segmentation.segments[0].in_place_inputs.size(), 3);
+  // With a second moment v: g and m column-major beside row-major p and
+  // v (seed 1056028048 c0197): m2 is stored along a in phase 1, into m,
+  // which phase 2 reads from its tile alone; the kernel fills the tiles,
+  // then a barrier, then stores m2. All three results are the caller's
+  // tensors (they were copied after the kernel).
+  const std::string adam_v =
+      "input p: tensor<float32, 2>\ninput g: tensor<float32, 2>\ninput m: tensor<float32, 2>\n"
+      "input v: tensor<float32, 2>\nconst b1: float32 = 0.9\nconst lr: float32 = 0.001\n"
+      "m1 = mul(m, b1)\nm2 = add(m1, g)\nv1 = mul(v, b1)\ngg = mul(g, g)\nv2 = add(v1, gg)\n"
+      "mv = mul(m2, v2)\nu = mul(mv, lr)\np2 = sub(p, u)\n"
+      "output p2 {alias=0}\noutput m2 {alias=2}\noutput v2 {alias=3}\n";
+  auto q = plan(adam_v, 4, {false, true, true, false});
+  assert_int_equal(q->segmentation.segments.size(), 1);
+  const auto* t = std::get_if<kf::TiledParams>(&*q->segmentation.segments[0].schedule);
+  assert_non_null(t);
+  assert_int_equal(t->outputs_a.size(), 1);
+  const std::vector<int64_t> overwritten = kf::tiles_overwritten_in_phase_1(*q->concrete, *t);
+  assert_int_equal(overwritten.size(), 1);
+  assert_int_equal(overwritten[0], 2);  // m
+  assert_int_equal(q->segmentation.run_plan.intermediates.size(), 0);
+  assert_int_equal(static_cast<int>(final_kind(*q, 0)), static_cast<int>(Kind::Output));
+  assert_int_equal(static_cast<int>(final_kind(*q, 1)), static_cast<int>(Kind::Output));
+  assert_int_equal(static_cast<int>(final_kind(*q, 2)), static_cast<int>(Kind::Output));
 }
 
 }  // namespace

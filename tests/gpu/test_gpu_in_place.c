@@ -209,6 +209,24 @@ static void test_tiled_step(void** state) {
     check_in_place_at(kAdam, 512, 1024, 3, kAdamAlias, layouts[k]);
     check_in_place_at(kAdam, 333, 1001, 3, kAdamAlias, layouts[k]);
   }
+  /* g and m column-major beside row-major p and v (seed 1056028048
+     c0197): m2 is stored along a in phase 1 into m, which phase 2 reads
+     from its tile alone, after a barrier that follows the tiles' fill */
+  static const char* const kAdamV =
+      "input p: tensor<float32, 2>\ninput g: tensor<float32, 2>\ninput m: tensor<float32, 2>\n"
+      "input v: tensor<float32, 2>\nconst b1: float32 = 0.5\nconst lr: float32 = 0.25\n"
+      "m1 = mul(m, b1)\nm2 = add(m1, g)\nv1 = mul(v, b1)\ngg = mul(g, g)\nv2 = add(v1, gg)\n"
+      "mv = mul(m2, v2)\nu = mul(mv, lr)\np2 = sub(p, u)\n"
+      "output p2 {alias=0}\noutput m2 {alias=2}\noutput v2 {alias=3}\n";
+  static const int kAdamVAlias[3] = {0, 2, 3};
+  static const int64_t moments_column_major[][4][3] = {
+      {{0, 0, 0}, {0, 0, 1}, {0, 0, 1}, {0, 0, 0}},
+      {{0, 0, 0}, {0, 0, 1}, {1, 0, 1}, {3, 0, 0}}, /* m and v at odd offsets: no vectors */
+  };
+  for (size_t k = 0; k < 2; ++k) {
+    check_in_place_at(kAdamV, 512, 1024, 4, kAdamVAlias, moments_column_major[k]);
+    check_in_place_at(kAdamV, 333, 1001, 4, kAdamVAlias, moments_column_major[k]);
+  }
 }
 
 static void test_transposed_read(void** state) {
