@@ -645,6 +645,25 @@ void test_fast_paths(void** /*state*/) {
     assert_true(contains(g.plan.source, "[64][68];"));
     assert_true(contains(g.plan.source, "kf_bf2f(kf_tile"));
   }
+  {  // a shift [2, H] stored transposed (the 2 innermost), broadcast by
+     // broadcast_in_dim over the rows of x [2, S, H] row-major: the
+     // broadcast value is a computed tile filled from the shift, so the
+     // shift itself does not join the tiles as well (its tile would be
+     // filled and never read: NVRTC warned of an unused tile)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {2, 100, 64}));
+    in.push_back(kftest::tensor(DType::BF16, {2, 64}, {1, 2}));
+    int64_t sb_value = -1;
+    const Generated g = generate([&](Builder& b) {
+      const int64_t x = b.tensor_input(3, DType::BF16), shift = b.tensor_input(2, DType::BF16);
+      const int64_t sb = b.op(Op::BROADCAST_IN_DIM, {shift, ci(b, 2), ci(b, 100), ci(b, 64)}, {0, 2})[0];
+      sb_value = sb;
+      b.output(b.op(Op::ADD, {x, sb}, {})[0], {}, -1);
+    }, in);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.inputs.size(), 1);
+    assert_int_equal(t.inputs[0].value, sb_value);
+  }
   {  // a cat whose first operand is computed from a slice at an offset of
      // a column-major input: the tile holds the slice, filled only inside
      // its part of the cat, its load inside the bound (the statement of a
