@@ -181,7 +181,16 @@ std::vector<TileSource> tile_sources(const ConcreteFusion& c, const Task& task, 
         const bool varies = std::any_of(x.begin(), x.end(), [&](int e) {
           return e == kOpaqueIndex || read_dim(e) == static_cast<int>(b);
         });
-        ok = along_a(inner) && (a < 0 || inner == a) && varies;
+        // Every dim of class >1 read (or an opaque index: a gather's
+        // rows): an input broadcast over one is re-read from the caches,
+        // as for tileable_map, and may have a tiny dim a.
+        bool whole = true;
+        if (std::find(x.begin(), x.end(), kOpaqueIndex) == x.end())
+          for (size_t d = 0; d < dc.size(); ++d)
+            if (dc[d] == SizeClass::Many &&
+                std::none_of(x.begin(), x.end(), [&](int e) { return read_dim(e) == static_cast<int>(d); }))
+              whole = false;
+        ok = along_a(inner) && (a < 0 || inner == a) && varies && whole;
         a = inner;
       }
       if (!ok) continue;

@@ -660,9 +660,8 @@ void test_fast_paths(void** /*state*/) {
       sb_value = sb;
       b.output(b.op(Op::ADD, {x, sb}, {})[0], {}, -1);
     }, in);
-    const auto& t = std::get<TiledParams>(g.schedule);
-    assert_int_equal(t.inputs.size(), 1);
-    assert_int_equal(t.inputs[0].value, sb_value);
+    (void)sb_value;
+    assert_true(std::get_if<TiledParams>(&g.schedule) == nullptr);
   }
   {  // a cat whose first operand is computed from a slice at an offset of
      // a column-major input: the tile holds the slice, filled only inside
