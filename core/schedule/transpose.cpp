@@ -363,7 +363,7 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
     return reject(why, "no input is contiguous along a dim other than the outputs' fast dim, and no output fits a tile");
   p.vectors = plan_vectors(c, task, p.outputs_b(), dom, p.dim_b, &reads, tiled);
   // Outputs written straight into a misaligned input are stored per lane
-  // (in_place.h: tiled plans without outputs_a write in place).
+  // (in_place.h: which inputs a tiled plan updates in place).
   drop_misaligned(c, dom, inputs_read_where_written(c, task, p), &p.vectors);
   return p;
 }
