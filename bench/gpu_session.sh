@@ -20,12 +20,14 @@
 # default 450), GROUPS_ONLY (the differential groups to run, comma-separated;
 # default all 47: about 15 minutes), AB_DIR (where ab keeps its JSON, default
 # /tmp/kfuse-ab: outside $OUT, since the device tool brings back at most 8
-# files). Summaries go to $OUT/summary.txt: read that one first.
+# files), AB_REPEAT (ab's rounds of base then new, default 1; each plan's
+# median over them). Summaries go to $OUT/summary.txt: read that one first.
 set -u
 DEBS=${DEBS:-debs}
 OUT=${OUT:-gpu-session}
 BUDGET=${BUDGET:-450}
 AB_DIR=${AB_DIR:-/tmp/kfuse-ab}
+AB_REPEAT=${AB_REPEAT:-1}
 mkdir -p "$OUT" /tmp/kfuse-deps "$AB_DIR"
 for f in "$DEBS"/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/kfuse-deps; done
 export LD_LIBRARY_PATH=/tmp/kfuse-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -86,26 +88,24 @@ models() {
 }
 
 ab() {  # BASE_LIB SEED:N,N [SEED:N,N ...] (or BASE_LIB SEED N,N)
-  local base=$1 lib pair seed only
+  local base=$1 lib pair seed only r
   shift
   local pairs=("$@")
   [ $# -eq 2 ] && [[ $2 != *:* ]] && pairs=("$1:$2")
   for pair in "${pairs[@]}"; do
     seed=${pair%%:*} only=${pair#*:}
-    for lib in "$base" build/libkfuse.so; do
-      timeout 150 python3 bench/corpus_bench.py --lib "$lib" --seed "$seed" --count 200 --only "$only" --iters 20 --warmup 5 \
-        --no-cpu-check --no-compile --json "$AB_DIR/ab_${seed}_$(basename "$lib").json" > /dev/null 2>&1
+    # AB_REPEAT rounds, base then this build in each: a plan under ~60 us
+    # takes one of two times per process (perf-log.md session 43), so one
+    # round of a small plan says little; the summary gives each plan's
+    # median over the rounds and the range of the round ratios.
+    for ((r = 1; r <= AB_REPEAT; r++)); do
+      for lib in "$base" build/libkfuse.so; do
+        timeout 150 python3 bench/corpus_bench.py --lib "$lib" --seed "$seed" --count 200 --only "$only" --iters 20 --warmup 5 \
+          --no-cpu-check --no-compile --json "$AB_DIR/ab_${seed}_$(basename "$lib")_$r.json" > /dev/null 2>&1
+      done
     done
-    python3 - "$AB_DIR/ab_${seed}_$(basename "$base").json" "$AB_DIR/ab_${seed}_libkfuse.so.json" "$seed" >> "$OUT/summary.txt" <<'PY'
-import json, sys
-try:
-    base = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}
-    for r in json.load(open(sys.argv[2]))["rows"]:
-        b, n = base.get(r["name"], {}).get("kfuse_ms") or 0, r.get("kfuse_ms") or 0
-        print(f"ab {sys.argv[3]} {r['name'][:40]:40} base {b:.4f} new {n:.4f} ratio {b / n if n else 0:.2f} ok {r.get('ok')}")
-except (OSError, ValueError, KeyError) as e:
-    print(f"ab {sys.argv[3]}: no result ({e})")
-PY
+    python3 bench/ab_summary.py --seed "$seed" --base "$AB_DIR/ab_${seed}_$(basename "$base")" \
+      --new "$AB_DIR/ab_${seed}_libkfuse.so" --rounds "$AB_REPEAT" >> "$OUT/summary.txt"
   done
 }
 
