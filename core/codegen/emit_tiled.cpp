@@ -38,7 +38,7 @@ struct TileNames {
 // indices are int (a division by a run-time extent costs some 20
 // instructions, and a group whose inner extent is below the tile divides
 // at each vector: seed 1056028048 c0009, session 43).
-std::string wrap(KernelWriter& w, const TileNames& n, bool a, const std::string& inner, const std::string& outer) {
+std::string carry_into_outer(KernelWriter& w, const TileNames& n, bool a, const std::string& inner, const std::string& outer) {
   const std::string& e = a ? n.ea_in : n.eb_in;
   return "if (" + inner + " >= " + e + ") { const " + w.index_type() + " q_ = " + w.quotient(inner, n.dom, a ? n.da : n.db) +
          "; " + outer + " += q_; " + inner + " -= q_ * " + e + "; }";
@@ -79,7 +79,7 @@ std::string tile_element(KernelWriter& w, const TileNames& n, const GroupIndex& 
   const auto unravel = [&](const GroupIndex& g, const std::string& off, bool a) {
     if (g.outer.empty()) return;
     w.line(t + " " + g.inner + " = " + (a ? "a" : "b") + "r_ + " + off + ", " + g.outer + " = " + (a ? "a" : "b") + "q_;");
-    w.line(wrap(w, n, a, g.inner, g.outer));
+    w.line(carry_into_outer(w, n, a, g.inner, g.outer));
   };
   unravel(ga, da, true);
   unravel(gb, db, false);
@@ -126,12 +126,12 @@ void tile_loop(KernelWriter& w, const TileNames& n, bool lanes_a, const std::str
   w.line("const " + t + " " + lane.lin + " = " + lane_base + "0 + lx;");
   if (!lane.outer.empty()) {
     w.line(t + " " + lane.inner + " = " + lane_base + "r_ + lx, " + lane.outer + " = " + lane_base + "q_;");
-    w.line(wrap(w, n, lanes_a, lane.inner, lane.outer));
+    w.line(carry_into_outer(w, n, lanes_a, lane.inner, lane.outer));
   }
   if (!row.outer.empty()) {
     w.line(t + " " + row.inner + " = " + row_base + "r_ + " + (begin ? b + " + " : "") + "k0_, " + row.outer + " = " +
            row_base + "q_;");
-    w.line(wrap(w, n, !lanes_a, row.inner, row.outer));
+    w.line(carry_into_outer(w, n, !lanes_a, row.inner, row.outer));
   }
   w.line(unroll);
   w.open("for (int kk = " + b + "; kk < " + e + "; kk += " + n.rows_step + ")");

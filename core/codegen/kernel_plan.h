@@ -81,6 +81,14 @@ inline uint64_t fastdiv_word(int64_t d) {
   return (s << 32) | (m & 0xffffffffu);
 }
 
+// n / d from d's word, as the kernel's kf_fastdiv_div computes it (the
+// host's mirror, for the tests that replay kernels' index math).
+inline uint32_t fastdiv_divide(uint64_t word, uint32_t n) {
+  const uint32_t m = static_cast<uint32_t>(word), s = static_cast<uint32_t>(word >> 32);
+  const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * m) >> 32);
+  return (hi + n) >> s;
+}
+
 struct LaunchRule {
   enum class Kind : uint8_t {
     // grid.x = ceil(numel(domain) / (block * items_per_thread)), capped at

@@ -19,12 +19,6 @@ extern "C" {
 
 namespace {
 
-// The kernel's kf_fastdiv_div on the host.
-uint32_t divide(uint64_t word, uint32_t n) {
-  const uint32_t m = static_cast<uint32_t>(word), s = static_cast<uint32_t>(word >> 32);
-  const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * m) >> 32);
-  return (hi + n) >> s;
-}
 
 std::vector<int64_t> divisors() {
   std::vector<int64_t> d;
@@ -40,7 +34,7 @@ std::vector<int64_t> divisors() {
 
 void check(uint64_t word, int64_t d, int64_t n) {
   if (n < 0 || n > INT32_MAX) return;
-  const uint32_t got = divide(word, static_cast<uint32_t>(n));
+  const uint32_t got = kf::fastdiv_divide(word, static_cast<uint32_t>(n));
   if (got != static_cast<uint64_t>(n / d)) fail_msg("%lld / %lld: got %u, expected %lld", (long long)n, (long long)d, got, (long long)(n / d));
 }
 

@@ -1776,12 +1776,7 @@ void test_matmul_epilogue_kernels(void** /*state*/) {
 }
 
 // n / d as the kernel's kf_fastdiv_div computes it from the host's word.
-int64_t fast_quotient(int64_t n, int64_t d) {
-  const uint64_t word = fastdiv_word(d);
-  const uint32_t m = static_cast<uint32_t>(word), s = static_cast<uint32_t>(word >> 32);
-  const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * m) >> 32);
-  return (hi + static_cast<uint32_t>(n)) >> s;
-}
+int64_t fast_quotient(int64_t n, int64_t d) { return fastdiv_divide(fastdiv_word(d), static_cast<uint32_t>(n)); }
 
 // The tiled kernel's loop over groups of dims, replayed on the host as
 // emit_tiled writes it (tile order 3, tile_element's unravelling from the
