@@ -75,14 +75,15 @@ def kfuse_definitions():
 
 
 def profile_step(w, device):
-    """(kernels launched in one step, share of their GPU time in kfuse kernels)."""
+    """One step under torch.profiler: (kernels launched, share of their GPU
+    time in kfuse kernels, their GPU ms, {kernel name: [calls, ms]})."""
     if device.type != "cuda":
-        return None, None
+        return None, None, None, {}
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         w.step()
         sync(device)
-    kernels, total, kf = 0, 0.0, 0.0
+    kernels, total, kf, by_name = 0, 0.0, 0.0, {}
     for e in prof.events():
         if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
             continue
@@ -96,7 +97,26 @@ def profile_step(w, device):
         total += t
         if name.startswith("kf_"):
             kf += t
-    return kernels, (kf / total if total else 0.0)
+        # (kfuse's kernels are named per plan; one entry for all of them
+        # keeps the table about where the rest of the step goes)
+        key = "kf_* (all kfuse kernels)" if name.startswith("kf_") else name[:100]
+        slot = by_name.setdefault(key, [0, 0.0])
+        slot[0] += 1
+        slot[1] += t / 1e3
+    return kernels, (kf / total if total else 0.0), total / 1e3, by_name
+
+
+def kernel_table(results, top):
+    """Per model and backend, one profiled step's GPU time by kernel name,
+    the costliest first: where a backend's step goes next to another's."""
+    for r in results:
+        if "error" in r or not r.get("by_kernel"):
+            continue
+        rows = sorted(r["by_kernel"].items(), key=lambda kv: -kv[1][1])
+        print(f"\n### {r['model']} / {r['backend']}: {r['gpu_ms']:.3f} ms of kernel time in one step "
+              f"({r['kernels']} kernels), step {r['step_ms']:.3f} ms")
+        for name, (calls, ms) in rows[:top]:
+            print(f"  {ms:8.3f} ms {calls:5d}x  {name}")
 
 
 def run_one(name, backend, args, device):
@@ -124,7 +144,7 @@ def run_one(name, backend, args, device):
         outs.append(w.step())
         sync(device)
         times.append(time.perf_counter() - t0)
-    kernels, kf_share = profile_step(w, device)
+    kernels, kf_share, gpu_ms, by_kernel = profile_step(w, device)
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     after = kfuse_definitions()
     if w.kind == "train":
@@ -133,6 +153,7 @@ def run_one(name, backend, args, device):
         values = outs[0].float().cpu()
     return {"model": name, "backend": backend, "first_s": first, "step_ms": statistics.median(times) * 1e3,
             "peak_mb": peak / 2**20 if peak is not None else None, "kernels": kernels, "kfuse_share": kf_share,
+            "gpu_ms": gpu_ms, "by_kernel": by_kernel,
             "values": values, "kind": w.kind,
             "definitions": (after - (before or 0)) if after is not None else None}
 
@@ -283,6 +304,8 @@ def main():
     p.add_argument("--json", help="write the raw results here")
     p.add_argument("--partitions", type=int, default=0, metavar="K",
                    help="also: per model, the K kfuse partitions that cost the most, replayed alone, with their text")
+    p.add_argument("--kernels", type=int, default=0, metavar="K",
+                   help="also: per model and backend, one step's K costliest kernel names by GPU time")
     args = p.parse_args()
     args.size = "smoke" if args.smoke else "default"
     if args.smoke:
@@ -318,6 +341,8 @@ def main():
               f"{st['graphs']} graphs, {len(st['fallbacks'])} fallbacks")
         for part, why in st["fallbacks"]:
             print(f"  fallback {part}: {why}")
+    if args.kernels > 0:
+        kernel_table(results, args.kernels)
     if args.seq_check:
         seq_check(args, device)
     if args.partitions > 0:

@@ -385,6 +385,44 @@ def _():
     assert all(m.calls == 1 for m in mods)
 
 
+@test("matmuls with unaligned leading dims are padded: an LM head and its two backward matmuls, one pad per operand")
+def _():
+    from kfuse.torch import _pad_mm
+
+    def step(h, w, t):
+        h, w = h.detach().requires_grad_(), w.detach().requires_grad_()
+        loss = F.cross_entropy(h @ w.t(), t)
+        gh, gw = torch.autograd.grad(loss, [h, w])
+        return loss.detach(), gh, gw
+
+    def run(rows, hidden, vocab, force=True):
+        # (rows x hidden x vocab >= MIN_MACS: smaller matmuls are left as they are)
+        h, w = gen((rows, hidden), F32, -0.5, 0.5), gen((vocab, hidden), F32, -0.5, 0.5, seed=3)
+        t = torch.randint(0, vocab, (rows,), generator=torch.Generator().manual_seed(1))
+        report = kt.Report()
+        gm = kt.fuse(step, (h, w, t), report=report, functional=False, pad_matmuls=force)
+        pads = [n for n in gm.graph.nodes if n.op == "call_function" and "constant_pad_nd" in str(n.target)]
+        for sub in gm.modules():
+            if isinstance(sub, torch.fx.GraphModule) and sub is not gm:
+                pads += [n for n in sub.graph.nodes if n.op == "call_function" and "constant_pad_nd" in str(n.target)]
+        for a, r in zip(gm(h, w, t), step(h, w, t)):
+            why = kt.mismatch(a, r, kt.Options(check=False, rtol=1e-4, atol=1e-5))
+            assert why is None, f"{why}\n{report}"
+        return report, pads
+
+    assert _pad_mm.MIN_MACS <= 520 * 516 * 1029
+    report, pads = run(520, 516, 1029)
+    # the forward's head (N = 1029), the input gradient (K = 1029: the
+    # gradient and the weight padded), the weight gradient (M = 1029, the
+    # transposed gradient: the same pad of the gradient)
+    assert report.padded_matmuls == 3, report
+    assert len(pads) == 2, (pads, report)
+    assert any("pad(" in p[2] for p in report.partitions if p[2]), report
+    assert run(520, 516, 1032)[0].padded_matmuls == 0          # aligned (4 float32 = 16 bytes)
+    assert run(64, 516, 1029)[0].padded_matmuls == 0           # under MIN_MACS
+    assert run(520, 516, 1029, force=None)[0].padded_matmuls == 0  # not on CUDA: left alone
+
+
 def attention_block(x, w1, w2, g):
     h = F.layer_norm(x, (x.shape[-1],), g, None)
     q = (h @ w1).view(x.shape[0], x.shape[1], 2, -1).transpose(1, 2)

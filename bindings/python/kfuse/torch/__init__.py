@@ -62,7 +62,8 @@ def supported_ops():
     return _aten.supported_ops()
 
 
-def fuse(fn, inputs, check=None, exclude=(), min_ops=2, report=None, tracing_mode="real", functional=True):
+def fuse(fn, inputs, check=None, exclude=(), min_ops=2, report=None, tracing_mode="real", functional=True,
+         pad_matmuls=None):
     """Traces ``fn`` on ``inputs`` with make_fx (ATen ops, ``decompositions()``)
     and returns the GraphModule with its kfuse partitions installed. Works
     on torch 1.13; the graph is specialized to the inputs' ranks and dtypes
@@ -71,7 +72,8 @@ def fuse(fn, inputs, check=None, exclude=(), min_ops=2, report=None, tracing_mod
     running the ops (for dtypes torch's CPU kernels lack, such as float16).
     ``functional``: trace through functorch's functionalize (in-place ops
     become functional, input mutations one copy_ each); False for a fn
-    that runs autograd inside (functionalize refuses requires_grad_)."""
+    that runs autograd inside (functionalize refuses requires_grad_).
+    ``pad_matmuls``: see Options (True pads on the CPU too)."""
     from torch.fx.experimental.proxy_tensor import make_fx
     gm = make_fx(_functionalize(fn) if functional else fn, decomposition_table=decompositions(), tracing_mode=tracing_mode)(*inputs)
     if tracing_mode == "real" and any(n.op != "output" and _aten.node_meta(n) is None and "val" not in n.meta
@@ -80,7 +82,8 @@ def fuse(fn, inputs, check=None, exclude=(), min_ops=2, report=None, tracing_mod
         # metadata: ShapeProp records it (running the graph once)
         from torch.fx.passes.shape_prop import ShapeProp
         ShapeProp(gm).propagate(*inputs)
-    return compile_graph(gm, inputs, Options(check=check, exclude=exclude, min_ops=min_ops), report)
+    return compile_graph(gm, inputs, Options(check=check, exclude=exclude, min_ops=min_ops, pad_matmuls=pad_matmuls),
+                         report)
 
 
 def _functionalize(fn):
@@ -166,7 +169,7 @@ def partition_fn(partition=None):
     return min_cut_rematerialization_partition
 
 
-def backend(check=None, exclude=(), min_ops=2, partition=None):
+def backend(check=None, exclude=(), min_ops=2, partition=None, pad_matmuls=None):
     """A Dynamo backend (for ``torch.compile(m, backend=...)``) with these
     options: AOTAutograd with ``decompositions()`` and ``partition_fn(
     partition)``, forward and backward graphs through compile_graph."""
@@ -174,7 +177,7 @@ def backend(check=None, exclude=(), min_ops=2, partition=None):
     if why:
         raise RuntimeError(why)
     from torch._dynamo.backends.common import aot_autograd
-    options = Options(check=check, exclude=exclude, min_ops=min_ops)
+    options = Options(check=check, exclude=exclude, min_ops=min_ops, pad_matmuls=pad_matmuls)
 
     def compiler(gm, example_inputs):
         return _boxed(compile_graph(gm, example_inputs, options))
@@ -190,9 +193,9 @@ def dynamo_backend(gm, example_inputs, **kwargs):
     return backend()(gm, example_inputs, **kwargs)
 
 
-def compile(model, check=None, exclude=(), min_ops=2, partition=None, **compile_kwargs):
+def compile(model, check=None, exclude=(), min_ops=2, partition=None, pad_matmuls=None, **compile_kwargs):
     """``torch.compile(model, backend=kfuse.torch.backend(...), **compile_kwargs)``."""
-    return torch.compile(model, backend=backend(check, exclude, min_ops, partition), **compile_kwargs)
+    return torch.compile(model, backend=backend(check, exclude, min_ops, partition, pad_matmuls), **compile_kwargs)
 
 
 _registered = False

@@ -19,6 +19,7 @@ import kfuse
 from kfuse import _dlpack as _dl
 from . import _aten
 from ._aten import SV, TV, Unsupported, node_meta
+from ._pad_mm import pad_matmuls
 
 aten = torch.ops.aten
 
@@ -65,13 +66,19 @@ class Options:
     too and raise KfuseTorchMismatch at the first difference (default: the
     environment's KFUSE_TORCH_CHECK=1). ``exclude``: ATen packet names
     (``"exp"``, ``"var_mean"``) left to torch. ``min_ops``: the fewest
-    compute ops a partition needs (2: a lone op stays in torch)."""
+    compute ops a partition needs (2: a lone op stays in torch).
+    ``pad_matmuls``: pad matmuls whose leading dims are not 16-byte
+    multiples (``_pad_mm``): None (default) on CUDA unless the environment
+    says KFUSE_TORCH_PAD_MM=0, True on any device, False never."""
 
-    def __init__(self, check=None, exclude=(), min_ops=2, rtol=None, atol=None):
+    def __init__(self, check=None, exclude=(), min_ops=2, rtol=None, atol=None, pad_matmuls=None):
         self.check = (os.environ.get("KFUSE_TORCH_CHECK", "0") not in ("", "0")) if check is None else bool(check)
         self.exclude = frozenset(exclude)
         self.min_ops = int(min_ops)
         self.rtol, self.atol = rtol, atol
+        if pad_matmuls is None and os.environ.get("KFUSE_TORCH_PAD_MM", "1").strip() in ("", "0"):
+            pad_matmuls = False
+        self.pad_matmuls = pad_matmuls
 
 
 # ---------------------------------------------------------------------------
@@ -417,10 +424,12 @@ class Report:
     def __init__(self):
         self.partitions = []
         self.in_torch = []
+        self.padded_matmuls = 0
 
     def __str__(self):
         lines = [f"{sum(1 for p in self.partitions if p[2] is not None)} kfuse partition(s), "
-                 f"{len(self.in_torch)} op(s) left to torch"]
+                 f"{len(self.in_torch)} op(s) left to torch"
+                 + (f", {self.padded_matmuls} matmul(s) padded" if self.padded_matmuls else "")]
         for name, nodes, text, why in self.partitions:
             lines.append(f"\n== {name}: {len(nodes)} nodes"
                          + (f" -- left to torch: {why}" if why else " -> kfuse"))
@@ -475,6 +484,8 @@ def compile_graph(gm, example_inputs=None, options=None, report=None):
     GraphModule) by kfuse fusions, in place; returns ``gm``."""
     options = options or Options()
     report = report if report is not None else Report()
+    if options.pad_matmuls is not False:
+        report.padded_matmuls += pad_matmuls(gm, force=options.pad_matmuls is True)
     with _lock:
         _stats["graphs"] += 1
     support = KfuseSupport(options)
