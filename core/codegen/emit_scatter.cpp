@@ -172,6 +172,15 @@ void atomic_update(KernelWriter& w, const ScatterParams& p, const Operands& o, c
 
 std::string scratch_words(const char* type) { return std::string("((") + type + "*)args.scratch)"; }
 
+// Whether the atomic path's mean counts updates per slice (one int per
+// index along dim, bumped by each slice's first element) rather than per
+// element: where the index selects slices every element of a slice takes
+// the same number of updates, so the per-element counts doubled the
+// atomics (seed 243917705 c0188, docs/perf-log.md session 44). Elements
+// outside the index's extents along the other dims take none
+// (emit_scatter_mean checks).
+bool slice_counts(const ScatterParams& p) { return p.slices && p.reduce == ScatterReduce::Mean && !p.sorted; }
+
 }  // namespace
 
 // The input copied into the result, 4 elements per thread and step (all
@@ -194,7 +203,11 @@ void emit_scatter_copy(KernelWriter& w, const ScatterParams& p) {
   for (int u = 0; u < kUnroll; ++u) {
     w.open("if (" + qs[static_cast<size_t>(u)] + " < " + n + ")");
     w.store(o.out, idx[static_cast<size_t>(u)], vals[static_cast<size_t>(u)]);
-    if (p.reduce == ScatterReduce::Mean && !p.sorted) w.line(scratch_words("int") + "[" + qs[static_cast<size_t>(u)] + "] = 0;");
+    const std::string& q = qs[static_cast<size_t>(u)];
+    if (slice_counts(p))
+      w.line("if (" + q + " < " + w.extent(o.out, o.dim) + ") " + scratch_words("int") + "[" + q + "] = 0;");
+    else if (p.reduce == ScatterReduce::Mean && !p.sorted)
+      w.line(scratch_words("int") + "[" + q + "] = 0;");
     w.close();
   }
   w.close();
@@ -239,7 +252,14 @@ void emit_scatter_update(KernelWriter& w, const ScatterParams& sp) {
     w.store(o.out, target, v);
   } else {
     atomic_update(w, p, o, w.address(o.out, target), v);
-    if (p.reduce == ScatterReduce::Mean) w.line("atomicAdd(" + scratch_words("int") + " + " + logical_linear(w, o, target) + ", 1);");
+    if (slice_counts(sp)) {
+      std::string first;
+      for (size_t d = 0; d < o.rank; ++d)
+        if (d != o.dim) first += (first.empty() ? "" : " && ") + u[d] + " == 0";
+      w.line((first.empty() ? "" : "if (" + first + ") ") + "atomicAdd(" + scratch_words("int") + " + " + t + ", 1);");
+    } else if (p.reduce == ScatterReduce::Mean) {
+      w.line("atomicAdd(" + scratch_words("int") + " + " + logical_linear(w, o, target) + ", 1);");
+    }
   }
   w.close();
   w.close();
@@ -249,9 +269,20 @@ void emit_scatter_mean(KernelWriter& w, const ScatterParams& p) {
   const Operands o = operands(w, p);
   const std::string n = w.numel(o.out);
   w.open("for (long long q = " + std::string(kThread) + "; q < " + n + "; q += " + kGridStride + ")");
-  w.line("const int cnt = " + scratch_words("int") + "[q];");
-  w.open("if (cnt > 0)");
-  const std::vector<std::string> idx = unravel(w, o.out, all_dims(o.rank), "q");
+  std::vector<std::string> idx;
+  if (slice_counts(p)) {
+    idx = unravel(w, o.out, all_dims(o.rank), "q");
+    std::string covered;
+    for (size_t d = 0; d < o.rank; ++d)
+      if (d != o.dim) covered += (covered.empty() ? "" : " && ") + idx[d] + " < " + slice_extent(w, o, d);
+    w.line("const int cnt = " + (covered.empty() ? "" : "!(" + covered + ") ? 0 : ") + scratch_words("int") + "[" +
+           idx[o.dim] + "];");
+    w.open("if (cnt > 0)");
+  } else {
+    w.line("const int cnt = " + scratch_words("int") + "[q];");
+    w.open("if (cnt > 0)");
+    idx = unravel(w, o.out, all_dims(o.rank), "q");
+  }
   const std::string at = w.element(o.out, idx);
   const DType t = o.dtype;
   const std::string cur = "(" + std::string(reg_type(t)) + ")" + load_form(t, at);

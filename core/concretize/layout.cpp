@@ -293,6 +293,30 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
   return false;
 }
 
+// Whether v, a scatter's result, would take its updates across its memory
+// in the caller's layout `caller`: the update kernels walk the index
+// row-major, its last dim of class >1 fastest, so a warp's atomics share
+// sectors only where that dim is innermost in memory. Where the caller's
+// innermost is another dim and kfuse's own order's is that one, v is
+// produced in kfuse's order and copied into the caller's tensor by tiles
+// (a scatter-mean of [131072, 512] messages into 32768 nodes, the result
+// column-major: 6.1 ms, 0.13x torch.compile, seed 243917705 c0188,
+// docs/perf-log.md session 44). A scatter along that last dim itself
+// updates scattered addresses in any layout: left as it is.
+bool scatter_across_updates(const ConcreteFusion& c, size_t v, const std::vector<int>& caller) {
+  const Fusion& f = *c.fusion;
+  const int64_t p = f.values[v].producer;
+  if (p < 0) return false;
+  const Expr& e = f.exprs[static_cast<size_t>(p)];
+  if (op_info(e.op).category != OpCategory::Scatter) return false;
+  std::vector<int> row_major(c.size_classes[v].size());
+  for (size_t d = 0; d < row_major.size(); ++d) row_major[d] = static_cast<int>(d);
+  const int last = innermost_many(c, v, row_major);
+  const int own = innermost_many(c, v, c.stride_orders[v]), theirs = innermost_many(c, v, caller);
+  return last >= 0 && last != static_cast<int>(ScatterAttrs(e).index()) && own == last && theirs >= 0 &&
+         theirs != last;
+}
+
 // The caller's outputs of the reduction's chain (`seen`: the values
 // choose_input_relayouts walked from it) of its input's size classes
 // `cls`, written in place of none, whose innermost dim of class >1 is
@@ -483,7 +507,8 @@ void propagate_layouts(ConcreteFusion& c) {
     if (set[v]) continue;
     set[v] = true;
     if (c.relayout_outputs[i]) continue;
-    if (f.outputs[i].alias_input < 0 && (copied_outputs[i] || crosses_rows(c, v, c.caller_output_orders[i]))) {
+    if (f.outputs[i].alias_input < 0 && (copied_outputs[i] || crosses_rows(c, v, c.caller_output_orders[i]) ||
+                                         scatter_across_updates(c, v, c.caller_output_orders[i]))) {
       c.relayout_outputs[i] = true;
       continue;
     }

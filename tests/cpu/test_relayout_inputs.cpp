@@ -527,6 +527,55 @@ void test_column_norm_output_across_its_walk(void**) {
   }
 }
 
+// A scatter's result whose caller's layout puts the scatter's dim
+// innermost: the atomic updates of a warp would each take a sector of
+// their own, so it is produced in kfuse's layout and copied (layout.cpp
+// scatter_across_updates); a scatter along the last dim is left as it is
+// (its updates are scattered in any layout). Values against kfuse's own
+// layout and a mean computed here.
+void test_scatter_output_across_its_updates(void**) {
+  const int64_t nodes = 6, feat = 8, edges = 20;
+  std::vector<int64_t> dst(static_cast<size_t>(edges));
+  for (int64_t e = 0; e < edges; ++e) dst[static_cast<size_t>(e)] = (e * 7) % 5;  // node 5 takes no update
+  for (const int dim : {0, 1}) {
+    const std::string text =
+        std::string("input x: tensor<float32, 2>\ninput dst: tensor<int64, 1>\ninput msg: tensor<float32, 2>\n") +
+        "d2 = unsqueeze(dst) {dim=" + std::to_string(1 - dim) + "}\nm = size(dst) {dim=0}\nf = size(msg) {dim=" +
+        std::to_string(1 - dim) + "}\ndi = expand(d2, [" + (dim == 0 ? "m, f" : "f, m") + "])\n" +
+        "agg = scatter(x, di, msg) {dim=" + std::to_string(dim) + ", reduce=mean, include_self=false}\noutput agg\n";
+    auto f = kf::parse_fusion(text);
+    Tensor x(dim == 0 ? std::vector<int64_t>{nodes, feat} : std::vector<int64_t>{feat, nodes});
+    Tensor msg(dim == 0 ? std::vector<int64_t>{edges, feat} : std::vector<int64_t>{feat, edges}, {}, 0, 0, 3);
+    Tensor index({edges});
+    index.dl.data = dst.data();
+    index.dl.dtype = {kDLInt, 64, 1};
+    index.dl.byte_offset = 0;
+    const Run reference = run(*f, {&x, &index, &msg}, false);
+    for (const bool transposed : {true, false}) {
+      const Run r = run(*f, {&x, &index, &msg}, true, {transposed ? std::vector<int>{1, 0} : std::vector<int>{}});
+      assert_true(r.plan->concrete->relayout_outputs.at(0) == (transposed && dim == 0));
+      assert_true(r.outputs[0].size() == static_cast<size_t>(nodes * feat));
+      for (int64_t n = 0; n < nodes; ++n)
+        for (int64_t c = 0; c < feat; ++c) {
+          double sum = 0;
+          int count = 0;
+          for (int64_t e = 0; e < edges; ++e)
+            if (dst[static_cast<size_t>(e)] == n) {
+              sum += msg.at(dim == 0 ? e * feat + c : c * edges + e);
+              ++count;
+            }
+          const int64_t flat = dim == 0 ? n * feat + c : c * nodes + n;
+          const double want = count ? sum / count : x.at(flat);
+          const float got = r.outputs[0][static_cast<size_t>(flat)], ref = reference.outputs[0][static_cast<size_t>(flat)];
+          if (std::fabs(got - want) > 1e-5 * (1.0 + std::fabs(want)) || got != ref)
+            fail_msg("dim %d, %s: node %lld feature %lld: %g, expected %g (kfuse's layout: %g)", dim,
+                     transposed ? "[1, 0]" : "row-major", static_cast<long long>(n), static_cast<long long>(c),
+                     static_cast<double>(got), want, static_cast<double>(ref));
+        }
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -544,6 +593,7 @@ int main() {
       cmocka_unit_test(test_not_copied),
       cmocka_unit_test(test_copy_read_by_two_segments),
       cmocka_unit_test(test_column_norm_output_across_its_walk),
+      cmocka_unit_test(test_scatter_output_across_its_updates),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -3400,6 +3400,16 @@ static void test_scatter_expanded_index(void** state) {
     /* the index narrower than the input (1030 of 1100 columns) and src wider (1200) */
     const int64_t cx[2] = {50, 1100}, cs[2] = {3000, 1200};
     scatter_expanded_case(dt, 0, "reduce=amax, include_self=false", cx, 3000, cs, 1030, 0);
+    /* mean on the atomic path counts per slice (emit_scatter.cpp
+     * slice_counts): every column of a target row divided by the same
+     * count, and with the index narrower than x (1030 of 1100 columns)
+     * the columns it does not reach keep x's values (bfloat16 atomics:
+     * no useful bound over ~60 adds) */
+    if (dt != KF_BFLOAT16) {
+      scatter_expanded_case(dt, 0, "reduce=mean, include_self=false", nx, 3000, ns, 0, -1);
+      scatter_expanded_case(dt, 0, "reduce=mean", cx, 3000, cs, 1030, -1);
+      scatter_expanded_case(dt, 0, "reduce=mean, include_self=false", cx, 3000, cs, 1030, -1);
+    }
     /* dim 1: 700 updates into 30 columns of 1050 rows (sorted), of 40 rows (atomics) */
     const int64_t ex[2] = {1050, 30}, es[2] = {1050, 800}, fx[2] = {40, 30}, fs[2] = {40, 700};
     scatter_expanded_case(dt, 1, "reduce=amax", ex, 700, es, 0, 0);
