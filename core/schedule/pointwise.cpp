@@ -135,8 +135,19 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
   for (PointwiseLoop& loop : p.loops) {
     const int64_t dom = loop.outputs[0];
     drop_misaligned(c, dom, in_place, &loop.vectors);
-    if (loop.vectors.width > 0)
+    if (loop.vectors.width > 0) {
       loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), loop.vectors);
+      // The inputs flat vectors leave are read per lane: their dtype no
+      // longer sets the width. A bool mask broadcast over the heads kept
+      // fp16 scores at 16 lanes (32 bytes a tensor), whose straddling
+      // branch unravels every lane: 112 registers, 25% occupancy, 44% of
+      // DRAM (seed 243917705 c0177, docs/perf-log.md session 44).
+      // (Only ever narrower: where the plan's width came from the widest
+      // dtype, it stays.)
+      const int before = loop.flat.width;
+      narrow_vectors(c, &loop.flat);
+      loop.flat.width = std::min(before, loop.flat.width);
+    }
     const size_t enough = static_cast<size_t>(tuning.pointwise_shifted_loads_one_step);
     one_step = one_step || shifted_loads_per_step(c, task, loop.outputs, loop.vectors, enough) >= enough;
   }

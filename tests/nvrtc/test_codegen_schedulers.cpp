@@ -1065,6 +1065,26 @@ void test_flat_vectors(void** /*state*/) {
   assert_true(contains(twin, "for (long long q = kffirst"));  // the positions the vectors leave
   assert_true(contains(twin, "kf_vec<unsigned short, 8>"));
   assert_false(contains(main, "kfflat"));
+
+  // A bool mask broadcast over dim 1 sets the vector plan's width (16
+  // lanes: 16 bytes of bool, 32 of float16); the flat vectors read it per
+  // lane, so their width is the float16 tensors' 8 (seed 243917705 c0177:
+  // 112 registers at 16 lanes, 1.20x at 8; docs/perf-log.md session 44).
+  Inputs masked;
+  masked.push_back(kftest::tensor(DType::F16, {2, 3, 5, 7}));
+  masked.push_back(kftest::tensor(DType::Bool, {2, 1, 5, 7}));
+  int64_t scores = -1, mask = -1;
+  const Generated gm = generate([&](Builder& b) {
+    scores = b.tensor_input(4, DType::F16);
+    mask = b.tensor_input(4, DType::Bool);
+    const int64_t neg = b.op(Op::NEG, {scores}, {})[0];
+    b.output(b.op(Op::WHERE, {mask, scores, neg}, {})[0], {}, -1);
+  }, masked);
+  const PointwiseLoop& ml = std::get<PointwiseParams>(gm.schedule).loops.at(0);
+  assert_int_equal(ml.vectors.width, 16);
+  assert_true(ml.vectors.inputs.contains(mask));
+  assert_true(ml.flat.inputs.contains(scores) && !ml.flat.inputs.contains(mask));
+  assert_int_equal(ml.flat.width, 8);
 }
 
 // Tensors whose rows cannot start a vector (a padded row stride, an odd
