@@ -246,29 +246,51 @@ void emit_scatter_clear(KernelWriter& w, const ScatterParams& sp) {
   w.close();
 }
 
+// The atomic updates, ScatterParams::update_unroll per thread and step:
+// each one's target and value loaded before any is applied. One at a
+// time, a thread waited on the index, then on the gathered row, then
+// applied one update: a GNN's index_add of [1M, 128] messages took
+// 0.61-0.70 ms a layer against triton's 0.32 for the same fused kernel
+// (session 44 run 6).
 void emit_scatter_update(KernelWriter& w, const ScatterParams& sp) {
+  const int kUnroll = std::max(sp.update_unroll, 1);
   const ScatterParams p = atomic_view(w, sp);
   const Operands o = operands(w, p);
-  w.open("for (long long q = " + std::string(kThread) + "; q < " + update_count(w, p, o) + "; q += " + kGridStride + ")");
-  const std::vector<std::string> u = update_index(w, p, o, "q", "u");
-  const std::string t = target_index(w, p, o, u);
-  w.open("if (" + in_range(w, o, t) + ")");  // out of range: skipped (docs/semantics.md#scatter)
-  const std::vector<std::string> target = with_dim(u, o.dim, t);
-  const std::string v = w.value_at(o.src, u);
-  if (p.reduce == ScatterReduce::None) {
-    w.store(o.out, target, v);
-  } else {
-    atomic_update(w, p, o, w.address(o.out, target), v);
-    if (slice_counts(sp)) {
-      std::string first;
-      for (size_t d = 0; d < o.rank; ++d)
-        if (d != o.dim) first += (first.empty() ? "" : " && ") + u[d] + " == 0";
-      w.line((first.empty() ? "" : "if (" + first + ") ") + "atomicAdd(" + scratch_words("int") + " + " + t + ", 1);");
-    } else if (p.reduce == ScatterReduce::Mean) {
-      w.line("atomicAdd(" + scratch_words("int") + " + " + logical_linear(w, o, target) + ", 1);");
-    }
+  const std::string n = update_count(w, p, o);
+  w.open("for (long long qb = " + std::string(kThread) + "; qb < " + n + "; qb += " + std::to_string(kUnroll) + " * " +
+         kGridStride + ")");
+  std::vector<std::string> oks, ts, vals;
+  std::vector<std::vector<std::string>> us;
+  for (int k = 0; k < kUnroll; ++k) {
+    const std::string q = w.fresh("q");
+    w.line("const long long " + q + " = qb + " + std::to_string(k) + " * " + kGridStride + ";");
+    // (past the end: the step's first update, loaded and not applied)
+    us.push_back(update_index(w, p, o, q + " < " + n + " ? " + q + " : qb", "u" + std::to_string(k)));
+    ts.push_back(target_index(w, p, o, us.back()));
+    oks.push_back(q + " < " + n + " && " + in_range(w, o, ts.back()));  // out of range: skipped (docs/semantics.md#scatter)
+    vals.push_back(w.value_at(o.src, us.back()));
   }
-  w.close();
+  for (int k = 0; k < kUnroll; ++k) {
+    const auto ku = static_cast<size_t>(k);
+    const std::vector<std::string>& u = us[ku];
+    const std::string& t = ts[ku];
+    w.open("if (" + oks[ku] + ")");
+    const std::vector<std::string> target = with_dim(u, o.dim, t);
+    if (p.reduce == ScatterReduce::None) {
+      w.store(o.out, target, vals[ku]);
+    } else {
+      atomic_update(w, p, o, w.address(o.out, target), vals[ku]);
+      if (slice_counts(sp)) {
+        std::string first;
+        for (size_t d = 0; d < o.rank; ++d)
+          if (d != o.dim) first += (first.empty() ? "" : " && ") + u[d] + " == 0";
+        w.line((first.empty() ? "" : "if (" + first + ") ") + "atomicAdd(" + scratch_words("int") + " + " + t + ", 1);");
+      } else if (p.reduce == ScatterReduce::Mean) {
+        w.line("atomicAdd(" + scratch_words("int") + " + " + logical_linear(w, o, target) + ", 1);");
+      }
+    }
+    w.close();
+  }
   w.close();
 }
 

@@ -320,6 +320,7 @@ struct KernelPlan {
     int sorted_min_width = 0;
     int sorted_max_run = 0;
     int lanes = 1;  // sorted path: slice elements per thread
+    int update_unroll = 1;  // atomic path: updates per thread and step (ScatterParams)
     std::string clear, update, mean;       // atomic path
     std::string keys, sort_block, sort_global, apply, combine;  // sorted path
   };

@@ -241,6 +241,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     k.sorted_min_width = sc->sorted_min_width;
     k.sorted_max_run = sc->sorted_max_run;
     k.lanes = sc->lanes;
+    k.update_unroll = sc->update_unroll;
     k.counts = !sc->sorted && sc->reduce == ScatterReduce::Mean;
     std::vector<KernelText> kernels;
     std::vector<std::string> suffixes;

@@ -114,7 +114,8 @@ struct Describe {
            " path=" + (p.sorted ? "sorted" : "atomic") +
            (p.sorted_min_width > 0 ? " atomic_below_width=" + std::to_string(p.sorted_min_width) +
                                          " atomic_above_run=" + std::to_string(p.sorted_max_run) : "") +
-           (p.sorted ? " lanes=" + std::to_string(p.lanes) + " unroll=" + std::to_string(p.unroll) : "");
+           (p.sorted ? " lanes=" + std::to_string(p.lanes) + " unroll=" + std::to_string(p.unroll) : "") +
+           (p.update_unroll > 1 ? " update_unroll=" + std::to_string(p.update_unroll) : "");
   }
   std::string operator()(const ScanParams& p) const {
     return "scan block=" + std::to_string(p.block) + " expr=" + std::to_string(p.expr) +

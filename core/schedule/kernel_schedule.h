@@ -401,6 +401,10 @@ struct ScatterParams {
   // positions loaded per step.
   int lanes = 1;
   int unroll = 8;
+  // Atomic path: updates per thread and step, each one's target and value
+  // loaded before any is applied (Tuning::scatter_update_unroll for
+  // index_reduce's slice updates; 1 for a scatter's element updates).
+  int update_unroll = 1;
   bool operator==(const ScatterParams&) const = default;
 };
 

@@ -106,6 +106,9 @@ std::optional<ScatterParams> schedule_scatter(const ConcreteFusion& c, const Tas
     p.sorted_max_run = tuning.scatter_sorted_max_run;
   }
   p.lanes = p.slices ? tuning.scatter_lanes : 1;
+  // (a scatter's updates run per index element on the atomic path even
+  // where its index selects slices: emit_scatter.cpp atomic_view)
+  p.update_unroll = p.slices && e.op != Op::SCATTER ? tuning.scatter_update_unroll : 1;
   p.unroll = p.slices ? tuning.scatter_unroll : 8;
   return p;
 }

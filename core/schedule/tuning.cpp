@@ -41,6 +41,7 @@ const Tuning& default_tuning() {
         tuning_value("KFUSE_TUNE_INNER_OUTER_THREADS", d.inner_outer_threads_per_sm, 32, 16384);
     d.scatter_lanes = tuning_value("KFUSE_TUNE_SCATTER_LANES", d.scatter_lanes, 1, 16);
     d.scatter_unroll = tuning_value("KFUSE_TUNE_SCATTER_UNROLL", d.scatter_unroll, 1, 16);
+    d.scatter_update_unroll = tuning_value("KFUSE_TUNE_SCATTER_UPDATE_UNROLL", d.scatter_update_unroll, 1, 8);
     d.scatter_sorted_min_width =
         tuning_value("KFUSE_TUNE_SCATTER_SORTED_MIN_WIDTH", d.scatter_sorted_min_width, 0, 1 << 30);
     d.scatter_sorted_max_run = tuning_value("KFUSE_TUNE_SCATTER_SORTED_MAX_RUN", d.scatter_sorted_max_run, 1, 65536);

@@ -69,6 +69,12 @@ struct Tuning {
   // positions of a run loaded per step (docs/perf-log.md, session 9).
   int scatter_lanes = 4;
   int scatter_unroll = 4;
+  // The atomic path's slice updates (index_reduce) per thread and step
+  // (ScatterParams::update_unroll). Measured on an H200 (docs/perf-log.md,
+  // session 44 §5): a GNN's index_add layers 1.2-1.8x, KV-cache writes
+  // 1.18-1.28x; a scatter's element updates gained nothing and a
+  // scatter-mean of 2M edges lost 0.80x, so they keep 1.
+  int scatter_update_unroll = 4;
   // Float amax/amin and prod over slices take the sorted path from this
   // slice width up, where the updates per selected slice average at most
   // scatter_sorted_max_run (ScatterParams::sorted_min_width; 0: never for

@@ -1087,6 +1087,33 @@ void test_flat_vectors(void** /*state*/) {
   assert_int_equal(ml.flat.width, 8);
 }
 
+// The atomic path's updates per thread and step (ScatterParams::
+// update_unroll, decided in scatter.cpp): index_reduce's slice updates
+// take Tuning::scatter_update_unroll (their targets and values loaded
+// before any is applied), a scatter's element updates one; the launch's
+// grid follows (KernelPlan::ScatterKernels::update_unroll).
+void test_scatter_update_unroll(void** /*state*/) {
+  for (const bool slices : {true, false}) {
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {40, 64}));
+    in.push_back(kftest::tensor(DType::I64, slices ? std::vector<int64_t>{300} : std::vector<int64_t>{300, 64}));
+    in.push_back(kftest::tensor(DType::F32, {300, 64}));
+    const Generated g = generate([&](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::F32);
+      const int64_t index = b.tensor_input(slices ? 1 : 2, DType::I64);
+      const int64_t src = b.tensor_input(2, DType::F32);
+      const std::vector<int64_t> attrs = {0, static_cast<int64_t>(ScatterReduce::Sum), 1, 0};
+      b.output(b.op(slices ? Op::INDEX_REDUCE : Op::SCATTER, {x, index, src}, attrs)[0], {}, -1);
+    }, in);
+    const ScatterParams& p = std::get<ScatterParams>(g.schedule);
+    assert_false(p.sorted);
+    assert_int_equal(p.update_unroll, slices ? Tuning{}.scatter_update_unroll : 1);
+    assert_int_equal(g.plan.scatter.update_unroll, p.update_unroll);
+    const std::string& update = g.plan.units[g.plan.unit_of(g.plan.scatter.update)].source;
+    assert_true(contains(update, "qb += " + std::to_string(p.update_unroll) + " * "));
+  }
+}
+
 // Tensors whose rows cannot start a vector (a padded row stride, an odd
 // offset: InputLayout's row_alignment and alignment, in the key) are read
 // or written per lane inside the vector loop (drop_misaligned), so the
@@ -2092,6 +2119,7 @@ int main() {
       cmocka_unit_test(test_edge_kernel),
       cmocka_unit_test(test_lanes_past_the_row),
       cmocka_unit_test(test_flat_vectors),
+      cmocka_unit_test(test_scatter_update_unroll),
       cmocka_unit_test(test_misaligned_vectors),
       cmocka_unit_test(test_shifted_vectors),
       cmocka_unit_test(test_inner_outer),

@@ -106,7 +106,8 @@ StepLaunch scatter_launch(const KernelPlan& plan, const ValueSizes& sizes, int m
   if (k.counts) l.scratch_bytes = static_cast<uint64_t>(n_out) * 4;
   if (k.counts && in_place) l.zero_bytes = l.scratch_bytes;
   if (!k.clear.empty()) step(k.clear, units * width);
-  step(k.update, units * width);
+  const int64_t per_thread = std::max(k.update_unroll, 1);
+  step(k.update, (units * width + per_thread - 1) / per_thread);
   if (!k.mean.empty()) step(k.mean, n_out);
   return l;
 }
