@@ -418,6 +418,22 @@ def _():
     assert report.padded_matmuls == 3, report
     assert len(pads) == 2, (pads, report)
     assert any("pad(" in p[2] for p in report.partitions if p[2]), report
+    # addmm (linear with a bias: the bias padded along N) and bmm (K
+    # unaligned, B a transposed view: padded as its source, the view gone)
+    def linear(x, w, b):
+        return torch.relu(F.linear(x * 2.0, w, b)) + 1.0
+
+    def batched(a, c):
+        return (torch.bmm(a * 0.5, c.transpose(1, 2)) + 1.0).tanh()
+
+    for fn, inputs in ((linear, (gen((520, 516), F32), gen((1029, 516), F32, seed=2), gen((1029,), F32, seed=3))),
+                       (batched, (gen((4, 260, 517), F32), gen((4, 263, 517), F32, seed=4)))):
+        report = kt.Report()
+        gm = kt.fuse(fn, inputs, report=report, pad_matmuls=True)
+        assert report.padded_matmuls == 1, report
+        why = kt.mismatch(gm(*inputs), fn(*inputs), kt.Options(check=False, rtol=1e-4, atol=1e-4))
+        assert why is None, f"{fn.__name__}: {why}\n{report}"
+        assert not any(n.op == "call_function" and not n.users for n in gm.graph.nodes), gm.code
     assert run(520, 516, 1032)[0].padded_matmuls == 0          # aligned (4 float32 = 16 bytes)
     assert run(64, 516, 1029)[0].padded_matmuls == 0           # under MIN_MACS
     assert run(520, 516, 1029, force=None)[0].padded_matmuls == 0  # not on CUDA: left alone

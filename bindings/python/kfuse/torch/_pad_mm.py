@@ -202,6 +202,9 @@ def pad_matmuls(gm, force=False):
             out = g.call(node, aten.slice.Tensor, [out, rank - 1, 0, n])
         node.replace_all_uses_with(out)
         gm.graph.erase_node(node)
+        for x in (a, b):  # a transpose only the old matmul read (a view: nothing else to keep)
+            if not x.users and _packet(x) in ("t", "transpose", "permute"):
+                gm.graph.erase_node(x)
         count += 1
     if count:
         gm.graph.lint()
