@@ -12,6 +12,10 @@
 #   bench/gpu_session.sh ab BASE_LIB SEED:N,N [SEED:N,N ...]
 #                                               the listed corpus fusions under BASE_LIB and this build
 #                                               (plan_diff.py's last lines, SEED N,N, give the lists)
+#   bench/gpu_session.sh ncu SEED N,N           Nsight Compute on each listed fusion's kfuse kernels and
+#                                               torch.compile's triton kernels (one process each; the
+#                                               sections of docs/perf-log.md's tables), summarized by
+#                                               bench/ncu_summary.py; the CSVs in $NCU_DIR
 #
 # Several at once: bench/gpu_session.sh build tests models. Environment:
 # DEBS (default debs: the .deb files of libcmocka0, libcmocka-dev and
@@ -21,13 +25,15 @@
 # default all 47: about 15 minutes), AB_DIR (where ab keeps its JSON, default
 # /tmp/kfuse-ab: outside $OUT, since the device tool brings back at most 8
 # files), AB_REPEAT (ab's rounds of base then new, default 1; each plan's
-# median over them). Summaries go to $OUT/summary.txt: read that one first.
+# median over them), NCU_DIR (ncu's CSVs, default /tmp/kfuse-ncu). Summaries
+# go to $OUT/summary.txt: read that one first.
 set -u
 DEBS=${DEBS:-debs}
 OUT=${OUT:-gpu-session}
 BUDGET=${BUDGET:-450}
 AB_DIR=${AB_DIR:-/tmp/kfuse-ab}
 AB_REPEAT=${AB_REPEAT:-1}
+NCU_DIR=${NCU_DIR:-/tmp/kfuse-ncu}
 mkdir -p "$OUT" /tmp/kfuse-deps "$AB_DIR"
 for f in "$DEBS"/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/kfuse-deps; done
 export LD_LIBRARY_PATH=/tmp/kfuse-deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -80,11 +86,29 @@ corpus() {
 
 models() {
   python3 bench/model_bench.py --models "${1:-gpt2_train,llama_train,vit_train,gnn_train,llama_decode_b64,llama_decode_b1}" \
-    --backends kfuse,inductor --steps 10 --warmup 2 --partitions 6 > "$OUT/models.log" 2>&1
+    --backends kfuse,inductor --steps 10 --warmup 2 --partitions 6 --kernels 12 > "$OUT/models.log" 2>&1
   say "models rc=$?"
   grep -E "^\| " "$OUT/models.log" | head -20 >> "$OUT/summary.txt"
+  # (--kernels: one step's GPU time by kernel name, per model and backend)
+  sed -n '/ms of kernel time in one step/,/^$/p' "$OUT/models.log" | cut -c1-140 >> "$OUT/summary.txt"
   # (--partitions: each model's partitions, the slowest first, a line each)
   grep -E "^### |^fused_[0-9]+:" "$OUT/models.log" | cut -c1-160 | head -40 >> "$OUT/summary.txt"
+}
+
+ncu_step() {  # SEED N,N
+  local seed=$1 n tool
+  tool=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  mkdir -p "$NCU_DIR"
+  for n in ${2//,/ }; do
+    # (-c 8: kfuse's launches of the check and the timed call, then
+    # torch.compile's; --iters 1 --warmup 0 keeps the profiled calls few)
+    timeout 150 "$tool" --target-processes all -k regex:"kf_|triton" -c 8 --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --csv --page details \
+      python3 bench/corpus_bench.py --lib build/libkfuse.so --seed "$seed" --count 200 --only "$n" --iters 1 --warmup 0 \
+      --no-cpu-check > "$NCU_DIR/ncu_${seed}_$n.csv" 2> "$NCU_DIR/ncu_${seed}_$n.err"
+    say "ncu $seed c$n rc=$?"
+    python3 bench/ncu_summary.py "$NCU_DIR/ncu_${seed}_$n.csv" >> "$OUT/summary.txt"
+  done
 }
 
 ab() {  # BASE_LIB SEED:N,N [SEED:N,N ...] (or BASE_LIB SEED N,N)
@@ -115,10 +139,11 @@ while [ $# -gt 0 ]; do
     tests) if [[ ${2:-} =~ ^[0-9]+$ ]]; then tests "$2"; shift 2; else tests; shift; fi ;;
     corpus) if [[ ${3:-} =~ ^[0-9]+$ ]]; then corpus "$2" "$3"; shift 3; else corpus "$2" 200; shift 2; fi ;;
     models) if [[ ${2:-} == *_* ]]; then models "$2"; shift 2; else models; shift; fi ;;
+    ncu) ncu_step "$2" "$3"; shift 3 ;;
     ab)  # its arguments: BASE_LIB, then SEED:N,N pairs (or one SEED N,N) up to the next step's name
       base_lib=$2; shift 2; args=()
-      while [ $# -gt 0 ] && [[ $1 != build && $1 != tests && $1 != corpus && $1 != models && $1 != ab ]]; do args+=("$1"); shift; done
+      while [ $# -gt 0 ] && [[ $1 != build && $1 != tests && $1 != corpus && $1 != models && $1 != ab && $1 != ncu ]]; do args+=("$1"); shift; done
       ab "$base_lib" "${args[@]}" ;;
-    *) echo "gpu_session.sh: unknown step '$1' (build, tests, corpus, models, ab)" >&2; exit 2 ;;
+    *) echo "gpu_session.sh: unknown step '$1' (build, tests, corpus, models, ab, ncu)" >&2; exit 2 ;;
   esac
 done
