@@ -155,7 +155,7 @@ def pad_matmuls(gm, force=False):
     count = 0
     for node in list(gm.graph.nodes):
         p = _packet(node)
-        if p not in _MATMULS:
+        if p not in _MATMULS or getattr(node.target, "_overloadname", None) != "default":  # (not the out= forms)
             continue
         bias, a, b = (node.args[0], node.args[1], node.args[2]) if p == "addmm" else (None, node.args[0], node.args[1])
         if not all(isinstance(x, torch.fx.Node) for x in (a, b)):
