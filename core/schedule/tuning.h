@@ -71,7 +71,7 @@ struct Tuning {
   int scatter_unroll = 4;
   // The atomic path's slice updates (index_reduce) per thread and step
   // (ScatterParams::update_unroll). Measured on an H200 (docs/perf-log.md,
-  // session 44 §5): a GNN's index_add layers 1.2-1.8x, KV-cache writes
+  // session 44 §7): a GNN's index_add update kernels 1.16x and 1.82x, KV-cache writes
   // 1.18-1.28x; a scatter's element updates gained nothing and a
   // scatter-mean of 2M edges lost 0.80x, so they keep 1.
   int scatter_update_unroll = 4;
