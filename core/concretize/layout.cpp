@@ -465,6 +465,31 @@ std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
       l.expanded = 0;
     }
   }
+  // A scatter's updates walk its src row-major, the last dim of class >1
+  // fastest (emit_scatter.cpp; the index too): a src input laid out with
+  // another dim innermost is read one element per sector, as a scatter-
+  // mean of column-major [2097152, 256] messages was (seed 1853590537
+  // c0123: 9.4 ms, about 17 GB of sectors for 2 GB of data; docs/
+  // perf-log.md session 44). It is copied row-major first.
+  for (const Expr& e : f.exprs) {
+    if (op_info(e.op).category != OpCategory::Scatter || e.inputs.size() < 3) continue;
+    const size_t src = static_cast<size_t>(e.inputs[2]);
+    const Value& v = f.values[src];
+    if (v.kind != ValueKind::TensorInput) continue;
+    const size_t i = static_cast<size_t>(v.input_index);
+    if (c.relayout_inputs[i] || c.input_layouts[i].expanded) continue;
+    std::vector<int> row_major(c.size_classes[src].size());
+    std::iota(row_major.begin(), row_major.end(), 0);
+    const int last = innermost_many(c, src, row_major), inner = innermost_many(c, src, c.input_layouts[i].stride_order);
+    if (last < 0 || inner < 0 || inner == last) continue;
+    c.relayout_inputs[i] = true;
+    InputLayout& l = c.input_layouts[i];
+    l.stride_order = row_major;
+    l.contiguous.assign(l.contiguous.size(), true);
+    l.alignment = 16;
+    l.row_alignment = 16;
+    l.expanded = 0;
+  }
   return copied_outputs;
 }
 

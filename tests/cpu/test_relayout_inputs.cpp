@@ -545,15 +545,24 @@ void test_scatter_output_across_its_updates(void**) {
         "agg = scatter(x, di, msg) {dim=" + std::to_string(dim) + ", reduce=mean, include_self=false}\noutput agg\n";
     auto f = kf::parse_fusion(text);
     Tensor x(dim == 0 ? std::vector<int64_t>{nodes, feat} : std::vector<int64_t>{feat, nodes});
-    Tensor msg(dim == 0 ? std::vector<int64_t>{edges, feat} : std::vector<int64_t>{feat, edges}, {}, 0, 0, 3);
+    const std::vector<int64_t> msg_shape = dim == 0 ? std::vector<int64_t>{edges, feat} : std::vector<int64_t>{feat, edges};
+    Tensor row_major_msg(msg_shape, {}, 0, 0, 3);
+    // (the same values column-major: the updates walk src row-major, so it
+    // is copied first, layout.cpp choose_input_relayouts)
+    Tensor column_major_msg(msg_shape, {1, 0}, 0, 0, 3);
+    assert_true(column_major_msg.values() == row_major_msg.values());
     Tensor index({edges});
     index.dl.data = dst.data();
     index.dl.dtype = {kDLInt, 64, 1};
     index.dl.byte_offset = 0;
-    const Run reference = run(*f, {&x, &index, &msg}, false);
-    for (const bool transposed : {true, false}) {
-      const Run r = run(*f, {&x, &index, &msg}, true, {transposed ? std::vector<int>{1, 0} : std::vector<int>{}});
+    const Run reference = run(*f, {&x, &index, &row_major_msg}, false);
+    assert_false(reference.plan->concrete->relayout_inputs.at(2));
+    for (const bool transposed : {true, false})
+      for (Tensor* msg_in : {&row_major_msg, &column_major_msg}) {
+      const Tensor& msg = *msg_in;
+      const Run r = run(*f, {&x, &index, msg_in}, true, {transposed ? std::vector<int>{1, 0} : std::vector<int>{}});
       assert_true(r.plan->concrete->relayout_outputs.at(0) == (transposed && dim == 0));
+      assert_true(r.plan->concrete->relayout_inputs.at(2) == (msg_in == &column_major_msg));
       assert_true(r.outputs[0].size() == static_cast<size_t>(nodes * feat));
       for (int64_t n = 0; n < nodes; ++n)
         for (int64_t c = 0; c < feat; ++c) {
