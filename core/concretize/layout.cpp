@@ -369,6 +369,19 @@ std::vector<size_t> row_major_outputs(const ConcreteFusion& c, const std::vector
 // written in their own order, column reductions, pointwise fusions: their
 // schedulers read them well). Reads only the key's parts: the inputs' and
 // the caller's outputs' layouts and the size classes.
+// Marks input i to be copied before its first reader into a compact,
+// aligned buffer of kfuse's laid out in `order`, which every segment then
+// reads (ConcreteFusion::relayout_inputs).
+void copy_input_into(ConcreteFusion& c, size_t i, const std::vector<int>& order) {
+  c.relayout_inputs[i] = true;
+  InputLayout& l = c.input_layouts[i];
+  l.stride_order = order;
+  l.contiguous.assign(l.contiguous.size(), true);
+  l.alignment = 16;
+  l.row_alignment = 16;
+  l.expanded = 0;
+}
+
 std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
   const Fusion& f = *c.fusion;
   c.relayout_inputs.assign(f.inputs.size(), false);
@@ -454,16 +467,8 @@ std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
       }
       want = c.caller_output_orders[outs.front()];
     }
-    for (const auto& [i, inner] : spans) {
-      if (inner == last || c.relayout_inputs[i]) continue;
-      c.relayout_inputs[i] = true;
-      InputLayout& l = c.input_layouts[i];
-      l.stride_order = want;
-      l.contiguous.assign(l.contiguous.size(), true);
-      l.alignment = 16;
-      l.row_alignment = 16;
-      l.expanded = 0;
-    }
+    for (const auto& [i, inner] : spans)
+      if (inner != last && !c.relayout_inputs[i]) copy_input_into(c, i, want);
   }
   // A scatter's updates walk its src row-major, the last dim of class >1
   // fastest (emit_scatter.cpp; the index too): a src input laid out with
@@ -481,14 +486,7 @@ std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
     std::vector<int> row_major(c.size_classes[src].size());
     std::iota(row_major.begin(), row_major.end(), 0);
     const int last = innermost_many(c, src, row_major), inner = innermost_many(c, src, c.input_layouts[i].stride_order);
-    if (last < 0 || inner < 0 || inner == last) continue;
-    c.relayout_inputs[i] = true;
-    InputLayout& l = c.input_layouts[i];
-    l.stride_order = row_major;
-    l.contiguous.assign(l.contiguous.size(), true);
-    l.alignment = 16;
-    l.row_alignment = 16;
-    l.expanded = 0;
+    if (last >= 0 && inner >= 0 && inner != last) copy_input_into(c, i, row_major);
   }
   return copied_outputs;
 }
