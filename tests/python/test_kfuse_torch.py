@@ -434,6 +434,14 @@ def _():
         why = kt.mismatch(gm(*inputs), fn(*inputs), kt.Options(check=False, rtol=1e-4, atol=1e-4))
         assert why is None, f"{fn.__name__}: {why}\n{report}"
         assert not any(n.op == "call_function" and not n.users for n in gm.graph.nodes), gm.code
+    # K unaligned, but A's rows already 16-byte aligned (a view of a wider
+    # buffer) and B column-major with aligned columns: nothing to pad
+    wide, wt = gen((520, 1032), F32), gen((516, 1032), F32, seed=5)
+    report = kt.Report()
+    view_mm = lambda a, c: torch.tanh(a[:, :1029] @ c[:, :1029].t() * 2.0)
+    gm = kt.fuse(view_mm, (wide, wt), report=report, pad_matmuls=True)
+    assert report.padded_matmuls == 0, report
+    assert kt.mismatch(gm(wide, wt), view_mm(wide, wt), kt.Options(check=False, rtol=1e-4, atol=1e-4)) is None
     assert run(520, 516, 1032)[0].padded_matmuls == 0          # aligned (4 float32 = 16 bytes)
     assert run(64, 516, 1029)[0].padded_matmuls == 0           # under MIN_MACS
     assert run(520, 516, 1029, force=None)[0].padded_matmuls == 0  # not on CUDA: left alone

@@ -9,11 +9,13 @@ on an H200 gpt2's three head matmuls took 15.4 ms of a 36 ms step against
 about 2 ms in inductor, which pads these dims (its pad_mm pass; session
 44 run 2, docs/perf-log.md). This pass does the same in the ATen graph:
 
-- a dim that is some operand's or the result's row stride (K of a
-  row-major A or a column-major B, M of a column-major A, N always: the
-  result is row-major) and not a multiple of 16 bytes is padded with zeros
-  to one (zeros along K add nothing; along M and N the result is sliced
-  back, a view whose rows keep the padded stride);
+- a dim whose operand's leading dim (its row stride) is not a multiple of
+  16 bytes (K of a row-major A or a column-major B, M of a column-major
+  A), and N where it is not (the result is a new row-major tensor), is
+  padded with zeros to one (zeros along K add nothing; along M and N the
+  result is sliced back, a view whose rows keep the padded stride); an
+  operand whose rows are already 16-byte aligned (a view of a wider
+  buffer) is left as it is;
 - an operand is padded in its memory order (a column-major operand as its
   row-major transpose, padded, transposed back), so that padding the
   producer of that transpose is one `constant_pad_nd` the producing kfuse
@@ -174,8 +176,11 @@ def pad_matmuls(gm, force=False):
         batch = va.shape[0] if va.dim() == 3 else 1
         if batch * m * n * k < MIN_MACS:
             continue
-        pk = -k % align if (oa == "row" or ob == "col") else 0
-        pm = -m % align if oa == "col" else 0
+        # (cuBLAS reads the leading dims, the strides: a dim is padded where
+        # it sets an unaligned one; the result is a new row-major tensor,
+        # its leading dim N)
+        pk = -k % align if ((oa == "row" and va.stride(-2) % align) or (ob == "col" and vb.stride(-1) % align)) else 0
+        pm = -m % align if (oa == "col" and va.stride(-1) % align) else 0
         pn = -n % align
         if pk == pm == pn == 0:
             continue
