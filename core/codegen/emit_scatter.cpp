@@ -253,15 +253,15 @@ void emit_scatter_clear(KernelWriter& w, const ScatterParams& sp) {
 // 0.61-0.70 ms a layer against triton's 0.32 for the same fused kernel
 // (session 44 run 6).
 void emit_scatter_update(KernelWriter& w, const ScatterParams& sp) {
-  const int kUnroll = std::max(sp.update_unroll, 1);
+  const int unroll = std::max(sp.update_unroll, 1);
   const ScatterParams p = atomic_view(w, sp);
   const Operands o = operands(w, p);
   const std::string n = update_count(w, p, o);
-  w.open("for (long long qb = " + std::string(kThread) + "; qb < " + n + "; qb += " + std::to_string(kUnroll) + " * " +
+  w.open("for (long long qb = " + std::string(kThread) + "; qb < " + n + "; qb += " + std::to_string(unroll) + " * " +
          kGridStride + ")");
   std::vector<std::string> oks, ts, vals;
   std::vector<std::vector<std::string>> us;
-  for (int k = 0; k < kUnroll; ++k) {
+  for (int k = 0; k < unroll; ++k) {
     const std::string q = w.fresh("q");
     w.line("const long long " + q + " = qb + " + std::to_string(k) + " * " + kGridStride + ";");
     // (past the end: the step's first update, loaded and not applied)
@@ -270,7 +270,7 @@ void emit_scatter_update(KernelWriter& w, const ScatterParams& sp) {
     oks.push_back(q + " < " + n + " && " + in_range(w, o, ts.back()));  // out of range: skipped (docs/semantics.md#scatter)
     vals.push_back(w.value_at(o.src, us.back()));
   }
-  for (int k = 0; k < kUnroll; ++k) {
+  for (int k = 0; k < unroll; ++k) {
     const auto ku = static_cast<size_t>(k);
     const std::vector<std::string>& u = us[ku];
     const std::string& t = ts[ku];

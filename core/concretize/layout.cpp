@@ -309,9 +309,7 @@ bool scatter_across_updates(const ConcreteFusion& c, size_t v, const std::vector
   if (p < 0) return false;
   const Expr& e = f.exprs[static_cast<size_t>(p)];
   if (op_info(e.op).category != OpCategory::Scatter) return false;
-  std::vector<int> row_major(c.size_classes[v].size());
-  for (size_t d = 0; d < row_major.size(); ++d) row_major[d] = static_cast<int>(d);
-  const int last = innermost_many(c, v, row_major);
+  const int last = innermost_many(c, v, row_major(c.size_classes[v].size()));
   const int own = innermost_many(c, v, c.stride_orders[v]), theirs = innermost_many(c, v, caller);
   return last >= 0 && last != static_cast<int>(ScatterAttrs(e).index()) && own == last && theirs >= 0 &&
          theirs != last;
@@ -483,10 +481,9 @@ std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
     if (v.kind != ValueKind::TensorInput) continue;
     const size_t i = static_cast<size_t>(v.input_index);
     if (c.relayout_inputs[i] || c.input_layouts[i].expanded) continue;
-    std::vector<int> row_major(c.size_classes[src].size());
-    std::iota(row_major.begin(), row_major.end(), 0);
-    const int last = innermost_many(c, src, row_major), inner = innermost_many(c, src, c.input_layouts[i].stride_order);
-    if (last >= 0 && inner >= 0 && inner != last) copy_input_into(c, i, row_major);
+    const std::vector<int> order = row_major(c.size_classes[src].size());
+    const int last = innermost_many(c, src, order), inner = innermost_many(c, src, c.input_layouts[i].stride_order);
+    if (last >= 0 && inner >= 0 && inner != last) copy_input_into(c, i, order);
   }
   return copied_outputs;
 }

@@ -426,7 +426,11 @@ def _():
     def batched(a, c):
         return (torch.bmm(a * 0.5, c.transpose(1, 2)) + 1.0).tanh()
 
-    for fn, inputs in ((linear, (gen((520, 516), F32), gen((1029, 516), F32, seed=2), gen((1029,), F32, seed=3))),
+    def scaled(x, w, b):  # (addmm's beta and alpha kept)
+        return torch.relu(torch.addmm(b, x * 2.0, w.t(), beta=0.5, alpha=3.0)) + 1.0
+
+    lin_inputs = (gen((520, 516), F32), gen((1029, 516), F32, seed=2), gen((1029,), F32, seed=3))
+    for fn, inputs in ((linear, lin_inputs), (scaled, lin_inputs),
                        (batched, (gen((4, 260, 517), F32), gen((4, 263, 517), F32, seed=4)))):
         report = kt.Report()
         gm = kt.fuse(fn, inputs, report=report, pad_matmuls=True)

@@ -79,10 +79,10 @@ class _Graph:
         self.graph = gm.graph
         self.pads = {}  # (node, pad list) -> its constant_pad_nd node
 
-    def call(self, before, op, args):
+    def call(self, before, op, args, kwargs=None):
         with self.graph.inserting_before(before):
-            node = self.graph.call_function(op, tuple(args))
-        _set_meta(node, op, args)
+            node = self.graph.call_function(op, tuple(args), dict(kwargs or {}))
+        _set_meta(node, (lambda *xs: op(*xs, **kwargs)) if kwargs else op, args)
         return node
 
     def transposed(self, before, x, rank):
@@ -101,11 +101,12 @@ class _Graph:
             return x
         rank = _value(x).dim()
         if row_major:
-            return self._pad(before, _plain(x, rank), [0, cols, 0, rows])
+            return self.pad(before, _plain(x, rank), [0, cols, 0, rows])
         base = self.transposed(before, x, rank)
-        return self.transposed(before, self._pad(before, base, [0, rows, 0, cols]), rank)
+        return self.transposed(before, self.pad(before, base, [0, rows, 0, cols]), rank)
 
-    def _pad(self, before, x, pads):
+    def pad(self, before, x, pads):
+        """x with constant_pad_nd's `pads` of zeros: one node per (x, pads)."""
         while len(pads) > 2 and pads[-2:] == [0, 0]:
             pads = pads[:-2]
         key = (x, tuple(pads))
@@ -184,22 +185,18 @@ def pad_matmuls(gm, force=False):
         pn = -n % align
         if pk == pm == pn == 0:
             continue
+        bias_pads = None  # (addmm: the bias's pads where M or N grow, decided before any node is added)
+        if p == "addmm" and (pm or pn):
+            vbias = _value(bias) if isinstance(bias, torch.fx.Node) else None
+            if vbias is None or not _static(vbias) or vbias.dim() > 2:
+                continue
+            bias_pads = [0, pn if vbias.shape[-1] == n and n > 1 else 0]
+            if vbias.dim() == 2:
+                bias_pads += [0, pm if vbias.shape[0] == m and m > 1 else 0]
         args = [g.padded(node, a, pm, pk, oa == "row"), g.padded(node, b, pk, pn, ob == "row")]
         if p == "addmm":
-            vbias = _value(bias) if isinstance(bias, torch.fx.Node) else None
-            if pm or pn:
-                if vbias is None or not _static(vbias) or vbias.dim() > 2:
-                    continue
-                pads = [0, pn if vbias.shape[-1] == n and n > 1 else 0]
-                if vbias.dim() == 2:
-                    pads += [0, pm if vbias.shape[0] == m and m > 1 else 0]
-                bias = g._pad(node, bias, pads) if any(pads) else bias
-            args = [bias, *args]
-        out = g.call(node, node.target, args) if not node.kwargs else None
-        if out is None:  # (addmm's beta and alpha)
-            with gm.graph.inserting_before(node):
-                out = gm.graph.call_function(node.target, tuple(args), dict(node.kwargs))
-            _set_meta(out, lambda *xs: node.target(*xs, **node.kwargs), args)
+            args = [g.pad(node, bias, bias_pads) if bias_pads and any(bias_pads) else bias, *args]
+        out = g.call(node, node.target, args, node.kwargs)  # (addmm's beta and alpha in kwargs)
         rank = vout.dim()
         if pm:
             out = g.call(node, aten.slice.Tensor, [out, rank - 2, 0, m])
@@ -207,7 +204,7 @@ def pad_matmuls(gm, force=False):
             out = g.call(node, aten.slice.Tensor, [out, rank - 1, 0, n])
         node.replace_all_uses_with(out)
         gm.graph.erase_node(node)
-        for x in (a, b):  # a transpose only the old matmul read (a view: nothing else to keep)
+        for x in {a, b}:  # a transpose only the old matmul read (a view: nothing else to keep)
             if not x.users and _packet(x) in ("t", "transpose", "permute"):
                 gm.graph.erase_node(x)
         count += 1
