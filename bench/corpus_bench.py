@@ -341,6 +341,24 @@ def report(rows, args, ceiling, device_name):
     return "\n".join(lines)
 
 
+def parse_input_layout(arg):
+    """NAME=LAYOUT (--input-layout) as the name and the generator's layout dict."""
+    name, sep, lay = arg.partition("=")
+    kind, _, param = lay.partition(":")
+    if not sep or not name:
+        raise ValueError(f"expected NAME=LAYOUT, got {arg!r}")
+    try:
+        if kind == "contiguous" and not param:
+            return name, {"kind": "contiguous"}
+        if kind in ("offset", "padded"):
+            return name, {"kind": kind, ("offset" if kind == "offset" else "pad"): int(param)}
+        if kind == "permuted":
+            return name, {"kind": "permuted", "order": [int(d) for d in param.split(",")]}
+    except ValueError:
+        pass
+    raise ValueError(f"{arg!r}: expected contiguous, offset:K, padded:K or permuted:D,D,..")
+
+
 def main():
     p = argparse.ArgumentParser(description="kfuse against torch.compile on a generated corpus")
     p.add_argument("--lib", default="build/libkfuse.so")
@@ -364,8 +382,15 @@ def main():
     p.add_argument("--no-cpu-check", action="store_true", help="skip the tiny twins on kfuse's CPU backend")
     p.add_argument("--time-budget", type=float, default=0,
                    help="seconds: start no new fusion after this (the report covers those run; 0: no limit)")
+    p.add_argument("--input-layout", action="append", default=[], metavar="NAME=LAYOUT",
+                   help="time the fusions with input NAME in another layout, to isolate what a layout costs: "
+                        "contiguous, offset:K, padded:K or permuted:2,0,1 (repeatable; inputs of other names as drawn)")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
+    try:
+        relayouts = dict(parse_input_layout(a) for a in args.input_layout)
+    except ValueError as e:
+        p.error(f"--input-layout: {e}")
     if args.seed is None:
         args.seed = int(time.time()) % 100000
     classes = [c for c in args.classes.split(",") if c]
@@ -395,6 +420,10 @@ def main():
         number = lambda e: int(e["name"][1:5])  # noqa: E731: "c0126_..." is fusion 126
         twins = [t for e, t in zip(corpus, twins) if number(e) in keep]
         corpus = [e for e in corpus if number(e) in keep]
+    for entry in corpus:
+        for spec in entry["inputs"]:
+            if spec["name"] in relayouts:
+                spec["layout"] = relayouts[spec["name"]]
     print(f"corpus_bench.py: seed {args.seed}, {len(corpus)} fusions, copy ceiling {ceiling:.0f} GB/s",
           file=sys.stderr, flush=True)
     rows = []

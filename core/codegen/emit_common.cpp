@@ -74,6 +74,7 @@ std::string extent_product(KernelWriter& w, int64_t dom, const std::vector<size_
 
 void use_vectors(KernelWriter& w, const VectorPlan& vp) {
   w.vector_inputs = vp.inputs;
+  w.any_aligned = vp.any_aligned;
   w.vector_regs.clear();
   w.lane_dim = vp.dim;
   w.lane_width = vp.width;
@@ -113,6 +114,7 @@ void vector_conditions(KernelWriter& w, const ExtentSets& sets, int64_t v, int64
       std::find_if(dims.begin(), dims.end(), [&](int m) { return read_dim(m) == static_cast<int>(dim); }) - dims.begin());
   // A vector wider than 16 bytes moves as several 16-byte ones.
   // (At any alignment: element-aligned, the other strides free.)
+  any_alignment = any_alignment || w.loads_any_aligned(v);
   const int bytes = any_alignment ? dtype_size(w.fusion().value(v).dtype)
                                   : std::min(width * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
   // The text only when asked for: its names are declared where first used.
@@ -193,7 +195,10 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
     const int64_t v = key.first;
     const std::string vt = vector_type(w, v, V);
     std::string load = "*(const " + vt + "*)(" + w.address(v, vr.base) + ")";
+    // (an input of VectorPlan::any_aligned: its vector exists whole where
+    // its lanes' guard holds, the row's width a multiple of V)
     if (!any_left.empty()) load = vector_load_any(w, v, vt, w.address(v, vr.base), any_left);
+    else if (w.loads_any_aligned(v)) load = vector_load_any(w, v, vt, w.address(v, vr.base), std::to_string(V));
     std::string ok = group_ok.empty() ? std::string() : group_ok[static_cast<size_t>(vr.ok_group)];
     if (!vr.guard.empty()) ok = ok.empty() ? vr.guard : ok + " && " + vr.guard;
     loads.push_back("const " + vt + " " + vr.reg + " = " + (ok.empty() ? load : "(" + ok + ") ? " + load + " : " + vt + "{}") + ";");

@@ -10,6 +10,7 @@
 // at the same index is computed once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -173,6 +174,13 @@ class KernelWriter {
   // lanes that store together), and other outputs are stored only at lanes
   // below any_left.
   std::string any_left, any_mask;
+  // Vector inputs loaded at any element alignment (VectorPlan::any_aligned;
+  // use_vectors sets them): kf_vload_any, their run-time checks element-
+  // aligned.
+  std::vector<int64_t> any_aligned;
+  bool loads_any_aligned(int64_t v) const {
+    return std::find(any_aligned.begin(), any_aligned.end(), v) != any_aligned.end();
+  }
   std::map<int64_t, std::vector<int>> vector_inputs;  // candidate -> its dims' domain dims (VectorPlan::inputs)
   struct VectorReg {
     std::string reg;

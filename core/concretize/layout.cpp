@@ -473,7 +473,12 @@ std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
   // another dim innermost is read one element per sector, as a scatter-
   // mean of column-major [2097152, 256] messages was (seed 1853590537
   // c0123: 9.4 ms, about 17 GB of sectors for 2 GB of data; docs/
-  // perf-log.md session 44). It is copied row-major first.
+  // perf-log.md session 44). It is copied row-major first, where the
+  // result (laid out as the scatter's self operand) then takes the walk's
+  // stores along its memory too: a KV-cache write whose cache and key are
+  // both [0, 2, 1] reads and writes the same lines across the walk, which
+  // the caches absorb, and copying the key alone doubled its time (seed
+  // 1940430775 c0074, 0.125 -> 0.269 ms, session 45).
   for (const Expr& e : f.exprs) {
     if (op_info(e.op).category != OpCategory::Scatter || e.inputs.size() < 3) continue;
     const size_t src = static_cast<size_t>(e.inputs[2]);
@@ -483,7 +488,15 @@ std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
     if (c.relayout_inputs[i] || c.input_layouts[i].expanded) continue;
     const std::vector<int> order = row_major(c.size_classes[src].size());
     const int last = innermost_many(c, src, order), inner = innermost_many(c, src, c.input_layouts[i].stride_order);
-    if (last >= 0 && inner >= 0 && inner != last) copy_input_into(c, i, order);
+    if (last < 0 || inner < 0 || inner == last) continue;
+    // The self operand's order: an input's own, else what kfuse produces
+    // for a value it creates (row-major).
+    const size_t self = static_cast<size_t>(e.inputs[0]);
+    const Value& s = f.values[self];
+    const std::vector<int> self_order = s.kind == ValueKind::TensorInput
+                                            ? c.input_layouts[static_cast<size_t>(s.input_index)].stride_order
+                                            : row_major(c.size_classes[self].size());
+    if (innermost_many(c, self, self_order) == last) copy_input_into(c, i, order);
   }
   return copied_outputs;
 }

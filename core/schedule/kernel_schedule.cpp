@@ -33,7 +33,8 @@ std::string vectors(const VectorPlan& p) {
   }
   // (the inputs read at a shift, only where there are: older goldens stay)
   return "vector=" + std::to_string(p.width) + " vector_inputs=" + ids(in) +
-         (shifted.empty() ? "" : " shifted_inputs=" + ids(shifted)) + " vector_outputs=" + ids(p.outputs);
+         (shifted.empty() ? "" : " shifted_inputs=" + ids(shifted)) +
+         (p.any_aligned.empty() ? "" : " any_aligned=" + ids(p.any_aligned)) + " vector_outputs=" + ids(p.outputs);
 }
 
 std::string rows(const RowDomain& r) {

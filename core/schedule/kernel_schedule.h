@@ -58,6 +58,13 @@ struct VectorPlan {
   size_t dim = 0;   // the domain dim the lanes run along
   std::map<int64_t, IndexMap> inputs;  // input -> its dims' domain dims (kZeroIndex: broadcast)
   std::vector<int64_t> outputs;
+  // Inputs of `inputs` loaded at any element alignment (kf_vload_any:
+  // the aligned 16-byte chunks around a vector, shifted into its lanes)
+  // rather than checked aligned at run time: a row kernel's weight
+  // broadcast over its rows at an odd storage offset (plan_vectors'
+  // `rows`), which its alignment would otherwise leave to one load per
+  // element, or send every tensor of the kernel to its Edges or scalar twin.
+  std::vector<int64_t> any_aligned;
   bool operator==(const VectorPlan&) const = default;
 };
 

@@ -97,8 +97,11 @@ RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& r
   const size_t r = rows.reduced.size();
   // Vectors along the innermost dim in memory (RowDomain::order), when reduced.
   if (const std::optional<size_t> inner = innermost_dim(c, rows); inner && rows.reduced[*inner]) {
-    p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner);
+    std::vector<bool> kept(r);
+    for (size_t d = 0; d < r; ++d) kept[d] = !rows.reduced[d];
+    p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner, nullptr, {}, &kept);
     drop_lane_invariant(c, task, row_accesses(c, task, rows), &p.vectors);
+    size_past_weights(c, rows.domain, kept, &p.vectors);
     add_view_vectors(c, rows, &p.vectors);
   }
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;

@@ -49,6 +49,20 @@ IndexMap domain_dims(const ConcreteFusion& c, int64_t v, size_t rd, const Access
   return best == nullptr ? IndexMap{} : *best;
 }
 
+// Whether an input read at `dims` reads none of the row dims `rows` (a
+// domain dim each; one at least of class >1): a weight, every row's the
+// same. (A row input of a single row is no weight.)
+bool over_rows(const ConcreteFusion& c, int64_t dom, const IndexMap& dims, const std::vector<bool>& rows) {
+  const auto row_dim = [&](int m) {
+    const int d = read_dim(m);
+    return d >= 0 && static_cast<size_t>(d) < rows.size() && rows[static_cast<size_t>(d)] &&
+           cls(c, dom, static_cast<size_t>(d)) == SizeClass::Many;
+  };
+  bool many_rows = false;
+  for (size_t d = 0; d < rows.size() && d < rank_of(c, dom); ++d) many_rows = many_rows || row_dim(static_cast<int>(d));
+  return many_rows && std::none_of(dims.begin(), dims.end(), row_dim);
+}
+
 // The largest (widest) or smallest dtype size among the plan's inputs and
 // outputs; 1 for an empty plan.
 int dtype_size_bound(const ConcreteFusion& c, const VectorPlan& p, bool widest) {
@@ -66,7 +80,8 @@ int dtype_size_bound(const ConcreteFusion& c, const VectorPlan& p, bool widest) 
 }  // namespace
 
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
-                        size_t dim, const AccessMap* reads, const std::vector<int64_t>& exclude) {
+                        size_t dim, const AccessMap* reads, const std::vector<int64_t>& exclude,
+                        const std::vector<bool>* rows) {
   VectorPlan p;
   p.dim = dim;
   const Fusion& f = *c.fusion;
@@ -87,12 +102,14 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
     if (!fits) continue;
     if (val.kind == ValueKind::TensorInput) {
       const InputLayout& l = c.input_layouts[static_cast<size_t>(val.input_index)];
-      if (l.stride_order.empty() || l.stride_order.back() != static_cast<int>(pv) || l.alignment < kVectorBytes / 2)
-        continue;
+      if (l.stride_order.empty() || l.stride_order.back() != static_cast<int>(pv)) continue;
       // Expanded along the lanes (stride 0): one element for all of them,
       // read as a broadcast (a vector load would fail the unit-stride test
       // and send the whole loop to its scalar path).
       if ((l.expanded >> pv) & 1u) continue;
+      // A weight broadcast over the rows (`rows`) is taken at any
+      // alignment (size_past_weights decides how it loads).
+      if (l.alignment < kVectorBytes / 2 && (rows == nullptr || !over_rows(c, dom, dims, *rows))) continue;
     } else {
       const auto& order = c.stride_orders[static_cast<size_t>(v)];
       if (order.empty() || order.back() != static_cast<int>(pv)) continue;
@@ -116,6 +133,38 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
   return p;
 }
 
+void size_past_weights(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& rows, VectorPlan* p) {
+  p->any_aligned.clear();
+  if (p->width == 0) return;
+  const Fusion& f = *c.fusion;
+  std::vector<int64_t> weights;
+  int widest = 0;  // of the other inputs and the outputs
+  bool row_inputs = false;
+  for (const auto& [v, dims] : p->inputs) {
+    if (over_rows(c, dom, dims, rows)) {
+      weights.push_back(v);
+    } else {
+      widest = std::max(widest, dtype_size(f.value(v).dtype));
+      row_inputs = true;
+    }
+  }
+  for (int64_t o : p->outputs) widest = std::max(widest, dtype_size(f.value(o).dtype));
+  // The weights whose address or rows cannot start a vector of `width`.
+  const auto misaligned = [&](int width) {
+    std::vector<int64_t> out;
+    for (int64_t v : weights) {
+      const Value& val = f.value(v);
+      if (val.kind != ValueKind::TensorInput) continue;
+      const InputLayout& l = c.input_layouts[static_cast<size_t>(val.input_index)];
+      if (l.alignment < std::min(width * dtype_size(val.dtype), kVectorBytes) || l.row_alignment < width)
+        out.push_back(v);
+    }
+    return out;
+  };
+  if (misaligned(p->width).empty()) return;
+  if (row_inputs) p->width = kVectorBytes / widest;
+  p->any_aligned = misaligned(p->width);
+}
 VectorPlan plan_element_loads(const ConcreteFusion& c, const Task& task, int64_t dom, size_t dim, const AccessMap& reads) {
   VectorPlan p;
   p.dim = dim;

@@ -23,9 +23,28 @@ inline constexpr int kVectorBytes = 16;
 // over leading dims: loads at other indices simply stay scalar); with it,
 // the input's first plain map (a permuted or broadcast-in-dim input).
 // `exclude`: inputs read elsewhere (tiles in shared memory): not loaded
-// as vectors, though their dtype still counts for the width.
+// as vectors, though their dtype still counts for the width. `rows` (a
+// row kernel's kept dims): an input that reads none of them of class >1
+// (a weight, every row's the same) is taken at any alignment
+// (size_past_weights then sizes the plan).
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
-                        size_t dim, const AccessMap* reads = nullptr, const std::vector<int64_t>& exclude = {});
+                        size_t dim, const AccessMap* reads = nullptr, const std::vector<int64_t>& exclude = {},
+                        const std::vector<bool>* rows = nullptr);
+
+// A row kernel's weights (the vector inputs that read none of the row
+// dims `rows` of class >1) whose address or rows cannot start a vector of
+// `p`'s width: they load at any alignment (VectorPlan::any_aligned,
+// kf_vload_any) instead of one element at a time, each lane's element a
+// 16- or 32-byte step from the next lane's (seed 685619608 c0056, a
+// layernorm whose float32 weight and bias sit at an offset of one float:
+// 1.04 ms, 0.46 with both aligned), and the width is then 16 bytes of the
+// widest row input or output, a float32 weight beside bfloat16 rows moving
+// 32 bytes per lane group (two chunks and a third for the shift) rather
+// than halving the rows' vectors (c0056 0.58 ms at 4 lanes, 0.42 at 8;
+// H200, docs/perf-log.md session 45). Aligned weights keep the width they
+// give: at 8 lanes some norms over long rows gained up to 1.6x, but rows
+// of 768 lost up to 2x (fewer threads per row), not yet sorted out.
+void size_past_weights(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& rows, VectorPlan* p);
 
 // The scalar loop's loads (a plan of one-element "vectors"): every tensor
 // input with a plain map from the domain (any layout, any alignment: a

@@ -2603,6 +2603,37 @@ static void test_unaligned_rows(void** state) {
         free_inputs(in, 3);
         kf_fusion_release(f);
       }
+  /* A layernorm's float32 weight and bias at an offset of one or two
+   * floats beside an aligned x (VectorPlan::any_aligned: vector inputs
+   * loaded at any alignment, kf_vload_any, in every row kernel): rows held
+   * in registers, staged, long and in clusters (few rows). */
+  static const char* layernorm =
+      "input x: tensor<%s, 2>\ninput w: tensor<float32, 1>\ninput b: tensor<float32, 1>\n"
+      "xf = cast(x) {dtype=float32}\nm = mean(xf) {axes=[1], keepdim=true}\nxc = sub(xf, m)\nsq = mul(xc, xc)\n"
+      "va = mean(sq) {axes=[1], keepdim=true}\nrs = rsqrt(va)\nn = mul(xc, rs)\no = mul(n, w)\nob = add(o, b)\n"
+      "y = cast(ob) {dtype=%s}\noutput y\n";
+  const int64_t ln_shapes[][2] = {{600, 1024}, {600, 8192}, {37, 12288}, {300, 30000}};
+  for (size_t k = 0; k < sizeof ln_shapes / sizeof ln_shapes[0]; ++k)
+    for (int d = 0; d < 2; ++d)
+      for (int64_t off = 1; off <= 2; ++off) {
+        const char* dn = kf_dtype_name(dts[d]);
+        char text[2048];
+        snprintf(text, sizeof text, layernorm, dn, dn);
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        tin in[3] = {input(dts[d], 2, ln_shapes[k]), input(KF_FLOAT32, 1, &ln_shapes[k][1]),
+                     input(KF_FLOAT32, 1, &ln_shapes[k][1])};
+        const int64_t ws[1] = {1};
+        with_strides(&in[1], ws, off);
+        with_strides(&in[2], ws, off);
+        for (int i = 0; i < 3; ++i) fill(&in[i], -2, 2, 0);
+        char what[200];
+        snprintf(what, sizeof what, "unaligned rows: layernorm %s [%lld,%lld], float32 weight and bias at offset %lld",
+                 dn, (long long)ln_shapes[k][0], (long long)ln_shapes[k][1], (long long)off);
+        run_case_tol(f, in, 3, what, 16.0 + (double)ln_shapes[k][1] / 1024.0, -1);
+        free_inputs(in, 3);
+        kf_fusion_release(f);
+      }
   end_test("unaligned rows");
 }
 

@@ -1176,6 +1176,39 @@ void test_misaligned_vectors(void** /*state*/) {
     const Generated g = generate(step(false), in);
     assert_int_equal(std::get<PointwiseParams>(g.schedule).loops.at(0).vectors.width, 0);
   }
+  // An rmsnorm's float32 weight broadcast over the rows, at an offset of
+  // one or two floats (4 or 8 bytes): a vector input loaded at any
+  // alignment (VectorPlan::any_aligned, kf_vload_any), its run-time check
+  // element-aligned, and the width x's, bfloat16, whose loads stay plain:
+  // the weight moves 32 bytes per lane group (size_past_weights). At
+  // offset 0 a plain vector input of 4 lanes (as before).
+  std::vector<size_t> any_loads;
+  const auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (const size_t offset : {size_t{0}, size_t{4}, size_t{8}}) {
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {64, 1024}));
+    in.push_back(kftest::tensor(DType::F32, {1024}, {}, offset));
+    int64_t x = -1, w = -1;
+    const Generated g = generate([&](Builder& b) {
+      x = b.tensor_input(2, DType::BF16);
+      w = b.tensor_input(1, DType::F32);
+      const int64_t xf = b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0];
+      const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {xf, xf}, {})[0]}, {1, 1})[0];
+      const int64_t y = b.op(Op::MUL, {b.op(Op::MUL, {xf, b.op(Op::RSQRT, {ms}, {})[0]}, {})[0], w}, {})[0];
+      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::BF16)})[0], {}, -1);
+    }, in);
+    const VectorPlan& vp = std::get<RowParams>(g.schedule).vectors;
+    assert_int_equal(vp.width, offset == 0 ? 4 : 8);
+    assert_true(vp.inputs.contains(x) && vp.inputs.contains(w));
+    assert_true(vp.any_aligned == (offset == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{w}));
+    any_loads.push_back(count(g.plan.source, "kf_vload_any<kf_vec<float, 8>>"));
+    batch().add(g.plan);
+  }
+  assert_true(any_loads[0] == 0 && any_loads[1] > 0 && any_loads[2] == any_loads[1]);
 }
 
 // Reads at a shift (VectorPlan entries kShiftedIndex): a cat's operands and
