@@ -165,6 +165,7 @@ void size_past_weights(const ConcreteFusion& c, int64_t dom, const std::vector<b
   if (row_inputs) p->width = kVectorBytes / widest;
   p->any_aligned = misaligned(p->width);
 }
+
 VectorPlan plan_element_loads(const ConcreteFusion& c, const Task& task, int64_t dom, size_t dim, const AccessMap& reads) {
   VectorPlan p;
   p.dim = dim;

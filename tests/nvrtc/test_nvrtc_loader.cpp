@@ -122,11 +122,12 @@ void test_compile_error_has_log(void**) {
 }
 
 void test_strided_copy_kernels_compile(void**) {
-  for (int e : {1, 2, 4, 8})
-    for (int rank : {1, 2, 3, 6}) {
-      std::string name = strided_copy_name(e, rank);
-      assert_true(is_elf(nvrtc_compile(strided_copy_source(e, rank), name, 90).image));
-    }
+  for (int e : {1, 2, 4, 8, 16})
+    for (int rank : {1, 2, 3, 6})
+      for (bool index32 : {false, true}) {
+        std::string name = strided_copy_name(e, rank, index32);
+        assert_true(is_elf(nvrtc_compile(strided_copy_source(e, rank, index32), name, 90).image));
+      }
 }
 
 void test_permute_copy_kernels(void**) {

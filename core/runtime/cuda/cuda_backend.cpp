@@ -406,10 +406,17 @@ class CudaBackend final : public Backend {
              stream, args.data());
       return;
     }
-    // Per element: a thread per element.
-    const int rank = static_cast<int>(layout.sizes.size());
-    const CopyKernel& k = copy_kernels().strided(device, {element, rank});
-    const int64_t blocks = std::min<int64_t>((layout.numel + kCopyBlock - 1) / kCopyBlock,
+    // Per element: a thread per element, of up to 16 bytes where both
+    // tensors' rows allow (widen_copy), indexed in 32 bits where it fits.
+    CopyLayout wide = layout;
+    const int wide_bytes = widen_copy(&wide, element, src_ptr, dst_ptr);
+    args.assign({static_cast<int64_t>(dst_ptr), static_cast<int64_t>(src_ptr), wide.numel});
+    args.insert(args.end(), wide.sizes.begin(), wide.sizes.end());
+    args.insert(args.end(), wide.src_strides.begin(), wide.src_strides.end());
+    args.insert(args.end(), wide.dst_strides.begin(), wide.dst_strides.end());
+    const int rank = static_cast<int>(wide.sizes.size());
+    const CopyKernel& k = copy_kernels().strided(device, {wide_bytes, rank, copy_fits_int32(wide)});
+    const int64_t blocks = std::min<int64_t>((wide.numel + kCopyBlock - 1) / kCopyBlock,
                                              std::min<int64_t>(65535LL * 32, context.info().max_grid_x));
     launch(k.function, k.name.c_str(), static_cast<uint32_t>(blocks), kCopyBlock, 0, stream, args.data());
   }
