@@ -1209,6 +1209,26 @@ void test_misaligned_vectors(void** /*state*/) {
     batch().add(g.plan);
   }
   assert_true(any_loads[0] == 0 && any_loads[1] > 0 && any_loads[2] == any_loads[1]);
+  {  // x at an odd offset too (no row input among the vectors) and an fp8
+     // output: the width stays the weight's (4), not the 1-byte output's 16
+     // (which ran two fp8 norms at half speed: perf-log.md session 45 §3)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {64, 1024}, {}, 2));
+    in.push_back(kftest::tensor(DType::F32, {1024}, {}, 4));
+    int64_t w = -1;
+    const Generated g = generate([&](Builder& b) {
+      const int64_t x = b.tensor_input(2, DType::BF16);
+      w = b.tensor_input(1, DType::F32);
+      const int64_t xf = b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0];
+      const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {xf, xf}, {})[0]}, {1, 1})[0];
+      const int64_t y = b.op(Op::MUL, {b.op(Op::MUL, {xf, b.op(Op::RSQRT, {ms}, {})[0]}, {})[0], w}, {})[0];
+      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::F8E4M3)})[0], {}, -1);
+    }, in);
+    const VectorPlan& vp = std::get<RowParams>(g.schedule).vectors;
+    assert_int_equal(vp.width, 4);
+    assert_true(vp.any_aligned == std::vector<int64_t>{w});
+    batch().add(g.plan);
+  }
 }
 
 // Reads at a shift (VectorPlan entries kShiftedIndex): a cat's operands and
