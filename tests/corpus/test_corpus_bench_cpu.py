@@ -5,7 +5,9 @@ harness with --device cpu against the real reference, bench/kf_torch.py
 this torch 1.13 has none). Every fusion must be
 checked ok and timed, except those that this torch cannot make (float8 in
 torch 1.13); the report must carry the table, the distribution and the
-worst fusions; the raw results must be complete. Exits 77 without torch.
+worst fusions; the raw results must be complete. --input-layout runs a
+fusion with its weight in another layout, and refuses a malformed one.
+Exits 77 without torch.
 
     KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python \\
         /usr/bin/python3 tests/corpus/test_corpus_bench_cpu.py
@@ -25,6 +27,35 @@ try:
 except ImportError:
     print("test_corpus_bench_cpu: skipped: no torch for this Python", sys.executable)
     sys.exit(77)
+
+
+def input_layout_problems(lib, env, d):
+    """--input-layout: the first fusion of the sample with a `weight` input,
+    run with that weight at an offset of 3 elements, records the layout and
+    checks ok; a malformed layout is a usage error (status 2)."""
+    sys.path.insert(0, str(ROOT / "bench" / "corpus"))
+    import generate  # noqa: E402
+    corpus = generate.generate(7, 60, "tiny")
+    n = next(int(e["name"][1:5]) for e in corpus if any(i["name"] == "weight" for i in e["inputs"]))
+    js = pathlib.Path(d) / "layout.json"
+    base = [sys.executable, str(ROOT / "bench" / "corpus_bench.py"), "--lib", lib, "--device", "cpu", "--scale", "tiny",
+            "--seed", "7", "--count", "60", "--iters", "1", "--warmup", "0", "--only", str(n)]
+    p = subprocess.run(base + ["--input-layout", "weight=offset:3", "--json", str(js)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    if p.returncode != 0:
+        return [f"--input-layout weight=offset:3 on c{n:04d}: exit status {p.returncode}:\n{p.stderr[-2000:]}"]
+    row = json.loads(js.read_text())["rows"][0]
+    weight = next(i for i in row["inputs"] if i["name"] == "weight")
+    problems = []
+    if weight["layout"] != {"kind": "offset", "offset": 3}:
+        problems.append(f"--input-layout: c{n:04d}'s weight ran as {weight['layout']}")
+    if not row.get("ok"):
+        problems.append(f"--input-layout: c{n:04d} with its weight at offset 3: {row.get('check_msg') or row.get('error')}")
+    bad = subprocess.run(base + ["--input-layout", "weight=diagonal"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    if bad.returncode != 2 or "--input-layout" not in bad.stderr:
+        problems.append(f"--input-layout weight=diagonal: exit status {bad.returncode}, expected 2 with a message")
+    return problems
 
 
 def main():
@@ -60,6 +91,7 @@ def main():
                     problems.append(f"report lacks {part!r}")
             if p.returncode != (0 if all(r.get("ok") and r.get("cpu_ok") for r in rows) else 1):
                 problems.append(f"exit status {p.returncode} does not match the rows")
+        problems += input_layout_problems(lib, env, d)
     for msg in problems:
         print("FAIL:", msg)
     print(f"test_corpus_bench_cpu: {'ok' if not problems else f'{len(problems)} problems'}")
