@@ -336,6 +336,19 @@ std::vector<size_t> row_major_outputs(const ConcreteFusion& c, const std::vector
   return out;
 }
 
+// Marks input i to be copied before its first reader into a compact,
+// aligned buffer of kfuse's laid out in `order`, which every segment then
+// reads (ConcreteFusion::relayout_inputs).
+void copy_input_into(ConcreteFusion& c, size_t i, const std::vector<int>& order) {
+  c.relayout_inputs[i] = true;
+  InputLayout& l = c.input_layouts[i];
+  l.stride_order = order;
+  l.contiguous.assign(l.contiguous.size(), true);
+  l.alignment = 16;
+  l.row_alignment = 16;
+  l.expanded = 0;
+}
+
 // Decides ConcreteFusion::relayout_inputs. Per reduction, the tensor
 // inputs that span its input u (u's size classes, reached through
 // pointwise ops only, so their dims are u's: those u is computed from and
@@ -365,21 +378,9 @@ std::vector<size_t> row_major_outputs(const ConcreteFusion& c, const std::vector
 // it), inputs broadcast over u (other classes), and inputs where all
 // agree and no output of the chain is laid out otherwise (transposed rows
 // written in their own order, column reductions, pointwise fusions: their
-// schedulers read them well). Reads only the key's parts: the inputs' and
-// the caller's outputs' layouts and the size classes.
-// Marks input i to be copied before its first reader into a compact,
-// aligned buffer of kfuse's laid out in `order`, which every segment then
-// reads (ConcreteFusion::relayout_inputs).
-void copy_input_into(ConcreteFusion& c, size_t i, const std::vector<int>& order) {
-  c.relayout_inputs[i] = true;
-  InputLayout& l = c.input_layouts[i];
-  l.stride_order = order;
-  l.contiguous.assign(l.contiguous.size(), true);
-  l.alignment = 16;
-  l.row_alignment = 16;
-  l.expanded = 0;
-}
-
+// schedulers read them well). A scatter's src input laid out across its
+// update walk is copied too (below). Reads only the key's parts: the
+// inputs' and the caller's outputs' layouts and the size classes.
 std::vector<bool> choose_input_relayouts(ConcreteFusion& c) {
   const Fusion& f = *c.fusion;
   c.relayout_inputs.assign(f.inputs.size(), false);

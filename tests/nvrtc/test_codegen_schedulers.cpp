@@ -1182,6 +1182,18 @@ void test_misaligned_vectors(void** /*state*/) {
   // element-aligned, and the width x's, bfloat16, whose loads stay plain:
   // the weight moves 32 bytes per lane group (size_past_weights). At
   // offset 0 a plain vector input of 4 lanes (as before).
+  // y = x * rsqrt(mean(x^2)) * w from bfloat16 x and float32 w, stored as
+  // `out`; x and w: the inputs' value ids.
+  const auto rmsnorm = [](DType out, int64_t* x, int64_t* w) {
+    return [=](Builder& b) {
+      *x = b.tensor_input(2, DType::BF16);
+      *w = b.tensor_input(1, DType::F32);
+      const int64_t xf = b.op(Op::CAST, {*x}, {static_cast<int64_t>(DType::F32)})[0];
+      const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {xf, xf}, {})[0]}, {1, 1})[0];
+      const int64_t y = b.op(Op::MUL, {b.op(Op::MUL, {xf, b.op(Op::RSQRT, {ms}, {})[0]}, {})[0], *w}, {})[0];
+      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(out)})[0], {}, -1);
+    };
+  };
   std::vector<size_t> any_loads;
   const auto count = [](const std::string& text, const std::string& what) {
     size_t n = 0;
@@ -1193,14 +1205,7 @@ void test_misaligned_vectors(void** /*state*/) {
     in.push_back(kftest::tensor(DType::BF16, {64, 1024}));
     in.push_back(kftest::tensor(DType::F32, {1024}, {}, offset));
     int64_t x = -1, w = -1;
-    const Generated g = generate([&](Builder& b) {
-      x = b.tensor_input(2, DType::BF16);
-      w = b.tensor_input(1, DType::F32);
-      const int64_t xf = b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0];
-      const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {xf, xf}, {})[0]}, {1, 1})[0];
-      const int64_t y = b.op(Op::MUL, {b.op(Op::MUL, {xf, b.op(Op::RSQRT, {ms}, {})[0]}, {})[0], w}, {})[0];
-      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::BF16)})[0], {}, -1);
-    }, in);
+    const Generated g = generate(rmsnorm(DType::BF16, &x, &w), in);
     const VectorPlan& vp = std::get<RowParams>(g.schedule).vectors;
     assert_int_equal(vp.width, offset == 0 ? 4 : 8);
     assert_true(vp.inputs.contains(x) && vp.inputs.contains(w));
@@ -1215,18 +1220,11 @@ void test_misaligned_vectors(void** /*state*/) {
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {64, 1024}, {}, 2));
     in.push_back(kftest::tensor(DType::F32, {1024}, {}, 4));
-    int64_t w = -1;
-    const Generated g = generate([&](Builder& b) {
-      const int64_t x = b.tensor_input(2, DType::BF16);
-      w = b.tensor_input(1, DType::F32);
-      const int64_t xf = b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0];
-      const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {xf, xf}, {})[0]}, {1, 1})[0];
-      const int64_t y = b.op(Op::MUL, {b.op(Op::MUL, {xf, b.op(Op::RSQRT, {ms}, {})[0]}, {})[0], w}, {})[0];
-      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::F8E4M3)})[0], {}, -1);
-    }, in);
+    int64_t x = -1, w = -1;
+    const Generated g = generate(rmsnorm(DType::F8E4M3, &x, &w), in);
     const VectorPlan& vp = std::get<RowParams>(g.schedule).vectors;
     assert_int_equal(vp.width, 4);
-    assert_true(vp.any_aligned == std::vector<int64_t>{w});
+    assert_true(!vp.inputs.contains(x) && vp.any_aligned == std::vector<int64_t>{w});
     batch().add(g.plan);
   }
 }
