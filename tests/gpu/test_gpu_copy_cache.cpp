@@ -85,12 +85,21 @@ void test_transpose_builds_once(void**) {
   assert_int_equal(copy_kernels().size(), entries);
 }
 
+// The strided copy moves rows in the widest element that divides their
+// bytes, pitches and addresses (strided_copy.h): rows of 400 bytes at a
+// pitch of 512 and of 144 at 160 both go as 16-byte elements (one
+// variant); rows of 280 bytes at 320 as 8-byte ones (a second variant,
+// built once too).
 void test_strided_builds_once(void**) {
   copy_and_check(64, 100, {128, 1}, 64 * 128);  // a pitched destination: the strided kernel
   const uint64_t built = copy_kernels().sources_built();
   copy_and_check(64, 100, {128, 1}, 64 * 128);
-  copy_and_check(30, 70, {80, 1}, 30 * 80);
+  copy_and_check(30, 36, {40, 1}, 30 * 40);
   assert_int_equal(copy_kernels().sources_built(), built);
+  copy_and_check(30, 70, {80, 1}, 30 * 80);
+  assert_int_equal(copy_kernels().sources_built(), built + 1);
+  copy_and_check(12, 70, {80, 1}, 12 * 80);
+  assert_int_equal(copy_kernels().sources_built(), built + 1);
 }
 
 }  // namespace
