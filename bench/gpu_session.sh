@@ -11,7 +11,9 @@
 #   bench/gpu_session.sh models [LIST]          model_bench.py, kfuse and inductor, with --partitions 6
 #   bench/gpu_session.sh ab BASE_LIB SEED:N,N [SEED:N,N ...]
 #                                               the listed corpus fusions under BASE_LIB and this build
-#                                               (plan_diff.py's last lines, SEED N,N, give the lists)
+#                                               (plan_diff.py's last lines, SEED N,N, give the lists);
+#                                               BASE_LIB env:NAME=VALUE: this build under that variable
+#                                               (a KFUSE_TUNE_* knob's old value; plan_diff.py --env-a)
 #   bench/gpu_session.sh ncu SEED N,N           Nsight Compute on each listed fusion's kfuse kernels and
 #                                               torch.compile's triton kernels (one process each; the
 #                                               sections of docs/perf-log.md's tables), summarized by
@@ -124,11 +126,18 @@ ab() {  # BASE_LIB SEED:N,N [SEED:N,N ...] (or BASE_LIB SEED N,N)
     # median over the rounds and the range of the round ratios.
     for ((r = 1; r <= AB_REPEAT; r++)); do
       for lib in "$base" build/libkfuse.so; do
-        timeout 150 python3 bench/corpus_bench.py --lib "$lib" --seed "$seed" --count 200 --only "$only" --iters 20 --warmup 5 \
-          --no-cpu-check --no-compile --json "$AB_DIR/ab_${seed}_$(basename "$lib")_$r.json" > /dev/null 2>&1
+        local run=(env) tag
+        tag=$(basename "$lib")
+        if [[ $lib == env:* ]]; then
+          run=(env "${lib#env:}") tag=env lib=build/libkfuse.so
+        fi
+        timeout 150 "${run[@]}" python3 bench/corpus_bench.py --lib "$lib" --seed "$seed" --count 200 --only "$only" --iters 20 --warmup 5 \
+          --no-cpu-check --no-compile --json "$AB_DIR/ab_${seed}_${tag}_$r.json" > /dev/null 2>&1
       done
     done
-    python3 bench/ab_summary.py --seed "$seed" --base "$AB_DIR/ab_${seed}_$(basename "$base")" \
+    local base_tag=env
+    [[ $base == env:* ]] || base_tag=$(basename "$base")
+    python3 bench/ab_summary.py --seed "$seed" --base "$AB_DIR/ab_${seed}_${base_tag}" \
       --new "$AB_DIR/ab_${seed}_libkfuse.so" --rounds "$AB_REPEAT" >> "$OUT/summary.txt"
   done
 }

@@ -8,6 +8,9 @@ the GPU before and after a change (docs/perf-log.md, sessions 32-33).
 
     PYTHONPATH=bindings/python python3 bench/corpus/plan_diff.py \\
         --lib-a ../main/build/libkfuse.so --lib-b build/libkfuse.so --seed 533314145 1177032527
+
+--env-a / --env-b NAME=VALUE set variables for one side alone: the same
+library under two values of a KFUSE_TUNE_* knob (core/schedule/tuning.h).
 """
 import argparse
 import os
@@ -19,10 +22,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 RULE = "=" * 100
 
 
-def plans(lib, seed, count, cuda, pythonpath=None):
+def plans(lib, seed, count, cuda, pythonpath=None, extra_env=()):
     """plan.py's text for fusions 0..count-1 under `lib`, one string per fusion
-    (with the kfuse package of `pythonpath` when given)."""
+    (with the kfuse package of `pythonpath` when given, and the NAME=VALUE
+    variables of `extra_env`)."""
     env = dict(os.environ, KFUSE_LIBRARY=str(pathlib.Path(lib).resolve()))
+    env.update(kv.split("=", 1) for kv in extra_env)
     if pythonpath:
         env["PYTHONPATH"] = str(pathlib.Path(pythonpath).resolve())
     cmd = [sys.executable, str(HERE / "plan.py"), "--seed", str(seed)] + [str(n) for n in range(count)]
@@ -47,6 +52,10 @@ def main():
     p.add_argument("--lib-b", required=True, help="the build after")
     p.add_argument("--pythonpath-a", help="the kfuse Python package matching --lib-a, where the C API "
                    "changed between the two (e.g. bindings/python of a git worktree at the old commit)")
+    p.add_argument("--env-a", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable for --lib-a's plans alone (repeatable)")
+    p.add_argument("--env-b", action="append", default=[], metavar="NAME=VALUE",
+                   help="the same for --lib-b's")
     p.add_argument("--seed", type=int, nargs="+", required=True)
     p.add_argument("--count", type=int, default=200, help="fusions per seed (corpus_bench.py's --count)")
     p.add_argument("--schedules-only", action="store_true",
@@ -54,10 +63,13 @@ def main():
     args = p.parse_args()
     if args.count < 1:
         p.error(f"--count: expected at least 1, got {args.count}")
+    for kv in args.env_a + args.env_b:
+        if "=" not in kv or kv.startswith("="):
+            p.error(f"--env-a/--env-b: expected NAME=VALUE, got {kv!r}")
     summary = []
     for seed in args.seed:
-        a = plans(args.lib_a, seed, args.count, not args.schedules_only, args.pythonpath_a)
-        b = plans(args.lib_b, seed, args.count, not args.schedules_only)
+        a = plans(args.lib_a, seed, args.count, not args.schedules_only, args.pythonpath_a, args.env_a)
+        b = plans(args.lib_b, seed, args.count, not args.schedules_only, None, args.env_b)
         changed = [n for n in range(args.count) if a[n] != b[n]]
         print(f"seed {seed}: {len(changed)} of {args.count} plans differ")
         for n in changed:

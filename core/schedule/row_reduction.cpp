@@ -95,14 +95,14 @@ RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& r
   p.vectors_per_thread = tuning.row_vectors;
   p.grid = grid_targets(tuning);
   const size_t r = rows.reduced.size();
-  // Vectors along the innermost dim in memory (RowDomain::order), when reduced.
+  std::vector<bool> kept(r);
+  for (size_t d = 0; d < r; ++d) kept[d] = !rows.reduced[d];
+  // Vectors along the innermost dim in memory (RowDomain::order), when
+  // reduced; their width past the weights once the vectors per thread are
+  // known (below).
   if (const std::optional<size_t> inner = innermost_dim(c, rows); inner && rows.reduced[*inner]) {
-    std::vector<bool> kept(r);
-    for (size_t d = 0; d < r; ++d) kept[d] = !rows.reduced[d];
     p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner, nullptr, {}, &kept);
     drop_lane_invariant(c, task, row_accesses(c, task, rows), &p.vectors);
-    size_past_weights(c, rows.domain, kept, &p.vectors);
-    add_view_vectors(c, rows, &p.vectors);
   }
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;
   if (p.vectors.width > 0) p.online = online_softmax_pairs(*c.fusion, task, rows);
@@ -126,6 +126,8 @@ RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& r
   // many (and twice the threads per row).
   if (values_live_across_phases(*c.fusion, task, rows, row_inputs) >= 2)
     p.vectors_per_thread = std::max(1, p.vectors_per_thread / 2);
+  size_past_weights(c, rows.domain, kept, p.vectors_per_thread, tuning.row_thread_bytes, &p.vectors);
+  add_view_vectors(c, rows, &p.vectors);
   // Staged: the row inputs, when the row is read more than once (a
   // single pass, a plain row sum, gains nothing).
   const bool output_pass = !rows.domain_outputs.empty();

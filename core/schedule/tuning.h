@@ -39,6 +39,15 @@ struct Tuning {
   // H200 (docs/perf-log.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.
   int row_vectors = 4;
+  // The bytes of its row inputs each thread of a row kernel loads at once
+  // (width x vectors per thread x their dtype sizes) below which the
+  // width past weights of a wider dtype is the rows' (a float32 weight
+  // beside bfloat16 rows: 8 lanes, not 4), size_past_weights. 0: only
+  // past weights that cannot start a vector. Measured on an H200
+  // (docs/perf-log.md session 46): at 32 bytes a thread, a row kernel ran
+  // at 57% of DRAM bandwidth, its loads in flight too few for the
+  // occupancy its 1024-thread blocks allow (64 registers); at 64 bytes, 81%.
+  int row_thread_bytes = 64;
   // Single-pass rows without an online pair (a plain row sum) stream
   // through the long-row kernel's block-stride loop instead of the
   // register kernel (1), or not (0). Online pairs always stream. Measured

@@ -133,19 +133,22 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
   return p;
 }
 
-void size_past_weights(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& rows, VectorPlan* p) {
+void size_past_weights(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& rows, int vectors_per_thread,
+                       int thread_bytes, VectorPlan* p) {
   p->any_aligned.clear();
   if (p->width == 0) return;
   const Fusion& f = *c.fusion;
   std::vector<int64_t> weights;
   int widest = 0;  // of the other inputs and the outputs
   bool row_inputs = false;
+  int64_t row_bytes = 0;  // the row inputs' bytes per element
   for (const auto& [v, dims] : p->inputs) {
     if (over_rows(c, dom, dims, rows)) {
       weights.push_back(v);
     } else {
       widest = std::max(widest, dtype_size(f.value(v).dtype));
       row_inputs = true;
+      row_bytes += dtype_size(f.value(v).dtype);
     }
   }
   for (int64_t o : p->outputs) widest = std::max(widest, dtype_size(f.value(o).dtype));
@@ -161,7 +164,8 @@ void size_past_weights(const ConcreteFusion& c, int64_t dom, const std::vector<b
     }
     return out;
   };
-  if (misaligned(p->width).empty()) return;
+  const bool few_bytes = row_bytes * p->width * vectors_per_thread < thread_bytes;
+  if (weights.empty() || (!few_bytes && misaligned(p->width).empty())) return;
   if (row_inputs) p->width = kVectorBytes / widest;
   p->any_aligned = misaligned(p->width);
 }

@@ -42,9 +42,15 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
 // 32 bytes per lane group (two chunks and a third for the shift) rather
 // than halving the rows' vectors (c0056 0.58 ms at 4 lanes, 0.42 at 8;
 // H200, docs/perf-log.md session 45). Aligned weights keep the width they
-// give: at 8 lanes some norms over long rows gained up to 1.6x, but rows
-// of 768 lost up to 2x (fewer threads per row), not yet sorted out.
-void size_past_weights(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& rows, VectorPlan* p);
+// give unless the row inputs' bytes a thread loads at once (the width
+// times `vectors_per_thread` times their dtype sizes) fall below
+// `thread_bytes` (Tuning::row_thread_bytes): an rmsnorm of float16 rows
+// with a float32 weight loaded 32 bytes a thread at 4 lanes, DRAM at 57%;
+// 8 lanes, 81% (1.30x). Where two row inputs already load 64 (x and the
+// residual of an add+rmsnorm), 8 lanes only spilled registers (0.85x;
+// docs/perf-log.md session 46).
+void size_past_weights(const ConcreteFusion& c, int64_t dom, const std::vector<bool>& rows, int vectors_per_thread,
+                       int thread_bytes, VectorPlan* p);
 
 // The scalar loop's loads (a plan of one-element "vectors"): every tensor
 // input with a plain map from the domain (any layout, any alignment: a

@@ -1181,7 +1181,9 @@ void test_misaligned_vectors(void** /*state*/) {
   // alignment (VectorPlan::any_aligned, kf_vload_any), its run-time check
   // element-aligned, and the width x's, bfloat16, whose loads stay plain:
   // the weight moves 32 bytes per lane group (size_past_weights). At
-  // offset 0 a plain vector input of 4 lanes (as before).
+  // offset 0 a plain vector input at x's width too: x alone would load 32
+  // bytes a thread at the weight's 4 lanes (Tuning::row_thread_bytes, 64);
+  // with that rule off (0), 4 lanes.
   // y = x * rsqrt(mean(x^2)) * w from bfloat16 x and float32 w, stored as
   // `out`; x and w: the inputs' value ids.
   const auto rmsnorm = [](DType out, int64_t* x, int64_t* w) {
@@ -1207,13 +1209,43 @@ void test_misaligned_vectors(void** /*state*/) {
     int64_t x = -1, w = -1;
     const Generated g = generate(rmsnorm(DType::BF16, &x, &w), in);
     const VectorPlan& vp = std::get<RowParams>(g.schedule).vectors;
-    assert_int_equal(vp.width, offset == 0 ? 4 : 8);
+    assert_int_equal(vp.width, 8);
     assert_true(vp.inputs.contains(x) && vp.inputs.contains(w));
     assert_true(vp.any_aligned == (offset == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{w}));
     any_loads.push_back(count(g.plan.source, "kf_vload_any<kf_vec<float, 8>>"));
     batch().add(g.plan);
+    Tuning off;
+    off.row_thread_bytes = 0;
+    const Generated narrow = generate(rmsnorm(DType::BF16, &x, &w), in, off);
+    assert_int_equal(std::get<RowParams>(narrow.schedule).vectors.width, offset == 0 ? 4 : 8);
   }
-  assert_true(any_loads[0] == 0 && any_loads[1] > 0 && any_loads[2] == any_loads[1]);
+  // (at offset 0 only the Edges kernels load the weight at any alignment,
+  // each row at its own shift)
+  assert_true(any_loads[1] > any_loads[0] && any_loads[2] == any_loads[1]);
+  {  // x + residual, both bfloat16 rows, beside the aligned float32 weight:
+     // 64 bytes a thread at 4 lanes already, so 4 (at 8 the add+rmsnorm
+     // kernels spilled: 0.85x, perf-log.md session 46)
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {64, 1024}));
+    in.push_back(kftest::tensor(DType::BF16, {64, 1024}));
+    in.push_back(kftest::tensor(DType::F32, {1024}));
+    const Generated g = generate(
+        [](Builder& b) {
+          const int64_t x = b.tensor_input(2, DType::BF16), res = b.tensor_input(2, DType::BF16);
+          const int64_t w = b.tensor_input(1, DType::F32);
+          const int64_t h = b.op(Op::ADD, {b.op(Op::CAST, {x}, {static_cast<int64_t>(DType::F32)})[0],
+                                           b.op(Op::CAST, {res}, {static_cast<int64_t>(DType::F32)})[0]},
+                                 {})[0];
+          const int64_t ms = b.op(Op::MEAN, {b.op(Op::MUL, {h, h}, {})[0]}, {1, 1})[0];
+          const int64_t y = b.op(Op::MUL, {b.op(Op::MUL, {h, b.op(Op::RSQRT, {ms}, {})[0]}, {})[0], w}, {})[0];
+          b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::BF16)})[0], {}, -1);
+        },
+        in);
+    const RowParams& rp = std::get<RowParams>(g.schedule);
+    assert_int_equal(rp.vectors_per_thread, 4);
+    assert_int_equal(rp.vectors.width, 4);
+    assert_int_equal(rp.vectors.inputs.size(), 3);
+  }
   {  // x at an odd offset too (no row input among the vectors) and an fp8
      // output: the width stays the weight's (4), not the 1-byte output's 16
      // (which ran two fp8 norms at half speed: perf-log.md session 45 §3)
