@@ -41,7 +41,7 @@ std::shared_ptr<const ConcreteFusion> concretize(const Fusion& fusion, const Bin
   }
   propagate_extent_deps(*c);
   c->approximate = approximate_exprs(fusion);
-  auto sets = std::make_shared<ExtentSets>(*c);  // reads the fields above
+  auto sets = std::make_shared<ExtentSets>(*c, reshape_target_extents());  // reads the fields above
   sets->freeze();
   c->extent_sets = std::move(sets);
   return c;

@@ -1,5 +1,9 @@
 #include "core/concretize/extent_sets.h"
+
+#include <map>
+
 #include "core/ir/op_attrs.h"
+#include "core/util/env_switch.h"
 
 namespace kf {
 
@@ -7,7 +11,12 @@ namespace {
 constexpr int64_t kZeroAtom = 0, kOneAtom = 1;  // shared atoms of classes 0 and 1
 }
 
-ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
+bool reshape_target_extents() {
+  static const bool on = env_switch("KFUSE_RESHAPE_EXTENTS", false);
+  return on;
+}
+
+ExtentSets::ExtentSets(const ConcreteFusion& c, bool reshape_targets) : c_(c) {
   const Fusion& f = *c.fusion;
   first_.resize(f.values.size());
   int64_t n = 2;
@@ -15,6 +24,15 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
     first_[v] = n;
     n += static_cast<int64_t>(c.size_classes[v].size());
   }
+  // One more atom per constant a reshape takes as a target extent (above
+  // 1): every extent given by that constant is that number in every call.
+  std::map<int64_t, int64_t> constant_atoms;
+  for (const Expr& e : f.exprs)
+    if (reshape_targets && e.op == Op::RESHAPE)
+      for (size_t i = 1; i < e.inputs.size(); ++i) {
+        const Value& t = f.value(e.inputs[i]);
+        if (t.kind == ValueKind::Constant && t.i64 > 1 && !constant_atoms.contains(t.i64)) constant_atoms[t.i64] = n++;
+      }
   parent_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) parent_[static_cast<size_t>(i)] = i;
   for (size_t v = 0; v < f.values.size(); ++v)
@@ -117,6 +135,20 @@ ExtentSets::ExtentSets(const ConcreteFusion& c) : c_(c) {
               if (g.in_dims == 1 && g.out_dims == 1) map_dim(out, od, e.inputs[0], id);
               id += static_cast<size_t>(g.in_dims);
               od += static_cast<size_t>(g.out_dims);
+            }
+            // A target extent given by a constant, or by an extent query
+            // (size), is that constant or that extent in every call: equal
+            // to every extent given the same way (q and k rotated apart and
+            // reshaped back to [b, s, h, d]: one loop, not two).
+            for (size_t d = 0; reshape_targets && d < r && d + 1 < e.inputs.size(); ++d) {
+              if (cls(out, d) != SizeClass::Many) continue;
+              const Value& t = f.value(e.inputs[d + 1]);
+              if (t.kind == ValueKind::Constant && t.i64 > 1) {
+                unite(atom(out, d), constant_atoms.at(t.i64));
+              } else if (t.producer >= 0 && f.exprs[static_cast<size_t>(t.producer)].op == Op::SIZE) {
+                const Expr& q = f.exprs[static_cast<size_t>(t.producer)];
+                unite(atom(out, d), atom(q.inputs[0], static_cast<size_t>(q.attrs[0])));
+              }
             }
             break;
           }

@@ -4,7 +4,11 @@
 // extents succeeds only if they agree, a permute moves an extent, a
 // reduction keeps its kept extents, and so on. Every (value, dim) is an atom;
 // atoms forced equal share a set; all extents of size class 1 share one set
-// and all of class 0 another.
+// and all of class 0 another. With `reshape_targets`, a reshape's target
+// extent given by a constant joins every extent given by a constant of that
+// value, and one given by an extent query (size) joins that extent: q and k
+// rotated apart and reshaped back by constants then have one loop, and a
+// tiled kernel where one of them is written in another order.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +20,7 @@ namespace kf {
 
 class ExtentSets {
  public:
-  explicit ExtentSets(const ConcreteFusion& c);
+  ExtentSets(const ConcreteFusion& c, bool reshape_targets);
   // The set of extent `dim` of `value` (values of rank 0 have none).
   int64_t set_of(int64_t value, int dim) const;
   bool same(int64_t a, int da, int64_t b, int db) const { return set_of(a, da) == set_of(b, db); }
@@ -35,6 +39,12 @@ class ExtentSets {
   bool frozen_ = false;
   const ConcreteFusion& c_;
 };
+
+// Whether concretize builds its extent sets with reshape targets:
+// KFUSE_RESHAPE_EXTENTS (an on/off switch, read once), off by default
+// until measured on a GPU (docs/perf-log.md session 46 §5: it changes the
+// plans of 32 corpus fusions of seven seeds, none of them timed).
+bool reshape_target_extents();
 
 // The frozen extent sets of `c`, computed when `c` was concretized.
 const ExtentSets& extent_sets_of(const ConcreteFusion& c);

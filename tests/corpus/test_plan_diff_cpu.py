@@ -5,7 +5,9 @@ empty list), and against itself under a KFUSE_TUNE_* knob's other value
 (--env-a) lists exactly the fusions whose schedules that value changes,
 each shown with its two segment lines; a malformed --env-a exits 2. The
 knob: KFUSE_TUNE_ROW_THREAD_BYTES=0, the row kernels' width past aligned
-float32 weights as before session 46 (4 lanes beside bfloat16 rows).
+float32 weights as before session 46 (4 lanes beside bfloat16 rows); and
+--env-b KFUSE_RESHAPE_EXTENTS=1, reshape targets as extents
+(core/concretize/extent_sets.h).
 
     KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=bindings/python \\
         python3 tests/corpus/test_plan_diff_cpu.py
@@ -45,6 +47,17 @@ def main():
     # the rule the knob switches: rows of 16 bits beside a float32 weight widen from 4 lanes to 8
     assert any("vector=4 " in line for line in lines if line.startswith("    - ")), knob.stdout[-800:]
     assert any("vector=8 " in line for line in lines if line.startswith("    + ")), knob.stdout[-800:]
+
+    # KFUSE_RESHAPE_EXTENTS=1 (off by default, not yet timed): c0056, an
+    # interleaved rope whose k result the caller lays out [0, 3, 2, 1],
+    # gets one tiled kernel where it had two pointwise loops (q and k
+    # reshaped back by constants of equal values: outputs of equal sizes)
+    merged = plan_diff("--env-b", "KFUSE_RESHAPE_EXTENTS=1")
+    assert merged.returncode == 0, merged.stderr
+    mlines = merged.stdout.splitlines()
+    assert "56" in mlines[-1].split(" ", 1)[1].split(","), mlines[-1]
+    at = next(i for i, line in enumerate(mlines) if line.startswith("  c0056_"))
+    assert "loops=2" in mlines[at + 1] and "tiled" in mlines[at + 2], mlines[at:at + 3]
 
     bad = plan_diff("--env-a", "=0")
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr, (bad.returncode, bad.stderr)

@@ -6,6 +6,7 @@
 // Also the kernels a matmul pattern falls back to (its bias add, casts and
 // activation, when cuBLASLt has no algorithm for the epilogue).
 #include "core/define/builder.h"
+#include "core/concretize/extent_sets.h"
 #include "core/codegen/kernel_plan.h"
 #include "core/runtime/cuda/launch.h"
 #include "core/text/text_parser.h"
@@ -1310,6 +1311,70 @@ bool shifted_at(const VectorPlan& vp, int64_t v, size_t j) {
 
 }  // namespace shifted
 
+// Reshape targets as extents (ExtentSets' reshape_targets,
+// KFUSE_RESHAPE_EXTENTS): q and k, separate inputs, each scaled and
+// reshaped back by constants of equal values, give outputs of provably
+// equal sizes (one pointwise loop, not two); a target given by an extent
+// query joins that extent; a target inferred (-1) joins nothing.
+void test_reshape_target_extents(void** /*state*/) {
+  int64_t qo = -1, ko = -1, so = -1, i1 = -1, i2 = -1, q = -1;
+  const auto define = [&](Builder& b) {
+    q = b.tensor_input(4, DType::BF16);
+    const int64_t k = b.tensor_input(4, DType::BF16), x = b.tensor_input(2, DType::F32),
+                  y = b.tensor_input(2, DType::F32);
+    const auto scaled_back = [&](int64_t t) {
+      const int64_t m = b.op(Op::MUL, {t, b.constant_f64(2.0, DType::F32)}, {})[0];
+      return b.op(Op::RESHAPE, {m, ci(b, 2), ci(b, 64), ci(b, 4), ci(b, 32)}, {})[0];
+    };
+    qo = scaled_back(q);
+    ko = scaled_back(k);
+    // [size(q, 0), -1, 4, 32] from k: dim 0 is q's dim 0
+    so = b.op(Op::RESHAPE, {k, b.op(Op::SIZE, {q}, {0})[0], ci(b, -1), ci(b, 4), ci(b, 32)}, {})[0];
+    i1 = b.op(Op::RESHAPE, {x, ci(b, 4), ci(b, -1)}, {})[0];
+    i2 = b.op(Op::RESHAPE, {y, ci(b, 4), ci(b, -1)}, {})[0];
+    for (int64_t o : {qo, ko, so, i1, i2}) b.output(o, {}, -1);
+  };
+  Inputs in;
+  in.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
+  in.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
+  in.push_back(kftest::tensor(DType::F32, {8, 6}));
+  in.push_back(kftest::tensor(DType::F32, {6, 8}));
+  Builder b;
+  define(b);
+  const std::shared_ptr<Fusion> f = b.finalize();
+  const std::shared_ptr<const ConcreteFusion> c = kftest::concretize(f, in);
+  const ExtentSets off(*c, false), on(*c, true);
+  assert_false(off.same_sizes(qo, ko));
+  assert_true(on.same_sizes(qo, ko));
+  assert_true(on.same(so, 0, q, 0) && !off.same(so, 0, q, 0));
+  assert_true(on.same(i1, 0, i2, 0));
+  assert_false(on.same(i1, 1, i2, 1));  // both inferred (12 and 12 here, not in every call)
+  // The schedule of q's and k's outputs alone: one loop with the sets on.
+  Builder b2;
+  int64_t q2 = -1, k2 = -1;
+  {
+    q2 = b2.tensor_input(4, DType::BF16);
+    k2 = b2.tensor_input(4, DType::BF16);
+    for (int64_t t : {q2, k2}) {
+      const int64_t m = b2.op(Op::MUL, {t, b2.constant_f64(2.0, DType::F32)}, {})[0];
+      b2.output(b2.op(Op::RESHAPE, {m, ci(b2, 2), ci(b2, 64), ci(b2, 4), ci(b2, 32)}, {})[0], {}, -1);
+    }
+  }
+  Inputs in2;
+  in2.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
+  in2.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
+  const std::shared_ptr<const ConcreteFusion> c2 = kftest::concretize(b2.finalize(), in2);
+  auto with_targets = std::make_shared<ConcreteFusion>(*c2);
+  auto sets = std::make_shared<ExtentSets>(*with_targets, true);
+  sets->freeze();
+  with_targets->extent_sets = sets;
+  const size_t loops_off = std::get<PointwiseParams>(kftest::schedule(c2)).loops.size();
+  const KernelSchedule merged = kftest::schedule(with_targets);
+  assert_int_equal(loops_off, reshape_target_extents() ? 1 : 2);
+  assert_int_equal(std::get<PointwiseParams>(merged).loops.size(), 1);
+  batch().add(emit_kernel(*with_targets, root_task(*with_targets->fusion), merged));
+}
+
 void test_shifted_vectors(void** /*state*/) {
   using shifted::run;
   {  // the KV-cache append along the sequence (an outer dim): both operands
@@ -2204,6 +2269,7 @@ int main() {
       cmocka_unit_test(test_flat_vectors),
       cmocka_unit_test(test_scatter_update_unroll),
       cmocka_unit_test(test_misaligned_vectors),
+      cmocka_unit_test(test_reshape_target_extents),
       cmocka_unit_test(test_shifted_vectors),
       cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_memory_order),
