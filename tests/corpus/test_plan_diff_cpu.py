@@ -33,7 +33,8 @@ def main():
     assert same.returncode == 0, same.stderr
     assert same.stdout.splitlines()[-1] == f"{SEED} ", same.stdout[-400:]
 
-    knob = plan_diff("--env-a", "KFUSE_TUNE_ROW_THREAD_BYTES=0")
+    # (both sides set explicitly: the test's own environment may hold either)
+    knob = plan_diff("--env-a", "KFUSE_TUNE_ROW_THREAD_BYTES=0", "--env-b", "KFUSE_TUNE_ROW_THREAD_BYTES=64")
     assert knob.returncode == 0, knob.stderr
     lines = knob.stdout.splitlines()
     changed = lines[-1].split(" ", 1)[1].split(",")
@@ -52,7 +53,7 @@ def main():
     # interleaved rope whose k result the caller lays out [0, 3, 2, 1],
     # gets one tiled kernel where it had two pointwise loops (q and k
     # reshaped back by constants of equal values: outputs of equal sizes)
-    merged = plan_diff("--env-b", "KFUSE_RESHAPE_EXTENTS=1")
+    merged = plan_diff("--env-a", "KFUSE_RESHAPE_EXTENTS=0", "--env-b", "KFUSE_RESHAPE_EXTENTS=1")
     assert merged.returncode == 0, merged.stderr
     mlines = merged.stdout.splitlines()
     assert "56" in mlines[-1].split(" ", 1)[1].split(","), mlines[-1]
