@@ -1317,32 +1317,30 @@ bool shifted_at(const VectorPlan& vp, int64_t v, size_t j) {
 // equal sizes (one pointwise loop, not two); a target given by an extent
 // query joins that extent; a target inferred (-1) joins nothing.
 void test_reshape_target_extents(void** /*state*/) {
-  int64_t qo = -1, ko = -1, so = -1, i1 = -1, i2 = -1, q = -1;
-  const auto define = [&](Builder& b) {
-    q = b.tensor_input(4, DType::BF16);
-    const int64_t k = b.tensor_input(4, DType::BF16), x = b.tensor_input(2, DType::F32),
-                  y = b.tensor_input(2, DType::F32);
-    const auto scaled_back = [&](int64_t t) {
-      const int64_t m = b.op(Op::MUL, {t, b.constant_f64(2.0, DType::F32)}, {})[0];
-      return b.op(Op::RESHAPE, {m, ci(b, 2), ci(b, 64), ci(b, 4), ci(b, 32)}, {})[0];
-    };
-    qo = scaled_back(q);
-    ko = scaled_back(k);
-    // [size(q, 0), -1, 4, 32] from k: dim 0 is q's dim 0
-    so = b.op(Op::RESHAPE, {k, b.op(Op::SIZE, {q}, {0})[0], ci(b, -1), ci(b, 4), ci(b, 32)}, {})[0];
-    i1 = b.op(Op::RESHAPE, {x, ci(b, 4), ci(b, -1)}, {})[0];
-    i2 = b.op(Op::RESHAPE, {y, ci(b, 4), ci(b, -1)}, {})[0];
-    for (int64_t o : {qo, ko, so, i1, i2}) b.output(o, {}, -1);
+  // t * 2 reshaped back to [2, 64, 4, 32] by constants of its own
+  const auto scaled_back = [](Builder& b, int64_t t) {
+    const int64_t m = b.op(Op::MUL, {t, b.constant_f64(2.0, DType::F32)}, {})[0];
+    return b.op(Op::RESHAPE, {m, ci(b, 2), ci(b, 64), ci(b, 4), ci(b, 32)}, {})[0];
   };
-  Inputs in;
-  in.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
-  in.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
+  const auto q_and_k = [] {
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
+    in.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
+    return in;
+  };
+  Builder b;
+  const int64_t q = b.tensor_input(4, DType::BF16), k = b.tensor_input(4, DType::BF16);
+  const int64_t x = b.tensor_input(2, DType::F32), y = b.tensor_input(2, DType::F32);
+  const int64_t qo = scaled_back(b, q), ko = scaled_back(b, k);
+  // [size(q, 0), -1, 4, 32] from k: dim 0 is q's dim 0
+  const int64_t so = b.op(Op::RESHAPE, {k, b.op(Op::SIZE, {q}, {0})[0], ci(b, -1), ci(b, 4), ci(b, 32)}, {})[0];
+  const int64_t i1 = b.op(Op::RESHAPE, {x, ci(b, 4), ci(b, -1)}, {})[0];
+  const int64_t i2 = b.op(Op::RESHAPE, {y, ci(b, 4), ci(b, -1)}, {})[0];
+  for (int64_t o : {qo, ko, so, i1, i2}) b.output(o, {}, -1);
+  Inputs in = q_and_k();
   in.push_back(kftest::tensor(DType::F32, {8, 6}));
   in.push_back(kftest::tensor(DType::F32, {6, 8}));
-  Builder b;
-  define(b);
-  const std::shared_ptr<Fusion> f = b.finalize();
-  const std::shared_ptr<const ConcreteFusion> c = kftest::concretize(f, in);
+  const std::shared_ptr<const ConcreteFusion> c = kftest::concretize(b.finalize(), in);
   const ExtentSets off(*c, false), on(*c, true);
   assert_false(off.same_sizes(qo, ko));
   assert_true(on.same_sizes(qo, ko));
@@ -1351,26 +1349,16 @@ void test_reshape_target_extents(void** /*state*/) {
   assert_false(on.same(i1, 1, i2, 1));  // both inferred (12 and 12 here, not in every call)
   // The schedule of q's and k's outputs alone: one loop with the sets on.
   Builder b2;
-  int64_t q2 = -1, k2 = -1;
-  {
-    q2 = b2.tensor_input(4, DType::BF16);
-    k2 = b2.tensor_input(4, DType::BF16);
-    for (int64_t t : {q2, k2}) {
-      const int64_t m = b2.op(Op::MUL, {t, b2.constant_f64(2.0, DType::F32)}, {})[0];
-      b2.output(b2.op(Op::RESHAPE, {m, ci(b2, 2), ci(b2, 64), ci(b2, 4), ci(b2, 32)}, {})[0], {}, -1);
-    }
-  }
-  Inputs in2;
-  in2.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
-  in2.push_back(kftest::tensor(DType::BF16, {2, 64, 4, 32}));
-  const std::shared_ptr<const ConcreteFusion> c2 = kftest::concretize(b2.finalize(), in2);
+  for (int64_t t : {b2.tensor_input(4, DType::BF16), b2.tensor_input(4, DType::BF16)})
+    b2.output(scaled_back(b2, t), {}, -1);
+  const std::shared_ptr<const ConcreteFusion> c2 = kftest::concretize(b2.finalize(), q_and_k());
   auto with_targets = std::make_shared<ConcreteFusion>(*c2);
   auto sets = std::make_shared<ExtentSets>(*with_targets, true);
   sets->freeze();
   with_targets->extent_sets = sets;
-  const size_t loops_off = std::get<PointwiseParams>(kftest::schedule(c2)).loops.size();
+  const size_t loops_default = std::get<PointwiseParams>(kftest::schedule(c2)).loops.size();
   const KernelSchedule merged = kftest::schedule(with_targets);
-  assert_int_equal(loops_off, reshape_target_extents() ? 1 : 2);
+  assert_int_equal(loops_default, reshape_target_extents() ? 1 : 2);
   assert_int_equal(std::get<PointwiseParams>(merged).loops.size(), 1);
   batch().add(emit_kernel(*with_targets, root_task(*with_targets->fusion), merged));
 }
