@@ -12,7 +12,7 @@ constexpr int64_t kZeroAtom = 0, kOneAtom = 1;  // shared atoms of classes 0 and
 }
 
 bool reshape_target_extents() {
-  static const bool on = env_switch("KFUSE_RESHAPE_EXTENTS", false);
+  static const bool on = env_switch("KFUSE_RESHAPE_EXTENTS", true);
   return on;
 }
 

@@ -49,7 +49,7 @@ def main():
     assert any("vector=4 " in line for line in lines if line.startswith("    - ")), knob.stdout[-800:]
     assert any("vector=8 " in line for line in lines if line.startswith("    + ")), knob.stdout[-800:]
 
-    # KFUSE_RESHAPE_EXTENTS=1 (off by default, not yet timed): c0056, an
+    # KFUSE_RESHAPE_EXTENTS=1 (the default since session 47): c0056, an
     # interleaved rope whose k result the caller lays out [0, 3, 2, 1],
     # gets one tiled kernel where it had two pointwise loops (q and k
     # reshaped back by constants of equal values: outputs of equal sizes)
