@@ -428,6 +428,11 @@ TileGroups tile_groups(KernelWriter& w, const TiledParams& p, const TileNames& n
 void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledParams& p, const TileNames& n,
                           const TileGroups& g, std::vector<std::string>* conds) {
   w.section = 0;
+  // (inputs the plan reads at a shift: a slice's or a cat part's, as in
+  // the pointwise loop; transpose.cpp plans them where no tile is filled)
+  w.shifted_reads = std::any_of(p.vectors.inputs.begin(), p.vectors.inputs.end(), [](const auto& in) {
+    return std::any_of(in.second.begin(), in.second.end(), is_shifted);
+  });
   for (size_t u = 0; u < g.idx.size(); ++u) {
     w.open("if (" + g.ok[u] + ")");
     w.group = static_cast<int>(u);
@@ -443,6 +448,7 @@ void tile_compute_vectors(KernelWriter& w, const ExtentSets& sets, const TiledPa
     w.tile_reads.clear();
     w.close();
   }
+  w.shifted_reads = false;
   conds->push_back(n.eb_in + " % " + std::to_string(p.vectors.width) + " == 0");  // (a vector stays in one inner row)
   used_vector_conditions(w, sets, p.vectors, p.outputs[0], false, conds);
 }

@@ -11,8 +11,8 @@ namespace {
 
 class Tracer {
  public:
-  Tracer(const ConcreteFusion& c, const Task& task, bool shifts, SliceReads slices)
-      : c_(c), f_(*c.fusion), shifts_(shifts), slices_(shifts ? slices : SliceReads::Opaque) {
+  Tracer(const ConcreteFusion& c, const Task& task, bool shifts, SliceReads slices, const AccessStops* stops)
+      : c_(c), f_(*c.fusion), shifts_(shifts), slices_(shifts ? slices : SliceReads::Opaque), stops_(stops) {
     for (int64_t ei : task.exprs)
       for (int64_t o : f_.exprs[static_cast<size_t>(ei)].outputs) produced_.insert(o);
   }
@@ -45,6 +45,7 @@ class Tracer {
     if (maps.empty()) out.order.push_back(v);
     maps.push_back(map);
     if (!produced_.contains(v)) return;  // a task input
+    if (stops_ != nullptr && stops_->contains({v, map})) return;
     const Expr& e = f_.exprs[static_cast<size_t>(val.producer)];
     switch (op_info(e.op).category) {
       case OpCategory::Unary:
@@ -132,6 +133,7 @@ class Tracer {
   const Fusion& f_;
   const bool shifts_;
   const SliceReads slices_;
+  const AccessStops* stops_;
   std::set<int64_t> produced_;
   std::set<std::pair<int64_t, IndexMap>> seen_;
   std::vector<std::pair<int64_t, IndexMap>> stack_;
@@ -148,8 +150,9 @@ IndexMap identity_map(const ConcreteFusion& c, int64_t domain) {
 }
 
 AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
-                         const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts, SliceReads slices) {
-  Tracer t(c, task, shifts, slices);
+                         const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts, SliceReads slices,
+                         const AccessStops* stops) {
+  Tracer t(c, task, shifts, slices, stops);
   for (const auto& [v, map] : roots) t.visit(v, map);
   return std::move(t.out);
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -53,8 +54,11 @@ enum class SliceReads : uint8_t {
               // start keeps a vector whole; a start counted from the end is
               // taken as aligned, which the run time checks)
 };
+// With `stops`: the (value, map) pairs recorded but not followed into
+// their operands (the values a tiled kernel's phase 2 reads from its tiles).
+using AccessStops = std::set<std::pair<int64_t, IndexMap>>;
 AccessMap trace_accesses(const ConcreteFusion& c, const Task& task,
                          const std::vector<std::pair<int64_t, IndexMap>>& roots, bool shifts = false,
-                         SliceReads slices = SliceReads::Opaque);
+                         SliceReads slices = SliceReads::Opaque, const AccessStops* stops = nullptr);
 
 }  // namespace kf

@@ -4,6 +4,7 @@
 // shared-memory tiles of dims (a, b); everything else is read as in a
 // pointwise loop, the other dims outer.
 #include <algorithm>
+#include <tuple>
 #include <map>
 #include <set>
 
@@ -211,11 +212,22 @@ int fast_dim(const ConcreteFusion& c, int64_t o, const std::vector<SizeClass>& d
   return fast == order.rend() || dc[*fast] != SizeClass::Many ? -1 : static_cast<int>(*fast);
 }
 
-// The tiled plan whose phase 2 runs along dim b, the fast dim of output
-// `b_output` (`reads`: the task's reads traced from its outputs);
+// A dim phase 2 may run along (TiledParams::dim_b): the fast dim of an
+// output, or of a full-size input (whose outputs then all go through
+// staged tiles), with that tensor's memory order in domain dims, outermost
+// first (group b's next dim comes from it).
+struct BChoice {
+  size_t b;
+  std::vector<size_t> order;
+  bool from_output;
+};
+
+// The tiled plan whose phase 2 runs along dim b.b (`reads`: the task's
+// reads traced from its outputs);
 std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
-                                       const std::vector<int64_t>& outs, const AccessMap& reads, size_t b,
-                                       int64_t b_output, std::string* why) {
+                                       const std::vector<int64_t>& outs, const AccessMap& reads, const BChoice& bc,
+                                       std::string* why) {
+  const size_t b = bc.b;
   const Fusion& f = *c.fusion;
   const int64_t dom = outs[0];
   const auto& dc = c.size_classes[static_cast<size_t>(dom)];
@@ -299,7 +311,7 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
         return;
       }
   };
-  const std::vector<size_t> out_order = loop_order(c, b_output);
+  const std::vector<size_t>& out_order = bc.order;
   const auto choose_b = [&] {
     for (size_t k = out_order.size() - 1; k-- > 0;)
       if (dc[out_order[k]] == SizeClass::Many && !p.tiles_dim(out_order[k])) {
@@ -347,11 +359,15 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
   if (p.outputs_a.size() == outs.size()) p.outputs_a.clear();  // (none along b: phase 2 writes them all, as before)
   // The other outputs stored along a go through tiles of their own
   // (outputs_staged) while shared memory lasts, phase 2 keeping at least
-  // one output; the rest are stored across their memory by phase 2.
+  // one output where b is an output's fast dim (where it is an input's,
+  // phase 2 may store none: it computes along the inputs' memory and the
+  // staged tiles write every output); the rest are stored across their
+  // memory by phase 2.
   for (int64_t o : outs) {
     const std::vector<int>& order = memory_order(c, o);
     if (order.size() != r || order.back() != static_cast<int>(p.dim_a) ||
-        std::find(p.outputs_a.begin(), p.outputs_a.end(), o) != p.outputs_a.end() || p.outputs_b().size() < 2)
+        std::find(p.outputs_a.begin(), p.outputs_a.end(), o) != p.outputs_a.end() ||
+        (bc.from_output && p.outputs_b().size() < 2))
       continue;
     const DType t = f.value(o).dtype;
     const int tile_bytes = kTile * (kTile + 1) * (t == DType::F64 || t == DType::I64 ? 8 : 4);
@@ -362,6 +378,16 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
   if (p.inputs.empty() && p.outputs_staged.empty())
     return reject(why, "no input is contiguous along a dim other than the outputs' fast dim, and no output fits a tile");
   p.vectors = plan_vectors(c, task, p.outputs_b(), dom, p.dim_b, &reads, tiled);
+  if (!bc.from_output && p.inputs.empty()) {
+    // Phase 2 alone reads the inputs, along their memory: as the pointwise
+    // loop does, a slice's or a cat part's reads at a start that keeps
+    // vectors whole are vectors too (a fused gate_up's halves).
+    std::vector<std::pair<int64_t, IndexMap>> roots;
+    for (int64_t o : outs) roots.push_back({o, id});
+    const AccessMap shifted = trace_accesses(c, task, roots, true, SliceReads::AtStart);
+    p.vectors = plan_vectors(c, task, p.outputs_b(), dom, p.dim_b, &shifted, tiled);
+    keep_aligned_shifts(&p.vectors);
+  }
   // Outputs written straight into a misaligned input are stored per lane
   // (in_place.h: which inputs a tiled plan updates in place).
   drop_misaligned(c, dom, inputs_read_where_written(c, task, p), &p.vectors);
@@ -369,29 +395,31 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
 }
 
 // Bytes per domain element a plan moves across memory: each full-size
-// input read at a plain map whose innermost memory dim is along another
-// dim than b and that no tile holds (nor a computed tile fills from), and
-// each output stored along another dim than b that neither phase 1 nor a
-// staged tile writes.
-int strided_bytes(const ConcreteFusion& c, const Task& task, const TiledParams& p, const AccessMap& reads) {
+// input that phase 2 still reads somewhere at a map whose innermost memory
+// dim is along another dim than b (its reads traced from the outputs with
+// slices and cat parts at their shifts, stopping at the values the tiles
+// hold: a fused gate_up whose up half fills a tile is still read across
+// its memory through its gate half, and dy through the second part of
+// their cat), and each output stored along another dim than b that
+// neither phase 1 nor a staged tile writes.
+int strided_bytes(const ConcreteFusion& c, const Task& task, const TiledParams& p) {
   const Fusion& f = *c.fusion;
-  const auto& dc = c.size_classes[static_cast<size_t>(p.outputs[0])];
-  std::set<int64_t> covered;
-  std::map<int64_t, int64_t> sole;
-  for (const TiledInput& in : p.inputs) {
-    if (std::find(task.inputs.begin(), task.inputs.end(), in.value) == task.inputs.end()) {
-      if (sole.empty()) sole = sole_inputs(f, task);
-      covered.insert(sole[in.value]);
-    }
-    covered.insert(in.value);
-  }
+  const int64_t dom = p.outputs[0];
+  const auto& dc = c.size_classes[static_cast<size_t>(dom)];
+  AccessStops stops;
+  for (const TiledInput& in : p.inputs) stops.insert({in.value, in.dims});
+  const IndexMap id = identity_map(c, dom);
+  std::vector<std::pair<int64_t, IndexMap>> roots;
+  for (int64_t o : p.outputs) roots.push_back({o, id});
+  const AccessMap reads = trace_accesses(c, task, roots, true, SliceReads::Unaligned, &stops);
   int bytes = 0;
   for (int64_t u : task.inputs) {
     const std::vector<IndexMap>* maps = reads.find(u);
-    if (maps == nullptr || f.value(u).is_scalar || f.value(u).rank == 0 || covered.count(u)) continue;
+    if (maps == nullptr || f.value(u).is_scalar || f.value(u).rank == 0) continue;
     const std::vector<int>& order = memory_order(c, u);
     if (order.empty()) continue;
     for (const IndexMap& m : *maps) {
+      if (stops.contains({u, m})) continue;  // (read from its tile)
       const int inner = read_dim(m[static_cast<size_t>(order.back())]);
       bool full = true;  // (a broadcast operand is re-read from the caches)
       for (size_t d = 0; d < dc.size(); ++d)
@@ -436,23 +464,56 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   // memory and were read or written across it: seed 1853590537 c0003 at
   // 0.16x torch.compile).
   if (fast_dim(c, outs[0], dc) < 0) return reject(why, "the outputs' innermost dim is of size class 0/1");
-  std::vector<std::pair<size_t, int64_t>> choices;  // (b, the output it is the fast dim of), the first output's first
-  for (int64_t o : outs) {
-    const int d = fast_dim(c, o, dc);
-    if (d >= 0 && std::none_of(choices.begin(), choices.end(), [&](const auto& x) { return x.first == static_cast<size_t>(d); }))
-      choices.push_back({static_cast<size_t>(d), o});
-  }
+  std::vector<BChoice> choices;  // the first output's first
+  const auto add_choice = [&](int d, std::vector<size_t> order, bool from_output) {
+    if (d >= 0 && std::none_of(choices.begin(), choices.end(), [&](const BChoice& x) { return x.b == static_cast<size_t>(d); }))
+      choices.push_back({static_cast<size_t>(d), std::move(order), from_output});
+  };
+  for (int64_t o : outs) add_choice(fast_dim(c, o, dc), loop_order(c, o), true);
   const IndexMap id = identity_map(c, dom);
   std::vector<std::pair<int64_t, IndexMap>> roots;
   for (int64_t o : outs) roots.push_back({o, id});
   const AccessMap reads = trace_accesses(c, task, roots);
+  // Then (Tuning::tiled_b_from_inputs) the fast dims of the full-size
+  // inputs (read through slices too: a fused gate_up's halves): phase 2
+  // along an input's memory reads it,
+  // at whatever shift each cat part or slice takes, coalesced, where tiles
+  // hold an input at one map only (a gated activation's backward into a
+  // transposed [T, 2F] result reads its inputs at three shifts: seed
+  // 1414814702 c0067, 0.28x torch.compile, perf-log.md session 47 §2).
+  const AccessMap shifted = tuning.tiled_b_from_inputs >= 1 ? trace_accesses(c, task, roots, true, SliceReads::Unaligned)
+                                                            : AccessMap{};
+  for (int64_t u : shifted.order) {
+    const std::vector<int>& order = memory_order(c, u);
+    if (std::find(task.inputs.begin(), task.inputs.end(), u) == task.inputs.end() || order.empty()) continue;
+    for (const IndexMap& m : shifted.reads.at(u)) {
+      if (order.size() != m.size()) continue;
+      std::vector<size_t> dims;  // its memory order in domain dims
+      bool whole = true;         // plain or shifted indices, every dim of class >1 read
+      for (int k : order) {
+        const int d = read_dim(m[static_cast<size_t>(k)]);
+        if (d >= 0) dims.push_back(static_cast<size_t>(d));
+        else whole = whole && m[static_cast<size_t>(k)] == kZeroIndex;
+      }
+      for (size_t d = 0; d < dc.size(); ++d)
+        whole = whole && (dc[d] != SizeClass::Many || std::find(dims.begin(), dims.end(), d) != dims.end());
+      const int inner = read_dim(m[static_cast<size_t>(order.back())]);
+      if (whole && inner >= 0 && dc[static_cast<size_t>(inner)] == SizeClass::Many) add_choice(inner, dims, false);
+    }
+  }
   std::optional<TiledParams> best;
-  std::pair<int, int> best_cost;
+  std::tuple<int, int, int> best_cost;
   for (size_t k = 0; k < choices.size(); ++k) {
-    std::optional<TiledParams> p =
-        tiles_along(c, task, tuning, outs, reads, choices[k].first, choices[k].second, k == 0 ? why : nullptr);
+    std::optional<TiledParams> p = tiles_along(c, task, tuning, outs, reads, choices[k], k == 0 ? why : nullptr);
     if (!p) continue;
-    const std::pair<int, int> cost{strided_bytes(c, task, *p, reads), static_cast<int>(p->inputs.size() + p->outputs_staged.size())};
+    // (With Tuning::tiled_b_from_inputs 1, a plan along an input's fast
+    // dim wins only by moving fewer bytes across memory; at 2 also by
+    // fewer tiles: where its vector test fails at run time, an odd row of
+    // 11007, phase 2 reads per element, its cat branches one load at a
+    // time, at 0.64-0.75x the tiles' plan; perf-log.md session 47 §2.)
+    const std::tuple<int, int, int> cost{strided_bytes(c, task, *p),
+                                         tuning.tiled_b_from_inputs == 1 && !choices[k].from_output ? 1 : 0,
+                                         static_cast<int>(p->inputs.size() + p->outputs_staged.size())};
     if (!best || cost < best_cost) best = std::move(p), best_cost = cost;
   }
   return best;

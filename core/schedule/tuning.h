@@ -163,6 +163,19 @@ struct Tuning {
   // 8192 bf16 0.562 / 0.580 / 0.593 ms, transpose3d_add 2.231 / 2.294 /
   // 2.349; 3 with groups of 2-16 tiles along a no better.
   int tiled_order = 3;
+  // Whether a tiled plan's phase 2 may also run along a full-size input's
+  // fast dim, every output then written through a staged tile: 0, never
+  // (only along an output's); 1, where that moves fewer bytes across
+  // memory; 2, also where both move none and it takes fewer tiles (one
+  // staged output against a tile per transposed input). Measured on an
+  // H200 against 0 (docs/perf-log.md session 47 §2): 2 (with the earlier
+  // cost) on 32 plans, geomean 1.045, 0.64-2.60x, its losses where the
+  // inputs' rows are odd (11007, 2049: the vector test fails at run time,
+  // and the extent is not in the key); 1 on 31 plans, geomean 1.064,
+  // 0.56-2.62x, 14 below 0.9 (rotary halves, KV-cache cats: the staged
+  // kernel at 78 registers against 40, half the occupancy, ncu). Off by
+  // default until phase 2's registers are bounded.
+  int tiled_b_from_inputs = 0;
   // Column normalizations: blocks per multiprocessor the epilogue's vector
   // kernel is compiled for when it reads one vector input (its registers
   // then fit 3 x 256 threads without spills). Measured on an H100

@@ -709,6 +709,59 @@ static void test_cat_tiles(void** state) {
   end_test("cat tiles");
 }
 
+/* Phase 2 along the inputs' memory, every output through a staged tile
+   (transpose.cpp's BChoice from an input): a gated activation's backward,
+   its two gradients concatenated along the features of row-major inputs,
+   stored in another memory order. The gate and up halves and dy are read
+   at three shifts (vectors where the split keeps them whole: 64, 128; per
+   element at 37 and 45, and tiles straddling the cat). */
+static void test_staged_tiles_from_inputs(void** state) {
+  (void)state;
+  static const char* kText =
+      "input a: tensor<%s, 3>\n"
+      "input dy: tensor<%s, 3>\n"
+      "af = cast(a) {dtype=float32}\n"
+      "g = slice(af) {dim=2, start=0, stop=%lld}\n"
+      "u = slice(af) {dim=2, start=%lld, stop=end}\n"
+      "dyf = cast(dy) {dtype=float32}\n"
+      "dg = mul(dyf, u)\n"
+      "sg = sigmoid(g)\n"
+      "du = mul(dyf, sg)\n"
+      "c = cat(dg, du) {dim=2}\n"
+      "o = cast(c) {dtype=%s}\n"
+      "output o\n";
+  static const int kOrders[3][3] = {{2, 1, 0}, {0, 2, 1}, {1, 2, 0}};
+  const kf_dtype dts[] = {KF_BFLOAT16, KF_FLOAT16, KF_FLOAT32};
+  /* {batch, rows, features of a half} */
+  const int64_t shapes[][3] = {{2, 96, 64}, {3, 37, 45}, {1, 130, 128}, {4, 33, 37}};
+  const int saved = g_row_major_outputs;
+  g_row_major_outputs = 1;
+  for (int d = 0; d < 3; ++d)
+    for (int s = 0; s < 4; ++s)
+      for (int k = 0; k < 3; ++k) {
+        const char* dn = kf_dtype_name(dts[d]);
+        const int64_t half = shapes[s][2];
+        char text[1024];
+        snprintf(text, sizeof text, kText, dn, dn, (long long)half, (long long)half, dn);
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        const int64_t ashape[3] = {shapes[s][0], shapes[s][1], 2 * half};
+        tin in[2] = {input(dts[d], 3, ashape), input(dts[d], 3, shapes[s])};
+        fill(&in[0], -2, 2, 0);
+        fill(&in[1], -2, 2, 0);
+        char what[160];
+        snprintf(what, sizeof what, "gated backward into order [%d,%d,%d] %s [%lld,%lld,%lld]", kOrders[k][0],
+                 kOrders[k][1], kOrders[k][2], dn, (long long)shapes[s][0], (long long)shapes[s][1], (long long)half);
+        g_out_order = kOrders[k];
+        run_case_tol(f, in, 2, what, 4.0, -1);
+        g_out_order = NULL;
+        free_inputs(in, 2);
+        kf_fusion_release(f);
+      }
+  g_row_major_outputs = saved;
+  end_test("staged from inputs");
+}
+
 /* The k part of a qkv split: qkv [B, S, 3 * H * D] (q = {B, S, H, D})
    stored with S innermost (then B), or with B innermost (then S), read
    through a slice and a reshape, permuted to [B, H, S, D]. */
@@ -4052,6 +4105,7 @@ int main(void) {
       cmocka_unit_test(test_strided_outputs),
       cmocka_unit_test(test_staged_outputs),
       cmocka_unit_test(test_cat_tiles),
+      cmocka_unit_test(test_staged_tiles_from_inputs),
       cmocka_unit_test(test_computed_tiles),
       cmocka_unit_test(test_stored_tiles),
       cmocka_unit_test(test_tile_groups),

@@ -607,11 +607,18 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.dim_a, 1);
     assert_int_equal(t.dim_b, 0);
   }
-  {  // a dropout-residual stored with the sequence innermost (seed
-     // 1056028048 c0000, c0049): the 1- and 2-byte inputs' tiles hold
-     // their storage elements (4 tiles in 26 KB; as floats 3 did not fit
-     // the 40 KB), and u [S, H], broadcast over the batch by the add, joins
-     // the tiles (last: its map has no batch index)
+  for (const int from_inputs : {0, 1, 2}) {
+     // a dropout-residual stored with the sequence innermost (seed
+     // 1056028048 c0000, c0049). Phase 2 along the outputs' fast dim
+     // (Tuning::tiled_b_from_inputs 0, and 1: the tiles serve every read):
+     // the 1- and 2-byte inputs' tiles hold their storage elements (4
+     // tiles in 26 KB; as floats 3 did not fit the 40 KB), and u [S, H],
+     // broadcast over the batch by the add, joins the tiles (last: its map
+     // has no batch index). At 2 (fewer tiles win), phase 2 along the
+     // inputs' fast dim, the output through one staged tile, the inputs
+     // read as vectors (one tile, not four).
+    Tuning tuning;
+    tuning.tiled_b_from_inputs = from_inputs;
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {4, 256, 192}));
     in.push_back(kftest::tensor(DType::Bool, {4, 256, 192}));
@@ -627,8 +634,21 @@ void test_fast_paths(void** /*state*/) {
       const int64_t z = b.op(Op::WHERE, {keep, x, b.constant_f64(0.0, DType::F32)}, {})[0];
       const int64_t h = b.op(Op::ADD, {z, b.op(Op::CAST, {u}, {f32})[0]}, {})[0];
       b.output(b.op(Op::ADD, {h, q}, {})[0], {0, 2, 1}, -1);
-    }, in);
+    }, in, tuning);
     const auto& t = std::get<TiledParams>(g.schedule);
+    if (from_inputs == 2) {
+      assert_int_equal(t.dim_a, 1);
+      assert_int_equal(t.dim_b, 2);
+      assert_true(t.inputs.empty());
+      assert_true(t.outputs_staged == t.outputs);
+      assert_true(t.outputs_b().empty());
+      assert_int_equal(t.vectors.width, 8);
+      assert_int_equal(t.vectors.inputs.size(), 4);  // (u too: along b, broadcast over the batch)
+      assert_true(t.vectors.outputs.empty());
+      assert_true(contains(g.plan.source, "__shared__ float kf_otile"));
+      assert_false(contains(g.plan.source, "kf_tile"));
+      continue;
+    }
     assert_int_equal(t.dim_a, 2);
     assert_int_equal(t.dim_b, 1);
     assert_int_equal(t.inputs.size(), 4);
@@ -664,10 +684,17 @@ void test_fast_paths(void** /*state*/) {
     (void)sb_value;
     assert_true(std::get_if<TiledParams>(&g.schedule) == nullptr);
   }
-  {  // a cat whose first operand is computed from a slice at an offset of
-     // a column-major input: the tile holds the slice, filled only inside
-     // its part of the cat, its load inside the bound (the statement of a
-     // computed value's load would otherwise run past the input).
+  for (const int from_inputs : {0, 1}) {
+     // a cat whose first operand is computed from a slice at an offset of
+     // a column-major input. Along the output's fast dim
+     // (Tuning::tiled_b_from_inputs 0): the tile holds the slice, filled
+     // only inside its part of the cat, its load inside the bound (the
+     // statement of a computed value's load would otherwise run past the
+     // input). By default: the gate half, read across the input's memory
+     // beside that tile, makes the plan along the input's fast dim cheaper
+     // (the output staged, no input tile).
+    Tuning tuning;
+    tuning.tiled_b_from_inputs = from_inputs;
     Inputs in;
     in.push_back(kftest::tensor(DType::F32, {200, 256}, {1, 200}));
     int64_t up = -1;
@@ -677,16 +704,29 @@ void test_fast_paths(void** /*state*/) {
       const int64_t gate = b.op(Op::SLICE, {gu}, {1, 0, 128, 1})[0];
       const int64_t su = b.op(Op::SILU, {up}, {})[0];
       b.output(b.op(Op::CAT, {su, gate}, {1})[0], {0, 1}, -1);
-    }, in);
+    }, in, tuning);
     const auto& t = std::get<TiledParams>(g.schedule);
+    if (from_inputs == 1) {
+      assert_int_equal(t.dim_b, 0);
+      assert_true(t.inputs.empty());
+      assert_true(t.outputs_staged == t.outputs);
+      continue;
+    }
     assert_int_equal(t.inputs.size(), 1);
     assert_int_equal(t.inputs[0].value, up);
     assert_true(contains(g.plan.source, "[k][lx] = 0;"));
   }
-  {  // swiglu of a contiguous fused gate_up [B, S, 2H] into outputs stored
-     // (H, B, S) outermost first (corpus seed 1177032527 c0141): the halves
-     // are slices along the input's innermost dim, so the tiles hold them
-     // (a = H, the slices' dim; b = S), filled coalesced at their shifts
+  for (const int from_inputs : {0, 1, 2}) {
+     // swiglu of a contiguous fused gate_up [B, S, 2H] into outputs stored
+     // (H, B, S) outermost first (corpus seed 1177032527 c0141). Phase 2
+     // along the output's fast dim (Tuning::tiled_b_from_inputs 0, and 1:
+     // the tiles serve every read): the halves are slices along the
+     // input's innermost dim, so the tiles hold them (a = H, the slices'
+     // dim; b = S), filled coalesced at their shifts. At 2, phase 2 along
+     // the input's fast dim (b = H), the halves read as vectors at their
+     // shifts, the output staged (a = S).
+    Tuning tuning;
+    tuning.tiled_b_from_inputs = from_inputs;
     Inputs in;
     in.push_back(kftest::tensor(DType::F16, {2, 100, 192}));
     int64_t gate = -1, up = -1;
@@ -696,12 +736,57 @@ void test_fast_paths(void** /*state*/) {
       up = b.op(Op::SLICE, {gu}, {2, 96, INT64_MAX, 1})[0];
       const int64_t y = b.op(Op::MUL, {b.op(Op::SILU, {gate}, {})[0], up}, {})[0];
       b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::F16)})[0], {2, 0, 1}, -1);
-    }, in);
+    }, in, tuning);
     const auto& t = std::get<TiledParams>(g.schedule);
+    if (from_inputs == 2) {
+      assert_true(t.inputs.empty());
+      assert_int_equal(t.dim_a, 1);
+      assert_int_equal(t.dim_b, 2);
+      assert_true(t.outputs_staged == t.outputs);
+      assert_int_equal(t.vectors.width, 8);
+      assert_int_equal(t.vectors.inputs.size(), 1);  // gate_up, at the halves' shifts
+      assert_true(std::any_of(t.vectors.inputs.begin()->second.begin(), t.vectors.inputs.begin()->second.end(), is_shifted));
+      continue;
+    }
     assert_int_equal(t.inputs.size(), 2);
     assert_int_equal(t.dim_a, 2);
     assert_int_equal(t.dim_b, 1);
     for (const TiledInput& ti : t.inputs) assert_true(ti.value == gate || ti.value == up);
+  }
+  for (const int from_inputs : {0, 1}) {
+     // a gated activation's backward, its two gradients concatenated into
+     // a [T, 2F] result stored column-major (corpus seed 1414814702 c0067):
+     // phase 2 along the result's fast dim (0) reads dy through the cat's
+     // second part and gate_up through the gate half across their memory
+     // (the tiles hold dy and the up half at one map each); along the
+     // inputs' fast dim (1, the default) it reads every input along its
+     // memory, the result through a staged tile
+    Tuning tuning;
+    tuning.tiled_b_from_inputs = from_inputs;
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {256, 512}));
+    in.push_back(kftest::tensor(DType::F32, {256, 256}));
+    const Generated g = generate([&](Builder& b) {
+      const int64_t gu = b.tensor_input(2, DType::F32), dy = b.tensor_input(2, DType::F32);
+      const int64_t gate = b.op(Op::SLICE, {gu}, {1, 0, 256, 1})[0], up = b.op(Op::SLICE, {gu}, {1, 256, INT64_MAX, 1})[0];
+      const int64_t dgate = b.op(Op::MUL, {b.op(Op::MUL, {dy, up}, {})[0], b.op(Op::SIGMOID, {gate}, {})[0]}, {})[0];
+      const int64_t dup = b.op(Op::MUL, {dy, b.op(Op::SILU, {gate}, {})[0]}, {})[0];
+      b.output(b.op(Op::CAT, {dgate, dup}, {1})[0], {1, 0}, -1);
+    }, in, tuning);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    if (from_inputs == 0) {
+      assert_int_equal(t.dim_b, 0);
+      assert_false(t.inputs.empty());
+      assert_true(t.outputs_staged.empty());
+      continue;
+    }
+    assert_int_equal(t.dim_a, 0);
+    assert_int_equal(t.dim_b, 1);
+    assert_true(t.inputs.empty());
+    assert_true(t.outputs_staged == t.outputs);
+    assert_int_equal(t.vectors.width, 4);
+    assert_int_equal(t.vectors.inputs.size(), 2);  // gate_up and dy, at the cat's and the slices' shifts
+    assert_true(contains(g.plan.source, "__shared__ float kf_otile"));
   }
   {  // sigmoid(x + bias) and its pre-activation into outputs in two orders
      // (corpus seed 1177032527 c0086): x column-major, y row-major (b = 1),
@@ -2122,10 +2207,15 @@ void test_tile_groups(void** /*state*/) {
     Inputs in;
     in.push_back(kftest::tensor(DType::BF16, {2, 12, 9, 7}, {1, 2, 24, 216}));
     in.push_back(kftest::tensor(DType::BF16, {2, 12, 9, 7}));
+    // (phase 2 along the output's fast dim: Tuning::tiled_b_from_inputs 0;
+    // with 1, x1, read across its memory at the cat's shift beside x0's
+    // tile, makes a plan along x1's fast dim cheaper)
+    Tuning tuning;
+    tuning.tiled_b_from_inputs = 0;
     const Generated g = generate([](Builder& b) {
       const int64_t x0 = b.tensor_input(4, DType::BF16), x1 = b.tensor_input(4, DType::BF16);
       b.output(b.op(Op::CAT, {x0, x1}, {1})[0], {3, 1, 0, 2}, -1);
-    }, in);
+    }, in, tuning);
     const auto& t = std::get<TiledParams>(g.schedule);
     assert_int_equal(t.dim_a, 0);
     assert_true(t.group_a == std::vector<size_t>({1}));
@@ -2177,10 +2267,12 @@ void test_tile_groups(void** /*state*/) {
     in.push_back(kftest::tensor(DType::BF16, {8, 20, 16, 16}));
     in.push_back(kftest::tensor(DType::BF16, {8, 20, 16, 16}, {5120, 256, 1, 16}));
     in.push_back(kftest::tensor(DType::BF16, {8, 20, 16, 16}));
+    Tuning tuning;  // (along the output's fast dim, as in the channel cat above)
+    tuning.tiled_b_from_inputs = 0;
     const Generated g = generate([](Builder& b) {
       const int64_t x0 = b.tensor_input(4, DType::BF16), x1 = b.tensor_input(4, DType::BF16), x2 = b.tensor_input(4, DType::BF16);
       b.output(b.op(Op::CAT, {x0, x1, x2}, {1})[0], {1, 3, 2, 0}, -1);
-    }, in);
+    }, in, tuning);
     const auto& t = std::get<TiledParams>(g.schedule);
     assert_int_equal(t.dim_a, 3);
     assert_true(t.group_a.empty());
