@@ -88,6 +88,39 @@ VectorPlan edge_vectors(const RowDomain& rows, const VectorPlan& vectors) {
   return e;
 }
 
+// Row inputs at an address aligned to less than half a vector (a storage
+// offset, rows padded to an odd stride) join the plan of a row reduced
+// along one dim where nothing else the rows read or write moves as
+// vectors: the main kernel's checks then fail for them and the Edges
+// kernels peel each row's head and tail around aligned vectors (short
+// rows: the short-row kernel's scalar twin, several rows a block), where
+// without them the row had no vectors: the plain kernel, a block per row,
+// one element per thread, no stage and no online pass, every phase reading
+// the row from memory again. Measured on an H200 (docs/perf-log.md
+// session 48 §1): a mean of squares over rows of 112 at offset 3 9.8x, a
+// variance 2.5x, a log-sum-exp of float32 rows at offset 4097 2.4x,
+// argmaxes over a vocabulary 1.5-1.6x, cross-entropy forwards 1.9x. Where
+// aligned row tensors already move as vectors (a residual, the outputs)
+// the main kernel reads the misaligned input per element at their lanes;
+// the Edges kernels, each input loaded at its own shift (kf_vload_any),
+// were slower there: norm backwards 0.42-0.78x, add + layernorm 0.58x,
+// softmax over rows of 256 0.63x. Weights are not added here:
+// plan_vectors takes them at any alignment.
+void add_unaligned_row_inputs(const ConcreteFusion& c, const Task& task, const RowDomain& rows, size_t inner,
+                              const std::vector<bool>& kept, VectorPlan* vectors) {
+  if (std::count(rows.reduced.begin(), rows.reduced.end(), true) != 1) return;  // (no Edges kernel)
+  if (!vectors->outputs.empty() || !inputs_reading(c, rows.domain, kept, *vectors).inputs.empty()) return;
+  const VectorPlan any = inputs_reading(
+      c, rows.domain, kept,
+      plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, inner, nullptr, {}, &kept, 1));
+  bool added = false;
+  for (const auto& [in, dims] : any.inputs) added = vectors->inputs.emplace(in, dims).second || added;
+  if (added && vectors->width == 0) {
+    vectors->dim = inner;
+    vectors->width = any.width;  // (drop_lane_invariant sets it from the plan's dtypes)
+  }
+}
+
 // Every field of the plan but its kernels.
 RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
   RowParams p;
@@ -102,6 +135,7 @@ RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& r
   // known (below).
   if (const std::optional<size_t> inner = innermost_dim(c, rows); inner && rows.reduced[*inner]) {
     p.vectors = plan_vectors(c, task, plain_domain_outputs(rows), rows.domain, *inner, nullptr, {}, &kept);
+    if (tuning.row_unaligned_inputs != 0) add_unaligned_row_inputs(c, task, rows, *inner, kept, &p.vectors);
     drop_lane_invariant(c, task, row_accesses(c, task, rows), &p.vectors);
   }
   p.block = p.vectors.width > 0 ? kCachedBlock : kStreamingBlock;

@@ -35,6 +35,7 @@ const Tuning& default_tuning() {
     d.pointwise_scalar_unroll = tuning_value("KFUSE_TUNE_POINTWISE_SCALAR_UNROLL", d.pointwise_scalar_unroll, 1, 16);
     d.row_vectors = tuning_value("KFUSE_TUNE_ROW_VECTORS", d.row_vectors, 1, 16);
     d.row_thread_bytes = tuning_value("KFUSE_TUNE_ROW_THREAD_BYTES", d.row_thread_bytes, 0, 1 << 20);
+    d.row_unaligned_inputs = tuning_value("KFUSE_TUNE_ROW_UNALIGNED_INPUTS", d.row_unaligned_inputs, 0, 1);
     d.row_stream_single_pass = tuning_value("KFUSE_TUNE_ROW_STREAM_SINGLE_PASS", d.row_stream_single_pass, 0, 1);
     d.inner_outer_vectors = tuning_value("KFUSE_TUNE_INNER_OUTER_VECTORS", d.inner_outer_vectors, 1, 16);
     d.inner_outer_partials = tuning_value("KFUSE_TUNE_INNER_OUTER_PARTIALS", d.inner_outer_partials, 1, 1024);

@@ -48,6 +48,13 @@ struct Tuning {
   // at 57% of DRAM bandwidth, its loads in flight too few for the
   // occupancy its 1024-thread blocks allow (64 registers); at 64 bytes, 81%.
   int row_thread_bytes = 64;
+  // 1: row inputs at an address aligned to less than half a vector (a
+  // storage offset, an odd row stride) join the vector plan of a row where
+  // nothing else moves as vectors, and the Edges kernels peel each row
+  // (row_reduction.cpp add_unaligned_row_inputs: 1.5-9.8x on H200,
+  // docs/perf-log.md session 48 §1); 0: the plain row kernel reads them
+  // one element per thread step.
+  int row_unaligned_inputs = 1;
   // Single-pass rows without an online pair (a plain row sum) stream
   // through the long-row kernel's block-stride loop instead of the
   // register kernel (1), or not (0). Online pairs always stream. Measured

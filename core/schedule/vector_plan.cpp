@@ -81,7 +81,7 @@ int dtype_size_bound(const ConcreteFusion& c, const VectorPlan& p, bool widest) 
 
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
                         size_t dim, const AccessMap* reads, const std::vector<int64_t>& exclude,
-                        const std::vector<bool>* rows) {
+                        const std::vector<bool>* rows, int min_alignment) {
   VectorPlan p;
   p.dim = dim;
   const Fusion& f = *c.fusion;
@@ -109,7 +109,7 @@ VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::ve
       if ((l.expanded >> pv) & 1u) continue;
       // A weight broadcast over the rows (`rows`) is taken at any
       // alignment (size_past_weights decides how it loads).
-      if (l.alignment < kVectorBytes / 2 && (rows == nullptr || !over_rows(c, dom, dims, *rows))) continue;
+      if (l.alignment < min_alignment && (rows == nullptr || !over_rows(c, dom, dims, *rows))) continue;
     } else {
       const auto& order = c.stride_orders[static_cast<size_t>(v)];
       if (order.empty() || order.back() != static_cast<int>(pv)) continue;

@@ -26,10 +26,13 @@ inline constexpr int kVectorBytes = 16;
 // as vectors, though their dtype still counts for the width. `rows` (a
 // row kernel's kept dims): an input that reads none of them of class >1
 // (a weight, every row's the same) is taken at any alignment
-// (size_past_weights then sizes the plan).
+// (size_past_weights then sizes the plan). Other inputs whose address is
+// aligned to fewer than `min_alignment` bytes are left out (the loop reads
+// them per element rather than failing its vector checks for all); the row
+// scheduler asks for any alignment where the Edges kernels peel each row.
 VectorPlan plan_vectors(const ConcreteFusion& c, const Task& task, const std::vector<int64_t>& outs, int64_t dom,
                         size_t dim, const AccessMap* reads = nullptr, const std::vector<int64_t>& exclude = {},
-                        const std::vector<bool>* rows = nullptr);
+                        const std::vector<bool>* rows = nullptr, int min_alignment = kVectorBytes / 2);
 
 // A row kernel's weights (the vector inputs that read none of the row
 // dims `rows` of class >1) whose address or rows cannot start a vector of

@@ -2656,6 +2656,41 @@ static void test_unaligned_rows(void** state) {
         free_inputs(in, 3);
         kf_fusion_release(f);
       }
+  /* Rows read twice with only row outputs, at offsets that misalign every
+   * row the same way (row stride a multiple of the vector): a log-sum-exp
+   * (one streamed online pass) and an argmax of a scaled float16 row (two
+   * phases), each misaligned input joining the row's vector plan and
+   * peeled by the Edges kernels (seed 1414814702 c0130, c0124). */
+  static const char* const row_outputs_only[] = {
+      "input x: tensor<%s, 2>\nxf = cast(x) {dtype=float32}\nm = max(xf) {axes=[1], keepdim=true}\n"
+      "d = sub(xf, m)\ne = exp(d)\ns = sum(e) {axes=[1], keepdim=true}\nls = log(s)\nlse = add(ls, m)\n"
+      "output lse\n",
+      "input x: tensor<%s, 2>\nconst t: float32 = 0.7\nxf = cast(x) {dtype=float32}\nq = div(xf, t)\n"
+      "i = argmax(q) {axes=[1], keepdim=false}\noutput i\n",
+  };
+  const int64_t ro_shapes[][2] = {{64, 1000}, {40, 14336}, {24, 32000}, {3, 200000}};
+  const int64_t ro_offsets[] = {3, 4097};
+  for (int fu = 0; fu < 2; ++fu)
+    for (size_t k = 0; k < sizeof ro_shapes / sizeof ro_shapes[0]; ++k)
+      for (int d = 0; d < 2; ++d)
+        for (size_t o = 0; o < 2; ++o) {
+          const kf_dtype dt = fu == 1 && d == 0 ? KF_FLOAT16 : dts[d];
+          char text[1024];
+          snprintf(text, sizeof text, row_outputs_only[fu], kf_dtype_name(dt));
+          kf_fusion f;
+          KF_CHECK(kf_fusion_from_text(text, &f));
+          tin in = input(dt, 2, ro_shapes[k]);
+          const int64_t strides[2] = {ro_shapes[k][1], 1};
+          with_strides(&in, strides, ro_offsets[o]);
+          fill(&in, -3, 3, 0);
+          char what[200];
+          snprintf(what, sizeof what, "unaligned rows: %s %s [%lld,%lld] offset %lld", fu == 0 ? "logsumexp" : "argmax",
+                   kf_dtype_name(dt), (long long)ro_shapes[k][0], (long long)ro_shapes[k][1],
+                   (long long)ro_offsets[o]);
+          run_case_tol(f, &in, 1, what, 16.0 + (double)ro_shapes[k][1] / 1024.0, -1);
+          free_inputs(&in, 1);
+          kf_fusion_release(f);
+        }
   /* A layernorm's float32 weight and bias at an offset of one or two
    * floats beside an aligned x (VectorPlan::any_aligned: vector inputs
    * loaded at any alignment, kf_vload_any, in every row kernel): rows held
