@@ -384,17 +384,53 @@ void tile_outputs_staged(KernelWriter& w, const TiledParams& p, const TileNames&
   });
 }
 
+// The scalar tile loop of TiledParams::walk_b_with_a, where group B's
+// inner extent R (n.eb_in) is a power of two below the tile (checked at
+// run time by the caller): thread t takes flat indices f = t, t + block,
+// ... of the tile in the outputs' memory order, r = f % R along B's inner
+// dim, then k = f / R % tile along a, then q = f / (R * tile) along B's
+// further dim (the tile's lane lx = q * R + r). R divides the tile, so
+// b0 starts an inner row (br_ = 0) and the element's indices are r, bq_ +
+// q and a0 + k. A warp then stores 32 consecutive elements of an output
+// whose dim a follows B's inner dim in memory, where lanes along B stored
+// runs of R.
+void tile_loop_b_with_a(KernelWriter& w, const TileNames& n, const std::function<void()>& body) {
+  const std::string& t = w.index_type();
+  const GroupIndex gb = group_b_names(n);
+  w.open("");
+  w.line("const int wsh_ = __ffs(" + n.eb_in + ") - 1;");
+  w.line("#pragma unroll 4");
+  w.open("for (int wf_ = threadIdx.x; wf_ < " + n.T + " * " + n.T + "; wf_ += blockDim.x)");
+  w.line("const int wq_ = wf_ >> (wsh_ + 6), k = (wf_ >> wsh_) & (" + n.T + " - 1), lx = (wq_ << wsh_) + (wf_ & (" + n.eb_in +
+         " - 1));");
+  w.line("const " + t + " " + n.ia + " = a0 + k, " + gb.lin + " = b0 + lx;");
+  w.line("const " + t + " " + gb.inner + " = wf_ & (" + n.eb_in + " - 1), " + gb.outer + " = bq_ + wq_;");
+  w.open("if (" + n.ia + " < " + n.ea + " && " + gb.lin + " < " + n.eb + ")");
+  body();
+  w.close();
+  w.close();
+  w.close();
+}
+
 // Phase 2, scalar: thread (k, lx) computes the outputs at (a0 + k, b0 + lx).
 void tile_compute(KernelWriter& w, const TiledParams& p, const TileNames& n, const std::vector<std::string>& idx) {
-  // (a full unroll measured slower, docs/perf-log.md)
-  tile_loop(w, n, false, "#pragma unroll 4", [&] {
+  const auto body = [&] {
     for (size_t q = 0; q < p.inputs.size(); ++q)
       w.tile_reads[p.inputs[q].value] = {tile_index(p.inputs[q].dims, idx), tile_read(w, p.inputs[q], n.shared[q] + "[lx][k]")};
     for (size_t j = 0; j < p.outputs_staged.size(); ++j)
       w.line(n.staged[j] + "[lx][k] = " + w.value_at(p.outputs_staged[j], idx) + ";");
     for (int64_t o : p.outputs_b()) w.store(o, idx, w.value_at(o, idx));
     w.tile_reads.clear();
-  });
+  };
+  const bool walk = p.walk_b_with_a && n.oa.empty() && !n.ob.empty() && p.tile == 64;
+  if (walk) {
+    w.open("if (" + n.eb_in + " < " + n.T + " && (" + n.eb_in + " & (" + n.eb_in + " - 1)) == 0)");
+    tile_loop_b_with_a(w, n, body);
+    w.close_open("else");
+  }
+  // (a full unroll measured slower, docs/perf-log.md)
+  tile_loop(w, n, false, "#pragma unroll 4", body);
+  if (walk) w.close();
 }
 
 // Phase 2, vectors along b (the outputs' fast dim): thread (k, gb) of

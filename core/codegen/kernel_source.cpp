@@ -361,6 +361,7 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
       TiledParams single = *t;
       single.group_a.clear();
       single.group_b.clear();
+      single.walk_b_with_a = false;  // (B is one dim)
       emit_tiled(w, single);
       if (!t->group_a.empty()) launch.tile_group_dims.push_back(static_cast<int>(t->dim_a));
       if (!t->group_b.empty()) launch.tile_group_dims.push_back(static_cast<int>(t->dim_b));

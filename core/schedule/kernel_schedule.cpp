@@ -92,7 +92,8 @@ struct Describe {
            " outputs=" + ids(p.outputs) + (p.outputs_a.empty() ? "" : " outputs_a=" + ids(p.outputs_a)) +
            (p.outputs_staged.empty() ? "" : " outputs_staged=" + ids(p.outputs_staged)) + " " +
            vectors(p.vectors) +
-           (p.order != 3 ? std::string(" order=") + (p.order == 2 ? "a" : "diagonal") : "");
+           (p.order != 3 ? std::string(" order=") + (p.order == 2 ? "a" : "diagonal") : "") +
+           (p.walk_b_with_a ? " walk_b_with_a" : "");
   }
   std::string operator()(const RowParams& p) const {
     std::string s = "row block=" + std::to_string(p.block) + " " + rows(p.rows) + " " + vectors(p.vectors);

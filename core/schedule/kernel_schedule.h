@@ -171,6 +171,13 @@ struct TiledParams {
     return b;
   }
   VectorPlan vectors;  // phase 2, along dim_b (tiled inputs come from shared memory)
+  // Phase 2's scalar path walks the tile in the outputs' memory order
+  // (group B's inner dim, then dim a, then B's further dim) where B's
+  // inner extent is a power of two below the tile: the outputs store
+  // dim b innermost and dim a next (a caller's batch of a few stored
+  // innermost), and lanes along B alone wrote runs of that extent only
+  // (Tuning::tiled_walk_b_with_a; docs/perf-log.md session 48 §3).
+  bool walk_b_with_a = false;
   bool operator==(const TiledParams&) const = default;
 };
 

@@ -391,6 +391,16 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
   // Outputs written straight into a misaligned input are stored per lane
   // (in_place.h: which inputs a tiled plan updates in place).
   drop_misaligned(c, dom, inputs_read_where_written(c, task, p), &p.vectors);
+  // Phase 2 along the outputs' memory where their two innermost dims are
+  // B's inner dim and a (TiledParams::walk_b_with_a; A of one dim, so
+  // that a tile row is one run of a).
+  const std::vector<int64_t> stored_b = p.outputs_b();
+  p.walk_b_with_a = tuning.tiled_walk_b_with_a != 0 && p.group_a.empty() && p.group_b.size() == 1 && r >= 2 &&
+                    !stored_b.empty() && std::all_of(stored_b.begin(), stored_b.end(), [&](int64_t o) {
+                      const std::vector<int>& order = memory_order(c, o);
+                      return order.size() == r && order[r - 1] == static_cast<int>(p.dim_b) &&
+                             order[r - 2] == static_cast<int>(p.dim_a);
+                    });
   return p;
 }
 

@@ -183,6 +183,12 @@ struct Tuning {
   // kernel at 78 registers against 40, half the occupancy, ncu). Off by
   // default until phase 2's registers are bounded.
   int tiled_b_from_inputs = 0;
+  // 1: TiledParams::walk_b_with_a where the outputs allow it. Off:
+  // written in session 48 after ncu on a geglu into an output with a
+  // batch of 4 innermost (the tiled kernel at 22% of DRAM, stores in
+  // 8-byte runs; triton's output-order loop 59%), neither run on the GPU
+  // nor timed yet.
+  int tiled_walk_b_with_a = 0;
   // Column normalizations: blocks per multiprocessor the epilogue's vector
   // kernel is compiled for when it reads one vector input (its registers
   // then fit 3 x 256 threads without spills). Measured on an H100

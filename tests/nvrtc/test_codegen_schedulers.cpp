@@ -2247,6 +2247,37 @@ void test_loops_of_different_sizes(void** /*state*/) {
   assert_int_equal(cuda::launch_domain(row, sizes).size(), 1);
 }
 
+// A geglu of a fused gate_up [B, T, 2F] into an output the caller stores
+// as (T, F, B), the batch innermost (seed 1657399774 c0137): B's group is
+// {0, 1}, dim a is 2, the output's next memory dim after 0. With
+// Tuning::tiled_walk_b_with_a the scalar phase 2 walks the tile in the
+// output's order where B's inner extent is a power of two below the tile
+// (a run-time branch beside the lanes along B); off by default, and never
+// for an output whose next dim after b is not a.
+void test_tiles_walk_b_with_a(void** /*state*/) {
+  const auto geglu = [](Builder& b) {
+    const int64_t gu = b.op(Op::CAST, {b.tensor_input(3, DType::BF16)}, {static_cast<int64_t>(DType::F32)})[0];
+    const int64_t gate = b.op(Op::SLICE, {gu}, {2, 0, 256, 1})[0], up = b.op(Op::SLICE, {gu}, {2, 256, 512, 1})[0];
+    const int64_t y = b.op(Op::MUL, {b.op(Op::GELU, {gate}, {})[0], up}, {})[0];
+    b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::BF16)})[0], {1, 2, 0}, -1);
+  };
+  Inputs in;
+  in.push_back(kftest::tensor(DType::BF16, {4, 96, 512}));
+  for (const int walk : {0, 1}) {
+    Tuning tuning;
+    tuning.tiled_walk_b_with_a = walk;
+    const Generated g = generate(geglu, in, tuning);
+    const auto& t = std::get<TiledParams>(g.schedule);
+    assert_int_equal(t.dim_a, 2);
+    assert_int_equal(t.dim_b, 0);
+    assert_true(t.group_a.empty() && t.group_b == std::vector<size_t>{1});
+    assert_int_equal(t.walk_b_with_a, walk == 1);
+    const std::string& grouped = g.plan.units[g.plan.unit_of(g.plan.name)].source;
+    assert_int_equal(contains(grouped, "wf_ >> (wsh_ + 6)"), walk == 1);
+    assert_false(contains(g.plan.units[g.plan.unit_of(g.plan.ungrouped_name)].source, "wsh_"));
+  }
+}
+
 void test_tile_groups(void** /*state*/) {
   {  // channel cat (c0011): x0 stored with N innermost, then C (memory
      // order W, H, C, N), the output (W, C, N, H): A = {N, C}, B = {H, W}
@@ -2406,6 +2437,7 @@ int main() {
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
       cmocka_unit_test(test_tile_groups),
+      cmocka_unit_test(test_tiles_walk_b_with_a),
       cmocka_unit_test(test_loops_of_different_sizes),
       cmocka_unit_test(test_compile),
   };
