@@ -578,7 +578,12 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
     // The groups' vector loads go before phase 1: they are in flight
     // together with the tile's (one memory round trip per tile, not two).
     const KernelWriter::Section loads = w.reserve();
-    tile_fill_vectors(w, p, n, idx, &conds);
+    // (TiledParams::vectors_without_fill: the tile filled in the input's
+    // widest vectors, chosen at run time, as on the scalar path)
+    if (p.vectors_without_fill)
+      tile_fill(w, p, n, idx);
+    else
+      tile_fill_vectors(w, p, n, idx, &conds);
     tile_outputs_a(w, p, n, idx);
     w.line("__syncthreads();");
     tile_compute_vectors(w, sets, p, n, groups, &conds);

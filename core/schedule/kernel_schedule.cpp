@@ -93,7 +93,7 @@ struct Describe {
            (p.outputs_staged.empty() ? "" : " outputs_staged=" + ids(p.outputs_staged)) + " " +
            vectors(p.vectors) +
            (p.order != 3 ? std::string(" order=") + (p.order == 2 ? "a" : "diagonal") : "") +
-           (p.walk_b_with_a ? " walk_b_with_a" : "");
+           (p.walk_b_with_a ? " walk_b_with_a" : "") + (p.vectors_without_fill ? " vectors_without_fill" : "");
   }
   std::string operator()(const RowParams& p) const {
     std::string s = "row block=" + std::to_string(p.block) + " " + rows(p.rows) + " " + vectors(p.vectors);

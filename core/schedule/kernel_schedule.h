@@ -178,6 +178,16 @@ struct TiledParams {
   // innermost), and lanes along B alone wrote runs of that extent only
   // (Tuning::tiled_walk_b_with_a; docs/perf-log.md session 48 §3).
   bool walk_b_with_a = false;
+  // The vector path's condition leaves out the tile's fill, which it does
+  // as the scalar path does (the input's widest vectors, chosen at run
+  // time: tile_fill), where one input is tiled: a transposed input at an
+  // odd sequence length (4098: its columns start off a 16-byte boundary,
+  // which a dense tensor's key does not record) failed the one condition
+  // for both phases, and phase 2 ran one element a thread though its
+  // tensors allow vectors (Tuning::tiled_vectors_without_fill;
+  // docs/perf-log.md session 48 §5). With several tiled inputs the fill
+  // keeps all their loads in flight before any store (tile_fill_vectors).
+  bool vectors_without_fill = false;
   bool operator==(const TiledParams&) const = default;
 };
 

@@ -401,6 +401,11 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
                       return order.size() == r && order[r - 1] == static_cast<int>(p.dim_b) &&
                              order[r - 2] == static_cast<int>(p.dim_a);
                     });
+  p.vectors_without_fill =
+      tuning.tiled_vectors_without_fill != 0 && p.vectors.width > 0 &&
+      std::count_if(p.inputs.begin(), p.inputs.end(), [&](const TiledInput& in) {
+        return f.value(in.value).kind == ValueKind::TensorInput;
+      }) == 1;
   return p;
 }
 

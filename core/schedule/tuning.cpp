@@ -76,6 +76,8 @@ const Tuning& default_tuning() {
     d.tiled_order = tuning_value("KFUSE_TUNE_TILED_ORDER", d.tiled_order, 1, 3);
     d.tiled_b_from_inputs = tuning_value("KFUSE_TUNE_TILED_B_FROM_INPUTS", d.tiled_b_from_inputs, 0, 2);
     d.tiled_walk_b_with_a = tuning_value("KFUSE_TUNE_TILED_WALK_B_WITH_A", d.tiled_walk_b_with_a, 0, 1);
+    d.tiled_vectors_without_fill =
+        tuning_value("KFUSE_TUNE_TILED_VECTORS_WITHOUT_FILL", d.tiled_vectors_without_fill, 0, 1);
     return d;
   }();
   return t;

@@ -189,6 +189,10 @@ struct Tuning {
   // 8-byte runs; triton's output-order loop 59%), neither run on the GPU
   // nor timed yet.
   int tiled_walk_b_with_a = 0;
+  // 1: TiledParams::vectors_without_fill in plans with phase-2 vectors and
+  // one tiled input. Off: written in session 48 (seed 1657399774 c0055,
+  // c0197, 0.42x and 0.47x torch.compile), not run on the GPU nor timed.
+  int tiled_vectors_without_fill = 0;
   // Column normalizations: blocks per multiprocessor the epilogue's vector
   // kernel is compiled for when it reads one vector input (its registers
   // then fit 3 x 256 threads without spills). Measured on an H100

@@ -2278,6 +2278,42 @@ void test_tiles_walk_b_with_a(void** /*state*/) {
   }
 }
 
+// A geglu whose up input is transposed, at an odd sequence length (seed
+// 1657399774 c0055: [4098, 13824], up stored [1, 0]): its columns start
+// 4098 elements apart, so no 16-byte fill of its tile, and one vector
+// condition for both phases sent phase 2 to its scalar path too. With
+// Tuning::tiled_vectors_without_fill the vector path's condition leaves
+// the fill out, which takes the input's widest vectors at run time; off
+// by default.
+void test_tiles_vectors_without_fill(void** /*state*/) {
+  const auto geglu = [](Builder& b) {
+    const int64_t gate = b.op(Op::CAST, {b.tensor_input(2, DType::BF16)}, {static_cast<int64_t>(DType::F32)})[0];
+    const int64_t up = b.op(Op::CAST, {b.tensor_input(2, DType::BF16)}, {static_cast<int64_t>(DType::F32)})[0];
+    const int64_t y = b.op(Op::MUL, {b.op(Op::GELU, {gate}, {})[0], up}, {})[0];
+    b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::BF16)})[0], {}, -1);
+  };
+  for (const int64_t rows : {int64_t{130}, int64_t{1024}})
+    for (const int apart : {0, 1}) {
+      Inputs in;
+      in.push_back(kftest::tensor(DType::BF16, {rows, 1024}));
+      in.push_back(kftest::tensor(DType::BF16, {rows, 1024}, {1, rows}));
+      Tuning tuning;
+      tuning.tiled_vectors_without_fill = apart;
+      const Generated g = generate(geglu, in, tuning);
+      const auto& t = std::get<TiledParams>(g.schedule);
+      assert_int_equal(t.dim_a, 0);
+      assert_int_equal(t.dim_b, 1);
+      assert_int_equal(t.vectors.width, 8);
+      const bool on = apart == 1;
+      assert_int_equal(t.vectors_without_fill, on);
+      // (the vector branch's condition: the fill's 16-byte check, or none)
+      const std::string& src = g.plan.units[g.plan.unit_of(g.plan.name)].source;
+      const size_t vec = src.find("const bool kfvec");
+      assert_true(vec != std::string::npos);
+      assert_int_equal(src.substr(vec, src.find(';', vec) - vec).find("kffill") == std::string::npos, on);
+    }
+}
+
 void test_tile_groups(void** /*state*/) {
   {  // channel cat (c0011): x0 stored with N innermost, then C (memory
      // order W, H, C, N), the output (W, C, N, H): A = {N, C}, B = {H, W}
@@ -2438,6 +2474,7 @@ int main() {
       cmocka_unit_test(test_matmul_epilogue_kernels),
       cmocka_unit_test(test_tile_groups),
       cmocka_unit_test(test_tiles_walk_b_with_a),
+      cmocka_unit_test(test_tiles_vectors_without_fill),
       cmocka_unit_test(test_loops_of_different_sizes),
       cmocka_unit_test(test_compile),
   };
