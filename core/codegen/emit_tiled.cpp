@@ -570,26 +570,40 @@ void emit_tiled(KernelWriter& w, const TiledParams& p) {
     tile_outputs_staged(w, p, n, idx);
   };
   if (p.vectors.width > 0) {
+    // Both phases in vectors; with TiledParams::vectors_without_fill a
+    // second vector branch beside it fills the tile in the input's widest
+    // vectors chosen at run time (tile_fill), for inputs whose extents or
+    // address rule out the fill's vectors but not phase 2's: an aligned
+    // tensor keeps the first branch's code.
     const KernelWriter::Section cond = w.reserve();
+    // One vector branch; returns its condition.
+    const auto vector_phases = [&](bool fill_in_vectors) {
+      use_vectors(w, p.vectors);  // (each branch's own vector registers and lane conditions)
+      std::vector<std::string> conds;
+      const TileGroups groups = tile_groups(w, p, n, idx);
+      // The groups' vector loads go before phase 1: they are in flight
+      // together with the tile's (one memory round trip per tile, not two).
+      const KernelWriter::Section loads = w.reserve();
+      if (fill_in_vectors)
+        tile_fill_vectors(w, p, n, idx, &conds);
+      else
+        tile_fill(w, p, n, idx);
+      tile_outputs_a(w, p, n, idx);
+      w.line("__syncthreads();");
+      tile_compute_vectors(w, sets, p, n, groups, &conds);
+      w.fill(loads, vector_loads(w, p.vectors.width, 0, groups.ok));
+      tile_outputs_staged(w, p, n, idx);
+      return all_of(conds);
+    };
     const std::string ok = w.fresh("kfvec");
     w.open("if (" + ok + ")");
-    std::vector<std::string> conds;
-    const TileGroups groups = tile_groups(w, p, n, idx);
-    // The groups' vector loads go before phase 1: they are in flight
-    // together with the tile's (one memory round trip per tile, not two).
-    const KernelWriter::Section loads = w.reserve();
-    // (TiledParams::vectors_without_fill: the tile filled in the input's
-    // widest vectors, chosen at run time, as on the scalar path)
-    if (p.vectors_without_fill)
-      tile_fill(w, p, n, idx);
-    else
-      tile_fill_vectors(w, p, n, idx, &conds);
-    tile_outputs_a(w, p, n, idx);
-    w.line("__syncthreads();");
-    tile_compute_vectors(w, sets, p, n, groups, &conds);
-    w.fill(loads, vector_loads(w, p.vectors.width, 0, groups.ok));
-    tile_outputs_staged(w, p, n, idx);
-    w.fill(cond, {"const bool " + ok + " = " + all_of(conds) + ";"});
+    std::vector<std::string> flags = {"const bool " + ok + " = " + vector_phases(true) + ";"};
+    if (p.vectors_without_fill) {
+      const std::string ok_without_fill = w.fresh("kfvec");
+      w.close_open("else if (" + ok_without_fill + ")");
+      flags.push_back("const bool " + ok_without_fill + " = " + vector_phases(false) + ";");
+    }
+    w.fill(cond, flags);
     w.close_open("else");
     scalar_phases();
     w.close();

@@ -183,16 +183,19 @@ struct Tuning {
   // kernel at 78 registers against 40, half the occupancy, ncu). Off by
   // default until phase 2's registers are bounded.
   int tiled_b_from_inputs = 0;
-  // 1: TiledParams::walk_b_with_a where the outputs allow it. Off:
-  // written in session 48 after ncu on a geglu into an output with a
-  // batch of 4 innermost (the tiled kernel at 22% of DRAM, stores in
-  // 8-byte runs; triton's output-order loop 59%), neither run on the GPU
-  // nor timed yet.
-  int tiled_walk_b_with_a = 0;
+  // 1: TiledParams::walk_b_with_a where the outputs allow it. On: H200,
+  // session 49 (perf-log.md §1), the 16 plans it changes on 9 seeds:
+  // 1940430775 c0013 rope 2.02x, 1414814702 c0148 bias_tanh 1.56x,
+  // 1657399774 c0114 modulate 1.34x, 12 at 0.99-1.02, and the geglu into a
+  // batch of 4 innermost it was written for (1657399774 c0137) 0.89x.
+  int tiled_walk_b_with_a = 1;
   // 1: TiledParams::vectors_without_fill in plans with phase-2 vectors and
-  // one tiled input. Off: written in session 48 (seed 1657399774 c0055,
-  // c0197, 0.42x and 0.47x torch.compile), not run on the GPU nor timed.
-  int tiled_vectors_without_fill = 0;
+  // one tiled input: a second vector branch for tiles the fill cannot
+  // read in 16-byte vectors. On: H200, session 49 (perf-log.md §1):
+  // odd-length transposes 1657399774 c0055, c0197 and 1414814702 c0001
+  // 1.72x, 1.65x, 1.32x; aligned plans, whose first branch is unchanged
+  // (same registers), 0.95-1.01x (a larger kernel).
+  int tiled_vectors_without_fill = 1;
   // Column normalizations: blocks per multiprocessor the epilogue's vector
   // kernel is compiled for when it reads one vector input (its registers
   // then fit 3 x 256 threads without spills). Measured on an H100

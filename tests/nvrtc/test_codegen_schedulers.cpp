@@ -2306,11 +2306,19 @@ void test_tiles_vectors_without_fill(void** /*state*/) {
       assert_int_equal(t.vectors.width, 8);
       const bool on = apart == 1;
       assert_int_equal(t.vectors_without_fill, on);
-      // (the vector branch's condition: the fill's 16-byte check, or none)
+      // (the first vector branch's condition has the fill's 16-byte check;
+      // with the knob a second branch's has none)
       const std::string& src = g.plan.units[g.plan.unit_of(g.plan.name)].source;
-      const size_t vec = src.find("const bool kfvec");
-      assert_true(vec != std::string::npos);
-      assert_int_equal(src.substr(vec, src.find(';', vec) - vec).find("kffill") == std::string::npos, on);
+      const auto condition = [&](size_t from) {
+        const size_t at = src.find("const bool kfvec", from);
+        return at == std::string::npos ? std::string() : src.substr(at, src.find(';', at) - at);
+      };
+      const std::string first = condition(0);
+      assert_true(first.find("kffill") != std::string::npos);
+      const std::string second = condition(src.find(first) + first.size());
+      assert_int_equal(!second.empty(), on);
+      if (on) assert_true(second.find("kffill") == std::string::npos);
+      assert_int_equal(src.find("else if (kfvec") != std::string::npos, on);
     }
 }
 
