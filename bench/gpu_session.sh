@@ -15,6 +15,12 @@
 #                                               (plan_diff.py's last lines, SEED N,N, give the lists);
 #                                               BASE_LIB env:NAME=VALUE: this build under that variable
 #                                               (a KFUSE_TUNE_* knob's old value; plan_diff.py --env-a)
+#   bench/gpu_session.sh suites BASE            the headline and training suites (`kfuse bench --suite
+#                                               suite|training`, the C++ driver) under BASE, then this
+#                                               build; BASE env:NAME=VALUE[,NAME=VALUE...]: this build
+#                                               under those variables (knobs at their old values);
+#                                               bench/suite_ab.py prints each suite's base/new geomean
+#                                               and the cases outside 0.97-1.03
 #   bench/gpu_session.sh ncu SEED N,N           Nsight Compute on each listed fusion's kfuse kernels and
 #                                               torch.compile's triton kernels (one process each; the
 #                                               sections of docs/perf-log.md's tables), summarized by
@@ -114,6 +120,18 @@ ncu_step() {  # SEED N,N
   done
 }
 
+suites() {  # env:NAME=VALUE[,NAME=VALUE...]
+  local base=$1 s
+  if [[ $base != env:* ]]; then say "suites: BASE must be env:NAME=VALUE[,...], not '$base'"; return; fi
+  local vars=()
+  IFS=, read -r -a vars <<< "${base#env:}"
+  for s in suite training; do
+    env "${vars[@]}" build/tools/kfuse bench --suite "$s" --out "$AB_DIR/suite_${s}_base.md" > "$OUT/suite_${s}_base.log" 2>&1
+    build/tools/kfuse bench --suite "$s" --out "$AB_DIR/suite_${s}_new.md" > "$OUT/suite_${s}_new.log" 2>&1
+    python3 bench/suite_ab.py --name "$s" "$AB_DIR/suite_${s}_base.md" "$AB_DIR/suite_${s}_new.md" >> "$OUT/summary.txt"
+  done
+}
+
 ab() {  # BASE_LIB SEED:N,N [SEED:N,N ...] (or BASE_LIB SEED N,N)
   local base=$1 lib pair seed only r
   shift
@@ -150,10 +168,11 @@ while [ $# -gt 0 ]; do
     corpus) if [[ ${3:-} =~ ^[0-9]+$ ]]; then corpus "$2" "$3"; shift 3; else corpus "$2" 200; shift 2; fi ;;
     models) if [[ ${2:-} == *_* ]]; then models "$2"; shift 2; else models; shift; fi ;;
     ncu) ncu_step "$2" "$3"; shift 3 ;;
+    suites) suites "$2"; shift 2 ;;
     ab)  # its arguments: BASE_LIB, then SEED:N,N pairs (or one SEED N,N) up to the next step's name
       base_lib=$2; shift 2; args=()
-      while [ $# -gt 0 ] && [[ $1 != build && $1 != tests && $1 != corpus && $1 != models && $1 != ab && $1 != ncu ]]; do args+=("$1"); shift; done
+      while [ $# -gt 0 ] && [[ $1 != build && $1 != tests && $1 != corpus && $1 != models && $1 != ab && $1 != ncu && $1 != suites ]]; do args+=("$1"); shift; done
       ab "$base_lib" "${args[@]}" ;;
-    *) echo "gpu_session.sh: unknown step '$1' (build, tests, corpus, models, ab, ncu)" >&2; exit 2 ;;
+    *) echo "gpu_session.sh: unknown step '$1' (build, tests, corpus, models, ab, ncu, suites)" >&2; exit 2 ;;
   esac
 done
