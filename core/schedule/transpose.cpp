@@ -452,6 +452,28 @@ int strided_bytes(const ConcreteFusion& c, const Task& task, const TiledParams& 
   return bytes;
 }
 
+// Whether a plan along an output's fast dim strains its tiles: a tile of a
+// value computed from an input (read through slices or reshapes), or tiles
+// of two full-size inputs (a gated backward's halves, read beside them at
+// other shifts across memory). Tuning::tiled_b_from_inputs 3 tries phase 2
+// along an input's fast dim only then: on the 37 plans mode 1 changes on
+// ten seeds, the 11 such plans ran 0.95-2.48x, the others (a plain
+// transposed input tiled: half-rotations, KV-cache cats) down to 0.58x
+// (perf-log.md session 49 §5).
+bool tiles_strained(const ConcreteFusion& c, const Task& task, const TiledParams& p) {
+  const auto& dc = c.size_classes[static_cast<size_t>(p.outputs[0])];
+  int full_inputs = 0;
+  for (const TiledInput& in : p.inputs) {
+    if (std::find(task.inputs.begin(), task.inputs.end(), in.value) == task.inputs.end()) return true;
+    bool full = true;
+    for (size_t d = 0; d < dc.size(); ++d)
+      if (dc[d] == SizeClass::Many)
+        full = full && std::any_of(in.dims.begin(), in.dims.end(), [&](int e) { return read_dim(e) == static_cast<int>(d); });
+    full_inputs += full ? 1 : 0;
+  }
+  return full_inputs >= 2;
+}
+
 }  // namespace
 
 std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& task, const Tuning& tuning,
@@ -518,7 +540,12 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
   }
   std::optional<TiledParams> best;
   std::tuple<int, int, int> best_cost;
+  std::optional<bool> try_inputs;  // (mode 3: decided by the outputs' best plan)
   for (size_t k = 0; k < choices.size(); ++k) {
+    if (tuning.tiled_b_from_inputs == 3 && !choices[k].from_output) {
+      if (!try_inputs) try_inputs = !best || tiles_strained(c, task, *best);
+      if (!*try_inputs) break;  // (the outputs' choices come first)
+    }
     std::optional<TiledParams> p = tiles_along(c, task, tuning, outs, reads, choices[k], k == 0 ? why : nullptr);
     if (!p) continue;
     // (With Tuning::tiled_b_from_inputs 1, a plan along an input's fast
@@ -527,7 +554,7 @@ std::optional<TiledParams> schedule_tiled(const ConcreteFusion& c, const Task& t
     // 11007, phase 2 reads per element, its cat branches one load at a
     // time, at 0.64-0.75x the tiles' plan; perf-log.md session 47 §2.)
     const std::tuple<int, int, int> cost{strided_bytes(c, task, *p),
-                                         tuning.tiled_b_from_inputs == 1 && !choices[k].from_output ? 1 : 0,
+                                         tuning.tiled_b_from_inputs != 2 && !choices[k].from_output ? 1 : 0,
                                          static_cast<int>(p->inputs.size() + p->outputs_staged.size())};
     if (!best || cost < best_cost) best = std::move(p), best_cost = cost;
   }

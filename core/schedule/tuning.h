@@ -182,6 +182,10 @@ struct Tuning {
   // 0.56-2.62x, 14 below 0.9 (rotary halves, KV-cache cats: the staged
   // kernel at 78 registers against 40, half the occupancy, ncu). Off by
   // default until phase 2's registers are bounded.
+  // 3 (session 49, not yet timed as such): as 1, but only where the
+  // outputs' plan strains its tiles (a computed tile, or tiles of two
+  // full-size inputs: transpose.cpp tiles_strained); the plans it picks
+  // ran 0.95-2.48x under mode 1 in session 49 run 3 (perf-log.md §5).
   int tiled_b_from_inputs = 0;
   // 1: TiledParams::walk_b_with_a where the outputs allow it. On: H200,
   // session 49 (perf-log.md §1), the 16 plans it changes on 9 seeds:

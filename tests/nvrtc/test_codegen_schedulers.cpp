@@ -607,10 +607,10 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.dim_a, 1);
     assert_int_equal(t.dim_b, 0);
   }
-  for (const int from_inputs : {0, 1, 2}) {
+  for (const int from_inputs : {0, 1, 2, 3}) {
      // a dropout-residual stored with the sequence innermost (seed
      // 1056028048 c0000, c0049). Phase 2 along the outputs' fast dim
-     // (Tuning::tiled_b_from_inputs 0, and 1: the tiles serve every read):
+     // (Tuning::tiled_b_from_inputs 0, and 1 and 3: the tiles serve every read):
      // the 1- and 2-byte inputs' tiles hold their storage elements (4
      // tiles in 26 KB; as floats 3 did not fit the 40 KB), and u [S, H],
      // broadcast over the batch by the add, joins the tiles (last: its map
@@ -684,7 +684,7 @@ void test_fast_paths(void** /*state*/) {
     (void)sb_value;
     assert_true(std::get_if<TiledParams>(&g.schedule) == nullptr);
   }
-  for (const int from_inputs : {0, 1}) {
+  for (const int from_inputs : {0, 1, 3}) {
      // a cat whose first operand is computed from a slice at an offset of
      // a column-major input. Along the output's fast dim
      // (Tuning::tiled_b_from_inputs 0): the tile holds the slice, filled
@@ -692,7 +692,7 @@ void test_fast_paths(void** /*state*/) {
      // statement of a computed value's load would otherwise run past the
      // input). By default: the gate half, read across the input's memory
      // beside that tile, makes the plan along the input's fast dim cheaper
-     // (the output staged, no input tile).
+     // (the output staged, no input tile); at 3 too (a computed tile).
     Tuning tuning;
     tuning.tiled_b_from_inputs = from_inputs;
     Inputs in;
@@ -706,7 +706,7 @@ void test_fast_paths(void** /*state*/) {
       b.output(b.op(Op::CAT, {su, gate}, {1})[0], {0, 1}, -1);
     }, in, tuning);
     const auto& t = std::get<TiledParams>(g.schedule);
-    if (from_inputs == 1) {
+    if (from_inputs != 0) {
       assert_int_equal(t.dim_b, 0);
       assert_true(t.inputs.empty());
       assert_true(t.outputs_staged == t.outputs);
@@ -716,10 +716,10 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.inputs[0].value, up);
     assert_true(contains(g.plan.source, "[k][lx] = 0;"));
   }
-  for (const int from_inputs : {0, 1, 2}) {
+  for (const int from_inputs : {0, 1, 2, 3}) {
      // swiglu of a contiguous fused gate_up [B, S, 2H] into outputs stored
      // (H, B, S) outermost first (corpus seed 1177032527 c0141). Phase 2
-     // along the output's fast dim (Tuning::tiled_b_from_inputs 0, and 1:
+     // along the output's fast dim (Tuning::tiled_b_from_inputs 0, and 1 and 3:
      // the tiles serve every read): the halves are slices along the
      // input's innermost dim, so the tiles hold them (a = H, the slices'
      // dim; b = S), filled coalesced at their shifts. At 2, phase 2 along
@@ -753,14 +753,14 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.dim_b, 1);
     for (const TiledInput& ti : t.inputs) assert_true(ti.value == gate || ti.value == up);
   }
-  for (const int from_inputs : {0, 1}) {
+  for (const int from_inputs : {0, 1, 3}) {
      // a gated activation's backward, its two gradients concatenated into
      // a [T, 2F] result stored column-major (corpus seed 1414814702 c0067):
      // phase 2 along the result's fast dim (0) reads dy through the cat's
      // second part and gate_up through the gate half across their memory
      // (the tiles hold dy and the up half at one map each); along the
-     // inputs' fast dim (1, the default) it reads every input along its
-     // memory, the result through a staged tile
+     // inputs' fast dim (1, and 3: the outputs' plan tiles a slice) it
+     // reads every input along its memory, the result through a staged tile
     Tuning tuning;
     tuning.tiled_b_from_inputs = from_inputs;
     Inputs in;
@@ -787,6 +787,43 @@ void test_fast_paths(void** /*state*/) {
     assert_int_equal(t.vectors.width, 4);
     assert_int_equal(t.vectors.inputs.size(), 2);  // gate_up and dy, at the cat's and the slices' shifts
     assert_true(contains(g.plan.source, "__shared__ float kf_otile"));
+  }
+  {
+    // a half rotation (rope) of x [S, H, D] (D innermost) into a result
+    // stored with S innermost, c and s [S, D] broadcast over the heads:
+    // x * c + cat(-x2, x1) * s. Along the result's fast dim (S) the tile
+    // holds x itself; x's rotated halves are read beside it. Mode 1 runs
+    // phase 2 along x's fast dim (D: fewer bytes across memory by its
+    // count), the result staged; mode 3 keeps the tile of x, which strains
+    // nothing (half-rotations lost 0.58-0.89x under mode 1, perf-log.md
+    // session 49 §3).
+    Inputs in;
+    in.push_back(kftest::tensor(DType::BF16, {64, 4, 128}));
+    in.push_back(kftest::tensor(DType::F32, {64, 128}));
+    in.push_back(kftest::tensor(DType::F32, {64, 128}));
+    const auto rope = [](Builder& b) {
+      const auto f32 = static_cast<int64_t>(DType::F32);
+      const int64_t x = b.op(Op::CAST, {b.tensor_input(3, DType::BF16)}, {f32})[0];
+      const int64_t c = b.op(Op::UNSQUEEZE, {b.tensor_input(2, DType::F32)}, {1})[0];
+      const int64_t sn = b.op(Op::UNSQUEEZE, {b.tensor_input(2, DType::F32)}, {1})[0];
+      const int64_t x1 = b.op(Op::SLICE, {x}, {2, 0, 64, 1})[0], x2 = b.op(Op::SLICE, {x}, {2, 64, INT64_MAX, 1})[0];
+      const int64_t r = b.op(Op::CAT, {b.op(Op::NEG, {x2}, {})[0], x1}, {2})[0];
+      const int64_t y = b.op(Op::ADD, {b.op(Op::MUL, {x, c}, {})[0], b.op(Op::MUL, {r, sn}, {})[0]}, {})[0];
+      b.output(b.op(Op::CAST, {y}, {static_cast<int64_t>(DType::BF16)})[0], {1, 2, 0}, -1);
+    };
+    std::vector<TiledParams> plans;
+    for (const int from_inputs : {0, 1, 3}) {
+      Tuning tuning;
+      tuning.tiled_b_from_inputs = from_inputs;
+      plans.push_back(std::get<TiledParams>(generate(rope, in, tuning).schedule));
+    }
+    assert_int_equal(plans[0].dim_a, 2);
+    assert_int_equal(plans[0].dim_b, 0);
+    assert_int_equal(plans[0].inputs[0].value, 0);  // x (the second tile: c, not full-size)
+    assert_int_equal(plans[1].dim_b, 2);
+    assert_true(plans[1].inputs.empty());
+    assert_true(plans[1].outputs_staged == plans[1].outputs);
+    assert_true(plans[2] == plans[0]);
   }
   {  // sigmoid(x + bias) and its pre-activation into outputs in two orders
      // (corpus seed 1177032527 c0086): x column-major, y row-major (b = 1),
