@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 import kf_torch
 from kfuse_ctypes import Kfuse
-from kfuse_cases import case_text, input_dtypes, input_shapes, nonnegative_inputs, suite
+from kfuse_cases import case_text, input_dtypes, input_shapes, nonnegative_inputs, read_kfuse_table, suite
 
 # ---------------------------------------------------------------------------
 # The cases: kfuse text and input shapes from bench/cases/ (shared with
@@ -382,23 +382,6 @@ def write(text, out):
 
 # ---------------------------------------------------------------------------
 # One table with `kfuse bench` (the C++ driver) and torch
-
-def read_kfuse_table(path):
-    """The header lines and the rows (dicts by column name) of a `kfuse bench --out` file."""
-    header, rows, columns = [], {}, None
-    for line in open(path).read().splitlines():
-        if not line.startswith("|"):
-            if columns is None and line.strip():
-                header.append(line.strip())
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if columns is None:
-            columns = cells
-        elif not set(cells[0]) <= set("- "):
-            row = dict(zip(columns, cells))
-            rows[(row["case"], row["shape"], row["dtype"])] = row
-    return header, rows
-
 
 def combined_text(torch_rows, torch_ceiling, kfuse_header, kfuse_rows):
     lines = ["kfuse columns: `kfuse bench`, the C++ driver:"] + [f"- {h}" for h in kfuse_header] + [

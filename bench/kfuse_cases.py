@@ -69,6 +69,24 @@ def nonnegative_inputs(name, cases_dir=CASES_DIR):
     return [i for i, x in enumerate(names) if x in wanted]
 
 
+def read_kfuse_table(path):
+    """The header lines and the rows (dicts by column name, keyed by (case,
+    shape, dtype)) of a `kfuse bench --out` file."""
+    header, rows, columns = [], {}, None
+    for line in pathlib.Path(path).read_text().splitlines():
+        if not line.startswith("|"):
+            if columns is None and line.strip():
+                header.append(line.strip())
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if columns is None:
+            columns = cells
+        elif not set(cells[0]) <= set("- "):
+            row = dict(zip(columns, cells))
+            rows[(row["case"], row["shape"], row["dtype"])] = row
+    return header, rows
+
+
 def _self_check():
     """Every suite case loads for every dtype, with one bench shape per tensor input."""
     names = suite() + suite(name="training") + suite(name="as_written")

@@ -7,20 +7,7 @@ import argparse
 import math
 import sys
 
-
-def read_table(path):
-    """{(case, shape, dtype): row} of a `kfuse bench --out` markdown table."""
-    rows, columns = {}, None
-    for line in open(path).read().splitlines():
-        if not line.startswith("|"):
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if columns is None:
-            columns = cells
-        elif not set(cells[0]) <= set("- "):
-            row = dict(zip(columns, cells))
-            rows[(row["case"], row["shape"], row["dtype"])] = row
-    return rows
+from kfuse_cases import read_kfuse_table
 
 
 def main():
@@ -29,7 +16,7 @@ def main():
     p.add_argument("base")
     p.add_argument("new")
     a = p.parse_args()
-    base, new = read_table(a.base), read_table(a.new)
+    base, new = read_kfuse_table(a.base)[1], read_kfuse_table(a.new)[1]
     ratios, lines = [], []
     for key, b in base.items():
         n = new.get(key)
