@@ -71,16 +71,29 @@ std::string lane_suffix(int u, int l) {
 // rows, so each lane has its own index. Tensors dense in the domain's order
 // (their offset is the linear position: x, the output) move as 16-byte
 // vectors; the others (a per-row value broadcast along the row, a weight)
-// are read per lane. The last numel % V positions run one per thread step.
-// Returns the run-time condition of the path (alignment and density).
-std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const PointwiseLoop& loop, int U) {
+// are read per lane. The vectors start at position `head` (below V): the
+// first where the plan's first tensor is aligned (a storage offset shared
+// by an in-place output and its input); the positions before and the last
+// (numel - head) % V run one per thread step. Returns the run-time
+// condition of the path (each vector tensor aligned at `head`, dense) and
+// sets *head_expr to head's value.
+std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const PointwiseLoop& loop, int U,
+                             const std::string& head, std::string* head_expr) {
   const int64_t dom = loop.outputs[0];
   const VectorPlan& vp = loop.flat;  // (read at every domain index)
   use_vectors(w, vp);
   w.lane_width = 0;  // no lanes seen through a slice's shift: the lanes are not along one dim
   w.exact_lanes = true;
   const int V = vp.width;
-  const std::string nv = w.hoist("long long", "n", w.numel(dom) + " / " + std::to_string(V));
+  const auto vector_bytes = [&](int64_t v) { return std::min(V * dtype_size(w.fusion().value(v).dtype), kVectorBytes); };
+  {
+    const int64_t t = !vp.outputs.empty() ? vp.outputs.front() : vp.inputs.begin()->first;
+    const std::string b = std::to_string(vector_bytes(t));
+    *head_expr = "(long long)((" + b + " - (unsigned long long)" + w.pointer(t) + " % " + b + ") % " + b + " / " +
+                 std::to_string(dtype_size(w.fusion().value(t).dtype)) + ")";
+  }
+  const std::string nv = w.fresh("n");  // (not hoisted: head is defined with the path's condition)
+  w.line("const long long " + nv + " = (" + w.numel(dom) + " - " + head + ") / " + std::to_string(V) + ";");
   w.open("for (long long q = (long long)blockIdx.x * blockDim.x * " + std::to_string(U) + " + threadIdx.x; q < " + nv +
          "; q += (long long)gridDim.x * blockDim.x * " + std::to_string(U) + ")");
   std::vector<std::string> ok(static_cast<size_t>(U)), first(static_cast<size_t>(U));
@@ -89,7 +102,7 @@ std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const Poin
     const std::string qu = w.fresh("qu");
     w.line("const long long " + qu + " = q + (long long)" + std::to_string(u) + " * blockDim.x;");
     ok[static_cast<size_t>(u)] = u == 0 ? std::string() : qu + " < " + nv;
-    first[static_cast<size_t>(u)] = "(" + qu + " < " + nv + " ? " + qu + " : 0) * " + std::to_string(V);
+    first[static_cast<size_t>(u)] = head + " + (" + qu + " < " + nv + " ? " + qu + " : 0) * " + std::to_string(V);
     base[static_cast<size_t>(u)] = unravel_in_order(w, dom, loop.order, first[static_cast<size_t>(u)], lane_suffix(u, -1));
   }
   const KernelWriter::Section loads = w.reserve();
@@ -120,9 +133,10 @@ std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const Poin
   std::map<int64_t, std::vector<int>> vectors;
   for (const auto& [key, vr] : w.vector_regs) vectors.emplace(key.first, vr.dims);
   for (int64_t o : vp.outputs) vectors.emplace(o, vector_dims(w, o, dom, vp.dim));
+  conds.push_back(head + " <= " + w.numel(dom));
   for (const auto& [v, dims] : vectors) {
-    const int bytes = std::min(V * dtype_size(w.fusion().value(v).dtype), kVectorBytes);
-    conds.push_back("((unsigned long long)" + w.pointer(v) + " % " + std::to_string(bytes) + " == 0)");
+    conds.push_back("((unsigned long long)(" + w.pointer(v) + " + " + head + ") % " + std::to_string(vector_bytes(v)) +
+                    " == 0)");
     std::string dense = "1";  // the stride a dense tensor has along the next dim out
     for (size_t k = loop.order.size(); k-- > 0;) {
       const size_t d = loop.order[k];
@@ -174,18 +188,27 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
     const std::string n = w.numel(dom);
     // The scalar twin: flat vectors where the tensors allow, then the
     // positions they leave (all of them where they do not).
+    // (A loop whose tensors are all misaligned has no vector twin: its
+    // one kernel runs them, from their shared alignment.)
     std::string first = "0";
-    if (loop.flat.width > 0 && w.paths == KernelWriter::Paths::Scalar) {
+    if (loop.flat.width > 0 && (w.paths == KernelWriter::Paths::Scalar || loop.vectors.width == 0)) {
       const KernelWriter::Section cond = w.reserve();
-      const std::string flat = w.fresh("kfflat");
+      const std::string flat = w.fresh("kfflat"), head = w.fresh("kfhead");
       w.open("if (" + flat + ")");
-      const std::string flat_ok = flat_vector_loop(w, sets, loop, loop.unroll);
+      std::string head_expr;
+      const std::string flat_ok = flat_vector_loop(w, sets, loop, loop.unroll, head, &head_expr);
       w.close();
       first = w.fresh("kffirst");
       const std::string V = std::to_string(loop.flat.width);
-      w.fill(cond, {"const bool " + flat + " = " + flat_ok + ";",
-                    "const long long " + first + " = " + flat + " ? " + n + " / " + V + " * " + V + " : 0;"});
+      w.fill(cond, {"const long long " + head + " = " + head_expr + ";", "const bool " + flat + " = " + flat_ok + ";",
+                    "const long long " + first + " = " + flat + " ? " + head + " + (" + n + " - " + head + ") / " + V +
+                        " * " + V + " : 0;"});
       use_vectors(w, loop.vectors);
+      // The head, before the vectors' first position.
+      w.open("if (" + flat + ") for (long long q = " + std::string(kThread) + "; q < " + head + "; q += " + kGridStride + ")");
+      std::vector<std::string> idx = unravel_in_order(w, dom, loop.order, "q", "_h");
+      for (int64_t o : loop.outputs) w.store(o, idx, w.value_at(o, idx));
+      w.close();
     }
     if (p.scalar_unroll > 1 && loop.elements.width > 0) {
       use_vectors(w, loop.elements);

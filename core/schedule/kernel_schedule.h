@@ -80,7 +80,11 @@ struct PointwiseLoop {
   // The scalar twin's flat vectors (16-byte vectors of consecutive
   // positions, which may cross rows, for calls that fail the vector
   // checks: an odd width): `vectors` without the inputs that skip a dim
-  // of class >1 (inputs_reading); the others are read per lane.
+  // of class >1 (inputs_reading); the others are read per lane. They
+  // start past a head of positions where the first of them is aligned.
+  // Where every tensor is misaligned (`vectors` empty: drop_misaligned),
+  // the plan at any alignment, run by the loop's one kernel
+  // (Tuning::pointwise_flat_head).
   VectorPlan flat;
   // The scalar loop's loads (plan_element_loads: one-element vectors of
   // the inputs read at the loop's position, any layout), made for

@@ -95,6 +95,9 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
   PointwiseParams p;
   p.unroll = tuning.pointwise_unroll;
   p.min_blocks = tuning.pointwise_min_blocks;
+  // Per loop: its vectors at any alignment (the flat vectors' plan where
+  // every tensor is misaligned, below).
+  std::vector<VectorPlan> any_alignment;
   for (std::vector<int64_t>& outs : pointwise_loops(c, task)) {
     const int64_t dom = outs[0];
     PointwiseLoop loop;
@@ -121,7 +124,10 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
       }
       keep_aligned_shifts(&loop.vectors);
       loop.elements = plan_element_loads(c, task, dom, loop.order.back(), reads);
+      if (tuning.pointwise_flat_head != 0)
+        any_alignment.push_back(plan_vectors(c, task, outs, dom, loop.order.back(), &reads, {}, nullptr, 1));
     }
+    any_alignment.resize(p.loops.size() + 1);
     loop.outputs = std::move(outs);
     p.loops.push_back(std::move(loop));
   }
@@ -132,11 +138,21 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
   // elsewhere: a rotary embedding's other half) keep their vectors.
   const std::vector<int64_t> in_place = inputs_read_where_written(c, task, p);
   bool one_step = false;  // (Tuning::pointwise_shifted_loads_one_step)
-  for (PointwiseLoop& loop : p.loops) {
+  for (size_t k = 0; k < p.loops.size(); ++k) {
+    PointwiseLoop& loop = p.loops[k];
     const int64_t dom = loop.outputs[0];
     drop_misaligned(c, dom, in_place, &loop.vectors);
-    if (loop.vectors.width > 0) {
-      loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), loop.vectors);
+    // Flat vectors start where the first of their tensors is aligned (the
+    // kernel peels the positions before: flat_vector_loop), so tensors
+    // that share one misalignment keep them: a cross-entropy backward in
+    // place into logits at a storage offset of 3, which the loop above
+    // left without vectors (seed 1857099843 c0154: one element a thread,
+    // 24% of the copy ceiling, docs/perf-log.md session 50). Where some
+    // tensors stay aligned, the misaligned ones are left out of the flat
+    // plan as before, or the head could not align both.
+    const VectorPlan& flat_from = loop.vectors.width > 0 ? loop.vectors : any_alignment[k];
+    if (flat_from.width > 0) {
+      loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), flat_from);
       // The inputs flat vectors leave are read per lane: their dtype no
       // longer sets the width. A bool mask broadcast over the heads kept
       // fp16 scores at 16 lanes (32 bytes a tensor), whose straddling

@@ -33,6 +33,7 @@ const Tuning& default_tuning() {
     d.pointwise_vector_rule = tuning_value("KFUSE_TUNE_POINTWISE_VECTOR_RULE", d.pointwise_vector_rule, 1, 2);
     d.pointwise_min_blocks = tuning_value("KFUSE_TUNE_POINTWISE_MIN_BLOCKS", d.pointwise_min_blocks, 0, 32);
     d.pointwise_scalar_unroll = tuning_value("KFUSE_TUNE_POINTWISE_SCALAR_UNROLL", d.pointwise_scalar_unroll, 1, 16);
+    d.pointwise_flat_head = tuning_value("KFUSE_TUNE_POINTWISE_FLAT_HEAD", d.pointwise_flat_head, 0, 1);
     d.row_vectors = tuning_value("KFUSE_TUNE_ROW_VECTORS", d.row_vectors, 1, 16);
     d.row_thread_bytes = tuning_value("KFUSE_TUNE_ROW_THREAD_BYTES", d.row_thread_bytes, 0, 1 << 20);
     d.row_unaligned_inputs = tuning_value("KFUSE_TUNE_ROW_UNALIGNED_INPUTS", d.row_unaligned_inputs, 0, 1);

@@ -35,6 +35,12 @@ struct Tuning {
   // at 24% of DRAM bandwidth, its threads waiting on one load each (H200,
   // ncu, docs/perf-log.md session 41).
   int pointwise_scalar_unroll = 8;
+  // 1: a pointwise loop whose tensors are all misaligned (a storage
+  // offset; an in-place output shares its input's) keeps them in its flat
+  // vectors, which start past a head of up to a vector's width where the
+  // first is aligned, and run where the others are aligned there too
+  // (schedule_pointwise, flat_vector_loop). 0: such a loop has no vectors.
+  int pointwise_flat_head = 1;
   // 16-byte vectors per thread of a row held in registers. Measured on an
   // H200 (docs/perf-log.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.
@@ -182,11 +188,13 @@ struct Tuning {
   // 0.56-2.62x, 14 below 0.9 (rotary halves, KV-cache cats: the staged
   // kernel at 78 registers against 40, half the occupancy, ncu). Off by
   // default until phase 2's registers are bounded.
-  // 3 (session 49, not yet timed as such): as 1, but only where the
-  // outputs' plan strains its tiles (a computed tile, or tiles of two
-  // full-size inputs: transpose.cpp tiles_strained); the plans it picks
-  // ran 0.95-2.48x under mode 1 in session 49 run 3 (perf-log.md §5).
-  int tiled_b_from_inputs = 0;
+  // 3, the default (session 50): as 1, but only where the outputs' plan
+  // strains its tiles (a computed tile, or tiles of two full-size inputs:
+  // transpose.cpp tiles_strained). Against 0 on the 11 plans it changes on
+  // ten seeds (H200, perf-log.md session 50 §1): geomean 1.52x, gated
+  // backwards 1.76-2.61x, partial rotations 1.31-2.34x, one at 0.93x, and
+  // a reglu backward into a batch of 4 innermost (1414814702 c0141) 0.69x.
+  int tiled_b_from_inputs = 3;
   // 1: TiledParams::walk_b_with_a where the outputs allow it. On: H200,
   // session 49 (perf-log.md §1), the 16 plans it changes on 9 seeds:
   // 1940430775 c0013 rope 2.02x, 1414814702 c0148 bias_tanh 1.56x,

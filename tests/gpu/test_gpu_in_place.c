@@ -175,7 +175,9 @@ static void test_pointwise_step(void** state) {
  * an odd offset updated in place, a padded moment, a gradient at an
  * offset. The vector loop reads and writes those per lane beside the
  * others' vectors (vector_plan.h, drop_misaligned), or, where they move
- * most of the bytes, the plan is the scalar loop. */
+ * most of the bytes, the plan is the scalar loop, whose flat vectors run
+ * past a head where all tensors share one misalignment (rows of 1001:
+ * across rows). */
 static void test_misaligned_step(void** state) {
   (void)state;
   static const int64_t layouts[][3][3] = {
@@ -184,6 +186,9 @@ static void test_misaligned_step(void** state) {
       {{0, 0, 0}, {0, 0, 0}, {0, 1, 0}},  /* m's rows padded by one: m per lane */
       {{0, 0, 0}, {0, 4, 0}, {0, 0, 0}},  /* g padded by a whole vector: all in vectors */
       {{1, 1, 0}, {2, 0, 0}, {0, 3, 0}},  /* all misaligned: the scalar loop */
+      {{3, 0, 0}, {3, 0, 0}, {3, 0, 0}},  /* all at one offset: flat vectors past a head of one */
+      {{1, 0, 0}, {5, 0, 0}, {9, 0, 0}},  /* offsets alike modulo a vector: the same */
+      {{1, 0, 0}, {2, 0, 0}, {1, 0, 0}},  /* g unlike the others: the scalar loop */
   };
   for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; ++k) {
     check_in_place_at(kAdam, 512, 1024, 3, kAdamAlias, layouts[k]);

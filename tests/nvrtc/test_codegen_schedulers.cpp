@@ -1208,6 +1208,41 @@ void test_flat_vectors(void** /*state*/) {
   assert_true(ml.vectors.inputs.contains(mask));
   assert_true(ml.flat.inputs.contains(scores) && !ml.flat.inputs.contains(mask));
   assert_int_equal(ml.flat.width, 8);
+
+  // Every tensor misaligned alike: y = gelu(x) + r written in place into
+  // x, x and r at an element offset of 3 (6 bytes), rows of 1001. No
+  // vector plan (drop_misaligned), but flat vectors of x, r and y, which
+  // start past a head where y is aligned (Tuning::pointwise_flat_head),
+  // in the loop's one kernel (seed 1857099843 c0154: a cross-entropy
+  // backward in place into logits at offset 3). With the rule off, none.
+  for (const int head : {1, 0}) {
+    Inputs off;
+    off.push_back(kftest::tensor(DType::BF16, {16, 1001}, {}, 6));
+    off.push_back(kftest::tensor(DType::BF16, {16, 1001}, {}, 6));
+    Tuning tuning;
+    tuning.pointwise_flat_head = head;
+    int64_t xi = -1, ri = -1;
+    const Generated go = generate([&](Builder& b) {
+      xi = b.tensor_input(2, DType::BF16);
+      ri = b.tensor_input(2, DType::BF16);
+      b.output(b.op(Op::ADD, {b.op(Op::GELU, {xi}, {})[0], ri}, {})[0], {}, 0);
+    }, off, tuning);
+    const PointwiseLoop& ol = std::get<PointwiseParams>(go.schedule).loops.at(0);
+    assert_int_equal(ol.vectors.width, 0);
+    assert_true(go.plan.scalar_twins.empty());
+    const std::string& src = go.plan.units[go.plan.unit_of(go.plan.name)].source;
+    if (head == 0) {
+      assert_int_equal(ol.flat.width, 0);
+      assert_false(contains(src, "kfhead"));
+      continue;
+    }
+    assert_int_equal(ol.flat.width, 8);
+    assert_true(ol.flat.inputs.contains(xi) && ol.flat.inputs.contains(ri));
+    assert_int_equal(ol.flat.outputs.size(), 1);
+    assert_true(contains(src, "const long long kfhead"));
+    assert_true(contains(src, "kf_vec<unsigned short, 8>"));
+    assert_true(contains(src, "q < kfhead"));  // the head's positions, one per thread step
+  }
 }
 
 // The atomic path's updates per thread and step (ScatterParams::
