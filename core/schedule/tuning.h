@@ -41,6 +41,10 @@ struct Tuning {
   // first is aligned, and run where the others are aligned there too
   // (schedule_pointwise, flat_vector_loop). 0: such a loop has no vectors.
   int pointwise_flat_head = 1;
+  // 1: a gather's data operand computed from the fusion's inputs by
+  // pointwise ops in another segment is computed again in the gather's
+  // (core/segment/recompute.h) rather than materialized; 0: materialized.
+  int recompute_gathered = 1;
   // 16-byte vectors per thread of a row held in registers. Measured on an
   // H200 (docs/perf-log.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.

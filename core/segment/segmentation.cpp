@@ -2,6 +2,7 @@
 
 #include "core/schedule/in_place.h"
 #include "core/segment/grouping.h"
+#include "core/segment/recompute.h"
 
 #include <algorithm>
 #include <set>
@@ -21,13 +22,22 @@ struct Consumers {
   }
 };
 
-// exprs must be sorted.
-Task task_of_group(const Fusion& f, const Consumers& consumers, const std::vector<int64_t>& exprs) {
+// exprs must be sorted. `groups_of` (empty while grouping): per expr, the
+// groups that hold it; a reader in groups that all compute the value
+// themselves (recompute.h) does not make it an output.
+Task task_of_group(const Fusion& f, const Consumers& consumers, const std::vector<int64_t>& exprs,
+                   const std::vector<std::vector<int64_t>>& groups = {},
+                   const std::vector<std::vector<size_t>>& groups_of = {}) {
   auto used_outside = [&](int64_t out) {
     size_t id = static_cast<size_t>(out);
     if (consumers.is_output[id]) return true;
-    for (int64_t c : consumers.of[id])
-      if (!std::binary_search(exprs.begin(), exprs.end(), c)) return true;
+    const int64_t p = f.value(out).producer;
+    for (int64_t c : consumers.of[id]) {
+      if (std::binary_search(exprs.begin(), exprs.end(), c)) continue;
+      if (groups_of.empty() || groups_of[static_cast<size_t>(c)].empty()) return true;
+      for (size_t h : groups_of[static_cast<size_t>(c)])
+        if (!std::binary_search(groups[h].begin(), groups[h].end(), p)) return true;
+    }
     return false;
   };
   return make_task(f, exprs, used_outside);
@@ -46,12 +56,29 @@ Segmentation segment_fusion(const ConcreteFusion& concrete, const Tuning& tuning
     return schedule_segment(*c, task_of_group(f, consumers, exprs), tuning).accepted;
   };
   std::vector<std::vector<int64_t>> groups = group_exprs(*c, accepts);
+  if (tuning.recompute_gathered != 0) {
+    auto accepts_recomputing = [&](const std::vector<int64_t>& exprs, const std::vector<int64_t>& recomputed) {
+      auto used_outside = [&](int64_t out) {
+        const size_t id = static_cast<size_t>(out);
+        if (consumers.is_output[id]) return true;
+        if (std::binary_search(recomputed.begin(), recomputed.end(), f.value(out).producer)) return false;
+        for (int64_t r : consumers.of[id])
+          if (!std::binary_search(exprs.begin(), exprs.end(), r)) return true;
+        return false;
+      };
+      return schedule_segment(*c, make_task(f, exprs, used_outside), tuning).accepted;
+    };
+    recompute_gathered_operands(f, accepts_recomputing, &groups);
+  }
+  std::vector<std::vector<size_t>> groups_of(f.exprs.size());
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int64_t e : groups[g]) groups_of[static_cast<size_t>(e)].push_back(g);
 
   std::vector<bool> produced_by_segment(f.values.size(), false);
   std::vector<int64_t> last_reader(f.values.size(), -1);
   for (auto& g : groups) {
     Segment s;
-    s.task = task_of_group(f, consumers, g);
+    s.task = task_of_group(f, consumers, g, groups, groups_of);
     s.scheduler = classify_task(f, s.task);
     s.schedule = schedule_segment(*c, s.task, tuning, &s.unscheduled_why).schedule;
     if (s.schedule && s.scheduler != SchedulerKind::Library && s.scheduler != SchedulerKind::Communication) {
