@@ -45,6 +45,10 @@ struct Tuning {
   // pointwise ops in another segment is computed again in the gather's
   // (core/segment/recompute.h) rather than materialized; 0: materialized.
   int recompute_gathered = 1;
+  // 1: reduction segments that read one tensor and that no path of values
+  // joins merge where a scheduler takes them as one kernel (grouping.h,
+  // step 4: an argmax beside a max of the same logits); 0: they stay apart.
+  int merge_sibling_reductions = 1;
   // 16-byte vectors per thread of a row held in registers. Measured on an
   // H200 (docs/perf-log.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.

@@ -1,6 +1,7 @@
 #include "core/segment/grouping.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <queue>
 #include <set>
@@ -83,8 +84,8 @@ std::vector<int64_t> run_order(const std::vector<bool>& alive, std::vector<size_
 
 class Grouper {
  public:
-  Grouper(const ConcreteFusion& c, const AcceptsGroup& accepts)
-      : c_(c), f_(*c.fusion), accepts_(accepts), stage_(expr_stages(f_)) {
+  Grouper(const ConcreteFusion& c, const AcceptsGroup& accepts, bool merge_reductions)
+      : c_(c), f_(*c.fusion), accepts_(accepts), merge_reductions_(merge_reductions), stage_(expr_stages(f_)) {
     producer_.assign(f_.values.size(), -1);
     is_output_.assign(f_.values.size(), false);
     for (const Output& o : f_.outputs) is_output_[static_cast<size_t>(o.value)] = true;
@@ -455,6 +456,28 @@ class Grouper {
     });
   }
 
+  // Whether a group holds a reduction (and no library op).
+  bool reduction_group(const std::vector<int64_t>& g) const {
+    if (in_library_group(g.front())) return false;
+    return std::any_of(g.begin(), g.end(), [&](int64_t e) {
+      return op_info(f_.exprs[static_cast<size_t>(e)].op).category == OpCategory::Reduction;
+    });
+  }
+
+  // The tensors a group reads that it does not compute: fusion inputs and
+  // other groups' results.
+  std::set<int64_t> tensor_reads(const std::vector<int64_t>& g) const {
+    std::set<int64_t> reads;
+    for (int64_t e : g)
+      for (int64_t in : f_.exprs[static_cast<size_t>(e)].inputs) {
+        const Value& v = f_.value(in);
+        if (v.is_scalar || v.kind == ValueKind::Constant || v.kind == ValueKind::ScalarInput) continue;
+        const int64_t p = producer_[static_cast<size_t>(in)];
+        if (p < 0 || !std::binary_search(g.begin(), g.end(), p)) reads.insert(in);
+      }
+    return reads;
+  }
+
   // 4 (sideways): plain-loop groups that no path of values joins (neither reads the
   // other's results, directly or through other groups) merge into one
   // kernel of several loops, up to kMostMerged groups each, in run order,
@@ -506,23 +529,15 @@ class Grouper {
       }
       return false;
     };
-    std::unordered_map<int64_t, int64_t> bucket;  // stage -> the group the next ones join
-    for (size_t g = 0; g < n && visits_left > 0; ++g) {
-      if (!pointwise_group(order[g])) continue;
-      const int64_t stage = stage_[static_cast<size_t>(order[g].front())];
-      auto it = bucket.find(stage);
-      if (it == bucket.end() || merged[static_cast<size_t>(it->second)] >= kMostMerged) {
-        bucket[stage] = static_cast<int64_t>(g);
-        continue;
-      }
-      const auto b = static_cast<size_t>(it->second);
+    // g into b (b takes g's exprs and edges) where no path joins them and
+    // a scheduler takes them together.
+    const auto merge_into = [&](size_t b, size_t g) {
       if (reaches(static_cast<int64_t>(b), static_cast<int64_t>(g)) || reaches(static_cast<int64_t>(g), static_cast<int64_t>(b)))
-        continue;
+        return false;
       std::vector<int64_t> both = order[b];
       both.insert(both.end(), order[g].begin(), order[g].end());
       std::sort(both.begin(), both.end());
-      if (!accepts_(both)) continue;
-      // g into b: b takes g's exprs and edges.
+      if (!accepts_(both)) return false;
       order[b] = std::move(both);
       order[g].clear();
       alive[g] = false;
@@ -539,6 +554,43 @@ class Grouper {
       }
       succ[g].clear();
       pred[g].clear();
+      return true;
+    };
+    std::unordered_map<int64_t, int64_t> bucket;  // stage -> the group the next ones join
+    for (size_t g = 0; g < n && visits_left > 0; ++g) {
+      if (!pointwise_group(order[g])) continue;
+      const int64_t stage = stage_[static_cast<size_t>(order[g].front())];
+      auto it = bucket.find(stage);
+      if (it == bucket.end() || merged[static_cast<size_t>(it->second)] >= kMostMerged) {
+        bucket[stage] = static_cast<int64_t>(g);
+        continue;
+      }
+      merge_into(static_cast<size_t>(it->second), g);
+    }
+    // Reductions that read one tensor (a fusion input or another group's
+    // result) and that no path joins merge too, where a scheduler takes
+    // them as one kernel: each read the tensor whole, so one kernel reads
+    // it once. An argmax beside a max of the same logits ran as two row
+    // kernels (seed 1857099843 c0022, c0074: 0.60-0.64x torch.compile;
+    // docs/perf-log.md session 50); when they share an intermediate,
+    // bottom-up merging already joins them.
+    std::map<int64_t, std::vector<size_t>> readers;  // tensor -> the earlier reduction groups that read it
+    for (size_t g = 0; g < n && visits_left > 0 && merge_reductions_; ++g) {
+      if (!alive[g] || !reduction_group(order[g])) continue;
+      const std::set<int64_t> reads = tensor_reads(order[g]);
+      size_t into = g;
+      for (auto v = reads.begin(); v != reads.end() && into == g; ++v)
+        for (size_t b : readers[*v])
+          if (alive[b] && merged[b] < kMostMerged &&
+              stage_[static_cast<size_t>(order[b].front())] == stage_[static_cast<size_t>(order[g].front())] &&
+              merge_into(b, g)) {
+            into = b;
+            break;
+          }
+      for (int64_t v : into == g ? reads : tensor_reads(order[into])) {
+        std::vector<size_t>& r = readers[v];
+        if (std::find(r.begin(), r.end(), into) == r.end()) r.push_back(into);
+      }
     }
     // Run order again: a merged group waits for the predecessors of both.
     std::vector<size_t> indegree(n, 0);
@@ -559,6 +611,7 @@ class Grouper {
   const ConcreteFusion& c_;
   const Fusion& f_;
   const AcceptsGroup& accepts_;
+  bool merge_reductions_;  // step 4's reductions that read one tensor
   std::vector<int64_t> stage_, producer_, group_of_;
   std::vector<int64_t> library_head_;  // per expr: the library op heading its group, or -1
   std::vector<std::vector<int64_t>> groups_;
@@ -572,8 +625,9 @@ class Grouper {
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> group_exprs(const ConcreteFusion& c, const AcceptsGroup& accepts) {
-  return Grouper(c, accepts).run();
+std::vector<std::vector<int64_t>> group_exprs(const ConcreteFusion& c, const AcceptsGroup& accepts,
+                                             bool merge_reductions) {
+  return Grouper(c, accepts, merge_reductions).run();
 }
 
 }  // namespace kf

@@ -11,7 +11,8 @@
 //     acyclic, trying first the edges that carry the largest intermediates;
 //  4. sideways: plain-loop groups of a stage that no path of values joins
 //     merge into one kernel of several loops (a few at a time), where a
-//     scheduler accepts them together.
+//     scheduler accepts them together; so do reduction groups that read
+//     one tensor (`merge_reductions`), which one kernel then reads once.
 // Exprs that no output needs are dropped. The result is deterministic and
 // in a valid run order.
 #pragma once
@@ -29,6 +30,7 @@ namespace kf {
 using AcceptsGroup = std::function<bool(const std::vector<int64_t>& exprs)>;
 
 // Returns groups of expr indices, each sorted, in run order.
-std::vector<std::vector<int64_t>> group_exprs(const ConcreteFusion& c, const AcceptsGroup& accepts);
+std::vector<std::vector<int64_t>> group_exprs(const ConcreteFusion& c, const AcceptsGroup& accepts,
+                                             bool merge_reductions = true);
 
 }  // namespace kf

@@ -55,7 +55,7 @@ Segmentation segment_fusion(const ConcreteFusion& concrete, const Tuning& tuning
   auto accepts = [&](const std::vector<int64_t>& exprs) {
     return schedule_segment(*c, task_of_group(f, consumers, exprs), tuning).accepted;
   };
-  std::vector<std::vector<int64_t>> groups = group_exprs(*c, accepts);
+  std::vector<std::vector<int64_t>> groups = group_exprs(*c, accepts, tuning.merge_sibling_reductions != 0);
   if (tuning.recompute_gathered != 0) {
     auto accepts_recomputing = [&](const std::vector<int64_t>& exprs, const std::vector<int64_t>& recomputed) {
       auto used_outside = [&](int64_t out) {

@@ -267,6 +267,24 @@ void test_no_cycle_through_a_merged_group(void**) {
   assert_true(g == expected);
 }
 
+void test_sideways_merges_reductions_of_one_tensor(void**) {
+  // e0 = max(x), e1 = sum(y), e2 = sum(x): the two reductions of x merge
+  // (one kernel reads x once), the one of y stays apart; with the rule off
+  // (Tuning::merge_sibling_reductions), or where no scheduler takes them
+  // together, all three stay apart.
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32), y = b.tensor_input(2, kf::DType::F32);
+  b.output(b.op(kf::Op::MAX, {x}, {1, 1})[0], {}, -1);
+  b.output(b.op(kf::Op::SUM, {y}, {1, 1})[0], {}, -1);
+  b.output(b.op(kf::Op::SUM, {x}, {1, 1})[0], {}, -1);
+  auto c = concretize_8x8(b.finalize());
+  const auto all = [](const std::vector<int64_t>&) { return true; };
+  assert_true(kf::group_exprs(*c, all) == Groups({{0, 2}, {1}}));
+  assert_true(kf::group_exprs(*c, all, false) == Groups({{0}, {1}, {2}}));
+  assert_true(kf::group_exprs(*c, [](const std::vector<int64_t>& e) { return e.size() == 1; }) ==
+              Groups({{0}, {1}, {2}}));
+}
+
 }  // namespace
 
 int main() {
@@ -285,6 +303,7 @@ int main() {
       cmocka_unit_test(test_sideways_merges_at_most_eight),
       cmocka_unit_test(test_dead_exprs_are_dropped),
       cmocka_unit_test(test_no_cycle_through_a_merged_group),
+      cmocka_unit_test(test_sideways_merges_reductions_of_one_tensor),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
