@@ -34,12 +34,12 @@ std::optional<ColumnParams> schedule_column(const ConcreteFusion& c, const Task&
   drop_lane_invariant(c, task, row_accesses(c, task, rows), &p.vectors);
   add_view_vectors(c, rows, &p.vectors);
   if (!rows.normalizes && p.rows.phases.size() == 1) p.short_rows = tuning.column_short_rows;
-  if (rows.normalizes) {
+  if (rows.normalizes || tuning.column_online_statistics != 0) {
     p.online = online_softmax_pairs(*c.fusion, task, rows);
     p.rows.phases = online_phases(rows, p.online);
-    if (p.vectors.width > 0 && p.vectors.inputs.size() <= 1 && tuning.column_epilogue_blocks > 1)
-      p.epilogue_blocks = tuning.column_epilogue_blocks;
   }
+  if (rows.normalizes && p.vectors.width > 0 && p.vectors.inputs.size() <= 1 && tuning.column_epilogue_blocks > 1)
+    p.epilogue_blocks = tuning.column_epilogue_blocks;
   return p;
 }
 

@@ -37,6 +37,8 @@ const Tuning& default_tuning() {
     d.recompute_gathered = tuning_value("KFUSE_TUNE_RECOMPUTE_GATHERED", d.recompute_gathered, 0, 1);
     d.merge_sibling_reductions =
         tuning_value("KFUSE_TUNE_MERGE_SIBLING_REDUCTIONS", d.merge_sibling_reductions, 0, 1);
+    d.column_online_statistics =
+        tuning_value("KFUSE_TUNE_COLUMN_ONLINE_STATISTICS", d.column_online_statistics, 0, 1);
     d.row_vectors = tuning_value("KFUSE_TUNE_ROW_VECTORS", d.row_vectors, 1, 16);
     d.row_thread_bytes = tuning_value("KFUSE_TUNE_ROW_THREAD_BYTES", d.row_thread_bytes, 0, 1 << 20);
     d.row_unaligned_inputs = tuning_value("KFUSE_TUNE_ROW_UNALIGNED_INPUTS", d.row_unaligned_inputs, 0, 1);

@@ -55,6 +55,12 @@ struct Tuning {
   // H200 (perf-log.md session 50 §5): 1.13-1.94x on all 21 plans it
   // changes on 11 seeds (argmaxes, norm backwards, batch norms).
   int merge_sibling_reductions = 1;
+  // 1: column reductions without domain outputs (a log-sum-exp over
+  // column-major logits: cross-entropy forward, whose gather no longer
+  // keeps a domain output) take online softmax pairs too, one pass for
+  // the max and the sum instead of two (normalizations always do).
+  // Written in session 50, not yet run on a GPU: off.
+  int column_online_statistics = 0;
   // 16-byte vectors per thread of a row held in registers. Measured on an
   // H200 (docs/perf-log.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.

@@ -2524,6 +2524,40 @@ void test_tile_groups(void** /*state*/) {
   }
 }
 
+// A log-sum-exp over dim 0 of a row-major [4096, 1024] (a column
+// reduction without domain outputs, as cross-entropy forward over
+// column-major logits is once its gather recomputes the logits): two
+// phases, or, under Tuning::column_online_statistics, one online pass of
+// kf_online pairs, combined in the finish kernel (compiled by
+// test_compile).
+void test_column_online_statistics(void** /*state*/) {
+  auto lse = parse_fusion(
+      "input x: tensor<float32, 2>\n"
+      "m = max(x) {axes=[0], keepdim=true}\n"
+      "d = sub(x, m)\n"
+      "e = exp(d)\n"
+      "s = sum(e) {axes=[0], keepdim=true}\n"
+      "l = log(s)\n"
+      "y = add(l, m)\n"
+      "output y\n");
+  for (const int online : {0, 1}) {
+    Inputs in;
+    in.push_back(kftest::tensor(DType::F32, {4096, 1024}));
+    auto c = kftest::concretize(lse, in);
+    Tuning tuning;
+    tuning.column_online_statistics = online;
+    const KernelSchedule schedule = kftest::schedule(c, tuning);
+    const ColumnParams& p = std::get<ColumnParams>(schedule);
+    assert_false(p.rows.normalizes);
+    assert_int_equal(p.online.size(), static_cast<size_t>(online));
+    assert_int_equal(p.rows.phases.size(), online != 0 ? 1 : 2);
+    const KernelPlan plan = emit_kernel(*c, root_task(*lse), schedule);
+    batch().add(plan);
+    const std::string& src = plan.units[plan.unit_of(plan.name)].source;
+    assert_int_equal(contains(src, "kf_online_op()("), online != 0);
+  }
+}
+
 void test_compile(void** /*state*/) {
   const std::string err = batch().compile_all();
   if (!err.empty()) fail_msg("%zu kernels: %s", batch().size(), err.substr(0, 4000).c_str());
@@ -2549,6 +2583,7 @@ int main() {
       cmocka_unit_test(test_inner_outer),
       cmocka_unit_test(test_memory_order),
       cmocka_unit_test(test_short_columns),
+      cmocka_unit_test(test_column_online_statistics),
       cmocka_unit_test(test_row_kernels_follow_the_plan),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),
