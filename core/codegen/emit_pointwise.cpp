@@ -86,7 +86,9 @@ std::string flat_vector_loop(KernelWriter& w, const ExtentSets& sets, const Poin
   w.exact_lanes = true;
   const int V = vp.width;
   const auto vector_bytes = [&](int64_t v) { return std::min(V * dtype_size(w.fusion().value(v).dtype), kVectorBytes); };
-  {
+  if (vp.outputs.empty() && vp.inputs.empty()) {
+    *head_expr = "0LL";  // (nothing moves as a vector: no tensor to align)
+  } else {
     const int64_t t = !vp.outputs.empty() ? vp.outputs.front() : vp.inputs.begin()->first;
     const std::string b = std::to_string(vector_bytes(t));
     *head_expr = "(long long)((" + b + " - (unsigned long long)" + w.pointer(t) + " % " + b + ") % " + b + " / " +

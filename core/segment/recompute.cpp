@@ -8,14 +8,16 @@ namespace {
 
 // The exprs that compute `v` from the fusion's inputs, constants and
 // scalars by pointwise ops alone (sorted), or nothing where another op,
-// more than kMaxRecomputed exprs, or an input that an output updates in
-// place (an earlier segment may have written it) are on the way.
-std::vector<int64_t> pointwise_chain(const Fusion& f, int64_t v) {
+// more than kMaxRecomputed exprs, a fusion output (its segment is the one
+// that writes it), or an input that an output updates in place (an
+// earlier segment may have written it) are on the way.
+std::vector<int64_t> pointwise_chain(const Fusion& f, const std::vector<bool>& is_output, int64_t v) {
   std::vector<int64_t> chain, stack = {v};
   while (!stack.empty()) {
     const int64_t x = stack.back();
     stack.pop_back();
     const Value& val = f.value(x);
+    if (is_output[static_cast<size_t>(x)]) return {};
     if (val.kind == ValueKind::TensorInput)
       for (const Output& o : f.outputs)
         if (o.alias_input == val.input_index) return {};
@@ -56,8 +58,17 @@ void recompute_gathered_operands(const Fusion& f, const AcceptsRecomputing& acce
       if (gathered_only && std::find(operands.begin(), operands.end(), v) == operands.end()) operands.push_back(v);
     }
     for (int64_t v : operands) {
-      const std::vector<int64_t> chain = pointwise_chain(f, v);
+      const std::vector<int64_t> chain = pointwise_chain(f, is_output, v);
       if (chain.empty()) continue;
+      // The chain's other values read by the group itself would be
+      // computed over their whole extent here, moving the work: left out.
+      bool read_whole = false;
+      for (int64_t ce : chain)
+        for (int64_t cv : f.exprs[static_cast<size_t>(ce)].outputs)
+          if (cv != v)
+            for (int64_t r : g)
+              for (int64_t in : f.exprs[static_cast<size_t>(r)].inputs) read_whole = read_whole || in == cv;
+      if (read_whole) continue;
       std::vector<int64_t> merged = g;
       merged.insert(merged.end(), chain.begin(), chain.end());
       std::sort(merged.begin(), merged.end());
