@@ -9,6 +9,7 @@
 #include "core/pipeline/plan.h"
 #include "core/define/builder.h"
 #include "core/segment/grouping.h"
+#include "core/segment/recompute.h"
 
 extern "C" {
 #include <setjmp.h>
@@ -285,6 +286,45 @@ void test_sideways_merges_reductions_of_one_tensor(void**) {
               Groups({{0}, {1}, {2}}));
 }
 
+// e0 = neg(x), e1 = sum(e0), e2 = gather(e0, idx), e3 = sum(e2), as the
+// groups {e0, e1} and {e2, e3}: the gather's group computes e0 again
+// (recompute.h), unless e0 is an output itself (`e0_out`), x is updated
+// in place (`x_in_place`, by a fifth expr abs(x)), or no scheduler takes
+// the group with it.
+Groups recomputed(bool e0_out, bool x_in_place, const kf::AcceptsRecomputing& accepts) {
+  kf::Builder b;
+  int64_t x = b.tensor_input(2, kf::DType::F32), idx = b.tensor_input(2, kf::DType::I64);
+  int64_t e0 = b.op(kf::Op::NEG, {x}, {})[0];
+  b.output(b.op(kf::Op::SUM, {e0}, {1, 1})[0], {}, -1);
+  int64_t e2 = b.op(kf::Op::GATHER, {e0, idx}, {1})[0];
+  b.output(b.op(kf::Op::SUM, {e2}, {1, 1})[0], {}, -1);
+  if (e0_out) b.output(e0, {}, -1);
+  if (x_in_place) b.output(b.op(kf::Op::ABS, {x}, {})[0], {}, 0);
+  auto f = b.finalize();
+  Groups g = {{0, 1}, {2, 3}};
+  if (x_in_place) g.push_back({4});
+  kf::recompute_gathered_operands(*f, accepts, &g);
+  return g;
+}
+
+void test_gathered_operand_recomputed(void**) {
+  const auto all = [](const std::vector<int64_t>&, const std::vector<int64_t>&) { return true; };
+  assert_true(recomputed(false, false, all) == Groups({{0, 1}, {0, 2, 3}}));
+  assert_true(recomputed(true, false, all) == Groups({{0, 1}, {2, 3}}));
+  assert_true(recomputed(false, true, all) == Groups({{0, 1}, {2, 3}, {4}}));
+  const auto none = [](const std::vector<int64_t>&, const std::vector<int64_t>&) { return false; };
+  assert_true(recomputed(false, false, none) == Groups({{0, 1}, {2, 3}}));
+  // What the scheduler is asked: the group with the chain, and the chain.
+  std::vector<int64_t> asked_exprs, asked_chain;
+  recomputed(false, false, [&](const std::vector<int64_t>& e, const std::vector<int64_t>& c) {
+    asked_exprs = e;
+    asked_chain = c;
+    return true;
+  });
+  assert_true(asked_exprs == std::vector<int64_t>({0, 2, 3}));
+  assert_true(asked_chain == std::vector<int64_t>({0}));
+}
+
 }  // namespace
 
 int main() {
@@ -304,6 +344,7 @@ int main() {
       cmocka_unit_test(test_dead_exprs_are_dropped),
       cmocka_unit_test(test_no_cycle_through_a_merged_group),
       cmocka_unit_test(test_sideways_merges_reductions_of_one_tensor),
+      cmocka_unit_test(test_gathered_operand_recomputed),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
