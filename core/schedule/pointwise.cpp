@@ -101,6 +101,7 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
   for (std::vector<int64_t>& outs : pointwise_loops(c, task)) {
     const int64_t dom = outs[0];
     PointwiseLoop loop;
+    VectorPlan any;  // (empty: the rule off, or no order)
     loop.order = loop_order(c, dom);
     loop.unroll = p.unroll;
     if (!loop.order.empty()) {
@@ -124,10 +125,9 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
       }
       keep_aligned_shifts(&loop.vectors);
       loop.elements = plan_element_loads(c, task, dom, loop.order.back(), reads);
-      if (tuning.pointwise_flat_head != 0)
-        any_alignment.push_back(plan_vectors(c, task, outs, dom, loop.order.back(), &reads, {}, nullptr, 1));
+      if (tuning.pointwise_flat_head != 0) any = plan_vectors(c, task, outs, dom, loop.order.back(), &reads, {}, nullptr, 1);
     }
-    any_alignment.resize(p.loops.size() + 1);
+    any_alignment.push_back(std::move(any));
     loop.outputs = std::move(outs);
     p.loops.push_back(std::move(loop));
   }

@@ -206,8 +206,8 @@ struct Tuning {
   // inputs' rows are odd (11007, 2049: the vector test fails at run time,
   // and the extent is not in the key); 1 on 31 plans, geomean 1.064,
   // 0.56-2.62x, 14 below 0.9 (rotary halves, KV-cache cats: the staged
-  // kernel at 78 registers against 40, half the occupancy, ncu). Off by
-  // default until phase 2's registers are bounded.
+  // kernel at 78 registers against 40, half the occupancy, ncu); a launch
+  // bound did not lift those losses (session 49 §3).
   // 3, the default (session 50): as 1, but only where the outputs' plan
   // strains its tiles (a computed tile, or tiles of two full-size inputs:
   // transpose.cpp tiles_strained). Against 0 on the 11 plans it changes on
