@@ -203,7 +203,8 @@ struct LaunchRule {
   // ColumnReduce.
   int tile_cols = 0;
   // ColumnReduce with a one-kernel twin (KernelPlan::short_name): calls
-  // with at most short_rows reduced rows launch it alone, grid
+  // with at most short_rows reduced rows (or columns enough to fill the
+  // device: GridTargets::short_columns_blocks) launch it alone, grid
   // ceil(cols / short_tile_cols) of `block` threads, no scratch
   // (takes_short_columns, launch.h).
   int short_rows = 0;

@@ -23,6 +23,12 @@ struct GridTargets {
   // per row group).
   int epilogue_blocks = 4096;
   int epilogue_rows = 32;
+  // Column reductions with a one-kernel twin (ColumnParams::short_rows)
+  // take it at any row count where the columns alone give the split kernel
+  // split_blocks tiles (it would run one split: its partials and finishing
+  // kernel are pure overhead) and the twin at least this many blocks
+  // (launch.cpp takes_short_columns; 0: by the row count alone).
+  int short_columns_blocks = 512;
   // A row without a register plan is streamed by one block, and split over
   // blocks once each thread would load more than this many elements (a
   // block reads 4096 elements in a few microseconds; the split kernels

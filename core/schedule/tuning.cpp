@@ -73,6 +73,8 @@ const Tuning& default_tuning() {
     d.grid.split_rows = tuning_value("KFUSE_TUNE_GRID_SPLIT_ROWS", d.grid.split_rows, 1, 1 << 20);
     d.grid.epilogue_blocks = tuning_value("KFUSE_TUNE_GRID_EPILOGUE_BLOCKS", d.grid.epilogue_blocks, 1, 1 << 20);
     d.grid.epilogue_rows = tuning_value("KFUSE_TUNE_GRID_EPILOGUE_ROWS", d.grid.epilogue_rows, 1, 1 << 20);
+    d.grid.short_columns_blocks =
+        tuning_value("KFUSE_TUNE_GRID_SHORT_COLUMNS_BLOCKS", d.grid.short_columns_blocks, 0, 1 << 20);
     d.grid.streamed_items = tuning_value("KFUSE_TUNE_GRID_STREAMED_ITEMS", d.grid.streamed_items, 1, 1 << 20);
     d.column_epilogue_blocks = tuning_value("KFUSE_TUNE_COLUMN_EPILOGUE_BLOCKS", d.column_epilogue_blocks, 1, 32);
     d.column_scalar_rows = tuning_value("KFUSE_TUNE_COLUMN_SCALAR_ROWS", d.column_scalar_rows, 1, 16);

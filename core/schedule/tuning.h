@@ -59,8 +59,11 @@ struct Tuning {
   // column-major logits: cross-entropy forward, whose gather no longer
   // keeps a domain output) take online softmax pairs too, one pass for
   // the max and the sum instead of two (normalizations always do).
-  // Written in session 50, not yet run on a GPU: off.
-  int column_online_statistics = 0;
+  // Measured on an H200 against 0 (docs/perf-log.md session 51 §1), 14 of
+  // the 31 plans it changes on 11 seeds: geomean 1.22x, 1.05-1.85x, two
+  // cross-entropies with a tanh softcap 0.95x (compute-heavier: the
+  // rescale's exp per step).
+  int column_online_statistics = 1;
   // 16-byte vectors per thread of a row held in registers. Measured on an
   // H200 (docs/perf-log.md): 2 (more threads per row) and 6 or 8 (register
   // spills under the 64-register cap of 1024-thread blocks) are slower.

@@ -2003,6 +2003,40 @@ static void test_short_columns(void** state) {
             free_inputs(&in, 1);
             kf_fusion_release(f);
           }
+  /* Past 32 rows, columns enough to fill the device alone (the split
+   * kernel's one split; GridTargets::short_columns_blocks): the twin loops
+   * over 40 rows of 2^20 columns (a masked mean pool's shape). */
+  for (size_t d = 0; d < 3; ++d)
+    for (int misaligned = 0; misaligned <= 1; ++misaligned)
+      for (size_t r = 0; r < 4; r += 3) {
+        char text[512];
+        if (r == 3)
+          snprintf(text, sizeof text,
+                   "input x: tensor<%s, 3>\n"
+                   "xf = cast(x) {dtype=float32}\n"
+                   "v, m = var_mean(xf) {axes=[1], keepdim=false, correction=1}\n"
+                   "output v\n"
+                   "output m\n",
+                   kf_dtype_name(dts[d]));
+        else
+          snprintf(text, sizeof text, "input x: tensor<%s, 3>\ny = sum(x) {axes=[1], keepdim=false}\noutput y\n",
+                   kf_dtype_name(dts[d]));
+        kf_fusion f;
+        KF_CHECK(kf_fusion_from_text(text, &f));
+        const int64_t shape[3] = {128, 40, 8192};
+        tin in = input(dts[d], 3, shape);
+        if (misaligned) {
+          const int64_t strides[3] = {40 * 8192, 8192, 1};
+          with_strides(&in, strides, 1);
+        }
+        fill(&in, -3, 3, 0);
+        char what[160];
+        snprintf(what, sizeof what, "short columns %s over [128,40,8192] %s%s", kReduce[r], kf_dtype_name(dts[d]),
+                 misaligned ? " misaligned" : "");
+        run_case_tol(f, &in, 1, what, 6.0, -1);
+        free_inputs(&in, 1);
+        kf_fusion_release(f);
+      }
   /* The MoE combine of vLLM: y[t, h] = sum_k w[t, k] * x[idx[t * K + k], h]. */
   for (size_t d = 0; d < 3; ++d)
     for (size_t ki = 1; ki < sizeof ks / sizeof ks[0]; ++ki)

@@ -395,6 +395,21 @@ void test_launch_dims(void**) {
   assert_int_equal(d.grid, 15);
   d = launch_dims(moe, Sizes{0, 3, 4096}, 2147483647, 132);  // no columns: nothing to launch
   assert_int_equal(d.grid, 0);
+  // Past 32 rows the twin still runs where the columns alone fill the
+  // device: the split kernel would take one split (split_blocks = 1024
+  // tiles or more) and the twin has at least short_columns_blocks = 512
+  // blocks. With fewer columns, or that rule off, the rows split.
+  moe.grid.short_columns_blocks = 512;
+  assert_true(takes_short_columns(moe, Sizes{32768, 33, 4096}));  // 2^21 tiles, a twin of 65536 blocks
+  assert_true(takes_short_columns(moe, Sizes{128, 129, 12288}));  // a masked mean pool: 768 twin blocks
+  assert_false(takes_short_columns(moe, Sizes{128, 129, 4096}));  // 256 twin blocks
+  assert_false(takes_short_columns(moe, Sizes{1, 4096, 65536}));  // 1024 tiles, 32 twin blocks
+  assert_false(takes_short_columns(moe, Sizes{1, 33, 60000}));    // 938 tiles, fewer than split_blocks
+  d = launch_dims(moe, Sizes{128, 129, 4096}, 2147483647, 132);
+  assert_false(d.short_columns);
+  assert_int_equal(d.grid, 8192);
+  assert_true(d.scratch_bytes > 0);
+  moe.grid.short_columns_blocks = 0;
   assert_false(takes_short_columns(moe, Sizes{32768, 33, 4096}));
   d = launch_dims(moe, Sizes{32768, 33, 4096}, 2147483647, 132);
   assert_false(d.short_columns);
@@ -598,6 +613,10 @@ void test_short_column_variant(void**) {
   assert_true(variant(0) == KernelVariant::ShortColumns);
   assert_true(variant(2) == KernelVariant::ShortColumns);
   assert_true(variant(32) == KernelVariant::ShortColumns);
+  // 33 rows of 16384 x 5120 columns: the columns alone fill the device
+  // (GridTargets::short_columns_blocks); by the row count alone, split.
+  assert_true(variant(33) == KernelVariant::ShortColumns);
+  r.grid.short_columns_blocks = 0;
   assert_true(variant(33) == KernelVariant::Main);
   assert_true(scalar_variant(KernelVariant::ShortColumns) == KernelVariant::ShortColumnsScalar);
   assert_true(scalar_variant(KernelVariant::Main) == KernelVariant::Scalar);

@@ -452,10 +452,18 @@ bool takes_short_columns(const LaunchRule& rule, std::span<const int64_t> domain
   // The one place that decides: the split kernel's partials and second
   // launch cost more than a thread looping over a short column's rows
   // (the threshold's reasons: Tuning::column_short_rows).
-  int64_t rows = 1;
-  for (size_t d = 0; d < domain.size(); ++d)
-    if (rule.reduced_dims[d]) rows *= domain[d];
-  return rows <= rule.short_rows;
+  int64_t rows = 1, cols = 1;
+  for (size_t d = 0; d < domain.size(); ++d) (rule.reduced_dims[d] ? rows : cols) *= domain[d];
+  if (rows <= rule.short_rows) return true;
+  // Columns enough to fill the device: the split kernel would take one
+  // split (launch_dims), so its partials and the finishing kernel only
+  // add traffic and a launch (a masked mean over 129 tokens of 128 x 12288
+  // columns: a 57 us finish beside a 276 us partials kernel, ncu, H200,
+  // docs/perf-log.md session 51), and the twin's blocks still fill it.
+  if (rule.grid.short_columns_blocks <= 0 || rule.tile_cols <= 0 || rule.short_tile_cols <= 0) return false;
+  const int64_t tiles = (cols + rule.tile_cols - 1) / rule.tile_cols,
+                twin = (cols + rule.short_tile_cols - 1) / rule.short_tile_cols;
+  return tiles >= std::max(rule.grid.split_blocks, 1) && twin >= rule.grid.short_columns_blocks;
 }
 
 bool prefer_split_rows(const LaunchRule& rule, std::span<const int64_t> domain, int multiprocessors) {

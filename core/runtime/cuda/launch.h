@@ -130,7 +130,8 @@ bool takes_wide_rows(const LaunchRule& per_row, std::span<const int64_t> domain,
 
 // Whether a ColumnReduce call runs as the plan's one-kernel twin
 // (KernelPlan::short_name): the plan has one and the call's reduced rows
-// are at most rule.short_rows (none too: the twin writes the identities).
+// are at most rule.short_rows (none too: the twin writes the identities),
+// or its columns alone fill the device (GridTargets::short_columns_blocks).
 bool takes_short_columns(const LaunchRule& column, std::span<const int64_t> domain);
 
 // Whether a PerRow plan's split-row kernels (KernelPlan::split_rows)
