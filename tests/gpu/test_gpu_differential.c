@@ -1956,87 +1956,62 @@ static void test_column_normalizations(void** state) {
  * element off (a 2- or 4-byte misaligned pointer: the scalar twin, or a
  * narrower vector plan for the class). Zero rows give the identities (NaN
  * for a mean or variance). */
+static const char* const kShortReduce[] = {"sum", "mean", "max", "var_mean"};
+
+/* One short-columns case: reduction r of kShortReduce over dim 1 of [t, k, h]. */
+static void short_columns_case(kf_dtype dt, int64_t t, int64_t k, int64_t h, int misaligned, size_t r) {
+  const int keep = r == 1;
+  char text[512];
+  if (r == 3)
+    snprintf(text, sizeof text,
+             "input x: tensor<%s, 3>\n"
+             "xf = cast(x) {dtype=float32}\n"
+             "v, m = var_mean(xf) {axes=[1], keepdim=false, correction=1}\n"
+             "output v\n"
+             "output m\n",
+             kf_dtype_name(dt));
+  else
+    snprintf(text, sizeof text,
+             "input x: tensor<%s, 3>\n"
+             "y = %s(x) {axes=[1], keepdim=%s}\n"
+             "output y\n",
+             kf_dtype_name(dt), kShortReduce[r], keep ? "true" : "false");
+  kf_fusion f;
+  KF_CHECK(kf_fusion_from_text(text, &f));
+  const int64_t shape[3] = {t, k, h};
+  tin in = input(dt, 3, shape);
+  if (misaligned) {
+    const int64_t strides[3] = {k * h, h, 1};
+    with_strides(&in, strides, 1);
+  }
+  fill(&in, -3, 3, 0);
+  char what[160];
+  snprintf(what, sizeof what, "short columns %s over [%lld,%lld,%lld] %s%s%s", kShortReduce[r], (long long)t,
+           (long long)k, (long long)h, kf_dtype_name(dt), keep ? " (keepdim)" : "", misaligned ? " misaligned" : "");
+  run_case_tol(f, &in, 1, what, 1.0 + (double)k / 8.0, -1);
+  free_inputs(&in, 1);
+  kf_fusion_release(f);
+}
+
 static void test_short_columns(void** state) {
   (void)state;
   const kf_dtype dts[] = {KF_FLOAT32, KF_FLOAT16, KF_BFLOAT16};
   const int64_t ks[] = {0, 1, 2, 3, 8, 33};
   const int64_t hs[] = {5120, 4097};
   const int64_t t = 7;
-  static const char* const kReduce[] = {"sum", "mean", "max", "var_mean"};
   for (size_t d = 0; d < 3; ++d)
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ++ki)
       for (size_t hi = 0; hi < 2; ++hi)
         for (int misaligned = 0; misaligned <= 1; ++misaligned)
-          for (size_t r = 0; r < 4; ++r) {
-            const int64_t k = ks[ki], h = hs[hi];
-            if (k == 0 && r == 2) continue;  // max over no rows: an error, not an identity
-            const int keep = r == 1;
-            char text[512];
-            if (r == 3)
-              snprintf(text, sizeof text,
-                       "input x: tensor<%s, 3>\n"
-                       "xf = cast(x) {dtype=float32}\n"
-                       "v, m = var_mean(xf) {axes=[1], keepdim=false, correction=1}\n"
-                       "output v\n"
-                       "output m\n",
-                       kf_dtype_name(dts[d]));
-            else
-              snprintf(text, sizeof text,
-                       "input x: tensor<%s, 3>\n"
-                       "y = %s(x) {axes=[1], keepdim=%s}\n"
-                       "output y\n",
-                       kf_dtype_name(dts[d]), kReduce[r], keep ? "true" : "false");
-            kf_fusion f;
-            KF_CHECK(kf_fusion_from_text(text, &f));
-            const int64_t shape[3] = {t, k, h};
-            tin in = input(dts[d], 3, shape);
-            if (misaligned) {
-              const int64_t strides[3] = {k * h, h, 1};
-              with_strides(&in, strides, 1);
-            }
-            fill(&in, -3, 3, 0);
-            char what[160];
-            snprintf(what, sizeof what, "short columns %s over [%lld,%lld,%lld] %s%s%s", kReduce[r], (long long)t,
-                     (long long)k, (long long)h, kf_dtype_name(dts[d]), keep ? " (keepdim)" : "",
-                     misaligned ? " misaligned" : "");
-            run_case_tol(f, &in, 1, what, 1.0 + (double)k / 8.0, -1);
-            free_inputs(&in, 1);
-            kf_fusion_release(f);
-          }
+          for (size_t r = 0; r < 4; ++r)
+            if (ks[ki] != 0 || r != 2)  // max over no rows: an error, not an identity
+              short_columns_case(dts[d], t, ks[ki], hs[hi], misaligned, r);
   /* Past 32 rows, columns enough to fill the device alone (the split
    * kernel's one split; GridTargets::short_columns_blocks): the twin loops
    * over 40 rows of 2^20 columns (a masked mean pool's shape). */
   for (size_t d = 0; d < 3; ++d)
     for (int misaligned = 0; misaligned <= 1; ++misaligned)
-      for (size_t r = 0; r < 4; r += 3) {
-        char text[512];
-        if (r == 3)
-          snprintf(text, sizeof text,
-                   "input x: tensor<%s, 3>\n"
-                   "xf = cast(x) {dtype=float32}\n"
-                   "v, m = var_mean(xf) {axes=[1], keepdim=false, correction=1}\n"
-                   "output v\n"
-                   "output m\n",
-                   kf_dtype_name(dts[d]));
-        else
-          snprintf(text, sizeof text, "input x: tensor<%s, 3>\ny = sum(x) {axes=[1], keepdim=false}\noutput y\n",
-                   kf_dtype_name(dts[d]));
-        kf_fusion f;
-        KF_CHECK(kf_fusion_from_text(text, &f));
-        const int64_t shape[3] = {128, 40, 8192};
-        tin in = input(dts[d], 3, shape);
-        if (misaligned) {
-          const int64_t strides[3] = {40 * 8192, 8192, 1};
-          with_strides(&in, strides, 1);
-        }
-        fill(&in, -3, 3, 0);
-        char what[160];
-        snprintf(what, sizeof what, "short columns %s over [128,40,8192] %s%s", kReduce[r], kf_dtype_name(dts[d]),
-                 misaligned ? " misaligned" : "");
-        run_case_tol(f, &in, 1, what, 6.0, -1);
-        free_inputs(&in, 1);
-        kf_fusion_release(f);
-      }
+      for (size_t r = 0; r < 4; r += 3) short_columns_case(dts[d], 128, 40, 8192, misaligned, r);
   /* The MoE combine of vLLM: y[t, h] = sum_k w[t, k] * x[idx[t * K + k], h]. */
   for (size_t d = 0; d < 3; ++d)
     for (size_t ki = 1; ki < sizeof ks / sizeof ks[0]; ++ki)
