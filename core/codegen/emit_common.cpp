@@ -207,15 +207,18 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
   return loads;
 }
 
-void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
-                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane,
-                  const std::vector<std::vector<std::string>>* lane_indices) {
+GroupStores vector_group_values(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
+                                const std::vector<std::string>& idx, const std::function<void(int)>& on_lane,
+                                const std::vector<std::vector<std::string>>* lane_indices) {
   const Fusion& f = w.fusion();
   const size_t d = vp.dim;
-  std::vector<std::string> ov;
+  GroupStores g;
+  g.idx = idx;
+  g.any_left = w.any_left;
+  g.any_mask = w.any_mask;
   for (int64_t o : vp.outputs) {
-    ov.push_back(w.fresh("ov"));
-    w.line(vector_type(w, o, vp.width) + " " + ov.back() + ";");
+    g.vector_regs.push_back(w.fresh("ov"));
+    w.line(vector_type(w, o, vp.width) + " " + g.vector_regs.back() + ";");
   }
   w.lane_base = idx;
   // The outputs stored element by element are stored after every lane is
@@ -225,13 +228,6 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
   // an input read per lane, misaligned or in another order, cost one
   // memory latency per lane (an Adam step in place with its moment at an
   // odd offset: docs/perf-log.md, session 38).
-  struct Deferred {
-    int64_t value;
-    int lane;
-    std::vector<std::string> idx;
-    std::string reg;
-  };
-  std::vector<Deferred> deferred;
   for (int lane = 0; lane < vp.width; ++lane) {
     w.lane = lane;
     w.lane_index = idx;
@@ -242,27 +238,37 @@ void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64
       const std::string reg = w.value_at(o, w.lane_index);
       auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
       if (it == vp.outputs.end()) {
-        deferred.push_back({o, lane, w.lane_index, reg});
+        g.elements.push_back({o, lane, w.lane_index, reg});
       } else {
-        w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " +
+        w.line(g.vector_regs[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(lane) + "] = " +
                w.stored(f.value(o).dtype, reg) + ";");
       }
     }
   }
   w.lane = -1;
-  for (const Deferred& s : deferred) {
-    if (!w.any_left.empty()) w.open("if (" + std::to_string(s.lane) + " < " + w.any_left + ")");
+  return g;
+}
+
+void store_vector_group(KernelWriter& w, const VectorPlan& vp, const GroupStores& g) {
+  for (const GroupStores::Element& s : g.elements) {
+    if (!g.any_left.empty()) w.open("if (" + std::to_string(s.lane) + " < " + g.any_left + ")");
     w.store(s.value, s.idx, s.reg);
-    if (!w.any_left.empty()) w.close();
+    if (!g.any_left.empty()) w.close();
   }
   for (size_t k = 0; k < vp.outputs.size(); ++k) {
     const int64_t o = vp.outputs[k];
     const std::string vt = vector_type(w, o, vp.width);
-    if (w.any_left.empty())
-      w.line("*(" + vt + "*)(" + w.address(o, idx) + ") = " + ov[k] + ";");
+    if (g.any_left.empty())
+      w.line("*(" + vt + "*)(" + w.address(o, g.idx) + ") = " + g.vector_regs[k] + ";");
     else
-      w.line("kf_vstore_any(" + w.address(o, idx) + ", " + ov[k] + ", " + w.any_left + ", " + w.any_mask + ");");
+      w.line("kf_vstore_any(" + w.address(o, g.idx) + ", " + g.vector_regs[k] + ", " + g.any_left + ", " + g.any_mask + ");");
   }
+}
+
+void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
+                  const std::vector<std::string>& idx, const std::function<void(int)>& on_lane,
+                  const std::vector<std::vector<std::string>>* lane_indices) {
+  store_vector_group(w, vp, vector_group_values(w, vp, outs, idx, on_lane, lane_indices));
 }
 
 }  // namespace kf

@@ -85,6 +85,26 @@ std::vector<std::string> vector_loads(KernelWriter& w, int V, int section, const
 void vector_group(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
                   const std::vector<std::string>& idx, const std::function<void(int)>& on_lane,
                   const std::vector<std::vector<std::string>>* lane_indices = nullptr);
+
+// vector_group in two halves: the values of every lane (held in registers
+// named in the result), then their stores, so that code can sit between
+// them (an in-place window's barrier: emit_pointwise window_loop).
+struct GroupStores {
+  std::vector<std::string> vector_regs;  // per vp.outputs entry
+  struct Element {
+    int64_t value;
+    int lane;
+    std::vector<std::string> idx;
+    std::string reg;
+  };
+  std::vector<Element> elements;  // the outputs stored element by element
+  std::vector<std::string> idx;   // lane 0's index
+  std::string any_left, any_mask;
+};
+GroupStores vector_group_values(KernelWriter& w, const VectorPlan& vp, const std::vector<int64_t>& outs,
+                                const std::vector<std::string>& idx, const std::function<void(int)>& on_lane,
+                                const std::vector<std::vector<std::string>>* lane_indices = nullptr);
+void store_vector_group(KernelWriter& w, const VectorPlan& vp, const GroupStores& g);
 // "kf_vec<T, V>" for the storage type of value v.
 std::string vector_type(const KernelWriter& w, int64_t v, int V);
 

@@ -56,6 +56,61 @@ void vector_loop(KernelWriter& w, const PointwiseLoop& loop, const VectorPlan& v
   w.close();
 }
 
+// A loop with an in-place window (PointwiseLoop::window: the loop's last
+// `window` dims in its order, a rotary embedding's head dim): vectors of
+// vp, U per thread, over block iterations of whole windows, each computing
+// every value, then a barrier, then storing, so that no read of an input
+// updated in place sees another thread's store (a thread reads its
+// element's other half, which a neighbour stores). An iteration spans the
+// most whole windows that blockDim.x * U * V positions hold; a window
+// longer than that runs over copies of those inputs (the launch checks the
+// same bound: LaunchRule::windows), an iteration then spanning all of
+// them. The loop's bounds are the block's, so every thread reaches the
+// barrier; positions past the iteration or the domain are computed at
+// position 0 and not stored.
+void window_loop(KernelWriter& w, const PointwiseLoop& loop, const VectorPlan& vp, int U) {
+  const int64_t dom = loop.outputs[0];
+  const int V = vp.width;
+  const std::string nv = V == 1 ? w.numel(dom) : w.hoist("long long", "n", w.numel(dom) + " / " + std::to_string(V));
+  std::string window = "1LL";
+  for (size_t k = loop.order.size() - static_cast<size_t>(loop.window); k < loop.order.size(); ++k)
+    window += " * (long long)" + w.extent(dom, loop.order[k]);
+  const std::string win = w.hoist("long long", "kfwin", window);
+  const std::string span = "((long long)blockDim.x * " + std::to_string(U * V) + ")";
+  const std::string per = w.hoist("long long", "kfper", "(" + win + " <= " + span + " ? " + span + " / " + win + " * " + win +
+                                                           " : " + span + ") / " + std::to_string(V));
+  const std::string times_v = V == 1 ? std::string() : " * " + std::to_string(V);
+  w.open("for (long long qb = (long long)blockIdx.x * " + per + "; qb < " + nv + "; qb += (long long)gridDim.x * " + per + ")");
+  std::vector<std::string> ok(static_cast<size_t>(U));
+  std::vector<std::vector<std::string>> base(static_cast<size_t>(U));
+  for (int u = 0; u < U; ++u) {
+    const std::string t = w.fresh("kft"), in = w.fresh("kfin");
+    w.line("const long long " + t + " = (long long)threadIdx.x + (long long)" + std::to_string(u) + " * blockDim.x;");
+    w.line("const bool " + in + " = " + t + " < " + per + " && qb + " + t + " < " + nv + ";");
+    ok[static_cast<size_t>(u)] = in;
+    base[static_cast<size_t>(u)] =
+        unravel_in_order(w, dom, loop.order, "(" + in + " ? qb + " + t + " : 0)" + times_v, "_" + std::to_string(u));
+  }
+  const KernelWriter::Section loads = w.reserve();
+  w.section = 0;
+  w.shifted_reads = V > 1;
+  std::vector<GroupStores> stores;
+  for (int u = 0; u < U; ++u) {
+    w.group = u;
+    stores.push_back(vector_group_values(w, vp, loop.outputs, base[static_cast<size_t>(u)], [](int) {}));
+  }
+  w.shifted_reads = false;
+  w.fill(loads, vector_loads(w, V, 0, ok));
+  w.line("__syncthreads();");
+  for (int u = 0; u < U; ++u) {
+    w.group = u;
+    w.open("if (" + ok[static_cast<size_t>(u)] + ")");
+    store_vector_group(w, vp, stores[static_cast<size_t>(u)]);
+    w.close();
+  }
+  w.close();
+}
+
 // "_u" or "_u_l" (appended piecewise: g++ 12 warns, -Wrestrict, a false
 // positive, on "_" + std::to_string(u)).
 std::string lane_suffix(int u, int l) {
@@ -171,7 +226,8 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
       const KernelWriter::Section cond = w.reserve();
       const std::string ok = w.fresh("kfvec");
       w.open(scalar_path ? "if (" + ok + ")" : "");
-      vector_loop(w, loop, loop.vectors, loop.unroll);
+      if (loop.window > 0) window_loop(w, loop, loop.vectors, loop.unroll);
+      else vector_loop(w, loop, loop.vectors, loop.unroll);
       const size_t vd = loop.vectors.dim;
       checks->push_back(w.extent_multiple(dom, vd, loop.vectors.width));
       if (scalar_path) {
@@ -187,6 +243,17 @@ void emit_pointwise(KernelWriter& w, const Task& /*task*/, const PointwiseParams
       w.open("");
     }
     if (!scalar_path) continue;
+    if (loop.window > 0) {  // (no flat vectors: they cross windows)
+      VectorPlan unit = loop.elements;
+      if (unit.width == 0) {
+        unit.width = 1;
+        unit.dim = loop.order.back();
+      }
+      use_vectors(w, unit);
+      window_loop(w, loop, unit, std::max(p.scalar_unroll, 1));
+      w.close();
+      continue;
+    }
     const std::string n = w.numel(dom);
     // The scalar twin: flat vectors where the tensors allow, then the
     // positions they leave (all of them where they do not).

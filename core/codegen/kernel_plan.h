@@ -194,6 +194,19 @@ struct LaunchRule {
   // (takes_ungrouped_tiles).
   std::vector<int> tile_group_dims;
   int tile = 0;
+  // Elementwise with in-place windows (PointwiseLoop::window): per such
+  // loop, its domain value, its window's dims and the fewest positions one
+  // block iteration spans (block x the smaller of its vector and scalar
+  // steps). A call whose window is longer (windows_fit, launch.h) runs the
+  // kernel over copies of window_inputs (the task inputs those loops
+  // update in place), made before it and released behind it.
+  struct Window {
+    int64_t domain_value = -1;
+    std::vector<int> dims;
+    int64_t span = 0;
+  };
+  std::vector<Window> windows;
+  std::vector<int64_t> window_inputs;
   bool scan_block_per_line = false;  // Scan
   // Scan, a thread per line, when > 0: the single-pass kernel's elements
   // per warp (ScanParams::pass_rows); items_per_thread is then the lines

@@ -330,6 +330,22 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
                               : l.elements.width > 0 ? pw->scalar_unroll : 1);
     launch.items_per_thread = width;
     launch.grid = pw->grid;
+    for (const PointwiseLoop& l : pw->loops) {
+      if (l.window <= 0) continue;
+      LaunchRule::Window win;
+      win.domain_value = l.outputs[0];
+      for (size_t k = l.order.size() - static_cast<size_t>(l.window); k < l.order.size(); ++k)
+        win.dims.push_back(static_cast<int>(l.order[k]));
+      // (window_loop's steps: U vectors of V on the vector path, scalar_unroll positions on the scalar one)
+      const int scalar = std::max(pw->scalar_unroll, 1);
+      win.span = int64_t{pw->block} * (l.vectors.width > 0 ? std::min(l.vectors.width * l.unroll, scalar) : scalar);
+      launch.windows.push_back(std::move(win));
+      for (const Output& o : w.fusion().outputs)
+        if (o.alias_input >= 0 && std::find(l.outputs.begin(), l.outputs.end(), o.value) != l.outputs.end()) {
+          const int64_t in = w.fusion().inputs[static_cast<size_t>(o.alias_input)];
+          if (std::find(task.inputs.begin(), task.inputs.end(), in) != task.inputs.end()) launch.window_inputs.push_back(in);
+        }
+    }
     // The vector loops and their scalar fallbacks as twin kernels (the
     // fallbacks were 30-45% of such a kernel's compile time: rope).
     if (std::any_of(pw->loops.begin(), pw->loops.end(), [](const PointwiseLoop& l) { return l.vectors.width > 0; })) {

@@ -22,7 +22,87 @@ bool tiled(const TiledParams& t, int64_t v) {
   return std::any_of(t.inputs.begin(), t.inputs.end(), [&](const TiledInput& in) { return in.value == v; });
 }
 
+constexpr int kNoWindow = 1 << 30;
+
+// How many innermost dims of `order` a window must span to hold a read at
+// `m` of the element the identity `id` names: 0 for that element; past
+// order.size() (kNoWindow) where the read leaves every window. A dim read
+// off the element must be one of the window's, and so must the domain dim
+// it reads (a plain entry); an opaque, shifted or zero index along a
+// window dim stays inside its extent, so inside the window.
+int window_needed(const IndexMap& id, const IndexMap& m, const std::vector<size_t>& order) {
+  if (m.size() != id.size()) return kNoWindow;
+  const auto depth = [&](int d) {
+    auto it = std::find(order.begin(), order.end(), static_cast<size_t>(d));
+    return it == order.end() ? kNoWindow : static_cast<int>(order.end() - it);
+  };
+  int need = 0;
+  for (size_t j = 0; j < m.size(); ++j) {
+    if (m[j] == id[j]) continue;
+    if (id[j] < 0) return kNoWindow;
+    need = std::max(need, depth(id[j]));
+    if (m[j] >= 0) need = std::max(need, depth(m[j]));
+  }
+  return need;
+}
+
+// A pointwise loop's reads: its access map and identity.
+struct LoopReads {
+  IndexMap id;
+  AccessMap reads;
+};
+
+LoopReads loop_reads(const ConcreteFusion& c, const Task& task, const PointwiseLoop& loop) {
+  LoopReads r;
+  r.id = identity_map(c, loop.outputs.at(0));
+  std::vector<std::pair<int64_t, IndexMap>> roots;
+  for (int64_t o : loop.outputs) roots.push_back({o, r.id});
+  r.reads = trace_accesses(c, task, roots);
+  return r;
+}
+
+// The task inputs a pointwise kernel may overwrite (inputs_read_where_written).
+std::vector<int64_t> pointwise_inputs_read_where_written(const ConcreteFusion& c, const Task& task,
+                                                         const PointwiseParams& p) {
+  // (Without in_place_loops, a kernel of several loops keeps every output
+  // in an intermediate, as before it was analysed per loop.)
+  if (p.loops.size() != 1 && !p.in_place_loops) return {};
+  std::vector<LoopReads> loops;
+  for (const PointwiseLoop& l : p.loops) loops.push_back(loop_reads(c, task, l));
+  std::vector<int64_t> out;
+  for (int64_t in : task.inputs) {
+    if (c.fusion->value(in).is_scalar) continue;
+    size_t reader = loops.size(), readers = 0;
+    for (size_t k = 0; k < loops.size(); ++k)
+      if (loops[k].reads.find(in) != nullptr) reader = k, ++readers;
+    if (readers != 1) continue;  // not read (nothing gained), or read by two loops
+    // Every output updating `in` in this loop: a thread may still run an
+    // earlier loop while another stores into `in` in a later one.
+    const PointwiseLoop& loop = p.loops[reader];
+    const auto has = [](const std::vector<int64_t>& vs, int64_t v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
+    bool outputs_here = true;
+    for (const Output& o : c.fusion->outputs)
+      if (o.alias_input >= 0 && c.fusion->inputs[static_cast<size_t>(o.alias_input)] == in && has(task.outputs, o.value))
+        outputs_here = outputs_here && has(loop.outputs, o.value);
+    if (!outputs_here) continue;
+    bool local = true;
+    for (const IndexMap& m : *loops[reader].reads.find(in))
+      local = local && window_needed(loops[reader].id, m, loop.order) <= loop.window;
+    if (local) out.push_back(in);
+  }
+  return out;
+}
+
 }  // namespace
+
+int in_place_window(const ConcreteFusion& c, const Task& task, const PointwiseLoop& loop) {
+  const LoopReads r = loop_reads(c, task, loop);
+  int need = 0;
+  for (int64_t in : aliased_inputs(c, loop.outputs))
+    if (const std::vector<IndexMap>* maps = r.reads.find(in))
+      for (const IndexMap& m : *maps) need = std::max(need, window_needed(r.id, m, loop.order));
+  return need == kNoWindow ? -1 : need;
+}
 
 std::vector<int64_t> tiles_overwritten_in_phase_1(const ConcreteFusion& c, const TiledParams& t) {
   std::vector<int64_t> out;
@@ -37,13 +117,7 @@ std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Ta
   AccessMap reads;
   IndexMap id;
   if (const auto* p = std::get_if<PointwiseParams>(&schedule)) {
-    // A second loop may read what the first wrote, in other threads.
-    if (p->loops.size() != 1) return out;
-    const PointwiseLoop& loop = p->loops[0];
-    id = identity_map(c, loop.outputs.at(0));
-    std::vector<std::pair<int64_t, IndexMap>> roots;
-    for (int64_t o : loop.outputs) roots.push_back({o, id});
-    reads = trace_accesses(c, task, roots);
+    return pointwise_inputs_read_where_written(c, task, *p);
   } else if (const auto* t = std::get_if<TiledParams>(&schedule)) {
     // Each tile's reads (phase 1 into shared memory, phase 2 by the thread
     // that computes the element) come before the barrier that precedes

@@ -16,8 +16,8 @@
 namespace kf {
 
 // Task inputs (ids) of `task` that a kernel of `schedule` reads only where
-// it writes. Three families qualify: the pointwise kernel of one loop (each
-// thread loads every operand of its elements before it stores any of them),
+// it writes. Three families qualify: the pointwise kernel (each thread
+// loads every operand of its elements before it stores any of them),
 // the tiled kernel (a tile's reads precede the barrier before its stores,
 // or are in the storing thread; an input that a phase-1 output overwrites
 // qualifies only where phase 2 reads it from its tile alone:
@@ -26,13 +26,26 @@ namespace kf {
 // phase reads the row before a barrier; the last pass reads and writes each
 // element in one thread). An input qualifies when every read of it is at
 // the identity index of the kernel's domain, so it is read at exactly the
-// elements the writing thread stores. Inputs read at another index (a
-// flip, a permute, a broadcast, a slice) and every input of the other
+// elements the writing thread stores, or, in a pointwise loop with an
+// in-place window (PointwiseLoop::window), inside the window of the
+// element it stores. A pointwise kernel of several loops (each runs over
+// its whole domain before the next) qualifies an input that one loop reads
+// and whose in-place outputs are all in that loop, where the schedule
+// says so (PointwiseParams::in_place_loops). Inputs read at another
+// index (a flip, a permute, a broadcast, a slice) and every input of the other
 // families (column and scan kernels: their blocks read elements
 // other threads write) are left out. A scatter's kernels read the tensor
 // they scatter into only where they write it (in_place.cpp): it qualifies.
 std::vector<int64_t> inputs_read_where_written(const ConcreteFusion& c, const Task& task,
                                                const KernelSchedule& schedule);
+
+// The in-place window a pointwise loop needs (PointwiseLoop::window): the
+// fewest of its innermost dims in `loop.order` that hold every read of an
+// input one of its outputs updates in place, off the element written
+// there (a rotary embedding's other half: 1, the head dim); 0 where all
+// such reads are at that element, -1 where one leaves every window (reads
+// another row, or a dim that is not a suffix of the order).
+int in_place_window(const ConcreteFusion& c, const Task& task, const PointwiseLoop& loop);
 
 // The tiled inputs (values) that an output of phase 1 (outputs_a) updates
 // in place: the kernel fills every tile, then a barrier, then stores

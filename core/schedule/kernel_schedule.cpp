@@ -71,7 +71,8 @@ struct Describe {
       std::string order;
       for (size_t d : l.order) order += (order.empty() ? "" : ",") + std::to_string(d);
       s += " {outputs=" + ids(l.outputs) + " order=[" + order + "] " + vectors(l.vectors) +
-           (l.unroll != p.unroll ? " unroll=" + std::to_string(l.unroll) : "") + "}";
+           (l.unroll != p.unroll ? " unroll=" + std::to_string(l.unroll) : "") +
+           (l.window > 0 ? " window=" + std::to_string(l.window) : "") + "}";
     }
     if (p.min_blocks > 0) s += " min_blocks=" + std::to_string(p.min_blocks);
     if (p.scalar_unroll > 1) s += " scalar_unroll=" + std::to_string(p.scalar_unroll);

@@ -91,6 +91,15 @@ struct PointwiseLoop {
   // PointwiseParams::scalar_unroll positions per thread before any is used.
   VectorPlan elements;
   int unroll = 2;      // vectors per thread and step
+  // In-place windows (0: none): the loop's last `window` dims in `order`
+  // hold every read of an input that one of its outputs updates in place
+  // off the element it writes (a rotary embedding's other half, along the
+  // head dim). Each block iteration then covers whole windows, computes
+  // all its values, waits at a barrier and only then stores, so no read
+  // sees another thread's store (emit_pointwise window_loop); no flat
+  // vectors. A call whose window is longer than an iteration reads a copy
+  // of those inputs instead (LaunchRule::windows, the launch).
+  int window = 0;
   bool operator==(const PointwiseLoop&) const = default;
 };
 struct PointwiseParams {
@@ -109,6 +118,10 @@ struct PointwiseParams {
   // step; one-step grids stay faster for single loops (docs/perf-log.md,
   // session 7).
   GridTargets grid;
+  // Tuning::pointwise_in_place_windows: the run plan may write into the
+  // inputs of a kernel of several loops too, where one loop alone reads
+  // and updates each (in_place.h); the loops then carry their windows.
+  bool in_place_loops = false;
   bool operator==(const PointwiseParams&) const = default;
 };
 

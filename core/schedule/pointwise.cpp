@@ -133,6 +133,14 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
   }
   p.grid = grid_targets(tuning);
   if (p.loops.size() > 1) p.grid.waves = tuning.grid.waves;
+  // Rotary embeddings in place read the element's other half: written in
+  // place through windows (PointwiseLoop::window) instead of an
+  // intermediate and a copy, which doubled their traffic (seed 1857099843
+  // c0073, c0142, c0008 at 0.43-0.48x torch.compile, docs/perf-log.md
+  // session 50 §7).
+  p.in_place_loops = tuning.pointwise_in_place_windows != 0;
+  if (p.in_place_loops)
+    for (PointwiseLoop& loop : p.loops) loop.window = std::max(in_place_window(c, task, loop), 0);
   // Outputs written straight into a misaligned input are stored per lane;
   // those the run plan sends to an intermediate (the input is read
   // elsewhere: a rotary embedding's other half) keep their vectors.
@@ -151,7 +159,7 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
     // tensors stay aligned, the misaligned ones are left out of the flat
     // plan as before, or the head could not align both.
     const VectorPlan& flat_from = loop.vectors.width > 0 ? loop.vectors : any_alignment[k];
-    if (flat_from.width > 0) {
+    if (flat_from.width > 0 && loop.window == 0) {  // (flat vectors cross windows)
       loop.flat = inputs_reading(c, dom, std::vector<bool>(loop.order.size(), true), flat_from);
       // The inputs flat vectors leave are read per lane: their dtype no
       // longer sets the width. A bool mask broadcast over the heads kept

@@ -34,6 +34,8 @@ const Tuning& default_tuning() {
     d.pointwise_min_blocks = tuning_value("KFUSE_TUNE_POINTWISE_MIN_BLOCKS", d.pointwise_min_blocks, 0, 32);
     d.pointwise_scalar_unroll = tuning_value("KFUSE_TUNE_POINTWISE_SCALAR_UNROLL", d.pointwise_scalar_unroll, 1, 16);
     d.pointwise_flat_head = tuning_value("KFUSE_TUNE_POINTWISE_FLAT_HEAD", d.pointwise_flat_head, 0, 1);
+    d.pointwise_in_place_windows =
+        tuning_value("KFUSE_TUNE_POINTWISE_IN_PLACE_WINDOWS", d.pointwise_in_place_windows, 0, 1);
     d.recompute_gathered = tuning_value("KFUSE_TUNE_RECOMPUTE_GATHERED", d.recompute_gathered, 0, 1);
     d.merge_sibling_reductions =
         tuning_value("KFUSE_TUNE_MERGE_SIBLING_REDUCTIONS", d.merge_sibling_reductions, 0, 1);

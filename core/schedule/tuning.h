@@ -44,6 +44,15 @@ struct Tuning {
   // cross-entropy backwards in place at odd offsets 2.11x and 1.40x, a
   // chain in place 1.43x, eight unchanged, one 23 us plan 0.81x.
   int pointwise_flat_head = 1;
+  // 1: pointwise loops that update an input in place and read it off the
+  // written element within windows of their innermost dims (rotary
+  // embeddings in place) write in place (PointwiseLoop::window) instead of
+  // through an intermediate and a copy, and so do kernels of several loops
+  // whose inputs one loop alone reads and updates (a rotary embedding of q
+  // and k); 0: the run plan defers them. Written in session 51 and tested
+  // on the CPU and with NVRTC; no device time was left to run it on a GPU:
+  // off (ctest entry gpu_test_gpu_in_place_windows).
+  int pointwise_in_place_windows = 0;
   // 1: a gather's data operand computed from the fusion's inputs by
   // pointwise ops in another segment is computed again in the gather's
   // (core/segment/recompute.h) rather than materialized; 0: materialized.

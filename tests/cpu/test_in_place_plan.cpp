@@ -7,6 +7,7 @@
 // norm backward's column sums, by a later segment) it is written to an intermediate and
 // copied at the end. The plan is checked directly; the results too, on the
 // CPU backend (the GPU differential test runs the same fusions on a GPU).
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -235,6 +236,83 @@ void test_tiled_step_writes_in_place(void**) {
   assert_int_equal(static_cast<int>(final_kind(*q, 2)), static_cast<int>(Kind::Output));
 }
 
+// A rotary embedding in place (rotate-half: the kernel reads q's other
+// half where it writes each element): under
+// Tuning::pointwise_in_place_windows, the loop takes a window of its
+// innermost dim, reads q only inside it, and writes straight into q;
+// without it, through an intermediate. A shift across rows (a read of
+// the next row) never qualifies.
+void test_rotary_window_writes_in_place(void**) {
+  const std::string rope =
+      "input q: tensor<float32, 2>\ninput c: tensor<float32, 2>\ninput s: tensor<float32, 2>\n"
+      "q1 = slice(q) {dim=1, start=0, stop=8}\nq2 = slice(q) {dim=1, start=8, stop=end}\nn2 = neg(q2)\n"
+      "r = cat(n2, q1) {dim=1}\nqc = mul(q, c)\nrs = mul(r, s)\ny = add(qc, rs)\noutput y {alias=0}\n";
+  const std::string next_row =
+      "input x: tensor<float32, 2>\nconst z: float32 = 0\n"
+      "s = slice(x) {dim=0, start=1}\nq = pad(s, z) {pads=[0, 1, 0, 0]}\ny = add(x, q)\noutput y {alias=0}\n";
+  static std::vector<float> data(1 << 12);
+  std::vector<int64_t> shape = {8, 16};
+  const auto plan = [&](const std::string& text, size_t n, int windows) {
+    auto f = kf::parse_fusion(text);
+    std::vector<DLTensor> t(n);
+    std::vector<const DLTensor*> in(n);
+    for (size_t i = 0; i < n; ++i) {
+      t[i] = DLTensor{data.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
+      in[i] = &t[i];
+    }
+    kf::Binding binding = kf::bind_inputs(*f, in.data(), n);
+    kf::Tuning tuning;
+    tuning.pointwise_in_place_windows = windows;
+    return kf::build_plan(*f, binding, tuning);
+  };
+  for (int windows : {0, 1}) {
+    auto p = plan(rope, 3, windows);
+    assert_int_equal(p->segmentation.segments.size(), 1);
+    const auto* pw = std::get_if<kf::PointwiseParams>(&*p->segmentation.segments[0].schedule);
+    assert_non_null(pw);
+    assert_int_equal(pw->loops[0].window, windows);
+    assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(windows ? Kind::Output : Kind::Intermediate));
+    const std::vector<int64_t>& safe = p->segmentation.segments[0].in_place_inputs;
+    assert_int_equal(std::count(safe.begin(), safe.end(), 0), windows);  // q
+    auto r = plan(next_row, 1, windows);
+    const auto* rw = std::get_if<kf::PointwiseParams>(&*r->segmentation.segments[0].schedule);
+    assert_non_null(rw);
+    assert_int_equal(rw->loops[0].window, windows * 2);  // the whole domain: rows and columns
+    assert_int_equal(static_cast<int>(final_kind(*r, 0)), static_cast<int>(windows ? Kind::Output : Kind::Intermediate));
+  }
+}
+
+// Two loops in one kernel (outputs of two inputs' sizes, not provably
+// equal), each updating its own input in place at the element it reads:
+// under Tuning::pointwise_in_place_windows both are written in place (no
+// loop reads the other's input; a rotary embedding of q and k sharing cos
+// and sin, cast once); without it, through intermediates as before.
+void test_two_loops_write_in_place(void**) {
+  auto f = kf::parse_fusion(
+      "input x: tensor<float32, 2>\ninput v: tensor<float32, 2>\ninput c: tensor<float32, 1>\n"
+      "e = exp(c)\ny = mul(x, e)\nw = mul(v, e)\noutput y {alias=0}\noutput w {alias=1}\n");
+  static std::vector<float> data(1 << 12);
+  std::vector<int64_t> xs = {8, 16}, cs = {16};
+  DLTensor t[3] = {{data.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, xs.data(), nullptr, 0},
+                   {data.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, xs.data(), nullptr, 0},
+                   {data.data(), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, cs.data(), nullptr, 0}};
+  const DLTensor* in[3] = {&t[0], &t[1], &t[2]};
+  kf::Binding binding = kf::bind_inputs(*f, in, 3);
+  for (int windows : {0, 1}) {
+    kf::Tuning tuning;
+    tuning.pointwise_in_place_windows = windows;
+    auto p = kf::build_plan(*f, binding, tuning);
+    assert_int_equal(p->segmentation.segments.size(), 1);
+    const auto* pw = std::get_if<kf::PointwiseParams>(&*p->segmentation.segments[0].schedule);
+    assert_non_null(pw);
+    assert_int_equal(pw->loops.size(), 2);
+    assert_int_equal(p->segmentation.run_plan.intermediates.size(), windows ? 0 : 2);
+    const Kind want = windows ? Kind::Output : Kind::Intermediate;
+    assert_int_equal(static_cast<int>(final_kind(*p, 0)), static_cast<int>(want));
+    assert_int_equal(static_cast<int>(final_kind(*p, 1)), static_cast<int>(want));
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -248,6 +326,8 @@ int main() {
       cmocka_unit_test(test_later_reader_is_deferred),
       cmocka_unit_test(test_scatter_writes_in_place),
       cmocka_unit_test(test_tiled_step_writes_in_place),
+      cmocka_unit_test(test_rotary_window_writes_in_place),
+      cmocka_unit_test(test_two_loops_write_in_place),
   };
   return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -250,6 +250,37 @@ static void test_shifted_read(void** state) {
   check_in_place(text, 255, 4095, 1, kFirst);
 }
 
+/* Rotary embeddings in place (rotate-half: each element reads its other
+ * half). Under KFUSE_TUNE_POINTWISE_IN_PLACE_WINDOWS=1 (a ctest entry)
+ * they write in place through windows of the head dim: vectors (widths
+ * 128 and 80), the scalar twin (width 66, or q one element off), a
+ * partial rotation (the first 32 of 128), and a window longer than a
+ * block iteration (4096: the launch copies q first); otherwise through an
+ * intermediate. */
+static void test_rotary(void** state) {
+  (void)state;
+  static const char* const kRope =
+      "input q: tensor<float32, 2>\ninput c: tensor<float32, 2>\ninput s: tensor<float32, 2>\n"
+      "q1 = slice(q) {dim=1, start=0, stop=%lld}\nq2 = slice(q) {dim=1, start=%lld, stop=end}\nn2 = neg(q2)\n"
+      "r = cat(n2, q1) {dim=1}\nqc = mul(q, c)\nrs = mul(r, s)\ny = add(qc, rs)\noutput y {alias=0}\n";
+  const int64_t widths[] = {128, 80, 66, 4096}, rows[] = {4096, 999, 1001, 64};
+  char text[1024];
+  for (size_t k = 0; k < 4; ++k) {
+    snprintf(text, sizeof text, kRope, (long long)(widths[k] / 2), (long long)(widths[k] / 2));
+    check_in_place(text, rows[k], widths[k], 3, kFirst);
+  }
+  static const int64_t q_off_by_one[3][3] = {{1, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+  snprintf(text, sizeof text, kRope, 64LL, 64LL);
+  check_in_place_at(text, 513, 128, 3, kFirst, q_off_by_one);
+  const char* partial =
+      "input q: tensor<float32, 2>\ninput c: tensor<float32, 2>\ninput s: tensor<float32, 2>\n"
+      "qr = slice(q) {dim=1, start=0, stop=32}\nqp = slice(q) {dim=1, start=32, stop=end}\n"
+      "q1 = slice(qr) {dim=1, start=0, stop=16}\nq2 = slice(qr) {dim=1, start=16, stop=end}\nn2 = neg(q2)\n"
+      "r = cat(n2, q1) {dim=1}\ncr = slice(c) {dim=1, start=0, stop=32}\nsr = slice(s) {dim=1, start=0, stop=32}\n"
+      "qc = mul(qr, cr)\nrs = mul(r, sr)\no = add(qc, rs)\ny = cat(o, qp) {dim=1}\noutput y {alias=0}\n";
+  check_in_place(partial, 2048, 128, 3, kFirst);
+}
+
 /* Row kernels write in place: the register path, the staged and memory
  * paths of long rows, the cluster kernel (sm_90), the edges kernel of odd
  * widths. */
@@ -338,6 +369,7 @@ int main(void) {
       cmocka_unit_test(test_short_rows),
       cmocka_unit_test(test_rows_across_an_in_place_input),
       cmocka_unit_test(test_scatters),
+      cmocka_unit_test(test_rotary),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2524,6 +2524,48 @@ void test_tile_groups(void** /*state*/) {
   }
 }
 
+// A rotary embedding written in place (rotate-half along the last dim)
+// under Tuning::pointwise_in_place_windows: the loop's window is its last
+// dim; both kernels (vectors, and the scalar twin) run block iterations
+// of whole windows with a barrier before their stores (compiled by
+// test_compile); the launch rule carries the window for the call's check
+// and q as the input a call whose window is too long copies.
+void test_in_place_windows(void** /*state*/) {
+  auto rope = parse_fusion(
+      "input q: tensor<float32, 2>\ninput c: tensor<float32, 2>\ninput s: tensor<float32, 2>\n"
+      "q1 = slice(q) {dim=1, start=0, stop=64}\nq2 = slice(q) {dim=1, start=64, stop=end}\nn2 = neg(q2)\n"
+      "r = cat(n2, q1) {dim=1}\nqc = mul(q, c)\nrs = mul(r, s)\ny = add(qc, rs)\noutput y {alias=0}\n");
+  Inputs in;
+  for (int k = 0; k < 3; ++k) in.push_back(kftest::tensor(DType::F32, {4096, 128}));
+  auto c = kftest::concretize(rope, in);
+  Tuning tuning;
+  tuning.pointwise_in_place_windows = 1;
+  const KernelSchedule schedule = kftest::schedule(c, tuning);
+  const PointwiseParams& p = std::get<PointwiseParams>(schedule);
+  assert_int_equal(p.loops.size(), 1);
+  const PointwiseLoop& loop = p.loops[0];
+  assert_int_equal(loop.window, 1);
+  assert_true(loop.vectors.width > 0);
+  assert_int_equal(loop.flat.width, 0);  // (flat vectors cross windows)
+  const KernelPlan plan = emit_kernel(*c, root_task(*rope), schedule);
+  batch().add(plan);
+  assert_int_equal(plan.launch.windows.size(), 1);
+  assert_true(plan.launch.windows[0].dims == std::vector<int>{1});
+  const int64_t steps = std::min<int64_t>(int64_t{loop.vectors.width} * loop.unroll, std::max(p.scalar_unroll, 1));
+  assert_int_equal(plan.launch.windows[0].span, int64_t{p.block} * steps);
+  assert_true(plan.launch.window_inputs == std::vector<int64_t>{0});
+  assert_int_equal(plan.scalar_twins.size(), 1);
+  for (const std::string& name : {plan.name, plan.scalar_twins[0].scalar}) {
+    const std::string& src = plan.units[plan.unit_of(name)].source;
+    assert_true(contains(src, "kfwin"));
+    assert_true(contains(src, "__syncthreads();"));
+  }
+  tuning.pointwise_in_place_windows = 0;
+  const KernelSchedule off = kftest::schedule(c, tuning);
+  assert_int_equal(std::get<PointwiseParams>(off).loops[0].window, 0);
+  assert_true(emit_kernel(*c, root_task(*rope), off).launch.windows.empty());
+}
+
 // A log-sum-exp over dim 0 of a row-major [4096, 1024] (a column
 // reduction without domain outputs, as cross-entropy forward over
 // column-major logits is once its gather recomputes the logits): two
@@ -2584,6 +2626,7 @@ int main() {
       cmocka_unit_test(test_memory_order),
       cmocka_unit_test(test_short_columns),
       cmocka_unit_test(test_column_online_statistics),
+      cmocka_unit_test(test_in_place_windows),
       cmocka_unit_test(test_row_kernels_follow_the_plan),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),

@@ -142,6 +142,64 @@ class CudaBackend final : public Backend {
                context);
   }
 
+  // A kernel with in-place windows whose window is longer than one block
+  // iteration (windows_fit) reads copies of the inputs it updates in place:
+  // made on the stream before it, their argument words pointed at them,
+  // released behind it. (Their bytes from the first element to the last,
+  // gaps included, so the kernel's strides stay valid.)
+  class WindowCopies {
+   public:
+    WindowCopies(CudaBackend& backend, const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes,
+                 const DLTensor* const* inputs, const ExecOptions& options, int64_t* args)
+        : backend_(backend), device_(c.device.id), options_(options) {
+      const LaunchRule& rule = k.plan.launch;
+      if (rule.windows.empty() || windows_fit(rule, sizes)) return;
+      try {
+        copy_inputs(k, inputs, args);
+      } catch (...) {
+        release_all();
+        throw;
+      }
+    }
+    ~WindowCopies() { release_all(); }
+    WindowCopies(const WindowCopies&) = delete;
+    WindowCopies& operator=(const WindowCopies&) = delete;
+
+   private:
+    void copy_inputs(const LoadedKernel& k, const DLTensor* const* inputs, int64_t* args) {
+      const LaunchRule& rule = k.plan.launch;
+      for (size_t s = 0; s < k.plan.args.size(); ++s) {
+        const ArgSlot& slot = k.plan.args[s];
+        const SlotSource& src = k.sources[s];
+        if (slot.kind != ArgSlot::Kind::Data || src.from != SlotSource::From::Input ||
+            std::find(rule.window_inputs.begin(), rule.window_inputs.end(), slot.value) == rule.window_inputs.end())
+          continue;
+        const DLTensor& t = *inputs[src.index];
+        std::vector<int64_t> shape(t.shape, t.shape + t.ndim), strides(static_cast<size_t>(t.ndim));
+        dl_strides(t, strides.data());
+        const ElementReach reach = element_reach(shape, strides);
+        if (reach.max_offset < 0) continue;  // empty: nothing read
+        uintptr_t end = 0;
+        if (reach.bad_dim >= 0 || !byte_end(dl_address(t), reach.max_offset, dl_element_bytes(t), &end))
+          fail(KF_ERR_INTERNAL, "value ", slot.value, ": its bytes cannot be copied for an in-place window");
+        const size_t bytes = end - dl_address(t);
+        void* copy = backend_.allocate(bytes, device_, options_);
+        copies_.push_back({copy, bytes});
+        check(driver().cuMemcpyAsync_(reinterpret_cast<CUdeviceptr>(copy), dl_address(t), bytes, stream_of(options_)),
+              "cuMemcpyAsync");
+        args[s] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(copy));
+      }
+    }
+    void release_all() {
+      for (const auto& [ptr, bytes] : copies_) backend_.release(ptr, bytes, device_, options_);
+      copies_.clear();
+    }
+    CudaBackend& backend_;
+    int device_;
+    const ExecOptions& options_;
+    std::vector<std::pair<void*, size_t>> copies_;
+  };
+
   // Launches a loaded kernel on tensors in the order of its task's inputs
   // and outputs.
   void run_kernel(const ConcreteFusion& c, const LoadedKernel& k, const ValueSizes& sizes,
@@ -169,6 +227,7 @@ class CudaBackend final : public Backend {
     std::vector<int64_t>& args = *arg_block;
     args.assign(std::max<size_t>(k.plan.args.size() + static_cast<size_t>(k.plan.launch.extra_args), 1), 0);
     fill_arguments(*c.fusion, k.plan.args, k.sources, sizes, inputs, outputs, args.data());
+    const WindowCopies window_copies(*this, c, k, sizes, inputs, options, args.data());
     // The variant for these tensors (call_variant), loaded on first need.
     // A tight kernel that spills gives way to the main one.
     KernelVariant run = call_variant(k.plan, v, sizes, context.info(), args.data());

@@ -447,6 +447,16 @@ int cluster_blocks(const LaunchRule& rule, std::span<const int64_t> domain, int 
   return 0;
 }
 
+bool windows_fit(const LaunchRule& rule, const ValueSizes& sizes) {
+  for (const LaunchRule::Window& w : rule.windows) {
+    const std::span<const int64_t> domain = sizes[w.domain_value];
+    int64_t positions = 1;
+    for (int d : w.dims) positions = mul_saturating(positions, domain[static_cast<size_t>(d)]);
+    if (positions > w.span) return false;
+  }
+  return true;
+}
+
 bool takes_short_columns(const LaunchRule& rule, std::span<const int64_t> domain) {
   if (rule.kind != LaunchRule::Kind::ColumnReduce || rule.short_rows <= 0) return false;
   // The one place that decides: the split kernel's partials and second

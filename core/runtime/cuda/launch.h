@@ -128,6 +128,11 @@ LaunchDims short_row_dims(const LaunchRule& per_row, std::span<const int64_t> do
 // would stream them.
 bool takes_wide_rows(const LaunchRule& per_row, std::span<const int64_t> domain, int64_t max_dynamic_shared);
 
+// Whether every in-place window of an Elementwise plan (LaunchRule::windows)
+// fits one block iteration for these sizes; where one does not, the kernel
+// reads copies of rule.window_inputs.
+bool windows_fit(const LaunchRule& rule, const ValueSizes& sizes);
+
 // Whether a ColumnReduce call runs as the plan's one-kernel twin
 // (KernelPlan::short_name): the plan has one and the call's reduced rows
 // are at most rule.short_rows (none too: the twin writes the identities),
