@@ -236,6 +236,10 @@ std::optional<TiledParams> tiles_along(const ConcreteFusion& c, const Task& task
   p.outputs = outs;
   p.tile = kTile;
   p.block = tuning.tiled_block == 512 ? 512 : 256;  // (64-wide tiles: rows per step divide the tile)
+  // Tiles that write several outputs (optimizer steps, gated backwards):
+  // 512 threads (Tuning::tiled_block_many_outputs).
+  if (tuning.tiled_block_many_outputs > 0 && outs.size() >= static_cast<size_t>(tuning.tiled_block_many_outputs))
+    p.block = 512;
   p.order = tuning.tiled_order >= 1 && tuning.tiled_order <= 3 ? tuning.tiled_order : 3;
   p.dim_b = b;
   const IndexMap id = identity_map(c, dom);

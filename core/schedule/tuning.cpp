@@ -83,6 +83,8 @@ const Tuning& default_tuning() {
     d.column_any_rows = tuning_value("KFUSE_TUNE_COLUMN_ANY_ROWS", d.column_any_rows, 0, 16);
     d.column_short_rows = tuning_value("KFUSE_TUNE_COLUMN_SHORT_ROWS", d.column_short_rows, 0, 1 << 20);
     d.tiled_block = tuning_value("KFUSE_TUNE_TILED_BLOCK", d.tiled_block, 256, 512);
+    d.tiled_block_many_outputs =
+        tuning_value("KFUSE_TUNE_TILED_BLOCK_MANY_OUTPUTS", d.tiled_block_many_outputs, 0, 64);
     d.tiled_order = tuning_value("KFUSE_TUNE_TILED_ORDER", d.tiled_order, 1, 3);
     d.tiled_b_from_inputs = tuning_value("KFUSE_TUNE_TILED_B_FROM_INPUTS", d.tiled_b_from_inputs, 0, 3);
     d.tiled_walk_b_with_a = tuning_value("KFUSE_TUNE_TILED_WALK_B_WITH_A", d.tiled_walk_b_with_a, 0, 1);

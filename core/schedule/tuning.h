@@ -202,6 +202,14 @@ struct Tuning {
   // an H100 (docs/perf-log.md, session 13): 512 no faster on transpose_add and
   // transpose3d_add, permute4d_scale 0.384 -> 0.431 ms.
   int tiled_block = 256;
+  // Tiled kernels writing at least this many outputs take 512-thread
+  // blocks (0: tiled_block for all). On an H200 (docs/perf-log.md session
+  // 51 §4), 512 against 256 on 31 tiled plans of one seed: faster on the
+  // in-place AdamW steps and gated backwards (3-4 outputs: 0.77-0.94 of
+  // the time), slower on one-output transposes (up to 1.45x the time); at
+  // 3, 8 of the 11 plans it picks are 6-23% faster, 3 within 0-6% slower.
+  // Fitted to that seed alone: off until timed on others.
+  int tiled_block_many_outputs = 0;
   // Tile order of tiled kernels (TiledParams::order): 3 along the outputs'
   // contiguous dim first, 2 along the tiled inputs' first, 1 diagonal.
   // Measured on an H100 (docs/perf-log.md, session 19): transpose_add 32768 x

@@ -190,7 +190,8 @@ void test_tiled_step_writes_in_place(void**) {
       "output p2 {alias=0}\noutput m2 {alias=2}\n";
   static std::vector<float> data(1 << 12);
   std::vector<int64_t> shape = {16, 64}, column_major = {1, 16};
-  const auto plan = [&](const std::string& text, size_t n, const std::vector<bool>& transposed) {
+  const auto plan = [&](const std::string& text, size_t n, const std::vector<bool>& transposed,
+                        const kf::Tuning& tuning = kf::default_tuning()) {
     auto f = kf::parse_fusion(text);
     std::vector<DLTensor> t(n);
     std::vector<const DLTensor*> in(n);
@@ -200,7 +201,7 @@ void test_tiled_step_writes_in_place(void**) {
       in[i] = &t[i];
     }
     kf::Binding binding = kf::bind_inputs(*f, in.data(), n);
-    return kf::plan_for(*f, binding);
+    return kf::build_plan(*f, binding, tuning);
   };
   auto p = plan(adam, 3, {true, false, false});
   assert_int_equal(p->segmentation.segments.size(), 1);
@@ -234,6 +235,15 @@ void test_tiled_step_writes_in_place(void**) {
   assert_int_equal(static_cast<int>(final_kind(*q, 0)), static_cast<int>(Kind::Output));
   assert_int_equal(static_cast<int>(final_kind(*q, 1)), static_cast<int>(Kind::Output));
   assert_int_equal(static_cast<int>(final_kind(*q, 2)), static_cast<int>(Kind::Output));
+  // Tuning::tiled_block_many_outputs: the three-output tile takes 512
+  // threads at 3, the two-output one keeps tiled_block's 256.
+  kf::Tuning many;
+  many.tiled_block_many_outputs = 3;
+  assert_int_equal(t->block, 256);
+  auto q512 = plan(adam_v, 4, {false, true, true, false}, many);
+  assert_int_equal(std::get<kf::TiledParams>(*q512->segmentation.segments[0].schedule).block, 512);
+  auto p256 = plan(adam, 3, {true, false, false}, many);
+  assert_int_equal(std::get<kf::TiledParams>(*p256->segmentation.segments[0].schedule).block, 256);
 }
 
 // A rotary embedding in place (rotate-half: the kernel reads q's other
