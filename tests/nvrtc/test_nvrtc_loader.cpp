@@ -581,6 +581,32 @@ void test_cluster_variant(void**) {
   assert_true(variant(4096, 65536) == KernelVariant::LongRows);
 }
 
+// In-place windows (LaunchRule::windows): a call fits where each loop's
+// window (the product of its dims' extents) is at most its span; one
+// longer window is enough for the launch to copy window_inputs.
+void test_windows_fit(void**) {
+  int64_t x = -1;
+  auto f = negation(3, DType::F32, &x);
+  LaunchRule r;
+  r.kind = LaunchRule::Kind::Elementwise;
+  r.domain_value = x;
+  ValueSizes sizes;
+  sizes.reset(*f);
+  const auto fits = [&](int64_t a, int64_t b, int64_t c) {
+    const int64_t shape[3] = {a, b, c};
+    sizes.set(x, shape);
+    return windows_fit(r, sizes);
+  };
+  assert_true(fits(8, 4096, 100000));  // no windows
+  r.windows.push_back({x, {2}, 2048});
+  assert_true(fits(8, 4096, 128));
+  assert_true(fits(8, 4096, 2048));
+  assert_false(fits(8, 4096, 2049));
+  r.windows.push_back({x, {1, 2}, 1 << 20});  // a second loop's window over two dims
+  assert_true(fits(8, 4096, 128));            // 4096 x 128 = 2^19
+  assert_false(fits(8, 8192, 256));           // 2^21
+}
+
 // A column plan with a one-kernel twin: calls of at most short_rows
 // reduced rows launch it alone (or its scalar twin), longer ones the split
 // kernels with their finish.
@@ -899,6 +925,7 @@ int main() {
       cmocka_unit_test(test_permute_copy_kernels),
       cmocka_unit_test(test_launch_dims),
       cmocka_unit_test(test_cluster_variant),
+      cmocka_unit_test(test_windows_fit),
       cmocka_unit_test(test_short_column_variant),
       cmocka_unit_test(test_short_rows_variant),
       cmocka_unit_test(test_call_variant),
