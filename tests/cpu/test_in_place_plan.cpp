@@ -237,9 +237,11 @@ void test_tiled_step_writes_in_place(void**) {
   assert_int_equal(static_cast<int>(final_kind(*q, 2)), static_cast<int>(Kind::Output));
   // Tuning::tiled_block_many_outputs: the three-output tile takes 512
   // threads at 3, the two-output one keeps tiled_block's 256.
-  kf::Tuning many;
+  kf::Tuning many, none;
   many.tiled_block_many_outputs = 3;
-  assert_int_equal(t->block, 256);
+  none.tiled_block_many_outputs = 0;
+  auto q256 = plan(adam_v, 4, {false, true, true, false}, none);
+  assert_int_equal(std::get<kf::TiledParams>(*q256->segmentation.segments[0].schedule).block, 256);
   auto q512 = plan(adam_v, 4, {false, true, true, false}, many);
   assert_int_equal(std::get<kf::TiledParams>(*q512->segmentation.segments[0].schedule).block, 512);
   auto p256 = plan(adam, 3, {true, false, false}, many);
