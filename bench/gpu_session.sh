@@ -15,6 +15,8 @@
 #                                               (plan_diff.py's last lines, SEED N,N, give the lists);
 #                                               BASE_LIB env:NAME=VALUE: this build under that variable
 #                                               (a KFUSE_TUNE_* knob's old value; plan_diff.py --env-a)
+#   bench/gpu_session.sh stalls SEED N,N        ncu's warp stall reasons (WarpStateStats, raw page) of each listed
+#                                               fusion's kfuse and triton kernels, by bench/ncu_stalls.py
 #   bench/gpu_session.sh suites BASE            the headline and training suites (`kfuse bench --suite
 #                                               suite|training`, the C++ driver) under BASE, then this
 #                                               build; BASE env:NAME=VALUE[,NAME=VALUE...]: this build
@@ -120,6 +122,19 @@ ncu_step() {  # SEED N,N
   done
 }
 
+stalls_step() {  # SEED N,N: ncu's warp stall reasons per kfuse and triton kernel (bench/ncu_stalls.py)
+  local seed=$1 n tool
+  tool=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  mkdir -p "$NCU_DIR"
+  for n in ${2//,/ }; do
+    timeout 150 "$tool" --target-processes all -k regex:"kf_|triton" -c 8 --section WarpStateStats --section SpeedOfLight \
+      --page raw --csv python3 bench/corpus_bench.py --lib build/libkfuse.so --seed "$seed" --count 200 --only "$n" --iters 1 \
+      --warmup 0 --no-cpu-check > "$NCU_DIR/stalls_${seed}_$n.csv" 2> "$NCU_DIR/stalls_${seed}_$n.err"
+    say "stalls $seed c$n rc=$?"
+    python3 bench/ncu_stalls.py "$NCU_DIR/stalls_${seed}_$n.csv" >> "$OUT/summary.txt"
+  done
+}
+
 suites() {  # env:NAME=VALUE[,NAME=VALUE...]
   local base=$1 s
   if [[ $base != env:* ]]; then say "suites: BASE must be env:NAME=VALUE[,...], not '$base'"; return; fi
@@ -168,11 +183,12 @@ while [ $# -gt 0 ]; do
     corpus) if [[ ${3:-} =~ ^[0-9]+$ ]]; then corpus "$2" "$3"; shift 3; else corpus "$2" 200; shift 2; fi ;;
     models) if [[ ${2:-} == *_* ]]; then models "$2"; shift 2; else models; shift; fi ;;
     ncu) ncu_step "$2" "$3"; shift 3 ;;
+    stalls) stalls_step "$2" "$3"; shift 3 ;;
     suites) suites "$2"; shift 2 ;;
     ab)  # its arguments: BASE_LIB, then SEED:N,N pairs (or one SEED N,N) up to the next step's name
       base_lib=$2; shift 2; args=()
-      while [ $# -gt 0 ] && [[ $1 != build && $1 != tests && $1 != corpus && $1 != models && $1 != ab && $1 != ncu && $1 != suites ]]; do args+=("$1"); shift; done
+      while [ $# -gt 0 ] && [[ $1 != build && $1 != tests && $1 != corpus && $1 != models && $1 != ab && $1 != ncu && $1 != stalls && $1 != suites ]]; do args+=("$1"); shift; done
       ab "$base_lib" "${args[@]}" ;;
-    *) echo "gpu_session.sh: unknown step '$1' (build, tests, corpus, models, ab, ncu, suites)" >&2; exit 2 ;;
+    *) echo "gpu_session.sh: unknown step '$1' (build, tests, corpus, models, ab, ncu, stalls, suites)" >&2; exit 2 ;;
   esac
 done

@@ -34,7 +34,13 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   const bool edges = which == RowKernel::Edges || which == RowKernel::LongEdges;
   const bool cluster = which == RowKernel::Cluster;
   const bool short_rows = which == RowKernel::ShortRows;
-  const bool long_rows = which == RowKernel::LongRows || which == RowKernel::LongEdges || cluster;
+  // The across kernel (RowParams::across): the plan's only kernel, a warp
+  // per row as the short-row kernel's groups, every phase streamed as the
+  // long-row kernel's (with vector steps where the checks pass).
+  const bool across = which == RowKernel::Main && !p.across.empty();
+  const bool long_rows = which == RowKernel::LongRows || which == RowKernel::LongEdges || cluster || across;
+  if (across && (p.has_outer() || !p.staged.empty() || p.across_rows <= 0 || w.paths != KernelWriter::Paths::Both))
+    fail(KF_ERR_INTERNAL, "the across row kernel streams rows without outer reductions, stage or twins");
   if (cluster && (p.has_outer() || p.vectors.width == 0))
     fail(KF_ERR_INTERNAL, "the cluster row kernel takes rows with a vector plan and no outer reductions");
   if (short_rows && (p.kernels.short_rows_block <= 0 || w.paths == KernelWriter::Paths::Both || p.has_outer()))
@@ -80,6 +86,12 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   if (long_rows && !p.staged.empty())
     stage_cond = declare_stage(w, p, outer, sets, row_len, edges ? &ref : nullptr, &stage, &cond_lines);
   const bool staged_partials = !stage.partials.empty();
+  if (across)  // (at the kernel's scope: one tile per output for both paths)
+    for (int64_t o : p.across) {
+      w.across_tiles[o] = w.fresh("kf_tile");
+      cond_lines.push_back("__shared__ " + std::string(storage_type(w.fusion().value(o).dtype)) + " " + w.across_tiles[o] +
+                           "[" + std::to_string(p.across_rows * (kAcrossChunk + kAcrossPad)) + "];");
+    }
   if (outer.active()) {  // the partials accumulate from the identity
     w.open(long_rows ? "" : "if (!" + cached + ")");
     w.open("for (" + w.index_type() + " j = threadIdx.x; j < " + row_len + "; j += blockDim.x)");
@@ -97,7 +109,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   }
   if (cluster) {  // (the grid is a multiple of the cluster)
     w.open("for (long long row = blockIdx.x / kf_cn; row < " + rows + "; row += gridDim.x / kf_cn)");
-  } else if (short_rows) {
+  } else if (short_rows || across) {
     // Group threadIdx.y takes row kf_rb + threadIdx.y of each step. The
     // steps are the same for the whole block, so every lane of a warp
     // reaches every shuffle of kf_group_reduce; a group past the last row
@@ -134,7 +146,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
     w.close_open("else");
     row_streaming(w, p, outer, red, row_len, nullptr, nullptr);
     w.close();
-  } else if (long_rows) {
+  } else if (long_rows && p.vectors.width > 0) {
     VectorSteps steps;
     RowEdges row_edges;
     if (edges) {
@@ -182,7 +194,9 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   }
   w.fill(cond, cond_lines);
   if (!s.row_outputs.empty()) {
-    w.open(cluster ? "if (threadIdx.x == 0 && kf_cr == 0)" : short_rows ? "if (threadIdx.x == 0 && kf_live)" : "if (threadIdx.x == 0)");
+    w.open(cluster                 ? "if (threadIdx.x == 0 && kf_cr == 0)"
+           : short_rows || across ? "if (threadIdx.x == 0 && kf_live)"
+                                  : "if (threadIdx.x == 0)");
     store_row_outputs(w, s);
     w.close();
   }
@@ -191,6 +205,7 @@ void emit_row_kernel(KernelWriter& w, const Task& task, const RowParams& p, RowK
   w.part_end.clear();
   w.part_most.clear();
   w.row_live.clear();
+  w.across_tiles.clear();
   w.row_reduce = "kf_block_reduce";
   if (!outer.lane_major.empty()) {  // the Edges kernel's partials, once
     w.line("__syncthreads();  // every row's updates are done");

@@ -175,8 +175,22 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
   }
   if (!s.domain_outputs.empty() || outer.active()) {
     // (A short-row group past the last row computed the last row again: it
-    // stores nothing, as that row may already be rewritten in place.)
-    if (!w.row_live.empty()) w.open("if (" + w.row_live + ")");
+    // stores nothing, as that row may already be rewritten in place. The
+    // across kernel's groups all reach its barriers: they guard each store
+    // and fill their tiles' rows whatever they hold.)
+    const bool across = !w.across_tiles.empty();
+    if (!w.row_live.empty() && !across) w.open("if (" + w.row_live + ")");
+    const std::string guard = across ? "if (" + w.row_live + ") " : "";
+    const int tile_v = std::max(p.vectors.width, 1);
+    const std::string chunk = std::to_string(kAcrossChunk), tile_row = std::to_string(kAcrossChunk + kAcrossPad),
+                      per_lane = std::to_string(kAcrossChunk / tile_v), V_text = std::to_string(tile_v);
+    if (across) {  // the chunks from the row's end: its last-read part may still be in L2
+      w.open("for (long long kf_cn = ((long long)(" + row_len + ") + " + chunk + " - 1) / " + chunk + " - 1; kf_cn >= 0; --kf_cn)");
+      w.line("const " + t + " kf_cb = (" + t + ")(kf_cn * " + chunk + ");");
+      w.line("const " + t + " kf_ce = (" + t + ")min((long long)(" + row_len + "), kf_cn * " + chunk + " + " + chunk + ");");
+      w.part_begin = "kf_cb";
+      w.part_end = "kf_ce";
+    }
     // Partial rows are read and written one element per thread step: as
     // vectors of lanes their accesses would conflict in shared memory (and
     // the partials' initialization and copy use the same mapping).
@@ -194,9 +208,15 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
         }
       for (int64_t o : s.domain_outputs) {
         const std::string reg = w.value_at(o, idx);
+        if (auto tile = w.across_tiles.find(o); tile != w.across_tiles.end()) {
+          const std::string col = "(" + j + " - kf_cb)";
+          w.line(tile->second + "[threadIdx.y * " + tile_row + " + " + col + " % " + V_text + " * " + per_lane + " + " + col +
+                 " / " + V_text + "] = " + w.stored(f.value(o).dtype, reg) + ";");
+          continue;
+        }
         auto it = std::find(vp.outputs.begin(), vp.outputs.end(), o);
         if (w.lane < 0 || it == vp.outputs.end())
-          w.store(o, idx, reg);
+          w.line(guard + w.element(o, idx) + " = " + w.stored(f.value(o).dtype, reg) + ";");
         else
           w.line(ov[static_cast<size_t>(it - vp.outputs.begin())] + ".v[" + std::to_string(w.lane) + "] = " +
                  w.stored(f.value(o).dtype, reg) + ";");
@@ -205,10 +225,33 @@ void row_streaming(KernelWriter& w, const RowParams& p, const OuterAccs& outer, 
     }, !outer.active(), [&] {
       for (size_t q = 0; q < ov.size(); ++q) {
         const int64_t o = vp.outputs[q];
-        w.line("*(" + vector_type(w, o, vp.width) + "*)(" + w.address(o, base) + ") = " + ov[q] + ";");
+        w.line(guard + "*(" + vector_type(w, o, vp.width) + "*)(" + w.address(o, base) + ") = " + ov[q] + ";");
       }
     });
-    if (!w.row_live.empty()) w.close();
+    if (across) {  // the chunk's tiles, stored along the outputs' fast dim (the rows)
+      w.part_begin.clear();
+      w.part_end.clear();
+      const std::string R = std::to_string(p.across_rows);
+      const std::vector<size_t> kept = s.dims_in_order(false);
+      w.line("__syncthreads();  // the chunk's tiles are written");
+      w.open("for (int kf_e = threadIdx.y * 32 + threadIdx.x; kf_e < " + R + " * " + chunk + "; kf_e += " + R + " * 32)");
+      w.line("const int kf_tc = kf_e / " + R + ", kf_tr = kf_e % " + R + ";");
+      w.line("const " + t + " kf_j = kf_cb + (" + t + ")(kf_tc % " + per_lane + " * " + V_text + " + kf_tc / " + per_lane + ");");
+      w.line("const long long kf_row = kf_rb + kf_tr;");
+      w.open("if (kf_row < " + extent_product(w, dom, kept, "1") + " && kf_j < kf_ce)");
+      std::vector<std::string> idx(s.reduced.size(), "0");
+      const std::vector<std::string> kept_idx = unravel(w, dom, kept, "kf_row", "x", true);
+      const std::vector<std::string> red_idx = unravel(w, dom, red, "kf_j", "x", true);
+      for (size_t k = 0; k < kept.size(); ++k) idx[kept[k]] = kept_idx[k];
+      for (size_t k = 0; k < red.size(); ++k) idx[red[k]] = red_idx[k];
+      for (const auto& [o, tile] : w.across_tiles)
+        w.line(w.element(o, idx) + " = " + tile + "[kf_tr * " + tile_row + " + kf_tc];");
+      w.close();
+      w.close();
+      w.line("__syncthreads();  // the tiles are read");
+      w.close();
+    }
+    if (!w.row_live.empty() && !across) w.close();
   }
   w.tile_reads.clear();
 }

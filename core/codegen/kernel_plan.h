@@ -188,6 +188,10 @@ struct LaunchRule {
   // blockDim.x threads per row (a power of two up to 32) and
   // short_row_block / blockDim.x rows per block (short_row_dims).
   int short_row_block = 0;
+  // PerRow: when > 0, the main kernel writes outputs across its rows
+  // (RowParams::across): a warp per row, this many rows per block
+  // (blockDim.y), whatever the row's length.
+  int across_rows = 0;
   // Elementwise, a tiled kernel over groups of dims (TiledParams::group_a):
   // the groups' inner dims, and the tile's side. A call whose every such
   // dim fills more than half a tile takes KernelPlan::ungrouped_name

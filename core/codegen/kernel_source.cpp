@@ -401,12 +401,14 @@ KernelPlan emit_kernel_here(const ConcreteFusion& c, const Task& task, const Ker
     launch.domain_value = row.rows.domain;
     launch.reduced_dims = row.rows.reduced;
     launch.block = row.block;
-    launch.row_items = row.vectors.width * row.vectors_per_thread;
+    // (the across kernel holds no row in registers: its block is fixed)
+    launch.row_items = row.across.empty() ? row.vectors.width * row.vectors_per_thread : 0;
     launch.row_stage_bytes = row_stage_bytes(w.fusion(), row);
     // Each staged row is rounded up to 16 bytes (declare_stage): at most 15
     // bytes more per staged input, each at least a byte per element.
     launch.row_stage_pad = kStageRowAlign;
     launch.stream_rows = row.stream_rows;
+    launch.across_rows = row.across_rows;
     const std::string main = w.take_kernel();
     std::vector<KernelText> kernels = {kernel_text(launch.block, launch.row_items > 0, main)};
     std::vector<std::string> suffixes = {""};

@@ -119,6 +119,10 @@ class KernelWriter {
   // the row's start), its stage holding the part from part_begin, and the
   // most elements any block's part has (part_most). Empty: the whole row.
   std::string part_begin, part_end, part_most;
+  // The across kernel (RowParams::across): each output written across the
+  // rows -> its shared tile (declared by emit_row, filled and stored by
+  // row_streaming's output pass). Empty: none.
+  std::map<int64_t, std::string> across_tiles;
   // Column kernels in several phases: the results an earlier kernel of the
   // source computed, read from their per-column arrays in memory (value ->
   // pointer local), at the linear index of the result's kept dims of

@@ -15,6 +15,18 @@
 
 namespace kf::row_emit {
 
+// The across kernel (RowParams::across): its output pass runs over column
+// chunks of kAcrossChunk elements (a multiple of every vector width: 32
+// lanes of up to 16-byte vectors of 2-byte elements), each row's chunk
+// into a shared tile of across_rows rows of kAcrossChunk + kAcrossPad
+// elements. In the tile a chunk's column c = a * V + b (lane a's element b
+// of a vector step) sits at b * (kAcrossChunk / V) + a, so the lanes of a
+// step write consecutive elements; the padding makes a row 2 words (4-byte
+// elements) or 1 word (2-byte) past a multiple of 32 banks, so that the
+// store's warp, 16 rows of two tile columns, reads 32 banks.
+constexpr int kAcrossChunk = 256;
+constexpr int kAcrossPad = 2;
+
 // The domain index of a row element: the row's own index (KernelWriter::
 // row_index) with its reduced dims `red` set to `red_idx`.
 std::vector<std::string> full_index(const KernelWriter& w, const std::vector<size_t>& red,

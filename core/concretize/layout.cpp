@@ -1,4 +1,6 @@
 #include "core/concretize/layout.h"
+
+#include "core/util/env_switch.h"
 #include "core/ir/op_attrs.h"
 #include "core/ir/op_table.h"
 
@@ -232,10 +234,21 @@ int innermost_many(const ConcreteFusion& c, size_t v, const std::vector<int>& or
 // output of [16512, 12288] on the H200, DRAM at 16%, docs/perf-log.md
 // session 29); v is written in its own order and copied into the caller's
 // tensor by tiles instead.
-bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& caller) {
+// Rows: only through the row case (v of a row reduction's input sizes on
+// its chain, the reduction along v's own innermost dim, which is also its
+// logical last dim of class >1), which the row kernels can write across
+// their rows themselves (RowParams::across); Copied: through a column
+// reduction's, which they cannot, beside a column reduction over v's
+// sizes (an inner-outer kernel's), or where v's own innermost dim is not
+// its logical last (v in the caller's order then votes the row domain's
+// walk towards the logical order, row_domain.cpp memory_order: its rows
+// read across their memory, or the column kernel taking them).
+enum class Crossing { None, Rows, Copied };
+
+Crossing crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& caller) {
   const Fusion& f = *c.fusion;
   const int own = innermost_many(c, v, c.stride_orders[v]), theirs = innermost_many(c, v, caller);
-  if (own < 0 || theirs < 0 || own == theirs) return false;
+  if (own < 0 || theirs < 0 || own == theirs) return Crossing::None;
   std::vector<char> ancestor(f.values.size(), 0);  // v's ancestors and v
   std::vector<size_t> stack = {v};
   while (!stack.empty()) {
@@ -267,6 +280,7 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
     }
     return false;
   };
+  bool rows = false, cross_columns = false;
   for (const Expr& e : f.exprs) {
     if (op_info(e.op).category != OpCategory::Reduction || e.inputs.empty()) continue;
     const size_t u = static_cast<size_t>(e.inputs[0]);
@@ -281,16 +295,34 @@ bool crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>& cal
     // layernorm over the channels of NCHW into a channels-last output:
     // 0.476 ms, 0.20x torch.compile, seed 1853590537 c0120, session 40).
     const int inner_u = innermost_many(c, u, c.stride_orders[u]);
+    // (A column reduction over v's sizes beside a row reduction is an
+    // inner-outer kernel's, which cannot write across its rows.)
+    if (inner_u >= 0 && !reduced[static_cast<size_t>(inner_u)] && c.size_classes[u] == c.size_classes[v]) cross_columns = true;
     if (inner_u >= 0 && !reduced[static_cast<size_t>(inner_u)]) {
       for (int64_t o : e.outputs)
-        if (ancestor[static_cast<size_t>(o)] && many(static_cast<size_t>(o)) == many(v)) return true;
-      if (c.size_classes[u] == c.size_classes[v] && theirs != inner_u && (ancestor[u] || descends(u))) return true;
+        if (ancestor[static_cast<size_t>(o)] && many(static_cast<size_t>(o)) == many(v)) return Crossing::Copied;
+      if (c.size_classes[u] == c.size_classes[v] && theirs != inner_u && (ancestor[u] || descends(u)))
+        return Crossing::Copied;
     }
     if (c.size_classes[u] != c.size_classes[v] || !reduced[static_cast<size_t>(own)]) continue;
-    if (ancestor[u]) return true;  // v is computed from the row (the normalized output)
-    if (descends(u)) return true;  // v feeds the row
+    // v is computed from the row (the normalized output), or feeds it
+    if (!ancestor[u] && !descends(u)) continue;
+    // (the caller's innermost another reduced dim: the across kernel
+    // stores along kept dims only)
+    const int logical = innermost_many(c, v, row_major(c.size_classes[v].size()));
+    if (logical != own || reduced[static_cast<size_t>(theirs)]) return Crossing::Copied;
+    rows = true;
   }
-  return false;
+  if (rows && cross_columns) return Crossing::Copied;
+  return rows ? Crossing::Rows : Crossing::None;
+}
+
+// Outputs laid out across the rows of a row reduction are written there by
+// the row kernel (RowParams::across) rather than copied at the end: off
+// until timed on a GPU (docs/perf-log.md session 52).
+bool rows_written_across() {
+  static const bool on = env_switch("KFUSE_TUNE_ROW_ACROSS_OUTPUTS", false);
+  return on;
 }
 
 // Whether v, a scatter's result, would take its updates across its memory
@@ -541,8 +573,10 @@ void propagate_layouts(ConcreteFusion& c) {
     if (set[v]) continue;
     set[v] = true;
     if (c.relayout_outputs[i]) continue;
-    if (f.outputs[i].alias_input < 0 && (copied_outputs[i] || crosses_rows(c, v, c.caller_output_orders[i]) ||
-                                         scatter_across_updates(c, v, c.caller_output_orders[i]))) {
+    const Crossing crossing = f.outputs[i].alias_input < 0 ? crosses_rows(c, v, c.caller_output_orders[i]) : Crossing::None;
+    if (f.outputs[i].alias_input < 0 &&
+        (copied_outputs[i] || crossing == Crossing::Copied || (crossing == Crossing::Rows && !rows_written_across()) ||
+         scatter_across_updates(c, v, c.caller_output_orders[i]))) {
       c.relayout_outputs[i] = true;
       continue;
     }

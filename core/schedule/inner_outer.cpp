@@ -78,6 +78,7 @@ std::optional<RowParams> schedule_inner_outer(const ConcreteFusion& c, const Tas
   Tuning t = tuning;
   t.row_vectors = tuning.inner_outer_vectors;
   t.row_stream_single_pass = 0;  // (their rows keep the register kernel)
+  t.row_across_outputs = 0;      // (the across kernel has no outer reductions)
   RowParams p = schedule_row(c, task, *rows, t);
   // Column partials per thread (elements a thread holds, times outer
   // reductions) past Tuning::inner_outer_partials: one vector (layernorm

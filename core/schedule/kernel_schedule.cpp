@@ -108,6 +108,7 @@ struct Describe {
     if (p.edge_vectors.width > 0) s += " edges={" + vectors(p.edge_vectors) + "}";  // the Edges kernels' plan
     if (p.cluster_max > 0) s += " cluster_max=" + std::to_string(p.cluster_max) + " cluster_block=" + std::to_string(p.cluster_block);
     if (p.cluster_stageable) s += " cluster_stageable";
+    if (!p.across.empty()) s += " across=" + ids(p.across) + " across_rows=" + std::to_string(p.across_rows);
     return s;
   }
   std::string operator()(const ScatterParams& p) const {

@@ -340,6 +340,16 @@ struct RowParams {
   // 1024-thread blocks; parts of half the size keep twice the threads
   // resident). Tuning::row_cluster_stageable.
   bool cluster_stageable = false;
+  // Outputs of the row's sizes whose memory runs across the rows (the
+  // caller's layout puts a kept dim innermost: a layernorm into a [1, 0]
+  // output). The main kernel then takes `across_rows` consecutive rows per
+  // block, a warp each, streams every phase from memory, and writes these
+  // outputs in column chunks through shared memory: each chunk's values of
+  // all its rows into a tile, then the tile along the outputs' own fast dim
+  // (emit_row_memory.cpp, across_chunks). It has no other kernel
+  // (plan_row_kernels), and no register path, stage or outer reduction.
+  std::vector<int64_t> across;
+  int across_rows = 0;
   // The kernels besides the main one (set last: plan_row_kernels).
   RowKernels kernels;
   GridTargets grid;  // the split-row kernels' grids, and when rows are split

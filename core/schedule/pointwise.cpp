@@ -138,9 +138,17 @@ PointwiseParams schedule_pointwise(const ConcreteFusion& c, const Task& task, co
   // intermediate and a copy, which doubled their traffic (seed 1857099843
   // c0073, c0142, c0008 at 0.43-0.48x torch.compile, docs/perf-log.md
   // session 50 §7).
+  // Only loops with vectors whose window is the innermost dim alone: on an
+  // H200 (docs/perf-log.md session 52 §1) those ran 1.09-2.01x faster on
+  // 30 plans of 12 seeds, while a loop without vectors (a q at offset
+  // 4097: 0.48x) or a window of 2-4 dims (q with its sequence dim
+  // innermost, or [1, 96, 128] windows: 0.61-0.98x, but one 1.45x) lost.
   p.in_place_loops = tuning.pointwise_in_place_windows != 0;
   if (p.in_place_loops)
-    for (PointwiseLoop& loop : p.loops) loop.window = std::max(in_place_window(c, task, loop), 0);
+    for (PointwiseLoop& loop : p.loops) {
+      const int window = in_place_window(c, task, loop);
+      loop.window = window == 1 && loop.vectors.width > 0 ? 1 : 0;
+    }
   // Outputs written straight into a misaligned input are stored per lane;
   // those the run plan sends to an intermediate (the input is read
   // elsewhere: a rotary embedding's other half) keep their vectors.

@@ -10,6 +10,9 @@ namespace kf {
 
 RowKernels plan_row_kernels(const RowParams& p, const Tuning& tuning) {
   RowKernels k;
+  // (The main kernel of a plan writing outputs across its rows streams any
+  // row at any alignment itself: RowParams::across.)
+  if (!p.across.empty()) return k;
   const bool vectors = p.vectors.width > 0;
   const int row_items = p.vectors.width * p.vectors_per_thread;
   // A register path exists with a vector plan; rows it cannot hold take

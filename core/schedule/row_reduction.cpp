@@ -180,10 +180,53 @@ RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& r
   return p;
 }
 
+// RowParams::across: the domain outputs (not views, not written in place)
+// whose innermost dim of class >1 in memory is a kept dim, so that a block
+// per row would store them one element per 32-byte sector. Only the
+// caller's layout does that (kf_execute_into; layout.cpp keeps it for rows
+// under KFUSE_TUNE_ROW_ACROSS_OUTPUTS, else copies such outputs at the end).
+std::vector<int64_t> outputs_across_rows(const ConcreteFusion& c, const RowDomain& rows) {
+  const Fusion& f = *c.fusion;
+  std::vector<int64_t> across;
+  for (int64_t o : rows.domain_outputs) {
+    if (rows.views.contains(o)) continue;
+    bool in_place = false;
+    for (const Output& out : f.outputs) in_place = in_place || (out.value == o && out.alias_input >= 0);
+    const std::vector<int>& order = c.stride_orders[static_cast<size_t>(o)];
+    const auto& cls = c.size_classes[static_cast<size_t>(o)];
+    if (in_place || order.size() != rows.reduced.size()) continue;
+    for (size_t k = order.size(); k-- > 0;) {
+      const size_t d = static_cast<size_t>(order[k]);
+      if (d >= cls.size() || cls[d] != SizeClass::Many) continue;
+      if (!rows.reduced[d]) across.push_back(o);
+      break;
+    }
+  }
+  return across;
+}
+
+// Rows per block of the across kernel: 16 consecutive rows fill a 32-byte
+// sector of a 2-byte output's column.
+constexpr int kAcrossRows = 16;
+
 }  // namespace
 
 RowParams schedule_row(const ConcreteFusion& c, const Task& task, const RowDomain& rows, const Tuning& tuning) {
   RowParams p = row_plan(c, task, rows, tuning);
+  if (!p.has_outer() && tuning.row_across_outputs != 0) p.across = outputs_across_rows(c, rows);
+  if (!p.across.empty()) {  // one streaming kernel (RowParams::across)
+    p.across_rows = kAcrossRows;
+    p.block = 32 * kAcrossRows;
+    std::erase_if(p.vectors.outputs, [&](int64_t o) {
+      return std::find(p.across.begin(), p.across.end(), o) != p.across.end();
+    });
+    p.staged.clear();
+    p.stage_outer = false;
+    p.stream_rows = false;
+    p.edge_vectors = {};
+    p.cluster_max = 0;
+    p.cluster_stageable = false;
+  }
   p.kernels = plan_row_kernels(p, tuning);
   return p;
 }

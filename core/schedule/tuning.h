@@ -49,10 +49,11 @@ struct Tuning {
   // embeddings in place) write in place (PointwiseLoop::window) instead of
   // through an intermediate and a copy, and so do kernels of several loops
   // whose inputs one loop alone reads and updates (a rotary embedding of q
-  // and k); 0: the run plan defers them. Written in session 51 and tested
-  // on the CPU and with NVRTC; no device time was left to run it on a GPU:
-  // off (ctest entry gpu_test_gpu_in_place_windows).
-  int pointwise_in_place_windows = 0;
+  // and k); 0: the run plan defers them. Loops with vectors and a window of
+  // the innermost dim only (pointwise.cpp): 1.09-2.01x on the 30 such plans
+  // of 12 corpus seeds on an H200 (docs/perf-log.md session 52 §1). On
+  // (ctest entry gpu_test_gpu_in_place_deferred runs the GPU test without).
+  int pointwise_in_place_windows = 1;
   // 1: a gather's data operand computed from the fusion's inputs by
   // pointwise ops in another segment is computed again in the gather's
   // (core/segment/recompute.h) rather than materialized; 0: materialized.
@@ -187,6 +188,10 @@ struct Tuning {
   // multiprocessor it is compiled for (4 x 256 threads at 64 registers:
   // the main kernel's register budget for the same path; session 31);
   int row_short_block = 256;
+  // Whether a row plan takes outputs laid out across its rows
+  // (RowParams::across): 0 for the inner-outer scheduler's row plans,
+  // whose kernels keep their outer reductions instead.
+  int row_across_outputs = 1;
   int row_short_min_blocks = 4;
   // the split-row kernels' threads per block (session 13).
   int split_row_block = 256;

@@ -7,9 +7,11 @@
 // the CPU backend against the same fusion on row-major copies of the
 // inputs and against values computed in double.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/pipeline/plan.h"
@@ -527,6 +529,61 @@ void test_column_norm_output_across_its_walk(void**) {
   }
 }
 
+// A row norm's output that the caller lays out across the rows (a kept
+// dim innermost: a layernorm into a [1, 0] output, a softmax into a
+// [0, 2, 1] one). Under KFUSE_TUNE_ROW_ACROSS_OUTPUTS=1 (the ctest entry
+// cpu_test_relayout_inputs_rows_across) it is written where it is by the
+// row kernel (RowParams::across: no other kernel, no vector store of it),
+// else produced in kfuse's order and copied at the end. Values against
+// kfuse's own layout either way.
+void test_row_norm_output_across_its_rows(void**) {
+  const char* knob = std::getenv("KFUSE_TUNE_ROW_ACROSS_OUTPUTS");
+  const bool across_on = knob != nullptr && std::string(knob) == "1";
+  struct Case {
+    const char* text;
+    std::vector<int64_t> shape;
+    std::vector<int> out_order;
+  };
+  const Case cases[] = {
+      {"input x: tensor<float32, 2>\nconst eps: float32 = 1e-5\n"
+       "var, mean = var_mean(x) {axes=[1], keepdim=true, correction=0}\nve = add(var, eps)\nr = rsqrt(ve)\n"
+       "xc = sub(x, mean)\ny = mul(xc, r)\noutput y\n",
+       {37, 80}, {1, 0}},
+      {"input x: tensor<float32, 3>\nm = max(x) {axes=[2], keepdim=true}\nd = sub(x, m)\ne = exp(d)\n"
+       "s = sum(e) {axes=[2], keepdim=true}\ny = div(e, s)\noutput y\n",
+       {2, 19, 40}, {0, 2, 1}},
+  };
+  for (const Case& k : cases) {
+    auto f = kf::parse_fusion(k.text);
+    Tensor x(k.shape);
+    const Run reference = run(*f, {&x}, false);
+    const Run r = run(*f, {&x}, true, {k.out_order});
+    assert_true(r.plan->concrete->relayout_outputs.at(0) == !across_on);
+    int across_plans = 0;
+    for (const kf::Segment& s : r.plan->segmentation.segments) {
+      if (!s.schedule || !std::holds_alternative<kf::RowParams>(*s.schedule)) continue;
+      const kf::RowParams& p = std::get<kf::RowParams>(*s.schedule);
+      if (p.across.empty()) continue;
+      ++across_plans;
+      assert_int_equal(p.across.size(), 1);
+      assert_int_equal(p.across[0], f->outputs[0].value);
+      assert_int_equal(p.across_rows, 16);
+      assert_int_equal(p.block, 32 * p.across_rows);
+      assert_true(p.vectors.outputs.empty() && p.staged.empty() && !p.has_outer());
+      // (the across kernel is the plan's only kernel)
+      assert_false(p.kernels.long_rows || p.kernels.scalar_twin || p.kernels.edges || p.kernels.cluster);
+      assert_int_equal(p.kernels.split_block, 0);
+      assert_int_equal(p.kernels.short_rows_block, 0);
+    }
+    assert_int_equal(across_plans, across_on ? 1 : 0);
+    for (size_t e = 0; e < r.outputs[0].size(); ++e) {
+      const float want = reference.outputs[0][e], got = r.outputs[0][e];
+      if (std::fabs(want - got) > 1e-5f * (1.0f + std::fabs(want)))
+        fail_msg("%s element %zu: %g, expected %g", k.text, e, static_cast<double>(got), static_cast<double>(want));
+    }
+  }
+}
+
 // A scatter's result whose caller's layout puts the scatter's dim
 // innermost: the atomic updates of a warp would each take a sector of
 // their own, so it is produced in kfuse's layout and copied (layout.cpp
@@ -598,6 +655,7 @@ void test_scatter_output_across_its_updates(void**) {
 int main() {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_softmax_bwd_column_major_y),
+      cmocka_unit_test(test_row_norm_output_across_its_rows),
       cmocka_unit_test(test_softmax_bwd_padded_offset),
       cmocka_unit_test(test_softmax_bwd_middle_dim),
       cmocka_unit_test(test_transposed_majority),

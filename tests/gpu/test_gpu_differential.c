@@ -2428,6 +2428,136 @@ static void test_memory_order_reductions(void** state) {
   end_test("memory order reductions");
 }
 
+/* Row normalizations into caller-allocated outputs laid out across the
+ * rows (a kept dim innermost: the caller's [1, 0] or [0, 2, 1]). Under
+ * KFUSE_TUNE_ROW_ACROSS_OUTPUTS=1 (the ctest entry
+ * gpu_test_gpu_differential_rows_across) the row kernel writes them itself
+ * (RowParams::across: a warp per row, 16 rows per block, column chunks
+ * through a shared tile), else they are copied at the end. Rows not a
+ * multiple of 16 and fewer than 16, rows shorter than a chunk (256) and
+ * not a multiple of it, odd widths and an input at an odd offset (no
+ * vectors: the scalar path), a row output beside an across one, two
+ * across outputs. */
+static const char* kAcrossFusions[] = {
+    /* 0: layernorm, rank 2 */
+    "input x: tensor<%1$s, 2>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "input b: tensor<%1$s, 1>\n"
+    "const eps: float32 = 1e-5\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "v, mu = var_mean(xf) {axes=[1], keepdim=true, correction=0}\n"
+    "ve = add(v, eps)\n"
+    "r = rsqrt(ve)\n"
+    "xc = sub(xf, mu)\n"
+    "n = mul(xc, r)\n"
+    "wf = cast(w) {dtype=float32}\n"
+    "bf = cast(b) {dtype=float32}\n"
+    "y0 = mul(n, wf)\n"
+    "y1 = add(y0, bf)\n"
+    "y = cast(y1) {dtype=%1$s}\n"
+    "output y\n",
+    /* 1: log-softmax saved beside its log-sum-exp (a row output), rank 2 */
+    "input x: tensor<%1$s, 2>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=[1], keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=[1], keepdim=true}\n"
+    "ls = log(s)\n"
+    "lp = sub(d, ls)\n"
+    "lpo = cast(lp) {dtype=%1$s}\n"
+    "lse = add(ls, m)\n"
+    "output lpo\n"
+    "output lse\n",
+    /* 2: residual add + RMSNorm, the sum an output too, rank 2 */
+    "input x: tensor<%1$s, 2>\n"
+    "input res: tensor<%1$s, 2>\n"
+    "input w: tensor<%1$s, 1>\n"
+    "const eps: float32 = 1e-6\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "rf = cast(res) {dtype=float32}\n"
+    "h = add(xf, rf)\n"
+    "sq = mul(h, h)\n"
+    "ms = mean(sq) {axes=[1], keepdim=true}\n"
+    "ve = add(ms, eps)\n"
+    "r = rsqrt(ve)\n"
+    "n = mul(h, r)\n"
+    "wf = cast(w) {dtype=float32}\n"
+    "y = mul(n, wf)\n"
+    "yo = cast(y) {dtype=%1$s}\n"
+    "ho = cast(h) {dtype=%1$s}\n"
+    "output yo\n"
+    "output ho\n",
+    /* 3: softmax over the last dim, rank 3 */
+    "input x: tensor<%1$s, 3>\n"
+    "xf = cast(x) {dtype=float32}\n"
+    "m = max(xf) {axes=[2], keepdim=true}\n"
+    "d = sub(xf, m)\n"
+    "e = exp(d)\n"
+    "s = sum(e) {axes=[2], keepdim=true}\n"
+    "p = div(e, s)\n"
+    "y = cast(p) {dtype=%1$s}\n"
+    "output y\n",
+};
+
+static void test_rows_across(void** state) {
+  (void)state;
+  typedef struct {
+    int fusion;
+    int64_t shape[3]; /* rank 3 for fusion 3, else the first two */
+    int64_t offset;   /* x's storage offset (elements) */
+  } across_case;
+  static const across_case cases[] = {
+      {0, {37, 1000, 0}, 0},    {0, {1000, 4095, 0}, 0}, {0, {5, 300, 0}, 0},  {0, {300, 12288, 0}, 0},
+      {0, {64, 768, 0}, 3},     {1, {64, 50257, 0}, 0},  {1, {33, 32000, 0}, 0}, {1, {16, 64, 0}, 0},
+      {2, {129, 2560, 0}, 0},   {2, {20, 1600, 0}, 1},   {3, {3, 37, 1000}, 0}, {3, {2, 129, 128}, 0},
+      {3, {4, 15, 4100}, 0},
+  };
+  static const int kRank2[2] = {1, 0}, kRank3[3] = {0, 2, 1};
+  const kf_dtype dts[] = {KF_FLOAT32, KF_BFLOAT16};
+  const int saved = g_row_major_outputs;
+  g_row_major_outputs = 1;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+    for (int d = 0; d < 2; ++d) {
+      const across_case* ac = &cases[c];
+      const int rank = ac->fusion == 3 ? 3 : 2;
+      char text[4096];
+      snprintf(text, sizeof text, kAcrossFusions[ac->fusion], kf_dtype_name(dts[d]));
+      kf_fusion f;
+      KF_CHECK(kf_fusion_from_text(text, &f));
+      size_t nin = 0, nout = 0;
+      KF_CHECK(kf_fusion_num_inputs(f, &nin));
+      KF_CHECK(kf_fusion_num_outputs(f, &nout));
+      const int64_t width = ac->shape[rank - 1];
+      tin in[3];
+      in[0] = input(dts[d], rank, ac->shape);
+      if (ac->offset > 0) { /* row-major at an odd offset */
+        int64_t strides[3], next = 1;
+        for (int k = rank - 1; k >= 0; --k) strides[k] = next, next *= ac->shape[k];
+        with_strides(&in[0], strides, ac->offset);
+      }
+      fill(&in[0], -3, 3, 0);
+      for (size_t i = 1; i < nin; ++i) {
+        in[i] = ac->fusion == 2 && i == 1 ? input(dts[d], rank, ac->shape) : input(dts[d], 1, &width);
+        fill(&in[i], 0.5, 1.5, 0);
+      }
+      /* the across outputs in the caller's order; fusion 1's row output compact */
+      const int* orders[2] = {rank == 3 ? kRank3 : kRank2, ac->fusion == 1 ? NULL : kRank2};
+      g_out_orders = orders;
+      char what[200];
+      snprintf(what, sizeof what, "rows across: fusion %d %s [%lld, %lld%s%s] offset %lld", ac->fusion,
+               kf_dtype_name(dts[d]), (long long)ac->shape[0], (long long)ac->shape[1], rank == 3 ? ", " : "",
+               rank == 3 ? "..." : "", (long long)ac->offset);
+      run_case_tol(f, in, nin, what, 16.0 + (double)width / 1024.0, -1);
+      g_out_orders = NULL;
+      (void)nout;
+      free_inputs(in, nin);
+      kf_fusion_release(f);
+    }
+  g_row_major_outputs = saved;
+  end_test("rows across");
+}
+
 /* Row reductions whose inputs disagree on their innermost dim: the ones
  * across the rows are copied into kfuse's layout first (layout.cpp
  * choose_input_relayouts; the permute copy on the GPU, the CPU backend's
@@ -4144,7 +4274,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_ops),     cmocka_unit_test(test_binary_ops),
       cmocka_unit_test(test_ternary_ops),   cmocka_unit_test(test_casts),
-      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_relayout_inputs), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_shifted_vectors), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
+      cmocka_unit_test(test_reductions),    cmocka_unit_test(test_column_reductions), cmocka_unit_test(test_column_normalizations), cmocka_unit_test(test_column_any_alignment), cmocka_unit_test(test_short_columns), cmocka_unit_test(test_batch_norm_stats), cmocka_unit_test(test_split_rows), cmocka_unit_test(test_memory_order_reductions), cmocka_unit_test(test_relayout_inputs), cmocka_unit_test(test_rows_across), cmocka_unit_test(test_unaligned_rows), cmocka_unit_test(test_cluster_rows), cmocka_unit_test(test_short_rows), cmocka_unit_test(test_reshapes), cmocka_unit_test(test_online_softmax), cmocka_unit_test(test_online_column_softmax), cmocka_unit_test(test_fast_forms), cmocka_unit_test(test_shifted_lanes), cmocka_unit_test(test_shifted_vectors), cmocka_unit_test(test_size_values), cmocka_unit_test(test_float8), cmocka_unit_test(test_arg_reductions), cmocka_unit_test(test_int8), cmocka_unit_test(test_scatter), cmocka_unit_test(test_scatter_expanded_index), cmocka_unit_test(test_scans), cmocka_unit_test(test_outer_scans),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_strided_outputs),
       cmocka_unit_test(test_staged_outputs),

@@ -251,11 +251,12 @@ static void test_shifted_read(void** state) {
 }
 
 /* Rotary embeddings in place (rotate-half: each element reads its other
- * half). Under KFUSE_TUNE_POINTWISE_IN_PLACE_WINDOWS=1 (a ctest entry)
- * they write in place through windows of the head dim: vectors (widths
- * 128 and 80), the scalar twin (width 66, or q one element off), a
- * partial rotation (the first 32 of 128), and a window longer than a
- * block iteration (4096: the launch copies q first); otherwise through an
+ * half). By default they write in place through windows of the head dim:
+ * vectors (widths 128 and 80), the scalar twin (width 66), a partial
+ * rotation (the first 32 of 128), and a window longer than a block
+ * iteration (4096: the launch copies q first); q one element off (no
+ * vector plan) and, under KFUSE_TUNE_POINTWISE_IN_PLACE_WINDOWS=0 (the
+ * ctest entry gpu_test_gpu_in_place_deferred), all of them through an
  * intermediate. */
 static void test_rotary(void** state) {
   (void)state;

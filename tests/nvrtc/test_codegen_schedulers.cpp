@@ -2566,6 +2566,64 @@ void test_in_place_windows(void** /*state*/) {
   assert_true(emit_kernel(*c, root_task(*rope), off).launch.windows.empty());
 }
 
+// Row norms into outputs laid out across the rows (RowParams::across):
+// the concrete fusion's order for the output set to the caller's (what
+// layout.cpp keeps under KFUSE_TUNE_ROW_ACROSS_OUTPUTS), the row scheduler
+// plans the across kernel alone, its launch a warp per row and 16 rows per
+// block, and the kernel (compiled by test_compile) fills a shared tile per
+// chunk between barriers.
+void test_rows_across(void** /*state*/) {
+  struct Case {
+    const char* text;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<int> order;
+  };
+  const Case cases[] = {
+      {"input x: tensor<float32, 2>\nconst eps: float32 = 1e-5\n"
+       "var, mean = var_mean(x) {axes=[1], keepdim=true, correction=0}\nve = add(var, eps)\nr = rsqrt(ve)\n"
+       "xc = sub(x, mean)\ny = mul(xc, r)\noutput y\n",
+       DType::F32, {4096, 1000}, {1, 0}},
+      {"input x: tensor<bfloat16, 3>\nxf = cast(x) {dtype=float32}\nm = max(xf) {axes=[2], keepdim=true}\n"
+       "d = sub(xf, m)\ne = exp(d)\ns = sum(e) {axes=[2], keepdim=true}\np = div(e, s)\n"
+       "y = cast(p) {dtype=bfloat16}\nl = log(s)\nlse = add(l, m)\noutput y\noutput lse\n",
+       DType::BF16, {2, 100, 4096}, {0, 2, 1}},
+  };
+  for (const Case& k : cases) {
+    auto f = parse_fusion(k.text);
+    Inputs in;
+    in.push_back(kftest::tensor(k.dtype, k.shape));
+    auto across = std::make_shared<ConcreteFusion>(*kftest::concretize(f, in));
+    const int64_t y = f->outputs[0].value;
+    across->stride_orders[static_cast<size_t>(y)] = k.order;
+    const KernelSchedule schedule = kftest::schedule(across);
+    const RowParams& p = std::get<RowParams>(schedule);
+    assert_true(p.across == std::vector<int64_t>{y});
+    assert_int_equal(p.across_rows, 16);
+    assert_true(p.vectors.width > 0);
+    assert_true(std::find(p.vectors.outputs.begin(), p.vectors.outputs.end(), y) == p.vectors.outputs.end());
+    const KernelPlan plan = emit_kernel(*across, root_task(*f), schedule);
+    batch().add(plan);
+    assert_true(plan.scalar_twins.empty() && plan.long_row_name.empty() && plan.split_rows.empty() &&
+                plan.short_rows_name.empty() && plan.cluster_name.empty() && plan.long_edges_name.empty());
+    assert_int_equal(plan.launch.across_rows, 16);
+    const std::string& src = plan.units[plan.unit_of(plan.name)].source;
+    assert_true(contains(src, "kf_tile"));
+    assert_true(contains(src, "__syncthreads();  // the chunk's tiles are written"));
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < k.shape.size(); ++d) rows *= k.shape[d];
+    const cuda::LaunchDims dims = cuda::launch_dims(plan.launch, k.shape, 65535, 132);
+    assert_int_equal(dims.block, 32);
+    assert_int_equal(dims.block_y, 16);
+    assert_int_equal(dims.grid, (rows + 15) / 16);
+    assert_false(dims.long_rows);
+    // In the inputs' own order the same fusion keeps its usual kernels.
+    const RowParams& own = std::get<RowParams>(kftest::schedule(kftest::concretize(f, in)));
+    assert_true(own.across.empty());
+    assert_true(own.kernels.long_rows);
+  }
+}
+
 // A log-sum-exp over dim 0 of a row-major [4096, 1024] (a column
 // reduction without domain outputs, as cross-entropy forward over
 // column-major logits is once its gather recomputes the logits): two
@@ -2627,6 +2685,7 @@ int main() {
       cmocka_unit_test(test_short_columns),
       cmocka_unit_test(test_column_online_statistics),
       cmocka_unit_test(test_in_place_windows),
+      cmocka_unit_test(test_rows_across),
       cmocka_unit_test(test_row_kernels_follow_the_plan),
       cmocka_unit_test(test_rejections),
       cmocka_unit_test(test_matmul_epilogue_kernels),

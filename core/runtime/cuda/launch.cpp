@@ -271,6 +271,11 @@ LaunchDims launch_dims(const LaunchRule& rule, std::span<const int64_t> domain, 
       else row *= domain[d];
     }
     if (rule.row_items > 0) dims.block = static_cast<uint32_t>(register_row_block(rule, row));
+    if (rule.across_rows > 0) {  // a warp per row, across_rows rows per block
+      dims.block = 32;
+      dims.block_y = static_cast<uint32_t>(rule.across_rows);
+      work = (work + rule.across_rows - 1) / rule.across_rows;
+    }
     blocks_per_sm = rule.threads_per_sm / std::max<int64_t>(dims.block, 1);
     // Inner-outer: no more blocks than its registers let reside at once. A
     // second wave would start as the first ends, its blocks' rows behind
