@@ -188,6 +188,7 @@ RowParams row_plan(const ConcreteFusion& c, const Task& task, const RowDomain& r
 std::vector<int64_t> outputs_across_rows(const ConcreteFusion& c, const RowDomain& rows) {
   const Fusion& f = *c.fusion;
   std::vector<int64_t> across;
+  int tile_bytes = 0;
   for (int64_t o : rows.domain_outputs) {
     if (rows.views.contains(o)) continue;
     bool in_place = false;
@@ -198,7 +199,9 @@ std::vector<int64_t> outputs_across_rows(const ConcreteFusion& c, const RowDomai
     for (size_t k = order.size(); k-- > 0;) {
       const size_t d = static_cast<size_t>(order[k]);
       if (d >= cls.size() || cls[d] != SizeClass::Many) continue;
-      if (!rows.reduced[d]) across.push_back(o);
+      // (each takes a static shared tile of 16 rows of 258 elements:
+      // beyond 40 KB in all, the rest keep their stores)
+      if (!rows.reduced[d] && (tile_bytes += 16 * 258 * dtype_size(f.value(o).dtype)) <= 40 * 1024) across.push_back(o);
       break;
     }
   }
@@ -206,7 +209,8 @@ std::vector<int64_t> outputs_across_rows(const ConcreteFusion& c, const RowDomai
 }
 
 // Rows per block of the across kernel: 16 consecutive rows fill a 32-byte
-// sector of a 2-byte output's column.
+// sector of a 2-byte output's column. (Its tile's shape is codegen's:
+// row_parts.h kAcrossChunk and kAcrossPad.)
 constexpr int kAcrossRows = 16;
 
 }  // namespace
