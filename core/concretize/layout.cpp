@@ -318,8 +318,9 @@ Crossing crosses_rows(const ConcreteFusion& c, size_t v, const std::vector<int>&
 }
 
 // Outputs laid out across the rows of a row reduction are written there by
-// the row kernel (RowParams::across) rather than copied at the end: off
-// until timed on a GPU (docs/perf-log.md session 52).
+// the row kernel (RowParams::across) rather than copied at the end: off,
+// as that kernel ran slower than the row kernel and the copy on 13 of 14
+// plans on an H200 (docs/perf-log.md session 52 §3).
 bool rows_written_across() {
   static const bool on = env_switch("KFUSE_TUNE_ROW_ACROSS_OUTPUTS", false);
   return on;
